@@ -1,0 +1,1 @@
+"""Versioned prompt templates shipped with ragjudge (loaded by ragjudge.llm.prompts)."""
