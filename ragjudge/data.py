@@ -69,36 +69,195 @@ def _line_of(index: int, line_numbers: np.ndarray | None) -> int:
     return int(line_numbers[index]) if line_numbers is not None else index + 1
 
 
-def _dedup_sorted(
+def _id_words(ids: np.ndarray) -> np.ndarray:
+    """``(n, k)`` native uint64 words of an ``S`` array, NUL-padded to a multiple of 8 bytes.
+
+    Read big-endian, so comparing the rows word by word is ``strcmp`` order (shorter ids are
+    NUL-padded and sort first, as in C). Sorting integer words is several times faster than
+    sorting ``S`` values.
+    """
+    n = len(ids)
+    width = ids.dtype.itemsize
+    w8 = -(-width // 8) * 8
+    raw = np.ascontiguousarray(ids).view(np.uint8).reshape(n, width)
+    if w8 != width:
+        padded = np.zeros((n, w8), dtype=np.uint8)
+        padded[:, :width] = raw
+        raw = padded
+    return raw.view(">u8").astype(np.uint64)
+
+
+def _words_keys(ids: np.ndarray, descending: bool = False) -> list[np.ndarray]:
+    """Sort keys for ``np.lexsort`` (least significant first) ordering ids by ``strcmp``."""
+    words = _id_words(ids)
+    cols = [words[:, j] for j in range(words.shape[1] - 1, -1, -1)]
+    if descending:
+        cols = [~c for c in cols]
+    return cols
+
+
+_M1 = np.uint64(0x9E3779B97F4A7C15)
+_M2 = np.uint64(0xBF58476D1CE4E5B9)
+_M3 = np.uint64(0x94D049BB133111EB)
+
+
+def _pair_hash(codes: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """A 64-bit hash of every (query code, id) pair; equal pairs always hash equal."""
+    n = len(ids)
+    width = ids.dtype.itemsize
+    w8 = -(-width // 8) * 8
+    raw = np.ascontiguousarray(ids).view(np.uint8).reshape(n, width)
+    if w8 != width:
+        padded = np.zeros((n, w8), dtype=np.uint8)
+        padded[:, :width] = raw
+        raw = padded
+    words = raw.view(np.uint64)
+    # codes are int64 >= 0; spread them over all 64 bits before mixing in the id words.
+    h = codes.view(np.uint64) * _M1
+    for j in range(words.shape[1]):
+        h ^= words[:, j]
+        h *= _M2
+    h ^= h >> np.uint64(32)
+    return h
+
+
+def _qid_runs(q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Factorize a qid column by runs of equal neighbours (files are grouped by query).
+
+    Returns ``(unique_qids_sorted, run_starts, run_lengths, run_codes)``; a query is contiguous
+    iff it forms a single run.
+    """
+    n = len(q)
+    change = np.flatnonzero(q[1:] != q[:-1])
+    starts = np.empty(len(change) + 1, dtype=np.int64)
+    starts[0] = 0
+    starts[1:] = change + 1
+    lengths = np.diff(np.append(starts, n))
+    uq, codes = np.unique(q[starts], return_inverse=True)
+    return uq, starts, lengths, codes.reshape(-1).astype(np.int64)
+
+
+def _run_permutation(
+    starts: np.ndarray, lengths: np.ndarray, run_codes: np.ndarray, n: int
+) -> tuple[np.ndarray | None, np.ndarray]:
+    """Row order putting contiguous runs in code order (None if already) and the offsets."""
+    perm = np.argsort(run_codes, kind="stable")
+    ordered_lengths = lengths[perm]
+    offsets = np.zeros(len(perm) + 1, dtype=np.int64)
+    np.cumsum(ordered_lengths, out=offsets[1:])
+    if len(run_codes) < 2 or bool((np.diff(run_codes) > 0).all()):
+        return None, offsets
+    shift = starts[perm] - offsets[:-1]
+    idx = np.repeat(shift, ordered_lengths)
+    idx += np.arange(n, dtype=np.int64)
+    return idx, offsets
+
+
+def _row_codes(lengths: np.ndarray, run_codes: np.ndarray) -> np.ndarray:
+    return np.repeat(run_codes, lengths)
+
+
+def _first_duplicate(
+    codes: np.ndarray, docids: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rows sorted by (query, docid, position) and the mask of rows repeating their predecessor."""
+    order = np.lexsort((*_words_keys(docids), codes))
+    c = codes[order]
+    d = docids[order]
+    dup = (c[1:] == c[:-1]) & (d[1:] == d[:-1])
+    return order, dup
+
+
+def _dedup(
     qids: np.ndarray,
+    codes: np.ndarray,
     docids: np.ndarray,
-    order: np.ndarray,
     dedup: Dedup,
     source: str | None,
     line_numbers: np.ndarray | None,
     kind: str,
-) -> np.ndarray:
-    """Check rows ``order`` (sorted by qid, docid, original position) for duplicate pairs.
-
-    Returns the order with duplicates removed (first occurrence wins) or raises.
-    """
-    q = qids[order]
-    d = docids[order]
-    dup = (q[1:] == q[:-1]) & (d[1:] == d[:-1])
+) -> np.ndarray | None:
+    """Exact duplicate check. Returns None when there are no duplicates, else the boolean
+    mask of rows to keep (first occurrence wins), or raises for ``dedup="error"``."""
+    order, dup = _first_duplicate(codes, docids)
     if not dup.any():
-        return order
+        return None
     if dedup == "error":
         i = int(np.flatnonzero(dup)[0]) + 1
+        # The reported line is the later of the two rows (the stable sort keeps file order).
         first = _line_of(int(order[i - 1]), line_numbers)
+        row = int(order[i])
         raise InputError(
-            f"duplicate {kind} entry for query {_decode(q[i])!r}, document {_decode(d[i])!r} "
-            f"(first seen at line {first}; use dedup='first' / --dedup first to keep the first)",
+            f"duplicate {kind} entry for query {_decode(qids[row])!r}, document "
+            f"{_decode(docids[row])!r} (first seen at line {first}; use dedup='first' / "
+            "--dedup first to keep the first)",
             source=source,
-            line=_line_of(int(order[i]), line_numbers),
+            line=_line_of(row, line_numbers),
             field="docid",
         )
-    keep = np.concatenate(([True], ~dup))
-    return order[keep]
+    keep = np.ones(len(docids), dtype=bool)
+    keep[order[1:][dup]] = False
+    return keep
+
+
+def _break_ties(codes: np.ndarray, d: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows already sorted by (query, score desc): order equal-score blocks by docid descending
+    (trec_eval's tie-breaking). Only rows inside ties are touched."""
+    n = len(d)
+    if n < 2:
+        return d, s
+    tie = (s[1:] == s[:-1]) & (codes[1:] == codes[:-1])
+    pairs = np.flatnonzero(tie)
+    if not len(pairs):
+        return d, s
+    if bool((d[pairs] > d[pairs + 1]).all()):
+        return d, s
+    in_tie = np.zeros(n, dtype=bool)
+    in_tie[pairs] = True
+    in_tie[pairs + 1] = True
+    rows = np.flatnonzero(in_tie)
+    # Block id: a new block starts at a tied row that does not continue the previous tie.
+    cont = np.zeros(len(rows), dtype=bool)
+    cont[1:] = (rows[1:] == rows[:-1] + 1) & tie[rows[:-1]]
+    block = np.cumsum(~cont)
+    order = np.lexsort((*_words_keys(d[rows], descending=True), block))
+    d = d.copy()
+    d[rows] = d[rows][order]
+    # Scores compare equal within a block, but 0.0 and -0.0 differ in bits: move them too.
+    s = s.copy()
+    s[rows] = s[rows][order]
+    return d, s
+
+
+def _df_column(df: Any, col: str, source: str | None) -> np.ndarray:
+    """One DataFrame column as a numpy array; a missing column or value is an InputError."""
+    if col not in df.columns:
+        raise InputError(
+            f"column {col!r} not found; columns are {[str(c) for c in df.columns]}",
+            source=source,
+            field=col,
+        )
+    series = df[col]
+    missing = series.isna().to_numpy()
+    if missing.any():
+        row = int(np.flatnonzero(missing)[0])
+        raise InputError("missing value", source=source, line=row + 1, field=col)
+    return series.to_numpy()
+
+
+def _df_ids(values: np.ndarray) -> np.ndarray:
+    if values.dtype.kind in "iu":
+        return values.astype("S")
+    return _to_bytes_array(values)
+
+
+def _decode_column(ids: np.ndarray) -> np.ndarray:
+    return np.char.decode(ids, "utf-8") if len(ids) else np.zeros(0, dtype="U1")
+
+
+def _check_dedup_arg(dedup: str) -> None:
+    if dedup not in ("error", "first"):
+        raise InputError(f"dedup must be 'error' or 'first', got {dedup!r}", field="dedup")
 
 
 # ----------------------------------------------------------------------------- Qrels
@@ -146,6 +305,22 @@ class Qrels:
         A duplicate (query, document) pair raises :class:`InputError` naming ``source`` and the
         line (``line_numbers[i]``, or ``i + 1``); ``dedup="first"`` keeps the first row instead.
         """
+        return cls._from_arrays(qids, docids, grades, source=source, line_numbers=line_numbers,
+                                dedup=dedup, copy=True)
+
+    @classmethod
+    def _from_arrays(
+        cls,
+        qids: Sequence[Any] | np.ndarray,
+        docids: Sequence[Any] | np.ndarray,
+        grades: Sequence[Any] | np.ndarray,
+        *,
+        source: str | None,
+        line_numbers: np.ndarray | None,
+        dedup: Dedup,
+        copy: bool,
+    ) -> Qrels:
+        # copy=False only for arrays nobody else holds (the readers'): saves two full copies.
         q = _to_bytes_array(qids)
         d = _to_bytes_array(docids)
         g = np.asarray(grades)
@@ -167,11 +342,34 @@ class Qrels:
         elif g.dtype.kind not in "iub" and len(g):
             raise InputError(f"grades must be integers, got dtype {g.dtype}", source=source)
         g = g.astype(np.int64, copy=False)
-        # Stable sort on (qid, docid): the original position breaks ties, so "first" is first.
-        order = np.lexsort((d, q)) if len(q) else np.zeros(0, dtype=np.int64)
-        order = _dedup_sorted(q, d, order, dedup, source, line_numbers, "qrels")
-        q, d, g = q[order], d[order], g[order]
-        uq, offsets = _group(q)
+        _check_dedup_arg(dedup)
+        n = len(q)
+        if n == 0:
+            uq, offsets = _group(q)
+            return cls(uq, offsets, d.copy(), g.copy(), source=source)
+        uq, starts, lengths, run_codes = _qid_runs(q)
+        if len(uq) == len(starts):
+            # Fast path: every query is one run; if its docids are strictly ascending there
+            # can be no duplicate and only the runs need reordering.
+            same = np.ones(n - 1, dtype=bool)
+            same[starts[1:] - 1] = False
+            ascending = d[1:] > d[:-1]
+            if bool((ascending | ~same).all()):
+                idx, offsets = _run_permutation(starts, lengths, run_codes, n)
+                if idx is None:
+                    d2, g2 = (d.copy(), g.copy()) if copy else (d, g)
+                else:
+                    d2, g2 = d[idx], g[idx]
+                return cls(uq, offsets, d2, g2, source=source)
+        codes = _row_codes(lengths, run_codes)
+        keep = _dedup(q, codes, d, dedup, source, line_numbers, "qrels")
+        if keep is not None:
+            codes, d, g = codes[keep], d[keep], g[keep]
+        order = np.lexsort((*_words_keys(d), codes))
+        d, g = d[order], g[order]
+        counts = np.bincount(codes, minlength=len(uq))
+        offsets = np.zeros(len(uq) + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
         return cls(uq, offsets, np.ascontiguousarray(d), np.ascontiguousarray(g), source=source)
 
     @classmethod
@@ -306,6 +504,41 @@ class Qrels:
             for j in range(offs[i], offs[i + 1]):
                 yield qs, _decode(docids[j]), grades[j]
 
+    @classmethod
+    def from_dataframe(
+        cls,
+        df: Any,
+        *,
+        qid_col: str = "query_id",
+        docid_col: str = "doc_id",
+        grade_col: str = "relevance",
+        source: str | None = "DataFrame",
+        dedup: Dedup = "error",
+    ) -> Qrels:
+        """From a long pandas DataFrame, one row per judgment (ir_measures column names by
+        default). Errors name the column and the 1-based row position as the "line"."""
+        q = _df_ids(_df_column(df, qid_col, source))
+        d = _df_ids(_df_column(df, docid_col, source))
+        g = _df_column(df, grade_col, source)
+        if g.dtype == object:
+            try:
+                g = g.astype(np.float64)
+            except (TypeError, ValueError):
+                raise InputError("grades must be integers", source=source, field=grade_col) from None
+        return cls.from_arrays(q, d, g, source=source, dedup=dedup)
+
+    def to_dataframe(self) -> Any:
+        """A long DataFrame with columns ``query_id``, ``doc_id``, ``relevance`` (needs pandas)."""
+        import pandas as pd  # optional dependency, imported only here
+
+        return pd.DataFrame(
+            {
+                "query_id": _decode_column(np.repeat(self._qids, np.diff(self._offsets))),
+                "doc_id": _decode_column(self._docids),
+                "relevance": self._grades.copy(),
+            }
+        )
+
     def merge(self, other: Qrels) -> Qrels:
         """Union of two qrels; where both judge a pair, ``self`` (e.g. the human label) wins."""
         q = np.concatenate((np.repeat(self._qids, np.diff(self._offsets)),
@@ -382,7 +615,28 @@ class Run:
         line_numbers: np.ndarray | None = None,
         dedup: Dedup = "error",
     ) -> Run:
-        """Build from three parallel columns (one row per retrieved document, any order)."""
+        """Build from three parallel columns (one row per retrieved document, any order).
+
+        Rows end up in trec_eval rank order; a duplicate (query, document) pair raises
+        :class:`InputError` naming the line unless ``dedup="first"``.
+        """
+        return cls._from_arrays(qids, docids, scores, name=name, source=source,
+                                line_numbers=line_numbers, dedup=dedup, copy=True)
+
+    @classmethod
+    def _from_arrays(
+        cls,
+        qids: Sequence[Any] | np.ndarray,
+        docids: Sequence[Any] | np.ndarray,
+        scores: Sequence[Any] | np.ndarray,
+        *,
+        name: str,
+        source: str | None,
+        line_numbers: np.ndarray | None,
+        dedup: Dedup,
+        copy: bool,
+    ) -> Run:
+        # copy=False only for arrays nobody else holds (the readers'): saves two full copies.
         q = _to_bytes_array(qids)
         d = _to_bytes_array(docids)
         try:
@@ -403,26 +657,42 @@ class Run:
                 line=_line_of(i, line_numbers),
                 field="score",
             )
+        _check_dedup_arg(dedup)
         n = len(q)
-        if n:
-            by_doc = np.lexsort((d, q))
-            kept = _dedup_sorted(q, d, by_doc, dedup, source, line_numbers, "run")
-            if len(kept) != n:
-                keep_mask = np.zeros(n, dtype=bool)
-                keep_mask[kept] = True
-                q, d, s = q[keep_mask], d[keep_mask], s[keep_mask]
-            # Ascending (qid, score, docid), then reverse inside each query: that yields
-            # score descending with ties by docid descending, trec_eval's order.
-            order = np.lexsort((d, s, q))
-            qs = q[order]
-            uq, offsets = _group(qs)
-            pos = np.arange(len(order), dtype=np.int64)
-            grp = np.repeat(np.arange(len(uq)), np.diff(offsets))
-            rev = offsets[grp] + offsets[grp + 1] - 1 - pos
-            order = order[rev]
-            d, s = d[order], s[order]
-        else:
+        if n == 0:
             uq, offsets = _group(q)
+            return cls(uq, offsets, d.copy(), s.copy(), name=name, source=source)
+        uq, starts, lengths, run_codes = _qid_runs(q)
+        codes = _row_codes(lengths, run_codes)
+        # Duplicates: a 64-bit hash of every (query, doc) pair sorts fast; only if two hashes
+        # collide do we pay for the exact check (which names the line).
+        h = np.sort(_pair_hash(codes, d))
+        if bool((h[1:] == h[:-1]).any()):
+            keep = _dedup(q, codes, d, dedup, source, line_numbers, "run")
+            if keep is not None:
+                q, d, s = q[keep], d[keep], s[keep]
+                uq, starts, lengths, run_codes = _qid_runs(q)
+                codes = _row_codes(lengths, run_codes)
+                n = len(q)
+        del h
+        same = np.ones(n - 1, dtype=bool)
+        same[starts[1:] - 1] = False
+        nonincreasing = bool(((s[1:] <= s[:-1]) | ~same).all())
+        if len(uq) == len(starts) and nonincreasing:
+            # Fast path (files in rank order): reorder whole runs only.
+            idx, offsets = _run_permutation(starts, lengths, run_codes, n)
+            if idx is None:
+                if copy:  # never share (and freeze) the caller's arrays
+                    d, s = d.copy(), s.copy()
+            else:
+                d, s, codes = d[idx], s[idx], codes[idx]
+        else:
+            order = np.lexsort((-s, codes))
+            d, s, codes = d[order], s[order], codes[order]
+            counts = np.bincount(codes, minlength=len(uq))
+            offsets = np.zeros(len(uq) + 1, dtype=np.int64)
+            np.cumsum(counts, out=offsets[1:])
+        d, s = _break_ties(codes, d, s)
         return cls(uq, offsets, np.ascontiguousarray(d), np.ascontiguousarray(s), name=name, source=source)
 
     @classmethod
@@ -556,6 +826,40 @@ class Run:
         idx = self._offsets[grp] + (np.arange(offsets[-1]) - offsets[grp])
         return Run(self._qids.copy(), offsets, self._docids[idx], self._scores[idx],
                    name=self.name, source=self.source)
+
+    @classmethod
+    def from_dataframe(
+        cls,
+        df: Any,
+        *,
+        qid_col: str = "query_id",
+        docid_col: str = "doc_id",
+        score_col: str = "score",
+        name: str = "run",
+        source: str | None = "DataFrame",
+        dedup: Dedup = "error",
+    ) -> Run:
+        """From a long pandas DataFrame, one row per retrieved document (any row order)."""
+        q = _df_ids(_df_column(df, qid_col, source))
+        d = _df_ids(_df_column(df, docid_col, source))
+        s = _df_column(df, score_col, source)
+        try:
+            s = s.astype(np.float64)
+        except (TypeError, ValueError):
+            raise InputError("scores must be numbers", source=source, field=score_col) from None
+        return cls.from_arrays(q, d, s, name=name, source=source, dedup=dedup)
+
+    def to_dataframe(self) -> Any:
+        """A long DataFrame ``query_id``, ``doc_id``, ``score`` in rank order (needs pandas)."""
+        import pandas as pd  # optional dependency, imported only here
+
+        return pd.DataFrame(
+            {
+                "query_id": _decode_column(np.repeat(self._qids, np.diff(self._offsets))),
+                "doc_id": _decode_column(self._docids),
+                "score": self._scores.copy(),
+            }
+        )
 
     def with_name(self, name: str) -> Run:
         return Run(self._qids, self._offsets, self._docids, self._scores, name=name, source=self.source)

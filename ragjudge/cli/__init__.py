@@ -15,7 +15,7 @@ from ..errors import RagjudgeError
 
 __all__ = ["main", "build_parser"]
 
-_SUBCOMMANDS = ("evaluate", "judge", "rag")
+_SUBCOMMANDS = ("evaluate", "judge", "rag", "agree")
 
 
 def build_parser() -> argparse.ArgumentParser:

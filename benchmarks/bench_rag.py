@@ -1,0 +1,158 @@
+"""Benchmark ``ragjudge rag`` against the loopback simulator (and RAGAS when it is installed).
+
+Setting (issue 4): simulator at 300 ms latency and 600 requests/minute, 200 generated samples
+with 5 contexts each, metrics context_precision + context_recall + faithfulness, ``ragjudge
+rag`` with its DEFAULT settings (only --model/--base-url/--no-cache given), once without faults
+and once with 10% 5xx + 5% malformed replies. Reported: wall time, requests and tokens per
+sample (from the simulator's counters), and failed samples (any metric undetermined).
+
+    PYTHONPATH=. python benchmarks/bench_rag.py [--samples 200] [--faults both|none|only]
+
+RAGAS 0.4.3 reference figures on the same simulator (measured by the project, 3 workers):
+no faults 171 s, 8 requests and 6,442 tokens per sample; with faults 202 s, 6,363 tokens per
+sample, 42/200 samples NaN.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+from simulator import SimConfig, SimulatorThread  # noqa: E402
+
+RAGAS_REF = {
+    "none": {"wall_s": 171.0, "requests_per_sample": 8.0, "tokens_per_sample": 6442.0, "failed": 0},
+    "faults": {"wall_s": 202.0, "requests_per_sample": None, "tokens_per_sample": 6363.0, "failed": 42},
+}
+
+_TOPICS = ["solar panels", "the Danube", "sourdough bread", "TCP congestion control", "the Treaty of Utrecht",
+           "honey bees", "lithium batteries", "the Apollo program", "tidal energy", "Roman aqueducts",
+           "vaccines", "the Python GIL", "coral reefs", "jazz harmony", "glaciers", "the printing press"]
+_WORDS = ("system process energy water river history design network protocol cell structure "
+          "material temperature pressure population century region method result study evidence "
+          "model function layer surface growth signal capacity efficiency source cycle").split()
+
+
+def _sentence(rng: random.Random, topic: str, n: int) -> str:
+    words = [rng.choice(_WORDS) for _ in range(n)]
+    words.insert(rng.randint(0, len(words)), topic)
+    return " ".join(words).capitalize() + "."
+
+
+def make_samples(n: int, contexts: int = 5, seed: int = 0) -> list[dict]:
+    """Deterministic synthetic samples: ~12-word questions, ~60-word contexts, ~25-word
+    references, ~40-word responses (RAGAS field names)."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        topic = rng.choice(_TOPICS)
+        ctx = [" ".join(_sentence(rng, topic, rng.randint(10, 14)) for _ in range(5)) for _ in range(contexts)]
+        out.append({
+            "id": f"s{i:04d}",
+            "user_input": f"What does the {rng.choice(_WORDS)} of {topic} depend on, and why ({i})?",
+            "retrieved_contexts": ctx,
+            "reference": " ".join(_sentence(rng, topic, rng.randint(8, 11)) for _ in range(2)),
+            "response": " ".join(_sentence(rng, topic, rng.randint(9, 12)) for _ in range(3)),
+        })
+    return out
+
+
+def run_once(path: Path, n: int, *, p_5xx: float, p_malformed: float) -> dict:
+    cfg = SimConfig(latency=0.3, rpm=600, p_5xx=p_5xx, p_malformed=p_malformed, max_lifetime=900.0, seed=1)
+    with SimulatorThread(cfg) as sim:
+        env = dict(os.environ, OPENAI_API_KEY="sim-key", PYTHONPATH=str(ROOT))
+        cmd = [sys.executable, "-m", "ragjudge", "rag", str(path),
+               "-m", "context_precision", "-m", "context_recall", "-m", "faithfulness",
+               "--model", "sim-model", "--base-url", sim.base_url, "--no-cache",
+               "--format", "json", "-q", "--no-progress"]
+        t0 = time.monotonic()
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        wall = time.monotonic() - t0
+        stats = sim.stats()
+    if proc.returncode != 0:
+        raise SystemExit(f"ragjudge rag failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    report = json.loads(proc.stdout)
+    failed = sum(
+        1 for s in report["samples"] if any(v["value"] is None for v in s["scores"].values())
+    )
+    reasons: dict[str, int] = {}
+    for s in report["samples"]:
+        for v in s["scores"].values():
+            if v["value"] is None:
+                reasons[v["reason"]] = reasons.get(v["reason"], 0) + 1
+    tokens = stats["prompt_tokens"] + stats["completion_tokens"]
+    return {
+        "wall_s": round(wall, 1),
+        "requests": stats["requests"],
+        "requests_per_sample": round(stats["requests"] / n, 2),
+        "paid_per_sample": round(stats["paid"] / n, 2),
+        "tokens_per_sample": round(tokens / n),
+        "rate_limited_429": stats["rate_limited"],
+        "errors_5xx": stats["errors_5xx"],
+        "malformed": stats["malformed"],
+        "failed_samples": failed,
+        "undetermined_reasons": reasons,
+        "means": {a["metric"]: a["mean"] for a in report["aggregates"]},
+        "stderr": proc.stderr.strip().splitlines()[-1:] if proc.stderr.strip() else [],
+    }
+
+
+def _ragas_installed() -> bool:
+    try:
+        import ragas  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--samples", type=int, default=200)
+    ap.add_argument("--faults", choices=("both", "none", "only"), default="both")
+    ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "samples.jsonl"
+        path.write_text("".join(json.dumps(s) + "\n" for s in make_samples(args.samples)), encoding="utf-8")
+        results = {}
+        if args.faults in ("both", "none"):
+            results["none"] = run_once(path, args.samples, p_5xx=0.0, p_malformed=0.0)
+        if args.faults in ("both", "only"):
+            results["faults"] = run_once(path, args.samples, p_5xx=0.10, p_malformed=0.05)
+    scale = args.samples / 200
+    print(f"ragjudge rag, default settings, {args.samples} samples x 5 contexts, simulator 300 ms / 600 rpm")
+    print(f"{'setting':<22}{'wall s':>8}{'req/sample':>12}{'tokens/sample':>15}{'failed':>8}"
+          f"   RAGAS 0.4.3 (wall s, tokens/sample, failed; scaled to {args.samples} samples)")
+    for key, label in (("none", "no faults"), ("faults", "10% 5xx + 5% malformed")):
+        if key not in results:
+            continue
+        r = results[key]
+        ref = RAGAS_REF[key]
+        print(f"{label:<22}{r['wall_s']:>8}{r['requests_per_sample']:>12}{r['tokens_per_sample']:>15}"
+              f"{r['failed_samples']:>8}   {ref['wall_s'] * scale:.0f}, {ref['tokens_per_sample']:.0f}, "
+              f"{ref['failed'] * scale:.0f}")
+        ok_time = r["wall_s"] <= ref["wall_s"] * scale / 2
+        ok_tok = r["tokens_per_sample"] <= ref["tokens_per_sample"] / 2
+        print(f"{'':<22}targets: wall <= half RAGAS: {'yes' if ok_time else 'NO'}; tokens <= half: "
+              f"{'yes' if ok_tok else 'NO'}; 0 failed: {'yes' if r['failed_samples'] == 0 else 'NO'}"
+              + (f"; undetermined: {r['undetermined_reasons']}" if r["undetermined_reasons"] else ""))
+    print("RAGAS side by side: " + ("installed, but not wired in this script" if _ragas_installed()
+                                    else "not installed; project-measured figures above"))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1075 @@
+"""A loopback OpenAI-compatible server for benchmarks and fault/load tests.
+
+It serves ``POST /v1/chat/completions``, ``GET /v1/models`` and enough of the Files and
+Batches API for batch mode (``POST /v1/files``, ``GET /v1/files/{id}``,
+``GET /v1/files/{id}/content``, ``POST /v1/batches``, ``GET /v1/batches/{id}``,
+``POST /v1/batches/{id}/cancel``), with
+
+* a configurable latency (mean and uniform jitter);
+* requests-per-minute and tokens-per-minute limits enforced over a sliding window: a request
+  over the limit gets ``429`` with ``retry-after`` / ``retry-after-ms`` and every reply carries
+  ``x-ratelimit-{limit,remaining,reset}-{requests,tokens}`` headers;
+* injected faults with given probabilities: 5xx, hangs longer than any sane client timeout,
+  malformed JSON content, truncated replies (``finish_reason="length"``), refusals, and
+  spurious 429s;
+* counters: requests, paid calls (a 200 carrying ``usage``), 429s, faults, the largest number
+  of requests in flight, and *duplicate paid calls* (an identical request body paid twice);
+  a retry of a body that arrives before the ``retry-after`` it was given is counted too.
+
+Replies are deterministic functions of the request: with ``response_format`` of type
+``json_schema`` the content is a valid instance of the schema drawn from a PRNG seeded with a
+hash of the messages and schema, so the same request gets the same answer (faults are drawn
+from the server's own PRNG, so a retry may succeed).
+
+Only ever listens on 127.0.0.1 and stops itself after ``max_lifetime`` seconds.
+
+Standalone::
+
+    python benchmarks/simulator.py --port 0 --rpm 600 --latency 0.3 --p-5xx 0.1
+
+prints the base URL (``http://127.0.0.1:PORT/v1``) on its first stdout line; ``GET /_sim/stats``
+returns the counters as JSON and ``POST /_sim/reset`` zeroes them.
+
+In-process (tests)::
+
+    async with Simulator(SimConfig(latency=0.01)) as sim:   # on the current loop
+        ... sim.base_url ... sim.stats()
+    with SimulatorThread(SimConfig(...)) as sim:             # on its own loop in a thread
+        ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import copy
+import dataclasses
+import hashlib
+import json
+import math
+import random
+import re
+import signal
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from aiohttp import web
+
+__all__ = [
+    "SimConfig",
+    "Simulator",
+    "SimulatorThread",
+    "instance_for_schema",
+    "estimate_tokens",
+    "main",
+]
+
+HOST = "127.0.0.1"  # never anything else: this is a test fixture, not a service
+
+
+# ----------------------------------------------------------------------------- config
+@dataclasses.dataclass
+class SimConfig:
+    """Everything that shapes the simulator's behaviour. Probabilities are per request."""
+
+    latency: float = 0.3  # seconds, mean time to answer an admitted request
+    jitter: float = 0.0  # uniform +-jitter*latency
+    rpm: int | None = None  # requests per minute (None: unlimited)
+    tpm: int | None = None  # tokens per minute, prompt + completion (None: unlimited)
+    window: float = 60.0  # sliding window in seconds; limits scale to rpm*window/60
+    p_5xx: float = 0.0
+    p_hang: float = 0.0
+    hang_seconds: float = 120.0  # a hung request answers 504 (unpaid) after this, if still open
+    p_malformed: float = 0.0
+    p_truncate: float = 0.0
+    p_refusal: float = 0.0
+    p_429: float = 0.0  # spurious rate-limit replies, independent of the limits
+    spurious_retry_after: float = 0.5  # seconds announced with a spurious 429
+    model: str = "sim-model"
+    api_key: str | None = None  # when set, other keys get 401
+    supports_json_schema: bool = True  # False: json_schema requests get 400, like older servers
+    supports_logprobs: bool = True
+    batch_seconds: float = 1.0  # time from batch creation to completion
+    batch_p_error: float = 0.0  # per batch line: an entry in the error file instead
+    batch_paused: bool = False  # while True, batches stay "validating" (tests of resuming)
+    max_lifetime: float = 600.0  # the server stops itself after this many seconds
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("p_5xx", "p_hang", "p_malformed", "p_truncate", "p_refusal", "p_429", "batch_p_error"):
+            p = getattr(self, name)
+            if not 0.0 <= p <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {p}")
+        if self.window <= 0:
+            raise ValueError("window must be positive")
+
+
+# ----------------------------------------------------------------------------- helpers
+def estimate_tokens(text: str) -> int:
+    """The simulator's token count: about four characters per token."""
+    return max(1, math.ceil(len(text) / 4))
+
+
+def _message_text(messages: Any) -> str:
+    parts: list[str] = []
+    for m in messages or []:
+        if not isinstance(m, Mapping):
+            continue
+        content = m.get("content")
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):
+            for p in content:
+                if isinstance(p, Mapping) and isinstance(p.get("text"), str):
+                    parts.append(p["text"])
+    return "\n".join(parts)
+
+
+def _canonical(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _sha(obj: Any) -> str:
+    return hashlib.sha256(_canonical(obj).encode("utf-8")).hexdigest()
+
+
+def _duration(seconds: float) -> str:
+    """``x-ratelimit-reset-*`` style durations: ``250ms``, ``1.5s``, ``6m0s``."""
+    if seconds < 1.0:
+        return f"{max(0, round(seconds * 1000))}ms"
+    minutes, secs = divmod(seconds, 60.0)
+    secs = round(secs, 3)
+    return f"{int(minutes)}m{secs:g}s" if minutes >= 1 else f"{secs:g}s"
+
+
+_WORDS = (
+    "the passage discusses topic query answer relevant information partly mentions directly "
+    "explains context detail evidence document describes question addresses background related "
+    "specific example fact claim statement source covers explicitly general aspect"
+).split()
+
+
+def _sentence(rng: random.Random, lo: int = 6, hi: int = 14) -> str:
+    words = [rng.choice(_WORDS) for _ in range(rng.randint(lo, hi))]
+    return " ".join(words).capitalize() + "."
+
+
+def _sentences_of(text: str) -> list[str]:
+    out = [s.strip() for s in re.split(r"(?<=[.!?])\s+|\n+", text) if len(s.strip()) > 20]
+    return out[-40:]
+
+
+# ----------------------------------------------------------------------------- schema instances
+class _Gen:
+    """Draws a valid instance of a JSON schema (the subset structured outputs use)."""
+
+    def __init__(self, root: Mapping[str, Any], rng: random.Random, pool: list[str]) -> None:
+        self.root = root
+        self.rng = rng
+        self.pool = pool
+        self._pool_order: list[str] = []
+
+    def _resolve(self, schema: Mapping[str, Any]) -> Mapping[str, Any]:
+        seen = 0
+        while "$ref" in schema and seen < 32:
+            ref = schema["$ref"]
+            if not isinstance(ref, str) or not ref.startswith("#"):
+                raise ValueError(f"unsupported $ref {ref!r}")
+            node: Any = self.root
+            for part in ref.lstrip("#/").split("/"):
+                if part:
+                    node = node[part.replace("~1", "/").replace("~0", "~")]
+            schema = node
+            seen += 1
+        return schema
+
+    def gen(self, schema: Any, name: str = "", depth: int = 0) -> Any:
+        rng = self.rng
+        if schema is True or schema is None or schema == {}:
+            return _sentence(rng, 3, 6)
+        schema = self._resolve(schema)
+        if "const" in schema:
+            return copy.deepcopy(schema["const"])
+        if "enum" in schema:
+            return copy.deepcopy(rng.choice(list(schema["enum"])))
+        for key in ("anyOf", "oneOf"):
+            if key in schema:
+                options = [self._resolve(o) for o in schema[key]]
+                non_null = [o for o in options if o.get("type") != "null"]
+                return self.gen(rng.choice(non_null or options), name, depth)
+        if "allOf" in schema:
+            merged: dict[str, Any] = {}
+            for part in schema["allOf"]:
+                merged.update(self._resolve(part))
+            return self.gen(merged, name, depth)
+        typ = schema.get("type")
+        if isinstance(typ, list):
+            non_null = [t for t in typ if t != "null"]
+            typ = non_null[0] if non_null else "null"
+        if typ is None:
+            typ = "object" if "properties" in schema else "array" if "items" in schema else "string"
+        if typ == "object":
+            return self._object(schema, depth)
+        if typ == "array":
+            return self._array(schema, name, depth)
+        if typ == "integer":
+            if "minimum" in schema:
+                lo = math.ceil(schema["minimum"])
+            elif "exclusiveMinimum" in schema:
+                lo = math.floor(schema["exclusiveMinimum"]) + 1
+            else:
+                lo = 0
+            if "maximum" in schema:
+                hi = math.floor(schema["maximum"])
+            elif "exclusiveMaximum" in schema:
+                hi = math.ceil(schema["exclusiveMaximum"]) - 1
+            else:
+                hi = lo + 10
+            return rng.randint(lo, max(lo, hi))
+        if typ == "number":
+            lo = float(schema.get("minimum", 0.0))
+            hi = float(schema.get("maximum", lo + 1.0))
+            return round(rng.uniform(lo, hi), 3)
+        if typ == "boolean":
+            return rng.random() < 0.5
+        if typ == "null":
+            return None
+        return self._string(schema, name)
+
+    def _object(self, schema: Mapping[str, Any], depth: int) -> dict[str, Any]:
+        props = schema.get("properties") or {}
+        out: dict[str, Any] = {}
+        for key, sub in props.items():
+            out[key] = self.gen(sub, key, depth + 1)
+        return out
+
+    def _array(self, schema: Mapping[str, Any], name: str, depth: int) -> list[Any]:
+        lo = int(schema.get("minItems", 0))
+        hi = schema.get("maxItems")
+        # plausible lengths: a few statements/claims, never an empty list unless forced
+        want_lo, want_hi = (2, 6) if re.search(r"statement|claim|fact|sentence|verdict", name, re.I) else (1, 4)
+        lo_eff = max(lo, min(want_lo, hi if hi is not None else want_lo))
+        hi_eff = min(int(hi), want_hi) if hi is not None else want_hi
+        hi_eff = max(hi_eff, lo_eff)
+        n = self.rng.randint(lo_eff, hi_eff) if depth < 6 else lo
+        items = schema.get("items", {})
+        singular = name[:-1] if name.endswith("s") else name
+        return [self.gen(items, singular, depth + 1) for _ in range(n)]
+
+    def _string(self, schema: Mapping[str, Any], name: str) -> str:
+        rng = self.rng
+        fmt = schema.get("format")
+        if fmt == "date-time":
+            return "2024-01-01T00:00:00Z"
+        if fmt == "date":
+            return "2024-01-01"
+        if re.search(r"statement|claim|fact|sentence", name, re.I) and self.pool:
+            if not self._pool_order:  # distinct sentences until the pool is used up
+                self._pool_order = rng.sample(self.pool, len(self.pool))
+            s = self._pool_order.pop()
+        elif re.search(r"reason|explan|justif|rational|comment", name, re.I):
+            s = _sentence(rng, 8, 20)
+        else:
+            s = _sentence(rng, 2, 8)
+        lo = int(schema.get("minLength", 0))
+        hi = schema.get("maxLength")
+        if hi is not None:
+            s = s[: int(hi)]
+        while len(s) < lo:
+            s += " " + rng.choice(_WORDS)
+        return s[: int(hi)] if hi is not None else s
+
+
+def instance_for_schema(schema: Mapping[str, Any], seed: str | int, pool: list[str] | None = None) -> Any:
+    """A valid instance of ``schema``, a pure function of ``(schema, seed, pool)``."""
+    rng = random.Random(seed if isinstance(seed, int) else int(hashlib.sha256(str(seed).encode()).hexdigest()[:16], 16))
+    return _Gen(schema, rng, list(pool or [])).gen(schema)
+
+
+def _schema_in_prompt(text: str) -> Mapping[str, Any] | None:
+    """The first JSON object in the prompt that looks like a JSON schema (for json_object mode)."""
+    dec = json.JSONDecoder()
+    for m in re.finditer(r"\{", text):
+        try:
+            obj, _ = dec.raw_decode(text, m.start())
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and isinstance(obj.get("properties"), dict):
+            return obj
+    return None
+
+
+_DEFAULT_OBJECT_SCHEMA: Mapping[str, Any] = {
+    "type": "object",
+    "properties": {
+        "reasoning": {"type": "string"},
+        "grade": {"type": "integer", "minimum": 0, "maximum": 3},
+    },
+    "required": ["reasoning", "grade"],
+}
+
+_TOKEN_RE = re.compile(r"\d|[A-Za-z]+|\s+|[^\w\s]+|_")
+
+
+def _logprobs(content: str, rng: random.Random, top: int) -> dict[str, Any]:
+    """OpenAI-shaped ``logprobs.content``: digits are single tokens whose alternatives are digits."""
+    items = []
+    for tok in _TOKEN_RE.findall(content):
+        if tok.isdigit():
+            # a peaked distribution over 0-3 around the chosen digit, renormalised over the rest
+            weights = {d: (8.0 if str(d) == tok else rng.uniform(0.05, 1.0)) for d in {0, 1, 2, 3, int(tok)}}
+            total = sum(weights.values())
+            alts = sorted(((str(d), math.log(w / total)) for d, w in weights.items()), key=lambda x: -x[1])
+        else:
+            lp = -rng.uniform(0.0, 0.2)
+            alts = [(tok, lp)] + [(rng.choice(_WORDS), lp - rng.uniform(2.0, 6.0)) for _ in range(max(0, top - 1))]
+        chosen_lp = dict(alts).get(tok, alts[0][1])
+        items.append(
+            {
+                "token": tok,
+                "logprob": chosen_lp,
+                "bytes": list(tok.encode("utf-8")),
+                "top_logprobs": [
+                    {"token": t, "logprob": lp, "bytes": list(t.encode("utf-8"))} for t, lp in alts[:top]
+                ],
+            }
+        )
+    return {"content": items, "refusal": None}
+
+
+# ----------------------------------------------------------------------------- the server
+class _Stats:
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.requests = 0  # chat completion requests received
+        self.admitted = 0  # passed the rate limits
+        self.paid = 0  # 200 with usage
+        self.rate_limited = 0  # 429 (limits + spurious)
+        self.spurious_429 = 0
+        self.errors_5xx = 0
+        self.hangs = 0
+        self.malformed = 0
+        self.truncated = 0
+        self.refusals = 0
+        self.client_errors = 0  # 400/401/404
+        self.cancelled = 0  # client went away before the reply
+        self.duplicate_paid = 0
+        self.early_retries = 0  # same body back before the retry-after it was told
+        self.inflight = 0
+        self.max_inflight = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.batch_lines = 0
+        self.batches_created = 0
+        self.files_uploaded = 0
+        self.first_admit: float | None = None
+        self.last_admit: float | None = None
+        self.paid_bodies: collections.Counter[str] = collections.Counter()
+        self.retry_not_before: dict[str, float] = {}
+
+    def snapshot(self) -> dict[str, Any]:
+        d = {k: v for k, v in vars(self).items() if k not in ("paid_bodies", "retry_not_before")}
+        d["distinct_paid_bodies"] = len(self.paid_bodies)
+        span = (self.last_admit - self.first_admit) if self.first_admit is not None and self.last_admit is not None else 0.0
+        d["admit_span_s"] = span
+        return d
+
+
+class _Window:
+    """Sliding-window accounting of (time, amount) entries against a limit."""
+
+    def __init__(self, limit: float | None, window: float) -> None:
+        self.limit = limit
+        self.window = window
+        self.entries: collections.deque[tuple[float, float]] = collections.deque()
+        self.used = 0.0
+
+    def _expire(self, now: float) -> None:
+        while self.entries and self.entries[0][0] <= now - self.window:
+            self.used -= self.entries.popleft()[1]
+
+    def wait_for(self, now: float, amount: float) -> float:
+        """0 if ``amount`` fits now, else seconds until it will (inf if it never can)."""
+        if self.limit is None:
+            return 0.0
+        self._expire(now)
+        if self.used + amount <= self.limit:
+            return 0.0
+        if amount > self.limit:
+            return math.inf
+        need = self.used + amount - self.limit
+        for t, a in self.entries:
+            need -= a
+            if need <= 0:
+                return max(0.001, t + self.window - now)
+        return self.window
+
+    def add(self, now: float, amount: float) -> None:
+        if self.limit is not None:
+            self.entries.append((now, amount))
+            self.used += amount
+
+    def remaining(self, now: float) -> float:
+        if self.limit is None:
+            return math.inf
+        self._expire(now)
+        return max(0.0, self.limit - self.used)
+
+    def reset_in(self, now: float) -> float:
+        self._expire(now)
+        return (self.entries[0][0] + self.window - now) if self.entries else 0.0
+
+
+def _error(status: int, message: str, typ: str, code: str | None = None, headers: Mapping[str, str] | None = None) -> web.Response:
+    body = {"error": {"message": message, "type": typ, "param": None, "code": code}}
+    return web.json_response(body, status=status, headers=dict(headers or {}))
+
+
+class Simulator:
+    """The simulator on the running event loop: ``async with Simulator(cfg) as sim``."""
+
+    def __init__(self, config: SimConfig | None = None, *, port: int = 0) -> None:
+        self.config = config or SimConfig()
+        self.port = port
+        self._stats = _Stats()
+        self._rng = random.Random(self.config.seed)
+        scale = self.config.window / 60.0
+        self._req_window = _Window(self.config.rpm * scale if self.config.rpm else None, self.config.window)
+        self._tok_window = _Window(self.config.tpm * scale if self.config.tpm else None, self.config.window)
+        self._files: dict[str, dict[str, Any]] = {}
+        self._batches: dict[str, dict[str, Any]] = {}
+        self._runner: web.AppRunner | None = None
+        self._lifetime_task: asyncio.Task[None] | None = None
+        self._batch_tasks: set[asyncio.Task[None]] = set()
+        self._counter = 0
+        self.stopped = asyncio.Event()
+        self.base_url = ""
+
+    # --- lifecycle
+    async def start(self) -> Simulator:
+        app = web.Application(client_max_size=256 * 1024 * 1024)
+        app.add_routes(
+            [
+                web.post("/v1/chat/completions", self._chat),
+                web.get("/v1/models", self._models),
+                web.post("/v1/files", self._file_upload),
+                web.get("/v1/files/{file_id}", self._file_meta),
+                web.get("/v1/files/{file_id}/content", self._file_content),
+                web.post("/v1/batches", self._batch_create),
+                web.get("/v1/batches", self._batch_list),
+                web.get("/v1/batches/{batch_id}", self._batch_get),
+                web.post("/v1/batches/{batch_id}/cancel", self._batch_cancel),
+                web.get("/_sim/stats", self._stats_handler),
+                web.post("/_sim/reset", self._reset_handler),
+            ]
+        )
+        # handler_cancellation: a client that gives up (timeout) cancels the handler, so a
+        # request the client abandoned is never counted as paid.
+        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, HOST, self.port)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+        self.base_url = f"http://{HOST}:{self.port}/v1"
+        self._lifetime_task = asyncio.get_running_loop().create_task(self._lifetime())
+        return self
+
+    async def _lifetime(self) -> None:
+        try:
+            await asyncio.sleep(self.config.max_lifetime)
+        except asyncio.CancelledError:
+            return
+        print(f"simulator: max lifetime {self.config.max_lifetime}s reached, stopping", file=sys.stderr)
+        await self.stop(_from_lifetime=True)
+
+    async def stop(self, *, _from_lifetime: bool = False) -> None:
+        if self._lifetime_task is not None and not _from_lifetime:
+            self._lifetime_task.cancel()
+        for t in list(self._batch_tasks):
+            t.cancel()
+        if self._runner is not None:
+            runner, self._runner = self._runner, None
+            await runner.cleanup()
+        self.stopped.set()
+
+    async def __aenter__(self) -> Simulator:
+        return await self.start()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.stop()
+
+    # --- introspection
+    def stats(self) -> dict[str, Any]:
+        """A snapshot of the counters (see the module docstring)."""
+        return self._stats.snapshot()
+
+    def reset_stats(self) -> None:
+        self._stats.reset()
+
+    async def _stats_handler(self, request: web.Request) -> web.Response:
+        return web.json_response(self.stats())
+
+    async def _reset_handler(self, request: web.Request) -> web.Response:
+        self.reset_stats()
+        return web.json_response({"ok": True})
+
+    # --- chat completions
+    def _auth(self, request: web.Request) -> web.Response | None:
+        if self.config.api_key is None:
+            return None
+        if request.headers.get("Authorization", "") != f"Bearer {self.config.api_key}":
+            self._stats.client_errors += 1
+            return _error(401, "Incorrect API key provided.", "invalid_request_error", "invalid_api_key")
+        return None
+
+    def _limit_headers(self, now: float) -> dict[str, str]:
+        h: dict[str, str] = {}
+        for kind, w in (("requests", self._req_window), ("tokens", self._tok_window)):
+            if w.limit is None:
+                continue
+            h[f"x-ratelimit-limit-{kind}"] = str(int(w.limit * 60.0 / self.config.window))
+            h[f"x-ratelimit-remaining-{kind}"] = str(int(w.remaining(now)))
+            h[f"x-ratelimit-reset-{kind}"] = _duration(w.reset_in(now))
+        return h
+
+    def _validate(self, body: Any) -> str | None:
+        if not isinstance(body, dict):
+            return "request body must be a JSON object"
+        if not isinstance(body.get("messages"), list) or not body["messages"]:
+            return "'messages' must be a non-empty array"
+        if not isinstance(body.get("model"), str):
+            return "'model' is required"
+        if body.get("stream"):
+            return "streaming is not supported by the simulator"
+        rf = body.get("response_format")
+        if rf is not None:
+            if not isinstance(rf, dict) or rf.get("type") not in ("text", "json_object", "json_schema"):
+                return "invalid response_format"
+            if rf["type"] == "json_schema":
+                if not self.config.supports_json_schema:
+                    return "response_format type json_schema is not supported by this server"
+                js = rf.get("json_schema")
+                if not isinstance(js, dict) or not isinstance(js.get("schema"), dict):
+                    return "response_format.json_schema.schema is required"
+        return None
+
+    def _reply(self, body: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
+        """Deterministic content for a request, and the logprobs object when asked for."""
+        messages = body["messages"]
+        rf = body.get("response_format") or {}
+        text = _message_text(messages)
+        key = _sha({"messages": messages, "response_format": rf})
+        rng = random.Random(int(key[:16], 16))
+        users = [m for m in messages if isinstance(m, Mapping) and m.get("role") == "user"]
+        pool = _sentences_of(_message_text(users[-1:]))
+        if rf.get("type") == "json_schema":
+            content = json.dumps(instance_for_schema(rf["json_schema"]["schema"], key, pool), ensure_ascii=False)
+        elif rf.get("type") == "json_object":
+            schema = _schema_in_prompt(text) or _DEFAULT_OBJECT_SCHEMA
+            content = json.dumps(instance_for_schema(schema, key, pool), ensure_ascii=False)
+        else:
+            schema = _schema_in_prompt(text) or _DEFAULT_OBJECT_SCHEMA
+            obj = instance_for_schema(schema, key, pool)
+            content = f"Here is my assessment.\n```json\n{json.dumps(obj, ensure_ascii=False, indent=2)}\n```"
+        logprobs = None
+        if body.get("logprobs") and self.config.supports_logprobs:
+            top = int(body.get("top_logprobs") or 0)
+            logprobs = _logprobs(content, rng, max(0, min(top, 20)))
+        return content, logprobs
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        st = self._stats
+        st.requests += 1
+        denied = self._auth(request)
+        if denied is not None:
+            return denied
+        raw = await request.read()
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            st.client_errors += 1
+            return _error(400, "We could not parse the JSON body of your request.", "invalid_request_error")
+        problem = self._validate(body)
+        if problem is not None:
+            st.client_errors += 1
+            return _error(400, problem, "invalid_request_error")
+        body_key = _sha(body)
+        now = time.monotonic()
+        nb = st.retry_not_before.pop(body_key, None)
+        if nb is not None and now < nb - 0.05:  # 50 ms slack for clock granularity
+            st.early_retries += 1
+
+        content, logprobs = self._reply(body)
+        prompt_tokens = estimate_tokens(_message_text(body["messages"]))
+        completion_tokens = estimate_tokens(content)
+        cost = prompt_tokens + completion_tokens
+
+        # --- rate limits (a rejected request does not consume the window)
+        wait = max(self._req_window.wait_for(now, 1), self._tok_window.wait_for(now, cost))
+        spurious = wait == 0.0 and self.config.p_429 > 0 and self._rng.random() < self.config.p_429
+        if spurious:
+            wait = self.config.spurious_retry_after
+            st.spurious_429 += 1
+        if wait > 0.0:
+            st.rate_limited += 1
+            headers = self._limit_headers(now)
+            if math.isinf(wait):
+                return _error(429, f"Request too large: {cost} tokens exceed the per-window limit.", "tokens", "rate_limit_exceeded", headers)
+            st.retry_not_before[body_key] = now + wait
+            headers["retry-after"] = str(max(1, math.ceil(wait))) if wait >= 1 else f"{wait:.3f}"
+            headers["retry-after-ms"] = str(max(1, math.ceil(wait * 1000)))
+            which = "requests" if self._req_window.wait_for(now, 1) > 0 or spurious else "tokens"
+            return _error(429, f"Rate limit reached for {which} (simulated). Please try again in {wait:.3f}s.", which, "rate_limit_exceeded", headers)
+        self._req_window.add(now, 1)
+        self._tok_window.add(now, cost)
+        st.admitted += 1
+        st.first_admit = now if st.first_admit is None else st.first_admit
+        st.last_admit = now
+        headers = self._limit_headers(now)
+        self._counter += 1
+        headers["x-request-id"] = f"req_sim_{self._counter}"
+
+        st.inflight += 1
+        st.max_inflight = max(st.max_inflight, st.inflight)
+        try:
+            u = self._rng.random()
+            cfg = self.config
+            if u < cfg.p_5xx:
+                st.errors_5xx += 1
+                await asyncio.sleep(cfg.latency * self._rng.uniform(0.1, 1.0))
+                status = self._rng.choice((500, 502, 503))
+                return _error(status, "The server had an error while processing your request (simulated).", "server_error", None, headers)
+            u -= cfg.p_5xx
+            if u < cfg.p_hang:
+                st.hangs += 1
+                await asyncio.sleep(cfg.hang_seconds)
+                return _error(504, "Gateway timeout (simulated hang).", "server_error", None, headers)
+            u -= cfg.p_hang
+            delay = cfg.latency * (1.0 + cfg.jitter * self._rng.uniform(-1.0, 1.0))
+            await asyncio.sleep(max(0.0, delay))
+
+            finish = "stop"
+            refusal = None
+            if u < cfg.p_malformed:
+                st.malformed += 1
+                content = self._rng.choice(
+                    (
+                        content[: max(1, len(content) // 2)],  # cut mid-object, yet "stop"
+                        content.replace('"', "'"),
+                        "Sure! " + content + " Hope this helps",
+                        '{"grade": ' + "three, " + content[1:],
+                    )
+                )
+                logprobs = None
+            elif (u := u - cfg.p_malformed) < cfg.p_truncate:
+                st.truncated += 1
+                content = content[: max(1, len(content) // 3)]
+                finish = "length"
+                logprobs = None
+            elif u - cfg.p_truncate < cfg.p_refusal:
+                st.refusals += 1
+                refusal = "I'm sorry, but I can't help with that request."
+                content = None  # type: ignore[assignment]
+                logprobs = None
+            completion_tokens = estimate_tokens(content or refusal or "")
+            reply = {
+                "id": f"chatcmpl-sim-{self._counter}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body.get("model") or cfg.model,
+                "system_fingerprint": "fp_sim_1",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": content, "refusal": refusal},
+                        "logprobs": logprobs,
+                        "finish_reason": finish,
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": completion_tokens,
+                    "total_tokens": prompt_tokens + completion_tokens,
+                    "prompt_tokens_details": {"cached_tokens": 0},
+                    "completion_tokens_details": {"reasoning_tokens": 0},
+                },
+            }
+            self._pay(body_key, prompt_tokens, completion_tokens)
+            return web.json_response(reply, headers=headers)
+        except asyncio.CancelledError:
+            st.cancelled += 1
+            raise
+        finally:
+            st.inflight -= 1
+
+    def _pay(self, body_key: str, prompt_tokens: int, completion_tokens: int) -> None:
+        st = self._stats
+        st.paid += 1
+        if st.paid_bodies[body_key]:
+            st.duplicate_paid += 1
+        st.paid_bodies[body_key] += 1
+        st.prompt_tokens += prompt_tokens
+        st.completion_tokens += completion_tokens
+
+    async def _models(self, request: web.Request) -> web.Response:
+        denied = self._auth(request)
+        if denied is not None:
+            return denied
+        return web.json_response(
+            {"object": "list", "data": [{"id": self.config.model, "object": "model", "created": 0, "owned_by": "simulator"}]}
+        )
+
+    # --- files
+    def _new_id(self, prefix: str) -> str:
+        return f"{prefix}-{uuid.uuid4().hex[:24]}"
+
+    def _file_object(self, f: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: f[k] for k in ("id", "object", "bytes", "created_at", "filename", "purpose", "status")}
+
+    def _add_file(self, data: bytes, filename: str, purpose: str) -> dict[str, Any]:
+        fid = self._new_id("file")
+        f = {
+            "id": fid,
+            "object": "file",
+            "bytes": len(data),
+            "created_at": int(time.time()),
+            "filename": filename,
+            "purpose": purpose,
+            "status": "processed",
+            "data": data,
+        }
+        self._files[fid] = f
+        return f
+
+    async def _file_upload(self, request: web.Request) -> web.Response:
+        denied = self._auth(request)
+        if denied is not None:
+            return denied
+        form = await request.post()
+        upload = form.get("file")
+        purpose = form.get("purpose")
+        if upload is None or not hasattr(upload, "file") or not isinstance(purpose, str):
+            return _error(400, "multipart fields 'file' and 'purpose' are required", "invalid_request_error")
+        data = upload.file.read()
+        self._stats.files_uploaded += 1
+        f = self._add_file(data, upload.filename or "upload.jsonl", purpose)
+        return web.json_response(self._file_object(f))
+
+    async def _file_meta(self, request: web.Request) -> web.Response:
+        denied = self._auth(request)
+        if denied is not None:
+            return denied
+        f = self._files.get(request.match_info["file_id"])
+        if f is None:
+            return _error(404, "No such File object", "invalid_request_error", "file_not_found")
+        return web.json_response(self._file_object(f))
+
+    async def _file_content(self, request: web.Request) -> web.Response:
+        denied = self._auth(request)
+        if denied is not None:
+            return denied
+        f = self._files.get(request.match_info["file_id"])
+        if f is None:
+            return _error(404, "No such File object", "invalid_request_error", "file_not_found")
+        return web.Response(body=f["data"], content_type="application/octet-stream")
+
+    # --- batches
+    async def _batch_create(self, request: web.Request) -> web.Response:
+        denied = self._auth(request)
+        if denied is not None:
+            return denied
+        try:
+            body = await request.json()
+        except ValueError:
+            return _error(400, "invalid JSON body", "invalid_request_error")
+        fid = body.get("input_file_id")
+        endpoint = body.get("endpoint")
+        if fid not in self._files:
+            return _error(400, f"input file {fid!r} not found", "invalid_request_error", "file_not_found")
+        if endpoint != "/v1/chat/completions":
+            return _error(400, f"unsupported endpoint {endpoint!r}", "invalid_request_error")
+        if body.get("completion_window") != "24h":
+            return _error(400, "completion_window must be '24h'", "invalid_request_error")
+        now = int(time.time())
+        bid = self._new_id("batch")
+        batch: dict[str, Any] = {
+            "id": bid,
+            "object": "batch",
+            "endpoint": endpoint,
+            "errors": None,
+            "input_file_id": fid,
+            "completion_window": "24h",
+            "status": "validating",
+            "output_file_id": None,
+            "error_file_id": None,
+            "created_at": now,
+            "in_progress_at": None,
+            "expires_at": now + 86400,
+            "finalizing_at": None,
+            "completed_at": None,
+            "failed_at": None,
+            "expired_at": None,
+            "cancelling_at": None,
+            "cancelled_at": None,
+            "request_counts": {"total": 0, "completed": 0, "failed": 0},
+            "metadata": body.get("metadata"),
+        }
+        self._batches[bid] = batch
+        self._stats.batches_created += 1
+        task = asyncio.get_running_loop().create_task(self._run_batch(batch))
+        self._batch_tasks.add(task)
+        task.add_done_callback(self._batch_tasks.discard)
+        return web.json_response(batch)
+
+    def _parse_batch_input(self, batch: dict[str, Any]) -> list[dict[str, Any]] | list[dict[str, Any] | str]:
+        data = self._files[batch["input_file_id"]]["data"].decode("utf-8")
+        lines: list[dict[str, Any]] = []
+        errors: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        for i, line in enumerate(data.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                errors.append({"code": "invalid_json_line", "message": "line is not valid JSON", "param": None, "line": i})
+                continue
+            cid = obj.get("custom_id")
+            if not isinstance(cid, str) or cid in seen:
+                errors.append({"code": "duplicate_custom_id" if cid in seen else "missing_custom_id", "message": "custom_id must be a unique string", "param": "custom_id", "line": i})
+                continue
+            seen.add(cid)
+            if obj.get("method") != "POST" or obj.get("url") != batch["endpoint"]:
+                errors.append({"code": "invalid_url", "message": "method must be POST and url must match the batch endpoint", "param": "url", "line": i})
+                continue
+            problem = self._validate(obj.get("body"))
+            if problem is not None:
+                errors.append({"code": "invalid_request", "message": problem, "param": "body", "line": i})
+                continue
+            lines.append(obj)
+        if not lines and not errors:
+            errors.append({"code": "empty_file", "message": "the input file has no requests", "param": None, "line": None})
+        return errors or lines  # type: ignore[return-value]
+
+    async def _run_batch(self, batch: dict[str, Any]) -> None:
+        step = self.config.batch_seconds / 3.0
+        await asyncio.sleep(step)
+        while self.config.batch_paused:
+            await asyncio.sleep(0.02)
+        if batch["status"] != "validating":
+            return
+        parsed = self._parse_batch_input(batch)
+        if parsed and "code" in parsed[0]:
+            batch.update(status="failed", failed_at=int(time.time()), errors={"object": "list", "data": parsed})
+            return
+        batch.update(status="in_progress", in_progress_at=int(time.time()))
+        batch["request_counts"]["total"] = len(parsed)
+        await asyncio.sleep(step)
+        out_lines: list[str] = []
+        err_lines: list[str] = []
+        for obj in parsed:
+            if batch["status"] != "in_progress":
+                break
+            body = obj["body"]
+            rid = self._new_id("batch_req")
+            self._stats.batch_lines += 1
+            if self._rng.random() < self.config.batch_p_error:
+                err = {"message": "The server had an error while processing your request (simulated).", "type": "server_error", "param": None, "code": None}
+                err_lines.append(_canonical({"id": rid, "custom_id": obj["custom_id"], "response": {"status_code": 500, "request_id": rid, "body": {"error": err}}, "error": None}))
+                batch["request_counts"]["failed"] += 1
+                continue
+            content, logprobs = self._reply(body)
+            pt, ct = estimate_tokens(_message_text(body["messages"])), estimate_tokens(content)
+            reply = {
+                "id": f"chatcmpl-sim-{rid}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body.get("model"),
+                "system_fingerprint": "fp_sim_1",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": content, "refusal": None}, "logprobs": logprobs, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct, "prompt_tokens_details": {"cached_tokens": 0}},
+            }
+            self._pay(_sha(body), pt, ct)
+            out_lines.append(_canonical({"id": rid, "custom_id": obj["custom_id"], "response": {"status_code": 200, "request_id": rid, "body": reply}, "error": None}))
+            batch["request_counts"]["completed"] += 1
+        if batch["status"] == "cancelling":
+            batch.update(status="cancelled", cancelled_at=int(time.time()))
+        else:
+            batch.update(status="finalizing", finalizing_at=int(time.time()))
+            await asyncio.sleep(step)
+            batch.update(status="completed", completed_at=int(time.time()))
+        if out_lines:
+            batch["output_file_id"] = self._add_file(("\n".join(out_lines) + "\n").encode(), f"{batch['id']}_output.jsonl", "batch_output")["id"]
+        if err_lines:
+            batch["error_file_id"] = self._add_file(("\n".join(err_lines) + "\n").encode(), f"{batch['id']}_error.jsonl", "batch_output")["id"]
+
+    async def _batch_get(self, request: web.Request) -> web.Response:
+        denied = self._auth(request)
+        if denied is not None:
+            return denied
+        batch = self._batches.get(request.match_info["batch_id"])
+        if batch is None:
+            return _error(404, "No such Batch object", "invalid_request_error", "batch_not_found")
+        return web.json_response(batch)
+
+    async def _batch_list(self, request: web.Request) -> web.Response:
+        denied = self._auth(request)
+        if denied is not None:
+            return denied
+        try:
+            limit = max(1, min(100, int(request.query.get("limit", "20"))))
+        except ValueError:
+            return _error(400, "limit must be an integer", "invalid_request_error")
+        data = sorted(self._batches.values(), key=lambda b: b["created_at"], reverse=True)[:limit]
+        return web.json_response({"object": "list", "data": data, "first_id": data[0]["id"] if data else None,
+                                  "last_id": data[-1]["id"] if data else None, "has_more": False})
+
+    async def _batch_cancel(self, request: web.Request) -> web.Response:
+        denied = self._auth(request)
+        if denied is not None:
+            return denied
+        batch = self._batches.get(request.match_info["batch_id"])
+        if batch is None:
+            return _error(404, "No such Batch object", "invalid_request_error", "batch_not_found")
+        if batch["status"] in ("validating", "in_progress"):
+            batch.update(status="cancelling", cancelling_at=int(time.time()))
+            if batch["in_progress_at"] is None:  # not started: cancel at once
+                batch.update(status="cancelled", cancelled_at=int(time.time()))
+        return web.json_response(batch)
+
+
+class SimulatorThread:
+    """The simulator on its own event loop in a daemon thread (for sync code and tests that run
+    the client on another loop): ``with SimulatorThread(cfg) as sim: sim.base_url``."""
+
+    def __init__(self, config: SimConfig | None = None, *, port: int = 0, start_timeout: float = 10.0) -> None:
+        self.config = config or SimConfig()
+        self._port = port
+        self._start_timeout = start_timeout
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self.sim: Simulator | None = None
+
+    def start(self) -> SimulatorThread:
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            try:
+                self.sim = Simulator(self.config, port=self._port)
+                loop.run_until_complete(self.sim.start())
+            except BaseException as exc:  # reported to the starting thread
+                failure.append(exc)
+                ready.set()
+                loop.close()
+                return
+            ready.set()
+            loop.run_until_complete(self.sim.stopped.wait())
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+        self._thread = threading.Thread(target=run, name="ragjudge-simulator", daemon=True)
+        self._thread.start()
+        if not ready.wait(self._start_timeout):
+            raise RuntimeError("simulator did not start in time")
+        if failure:
+            raise failure[0]
+        return self
+
+    @property
+    def base_url(self) -> str:
+        assert self.sim is not None
+        return self.sim.base_url
+
+    def _call(self, fn: Any) -> Any:
+        assert self._loop is not None
+
+        async def wrapped() -> Any:
+            return fn()
+
+        return asyncio.run_coroutine_threadsafe(wrapped(), self._loop).result(10)
+
+    def stats(self) -> dict[str, Any]:
+        """Counters, read on the simulator's loop (consistent snapshot)."""
+        assert self.sim is not None
+        return self._call(self.sim.stats)
+
+    def reset_stats(self) -> None:
+        assert self.sim is not None
+        self._call(self.sim.reset_stats)
+
+    def stop(self) -> None:
+        if self.sim is not None and self._loop is not None and not self._loop.is_closed() and not self.sim.stopped.is_set():
+            try:
+                asyncio.run_coroutine_threadsafe(self.sim.stop(), self._loop).result(10)
+            except RuntimeError:  # loop already closed by a max-lifetime stop
+                pass
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def __enter__(self) -> SimulatorThread:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+# ----------------------------------------------------------------------------- CLI
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description="Loopback OpenAI-compatible simulator (127.0.0.1 only).")
+    d = SimConfig()
+    p.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    p.add_argument("--latency", type=float, default=d.latency)
+    p.add_argument("--jitter", type=float, default=d.jitter)
+    p.add_argument("--rpm", type=int, default=None)
+    p.add_argument("--tpm", type=int, default=None)
+    p.add_argument("--window", type=float, default=d.window, help="sliding window in seconds (limits scale with it)")
+    for name in ("p_5xx", "p_hang", "p_malformed", "p_truncate", "p_refusal", "p_429", "batch_p_error"):
+        p.add_argument("--" + name.replace("_", "-"), dest=name, type=float, default=0.0)
+    p.add_argument("--hang-seconds", type=float, default=d.hang_seconds)
+    p.add_argument("--model", default=d.model)
+    p.add_argument("--api-key", default=None)
+    p.add_argument("--no-json-schema", dest="supports_json_schema", action="store_false")
+    p.add_argument("--no-logprobs", dest="supports_logprobs", action="store_false")
+    p.add_argument("--batch-seconds", type=float, default=d.batch_seconds)
+    p.add_argument("--max-lifetime", type=float, default=3600.0)
+    p.add_argument("--seed", type=int, default=0)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = vars(_parser().parse_args(argv))
+    port = args.pop("port")
+    config = SimConfig(**args)
+
+    async def serve() -> None:
+        sim = Simulator(config, port=port)
+        await sim.start()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, sim.stopped.set)  # stop cleanly and print the counters
+        print(sim.base_url, flush=True)
+        try:
+            await sim.stopped.wait()
+        finally:
+            await sim.stop()
+            print(json.dumps(sim.stats()), file=sys.stderr, flush=True)
+
+    try:
+        asyncio.run(serve())
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,263 @@
+"""``ragjudge evaluate`` and ``ragjudge compare``: score runs against qrels from the shell.
+
+Only argument parsing and output here; the work is :func:`ragjudge.evaluate.evaluate` /
+:func:`ragjudge.evaluate.compare`, the output :mod:`ragjudge.report`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError, MetricError
+from ..evaluate import DEFAULT_METRICS, TESTS, compare, evaluate
+from ..io import read_qrels
+from ..measures import parse_measure, split_metric_list
+from ..report import FORMATS, TREC_FORMAT, CompareReport, Report, render_reports
+
+__all__ = ["register"]
+
+_OUTPUT_FORMATS = (*FORMATS, TREC_FORMAT)
+
+_EPILOG = f"""\
+metrics: -m takes a spec name[(param=value,...)][@k] (e.g. ndcg@10, map(rel=2), P_10,
+rbp(p=0.8,gain=graded)@20); a value may list several, comma-separated (commas inside
+parentheses belong to the parameters). Default: {', '.join(DEFAULT_METRICS)}.
+
+queries: like trec_eval -c, qrels queries missing from a run score their empty-ranking value
+(0 for most metrics) and run-only queries are ignored; --skip-missing averages over the
+queries in both (trec_eval 9 / pytrec_eval numbers).
+
+several runs: each is named by its file stem and tested against the baseline (default: the
+first run) with a paired randomization or t test, Holm-adjusted per metric over the runs
+compared with the baseline, with 95% percentile bootstrap intervals (--no-stats: means only).
+
+exit status: 0 ok; 1 a --fail-under gate failed; 2 bad input (one-line message).
+"""
+
+
+def _add_arguments(p: argparse.ArgumentParser, *, min_runs: int) -> None:
+    p.add_argument("qrels", metavar="QRELS", help="relevance judgments (TREC, BEIR TSV or JSON; .gz ok)")
+    p.add_argument("runs", metavar="RUN", nargs="+", help="run file(s) (TREC or JSON; .gz ok)")
+    p.add_argument("-m", "--metric", dest="metrics", action="append", metavar="METRIC",
+                   help="metric spec or comma-separated list; repeatable")
+    p.add_argument("-q", "--per-query", action="store_true",
+                   help="also print per-query values (json always has them)")
+    p.add_argument("--skip-missing", action="store_true",
+                   help="average over queries in both qrels and run (trec_eval 9 / pytrec_eval)")
+    p.add_argument("--rel", type=int, metavar="N",
+                   help="minimum grade counted as relevant by binary metrics (default 1)")
+    p.add_argument("--dedup", choices=("error", "first"), default="error",
+                   help="duplicate (query, doc) lines: error (default) or keep the first")
+    p.add_argument("-f", "--format", choices=_OUTPUT_FORMATS, default="table",
+                   help="output format (default: table)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write the output to FILE instead of stdout")
+    p.add_argument("--digits", type=int, default=4, metavar="N",
+                   help="decimals in human formats (default 4)")
+    p.add_argument("--baseline", metavar="NAME",
+                   help="run (file stem) the others are compared with (default: the first)")
+    p.add_argument("--test", choices=TESTS, default="randomization",
+                   help="paired significance test (default: randomization)")
+    p.add_argument("--resamples", type=int, default=10_000, metavar="N",
+                   help="randomization / bootstrap resamples (default 10000)")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the resampling (default 0)")
+    p.add_argument("--alpha", type=float, default=0.05,
+                   help="significance level after Holm correction (default 0.05)")
+    if min_runs < 2:
+        p.add_argument("--no-stats", action="store_true",
+                       help="with several runs, print means only (no tests or intervals)")
+    p.add_argument("--fail-under", action="append", default=[], metavar="METRIC=VALUE",
+                   help="exit 1 if a run's mean METRIC is below VALUE (CI gate); repeatable")
+    p.set_defaults(func=_run, min_runs=min_runs)
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``evaluate`` and ``compare`` subcommands."""
+    ev = subparsers.add_parser(
+        "evaluate",
+        help="score run(s) against qrels (trec_eval-compatible); compare several runs",
+        description="Score one or more runs against qrels. With several runs, test each against "
+        "the baseline.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_arguments(ev, min_runs=1)
+    cmp_ = subparsers.add_parser(
+        "compare",
+        help="compare runs: paired tests, Holm correction, bootstrap intervals",
+        description="Compare two or more runs on the same qrels (same options as evaluate).",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_arguments(cmp_, min_runs=2)
+
+
+# ----------------------------------------------------------------------------- helpers
+def _run_names(paths: list[str]) -> list[str]:
+    """File stems (``runs/bm25.trec.gz`` -> ``bm25.trec``); the file name, then the path as
+    given, where stems collide."""
+
+    def stem(p: str) -> str:
+        name = Path(p).name
+        if name.lower().endswith(".gz"):
+            name = name[:-3]
+        return Path(name).stem or name
+
+    names = [stem(p) for p in paths]
+    for alt in (lambda p: Path(p).name, lambda p: p):
+        dup = {n for n in names if names.count(n) > 1}
+        names = [alt(p) if n in dup else n for p, n in zip(paths, names)]
+    if len(set(names)) != len(names):
+        raise InputError("the same run file is given twice", field="RUN")
+    return names
+
+
+def _parse_gate(text: str) -> tuple[str, float]:
+    # The value follows the LAST '=': metric parameters contain '=' too (rbp(p=0.9)=0.3).
+    metric, eq, value = text.rpartition("=")
+    if not eq or not metric.strip() or not value.strip():
+        raise InputError(f"expected METRIC=VALUE, got {text!r}", field="--fail-under")
+    try:
+        threshold = float(value)
+    except ValueError:
+        raise InputError(f"threshold {value!r} in {text!r} is not a number", field="--fail-under") from None
+    if threshold != threshold or threshold in (float("inf"), float("-inf")):
+        raise InputError(f"threshold in {text!r} must be finite", field="--fail-under")
+    return metric.strip(), threshold
+
+
+def _metric_list(args: argparse.Namespace, gates: list[tuple[str, float]]) -> tuple[list[str], list[str]]:
+    """Metric keys to evaluate, and for each gate the key it is checked against.
+
+    A gate on a metric not requested with -m is evaluated as well (matched by canonical form,
+    so ``--fail-under P_10=0.3`` checks ``-m p@10``).
+    """
+    keys: list[str] = []
+    for value in args.metrics or list(DEFAULT_METRICS):
+        keys.extend(split_metric_list(value))
+    if not keys:
+        raise MetricError("no metrics given")
+    canon = {}
+    for k in keys:
+        canon.setdefault(str(parse_measure(k, rel=args.rel)), k)
+    gate_keys: list[str] = []
+    for metric, _ in gates:
+        if metric in keys:
+            gate_keys.append(metric)
+            continue
+        c = str(parse_measure(metric, rel=args.rel))
+        if c not in canon:
+            canon[c] = metric
+            keys.append(metric)
+        gate_keys.append(canon[c])
+    return keys, gate_keys
+
+
+def _write(text: str, output: str | None) -> None:
+    if output is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    try:
+        with open(output, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+    except OSError as exc:
+        raise InputError(f"cannot write output ({exc.strerror or exc})", source=output) from None
+
+
+def _render(result: Report | CompareReport | list[Report], args: argparse.Namespace) -> str:
+    fmt, pq, digits = args.format, args.per_query, args.digits
+    if isinstance(result, CompareReport):
+        if fmt == "json":
+            return result.render("json", per_query=True)
+        text = result.render(fmt, per_query=pq, digits=digits)
+        if fmt == "table":
+            text += result._footer() + "\n"
+        if pq and fmt not in ("trec", "json"):
+            text += ("\n" if fmt == "table" else "") + render_reports(
+                list(result.reports.values()), fmt, per_query=True, digits=digits)
+        return text
+    reports = result if isinstance(result, list) else [result]
+    if fmt == "json":
+        return render_reports(reports, "json")
+    text = render_reports(reports, fmt, per_query=pq, digits=digits)
+    if fmt == "table":
+        text += "".join(
+            (f"{r.run}: " if len(reports) > 1 else "") + r._footer() + "\n" for r in reports
+        )
+    return text
+
+
+def _check_gates(
+    reports: list[Report], gates: list[tuple[str, float]], gate_keys: list[str]
+) -> list[str]:
+    failures = []
+    for (typed, threshold), key in zip(gates, gate_keys):
+        for r in reports:
+            value = r.mean.get(key)
+            if value is None:
+                failures.append(f"run {r.run}: {typed} could not be computed (threshold {threshold:g})")
+            elif value < threshold:
+                failures.append(f"run {r.run}: {typed} = {value:.4f} < {threshold:g}")
+    return failures
+
+
+# ----------------------------------------------------------------------------- command
+def _run(args: argparse.Namespace) -> int:
+    if len(args.runs) < args.min_runs:
+        raise InputError(f"compare needs at least {args.min_runs} runs, got {len(args.runs)}",
+                         field="RUN")
+    if args.digits < 0 or args.digits > 17:
+        raise InputError(f"--digits must be between 0 and 17, got {args.digits}", field="--digits")
+    if args.resamples < 1:
+        raise InputError(f"--resamples must be positive, got {args.resamples}", field="--resamples")
+    gates = [_parse_gate(g) for g in args.fail_under]
+    metrics, gate_keys = _metric_list(args, gates)
+    names = _run_names(args.runs)
+    if args.baseline is not None and args.baseline not in names:
+        raise InputError(
+            f"baseline {args.baseline!r} is not one of the runs: {', '.join(names)}",
+            field="--baseline",
+        )
+    for path in [args.qrels, *args.runs]:
+        # A clear message before any parsing work for the commonest mistake.
+        if not os.path.exists(path):
+            raise InputError("file not found", source=path)
+
+    result: Report | CompareReport | list[Report]
+    if len(args.runs) > 1 and not getattr(args, "no_stats", False):
+        result = compare(
+            args.qrels,
+            dict(zip(names, args.runs)),
+            metrics,
+            baseline=args.baseline,
+            test=args.test,
+            n_resamples=args.resamples,
+            seed=args.seed,
+            alpha=args.alpha,
+            rel=args.rel,
+            skip_missing=args.skip_missing,
+            dedup=args.dedup,
+        )
+        reports = list(result.reports.values())
+    else:
+        qrels = read_qrels(args.qrels, dedup=args.dedup)  # read once for every run
+        reports = [
+            evaluate(qrels, path, metrics, rel=args.rel, skip_missing=args.skip_missing,
+                     dedup=args.dedup, name=name)
+            for name, path in zip(names, args.runs)
+        ]
+        result = reports[0] if len(reports) == 1 else reports
+    _write(_render(result, args), args.output)
+    for r in reports:
+        if r.meta.get("num_missing") == r.meta.get("num_q_qrels"):
+            # Almost always mismatched query ids (e.g. "q1" vs "1"), not a system scoring 0.
+            print(f"ragjudge: warning: no query of run {r.run} is in the qrels; check the query ids",
+                  file=sys.stderr)
+    failures = _check_gates(reports, gates, gate_keys)
+    for msg in failures:
+        print(f"ragjudge: fail-under: {msg}", file=sys.stderr)
+    return 1 if failures else 0

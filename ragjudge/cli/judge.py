@@ -1,0 +1,207 @@
+"""``ragjudge judge``: grade the pooled top documents of runs with an LLM and write qrels.
+
+Only argument parsing and output here; the work is
+:class:`ragjudge.judges.LLMRelevanceJudge` on :class:`ragjudge.llm.LLM`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from .._sync import run_sync
+from ..errors import InputError, LLMError
+
+__all__ = ["register"]
+
+_EPILOG = """\
+endpoint: OpenAI by default (key from OPENAI_API_KEY, or --api-key-env VAR); any
+OpenAI-compatible server with --base-url (vLLM, Ollama, llama.cpp: e.g.
+--base-url http://localhost:8080/v1); OPENAI_BASE_URL is honoured. Azure: --azure-endpoint
+(key from AZURE_OPENAI_API_KEY; --model is the deployment name). The key is never written
+to any output, log or cache.
+
+cache: every successful judgment is committed to a SQLite cache as it arrives (default
+$RAGJUDGE_CACHE or ~/.cache/ragjudge/judgments.sqlite), so rerunning costs nothing and a
+killed run resumes where it stopped. Failed judgments are not cached and are retried by
+the next run.
+
+exit status: 0 done (failed judgments are listed and left out of the qrels); 2 bad input or
+a non-retryable endpoint error (bad key, unknown model); 130 interrupted.
+"""
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "judge",
+        help="grade pooled run documents with an LLM and write qrels",
+        description="Grade the top-DEPTH documents of one or more runs with an LLM (0-3 scale) "
+                    "and write the grades as qrels for `ragjudge evaluate`.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    io = p.add_argument_group("input and output")
+    io.add_argument("--queries", required=True, metavar="FILE",
+                    help="queries: BEIR JSONL (_id, text) or TSV id<TAB>text")
+    io.add_argument("--corpus", required=True, metavar="FILE",
+                    help="documents: BEIR JSONL (_id, title, text) or TSV id<TAB>text")
+    io.add_argument("--run", dest="runs", action="append", required=True, metavar="RUN",
+                    help="TREC run to pool from; repeat for several runs")
+    io.add_argument("--depth", type=int, default=20, metavar="K",
+                    help="pool the top K documents of each run (default 20)")
+    io.add_argument("--fill", metavar="QRELS",
+                    help="human qrels: judge only the pooled pairs they lack; human labels win")
+    io.add_argument("--all-queries", action="store_true",
+                    help="with --fill, also judge queries the human qrels do not have")
+    io.add_argument("-o", "--output", metavar="OUT.qrels",
+                    help="write the qrels here (required unless --dry-run)")
+    io.add_argument("--judgments", metavar="OUT.jsonl",
+                    help="write every judgment with grade, reasoning, error and provenance")
+    io.add_argument("--prompt", default="relevance.v1", metavar="NAME|FILE",
+                    help="prompt template: a shipped name or a file (default relevance.v1)")
+    ep = p.add_argument_group("model and endpoint")
+    ep.add_argument("--model", default=os.environ.get("RAGJUDGE_MODEL"), metavar="M",
+                    help="model name (or $RAGJUDGE_MODEL)")
+    ep.add_argument("--base-url", metavar="URL", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1")
+    ep.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
+    ep.add_argument("--azure-endpoint", metavar="URL", help="Azure OpenAI resource endpoint")
+    ep.add_argument("--azure-api-version", metavar="V", help="Azure OpenAI API version")
+    ep.add_argument("--seed", type=int, default=0, help="sampling seed (default 0; temperature is 0)")
+    ep.add_argument("--no-logprobs", action="store_true",
+                    help="do not request logprobs (no per-grade probabilities)")
+    ep.add_argument("--timeout", type=float, default=60.0, metavar="S",
+                    help="timeout of one HTTP attempt in seconds (default 60)")
+    ep.add_argument("--max-attempts", type=int, default=6, metavar="N",
+                    help="attempts per request on retryable errors (default 6)")
+    rl = p.add_argument_group("rate limits and cost")
+    rl.add_argument("--concurrency", type=int, default=16, metavar="N",
+                    help="requests in flight at most (default 16)")
+    rl.add_argument("--rpm", type=float, metavar="N",
+                    help="requests per minute cap (default: learned from the server's headers and 429s)")
+    rl.add_argument("--tpm", type=float, metavar="N", help="tokens per minute cap")
+    rl.add_argument("--cache", metavar="PATH", help="SQLite cache file")
+    rl.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    rl.add_argument("--dry-run", action="store_true",
+                    help="print calls, estimated tokens and cost; send nothing")
+    rl.add_argument("--max-cost", type=float, metavar="USD",
+                    help="stop starting new calls before spending more than this; keeps what is done")
+    rl.add_argument("--prices", metavar="FILE",
+                    help='JSON price overrides {"model": {"input": x, "output": y, "cached_input": z}} (USD/1M tokens)')
+    rl.add_argument("--batch", action="store_true",
+                    help="use the OpenAI Batch API (half price, results within 24 h; resumable)")
+    rl.add_argument("--batch-state", metavar="FILE",
+                    help="with --batch: file recording the batch id, to resume polling")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+def _say(msg: str) -> None:
+    print(msg, file=sys.stderr)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..io import read_corpus, read_qrels, read_queries, read_run, write_qrels
+    from ..judges import LLMRelevanceJudge
+    from ..llm import LLM
+
+    if not args.model:
+        raise InputError("no model given (pass --model M or set RAGJUDGE_MODEL)", field="--model")
+    if not args.output and not args.dry_run:
+        raise InputError("no output file (pass -o OUT.qrels, or --dry-run)", field="-o")
+    if args.depth < 1:
+        raise InputError(f"must be a positive integer, got {args.depth}", field="--depth")
+    if args.concurrency < 1:
+        raise InputError(f"must be at least 1, got {args.concurrency}", field="--concurrency")
+    for flag, value in (("--rpm", args.rpm), ("--tpm", args.tpm), ("--timeout", args.timeout)):
+        if value is not None and value <= 0:
+            raise InputError(f"must be positive, got {value}", field=flag)
+    if args.max_attempts < 1:
+        raise InputError(f"must be at least 1, got {args.max_attempts}", field="--max-attempts")
+    if args.no_cache and args.cache:
+        raise InputError("--cache and --no-cache contradict each other", field="--no-cache")
+    if args.all_queries and not args.fill:
+        raise InputError("--all-queries only makes sense with --fill", field="--all-queries")
+
+    queries = read_queries(args.queries)
+    corpus = read_corpus(args.corpus)
+    runs = [read_run(path) for path in args.runs]
+    human = read_qrels(args.fill) if args.fill else None
+
+    llm = LLM(
+        args.model,
+        base_url=args.base_url,
+        api_key_env=args.api_key_env,
+        azure_endpoint=args.azure_endpoint,
+        azure_api_version=args.azure_api_version,
+        concurrency=args.concurrency,
+        rpm=args.rpm,
+        tpm=args.tpm,
+        cache=False if args.no_cache else (args.cache or True),
+        prices=args.prices,
+        max_cost=args.max_cost,
+        seed=args.seed,
+        timeout=args.timeout,
+        max_attempts=args.max_attempts,
+        logprobs=not args.no_logprobs,
+    )
+    judge = LLMRelevanceJudge(llm=llm, prompt=args.prompt, progress=not args.no_progress)
+
+    if args.dry_run:
+        plan = judge.estimate(queries, corpus, runs, args.depth, qrels=human,
+                              all_queries=args.all_queries)
+        print(plan.describe())
+        return 0
+
+    if args.batch:
+        result = _run_batch(args, judge, queries, corpus, runs, human)
+    else:
+        async def main() -> Any:
+            try:
+                if human is not None:
+                    return await judge.fill_holes(human, queries, corpus, runs, args.depth,
+                                                  all_queries=args.all_queries)
+                return await judge.judge_run(queries, corpus, runs, args.depth)
+            finally:
+                await llm.aclose()
+
+        result = run_sync(main())
+
+    write_qrels(result.qrels, args.output, format="trec")
+    if args.judgments:
+        result.write_judgments(args.judgments)
+    _report(result, args, llm)
+    return 0
+
+
+def _run_batch(args: argparse.Namespace, judge: Any, queries: Any, corpus: Any, runs: Any,
+               human: Any) -> Any:
+    try:
+        from ..llm import batch
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.endswith("llm.batch"):
+            raise LLMError("--batch is not available in this build (ragjudge.llm.batch is missing)") from None
+        raise
+    return batch.judge_with_batch(judge, queries, corpus, runs, args.depth, qrels=human,
+                                  all_queries=args.all_queries, state_path=args.batch_state)
+
+
+def _report(result: Any, args: argparse.Namespace, llm: Any) -> None:
+    s = result.summary()
+    cost = "unknown price" if s["cost_usd"] is None else f"${s['cost_usd']:.4f}"
+    _say(f"judged {s['judged']}/{s['pairs']} pairs ({s['cached']} from cache); "
+         f"{s['calls']} calls, {s['prompt_tokens']} prompt tokens ({s['cached_prompt_tokens']} cached), "
+         f"{s['completion_tokens']} completion tokens, {cost}")
+    if s["failed"]:
+        reasons = ", ".join(f"{k}: {v}" for k, v in sorted(s["failure_reasons"].items()))
+        _say(f"{s['failed']} judgments failed and are not in the qrels ({reasons}); "
+             "rerun to retry them")
+    if s["skipped_budget"]:
+        _say(f"{s['skipped_budget']} pairs not judged: --max-cost {args.max_cost} reached; "
+             "rerun with a higher budget to continue")
+    if s["human_labels"]:
+        _say(f"kept {s['human_labels']} human labels; wrote {s['qrels_pairs']} labels in total")
+    if llm.stats.fallbacks:
+        _say("server fallbacks: " + "; ".join(llm.stats.fallbacks))
+    _say(f"wrote {args.output}" + (f" and {args.judgments}" if args.judgments else ""))

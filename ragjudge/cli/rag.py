@@ -1,0 +1,188 @@
+"""``ragjudge rag``: RAG metrics on samples from the shell.
+
+Only argument parsing and output here; the work is :func:`ragjudge.rag.evaluate_samples`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError, MetricError
+
+__all__ = ["register"]
+
+_FORMATS = ("table", "json", "csv", "markdown", "html")
+
+_EPILOG = """\
+metrics (-m, repeatable, comma lists allowed):
+  no LLM:   hit, recall, recall_all, precision, mrr, map, ndcg, err, rbp (any ranking metric)
+            with @k and match=auto|id|text|normalized|chunk; containment@k
+  LLM:      context_relevance, context_precision(threshold=2, norm=ragas|ir, by=relevance|reference),
+            context_recall, faithfulness, answer_relevance, context_ndcg / context_err / context_rbp
+  context_precision without norm= prints both normalisations: RAGAS's (divide by the relevant
+  chunks retrieved in the top k) and the IR one, context_precision(norm=ir) (divide by the
+  relevant chunks known).
+
+cutoff k: the sample's metadata.k, else the metric's @k, else -k (default 5).
+
+grading: listwise (default) grades all chunks of a sample in one call, so context_precision +
+context_recall + faithfulness cost 4 requests per sample; pointwise grades each chunk alone
+(n + 3 requests), with the same prompt and cache as `ragjudge judge` (TREC-comparable).
+
+undetermined: a score that cannot be computed (no claims, empty response, failed call...) is
+counted beside the mean with its reason (-q lists them per sample), never averaged as 0.
+
+exit status: 0 ok; 2 bad input (one-line message).
+"""
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``rag`` subcommand."""
+    p = subparsers.add_parser(
+        "rag",
+        help="RAG metrics on samples (context precision/recall, faithfulness, hit@k...)",
+        description="Evaluate RAG samples (JSONL, JSON or CSV with RAGAS, DeepEval or id+text "
+        "fields) on deterministic and LLM-graded metrics.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("samples", metavar="SAMPLES", help="samples file (.jsonl, .json, .csv; - for stdin JSONL)")
+    p.add_argument("-m", "--metric", dest="metrics", action="append", metavar="METRIC", required=True,
+                   help="metric spec or comma-separated list; repeatable")
+    p.add_argument("-k", dest="default_k", type=int, default=5, metavar="K",
+                   help="cutoff when neither the sample nor the metric sets one (default 5)")
+    p.add_argument("--match", choices=("auto", "id", "text", "normalized", "chunk"), default=None,
+                   help="how ranking metrics match chunks to gold (default auto: ids if present, "
+                   "else normalised text)")
+    p.add_argument("--grading", choices=("listwise", "pointwise"), default="listwise",
+                   help="chunk grading: listwise (one call per sample, default) or pointwise")
+    p.add_argument("--skip-invalid", action="store_true",
+                   help="skip bad samples (reported on stderr) instead of stopping")
+    p.add_argument("-q", "--per-sample", action="store_true",
+                   help="also print per-sample values and the reasons of undetermined ones")
+    p.add_argument("-f", "--format", choices=_FORMATS, default="table", help="output format")
+    p.add_argument("-o", "--output", metavar="FILE", help="write the output to FILE")
+    p.add_argument("--digits", type=int, default=4, metavar="N", help="decimals (default 4)")
+    llm = p.add_argument_group("LLM options (as in `ragjudge judge`)")
+    llm.add_argument("--model", metavar="M", help="model name (needed by LLM metrics)")
+    llm.add_argument("--base-url", metavar="URL", help="OpenAI-compatible endpoint")
+    llm.add_argument("--api-key-env", metavar="VAR",
+                     help="environment variable holding the API key (default OPENAI_API_KEY)")
+    llm.add_argument("--concurrency", type=int, default=16, metavar="N",
+                     help="requests in flight (default 16)")
+    llm.add_argument("--rpm", type=float, metavar="N", help="requests-per-minute limit")
+    llm.add_argument("--tpm", type=float, metavar="N", help="tokens-per-minute limit")
+    llm.add_argument("--cache", metavar="PATH", help="SQLite cache file (default: the shared judge cache)")
+    llm.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
+    llm.add_argument("--max-cost", type=float, metavar="USD",
+                     help="stop paying for calls past this cost (needs a known price)")
+    llm.add_argument("--prices", metavar="FILE", help="JSON price table (USD per 1M tokens)")
+    llm.add_argument("--dry-run", action="store_true",
+                     help="print the calls, tokens and cost an evaluation would need; send nothing")
+    llm.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_run)
+
+
+def _llm(args: argparse.Namespace) -> Any:
+    from ..llm import LLM
+
+    cache: Any = True
+    if args.no_cache:
+        cache = False
+    elif args.cache:
+        cache = args.cache
+    if args.concurrency < 1:
+        raise InputError("must be a positive integer", field="--concurrency")
+    return LLM(
+        args.model,
+        base_url=args.base_url,
+        api_key_env=args.api_key_env,
+        concurrency=args.concurrency,
+        rpm=args.rpm,
+        tpm=args.tpm,
+        cache=cache,
+        prices=args.prices,
+        max_cost=args.max_cost,
+    )
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ..rag import evaluate_samples_sync, read_samples
+    from ..rag.evaluate import plan_requests
+    from ..rag.metrics import parse_rag_metrics
+
+    metrics = parse_rag_metrics(args.metrics)
+    needs_llm = [m for m in metrics if m.needs_llm]
+    if needs_llm and not args.model:
+        raise MetricError(
+            f"{', '.join(str(m) for m in needs_llm)} need an LLM: pass --model M "
+            "(and --base-url for a non-OpenAI endpoint)"
+        )
+    if args.default_k < 1:
+        raise InputError("must be a positive integer", field="-k")
+    samples = read_samples(args.samples, skip_invalid=args.skip_invalid)
+    for err in samples.invalid:
+        print(f"ragjudge: skipped invalid sample: {err}", file=sys.stderr)
+    llm = _llm(args) if needs_llm else None
+
+    if args.dry_run:
+        return _dry_run(llm, samples, metrics, args, plan_requests)
+
+    report = evaluate_samples_sync(
+        samples,
+        metrics,
+        judge=llm,
+        grading=args.grading,
+        match=args.match,
+        default_k=args.default_k,
+        progress=not args.no_progress and sys.stderr.isatty(),
+    )
+    text = report.render(args.format, per_sample=args.per_sample, digits=args.digits)
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    if report.usage:
+        u = report.usage
+        n = max(1, len(report.sample_ids))
+        cost = u.get("cost_usd")
+        cost_text = "" if cost is None else f", ${cost:.4f}"
+        print(
+            f"ragjudge: {u['calls']} calls ({u['cache_hits']} cached, {u['retries']} retries, "
+            f"{u['failed_calls']} failed), {u['total_tokens']} tokens "
+            f"({u['total_tokens'] / n:.0f}/sample){cost_text}",
+            file=sys.stderr,
+        )
+    if samples.invalid:
+        print(f"ragjudge: {len(samples.invalid)} invalid sample(s) skipped", file=sys.stderr)
+    return 0
+
+
+def _dry_run(llm: Any, samples: Any, metrics: Any, args: argparse.Namespace, plan: Any) -> int:
+    if llm is None:
+        print("dry run: no LLM metric requested; nothing would be sent")
+        return 0
+    calls = plan(samples, metrics, grading=args.grading, default_k=args.default_k, llm=llm)
+    by_prompt: dict[str, list[tuple[Any, dict[str, str]]]] = {}
+    for prompt, variables in calls:
+        by_prompt.setdefault(prompt.name, []).append((prompt, variables))
+    total_calls = total_cached = ptoks = ctoks = 0
+    total_cost: float | None = 0.0
+    for name, items in by_prompt.items():
+        # Each sized variant of a prompt is estimated with its own schema.
+        for prompt in {id(p): p for p, _ in items}.values():
+            est = llm.estimate(prompt, [v for p, v in items if p is prompt])
+            total_calls += est.calls
+            total_cached += est.cached
+            ptoks += est.prompt_tokens
+            ctoks += est.completion_tokens
+            total_cost = None if est.cost is None or total_cost is None else total_cost + est.cost
+        print(f"  {name}: {len(items)} requests")
+    cost = "unknown (no price for this model; pass --prices)" if total_cost is None else f"${total_cost:.4f}"
+    print(f"dry run: {len(calls)} requests for {len(samples)} samples, {total_cached} already cached -> "
+          f"{total_calls} calls to {llm.model}; ~{ptoks} prompt + ~{ctoks} completion tokens "
+          f"(claim verification of uncached answers estimated with one claim each); estimated cost {cost}")
+    return 0

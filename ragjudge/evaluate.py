@@ -1,0 +1,461 @@
+"""Evaluate runs against qrels: :func:`evaluate`, :func:`compare` and :func:`evaluate_lists`.
+
+This module decides *which* queries are scored and how they are averaged; the metric math is
+in :mod:`ragjudge.engine`, the statistics in :mod:`ragjudge.stats`, the output in
+:mod:`ragjudge.report`.
+
+Query semantics (the same as ``trec_eval -c``):
+
+* a query that is only in the run is ignored (and counted in ``meta["num_ignored"]``);
+* a qrels query missing from the run scores its empty-ranking value (0 for every measure
+  but a few such as ``rbp_residual``), counted in ``meta["num_missing"]``;
+* ``skip_missing=True`` instead averages over the queries present in both -- the numbers
+  trec_eval 9 and pytrec_eval report.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Union
+
+import numpy as np
+
+from . import __version__
+from .data import Dedup, Qrels, Run
+from .errors import InputError, MetricError
+from .measures import Measure, parse_measure, split_metric_list
+from .report import Comparison, CompareReport, Report
+from .stats import bootstrap_cis, holm, paired_t_test, randomization_tests
+
+__all__ = [
+    "DEFAULT_METRICS",
+    "DEFAULT_LIST_METRICS",
+    "evaluate",
+    "compare",
+    "evaluate_lists",
+    "MetricsArg",
+]
+
+#: Metrics used when none are given: a standard ad-hoc retrieval set.
+DEFAULT_METRICS: tuple[str, ...] = ("map", "mrr", "ndcg@10", "p@10", "recall@100")
+#: Metrics of :func:`evaluate_lists` (each expanded over ``k_list``).
+DEFAULT_LIST_METRICS: tuple[str, ...] = ("hit", "recall", "precision", "mrr", "ndcg")
+
+PathLike = Union[str, "os.PathLike[str]"]
+QrelsLike = Union[Qrels, Mapping[str, Mapping[str, int]], PathLike]
+RunLike = Union[Run, Mapping[str, Mapping[str, float]], PathLike]
+MetricsArg = Union[str, Measure, Sequence[Union[str, Measure]], None]
+TestName = Literal["randomization", "t"]
+TESTS: tuple[str, ...] = ("randomization", "t")
+# Counts that trec_eval aggregates by summing over queries rather than averaging.
+_SUMMED = frozenset({"num_ret", "num_rel", "num_rel_ret"})
+
+
+# ----------------------------------------------------------------------------- inputs
+def _load_qrels(qrels: QrelsLike, dedup: Dedup) -> Qrels:
+    if isinstance(qrels, Qrels):
+        return qrels
+    if isinstance(qrels, (str, os.PathLike)):
+        from .io import read_qrels
+
+        return read_qrels(qrels, dedup=dedup)
+    if isinstance(qrels, Mapping):
+        return Qrels.from_dict(qrels)
+    raise InputError(
+        f"qrels must be a Qrels, a {{qid: {{docid: grade}}}} dict or a path, got {type(qrels).__name__}",
+        field="qrels",
+    )
+
+
+def _load_run(run: RunLike, dedup: Dedup, name: str | None = None) -> Run:
+    if isinstance(run, Run):
+        return run if name is None or name == run.name else run.with_name(name)
+    if isinstance(run, (str, os.PathLike)):
+        from .io import read_run
+
+        return read_run(run, name=name, dedup=dedup)
+    if isinstance(run, Mapping):
+        return Run.from_dict(run, name=name or "run")
+    raise InputError(
+        f"run must be a Run, a {{qid: {{docid: score}}}} dict or a path, got {type(run).__name__}",
+        field="run",
+    )
+
+
+def _metric_keys(metrics: MetricsArg, rel: int | None) -> dict[str, Measure]:
+    """``{key as the user typed it: Measure}``; a string may be a comma-separated list."""
+    if metrics is None:
+        items: list[str | Measure] = list(DEFAULT_METRICS)
+    elif isinstance(metrics, (str, Measure)):
+        items = [metrics]
+    else:
+        items = list(metrics)
+    out: dict[str, Measure] = {}
+    for item in items:
+        if isinstance(item, Measure):
+            specs: list[str | Measure] = [item]
+        elif isinstance(item, str):
+            specs = list(split_metric_list(item))
+        else:
+            raise MetricError(f"a metric must be a spec string or a Measure, got {item!r}")
+        for spec in specs:
+            key = str(spec) if isinstance(spec, Measure) else spec.strip()
+            if key not in out:
+                out[key] = parse_measure(spec, rel=rel)
+    if not out:
+        raise MetricError("no metrics given")
+    return out
+
+
+def _check_rel(rel: int | None) -> None:
+    if rel is not None and (isinstance(rel, bool) or not isinstance(rel, int) or rel < 1):
+        raise InputError(f"relevance threshold must be an integer >= 1, got {rel!r}", field="rel")
+
+
+# ----------------------------------------------------------------------------- evaluate
+def _evaluate_loaded(
+    qrels: Qrels,
+    run: Run,
+    measures: dict[str, Measure],
+    *,
+    rel: int | None,
+    skip_missing: bool,
+) -> Report:
+    from .engine import compute
+
+    qrels_q = qrels.query_ids
+    if not qrels_q:
+        raise InputError("the qrels contain no queries", source=qrels.source)
+    qrels_set = set(qrels_q)
+    run_q = run.query_ids
+    run_set = set(run_q)
+    missing = [q for q in qrels_q if q not in run_set]
+    ignored = [q for q in run_q if q not in qrels_set]
+    qids = [q for q in qrels_q if q in run_set] if skip_missing else qrels_q
+    if not qids:
+        raise InputError(
+            f"no query of run {run.name!r} is in the qrels (skip_missing leaves nothing to evaluate)",
+            source=run.source,
+        )
+    unique = list(dict.fromkeys(measures.values()))
+    computed = compute(qrels, run, unique, qids=qids)
+    values = {key: np.asarray(computed[m], dtype=np.float64) for key, m in measures.items()}
+    meta: dict[str, Any] = {
+        "num_q": len(qids),
+        "num_q_qrels": len(qrels_q),
+        "num_q_run": len(run_q),
+        "num_missing": len(missing),
+        "num_ignored": len(ignored),
+        "missing_queries": missing,
+        "ignored_queries": ignored,
+        "skip_missing": skip_missing,
+        "rel": rel,
+        "measures": {key: str(m) for key, m in measures.items()},
+        "qrels_source": qrels.source,
+        "run_source": run.source,
+        "ragjudge_version": __version__,
+    }
+    summed = [key for key, m in measures.items() if m.name in _SUMMED]
+    return Report(run.name, qids, values, meta, summed=summed)
+
+
+def evaluate(
+    qrels: QrelsLike,
+    run: RunLike,
+    metrics: MetricsArg = None,
+    *,
+    rel: int | None = None,
+    skip_missing: bool = False,
+    dedup: Dedup = "error",
+    name: str | None = None,
+) -> Report:
+    """Evaluate one run: ``evaluate(qrels, run, ["ndcg@10", "map"]) -> Report``.
+
+    ``qrels`` / ``run``: :class:`Qrels` / :class:`Run`, pytrec_eval-style dicts, or file paths
+    (read with :func:`ragjudge.io.read_qrels` / :func:`~ragjudge.io.read_run`, ``dedup``
+    applying to files). ``metrics``: spec strings (a string may be a comma-separated list) or
+    :class:`Measure` objects; report keys are the specs exactly as given; default
+    :data:`DEFAULT_METRICS`. ``rel``: default relevance threshold of measures that take one.
+    ``skip_missing``: average over the queries in both qrels and run instead of scoring qrels
+    queries missing from the run as empty rankings. ``name`` renames the run.
+    """
+    _check_rel(rel)
+    measures = _metric_keys(metrics, rel)
+    q = _load_qrels(qrels, dedup)
+    r = _load_run(run, dedup, name)
+    return _evaluate_loaded(q, r, measures, rel=rel, skip_missing=skip_missing)
+
+
+# ----------------------------------------------------------------------------- compare
+def _named_runs(runs: Mapping[str, RunLike] | Sequence[RunLike], dedup: Dedup) -> dict[str, Run]:
+    out: dict[str, Run] = {}
+    if isinstance(runs, Mapping):
+        pairs = [(str(k), _load_run(v, dedup, str(k))) for k, v in runs.items()]
+    elif isinstance(runs, (str, os.PathLike, Run)):
+        pairs = [(None, _load_run(runs, dedup))]  # type: ignore[list-item]
+    else:
+        pairs = [(None, _load_run(v, dedup)) for v in runs]  # type: ignore[misc]
+    for _, run in pairs:
+        if run.name in out:
+            raise InputError(
+                f"two runs are named {run.name!r}; give distinct names ({{name: run}})", field="runs"
+            )
+        out[run.name] = run
+    if not out:
+        raise InputError("no runs to compare", field="runs")
+    return out
+
+
+def compare(
+    qrels: QrelsLike,
+    runs: Mapping[str, RunLike] | Sequence[RunLike],
+    metrics: MetricsArg = None,
+    baseline: str | None = None,
+    *,
+    test: TestName = "randomization",
+    n_resamples: int = 10_000,
+    seed: int | None = 0,
+    alpha: float = 0.05,
+    confidence: float = 0.95,
+    rel: int | None = None,
+    skip_missing: bool = False,
+    dedup: Dedup = "error",
+) -> CompareReport:
+    """Evaluate several runs and test each against ``baseline`` (default: the first run).
+
+    For every metric and every other run: the mean per-query difference (run - baseline), its
+    percentile bootstrap interval, and a paired two-sided test -- ``"randomization"`` (sign
+    flipping, :func:`ragjudge.stats.randomization_test`) or ``"t"`` (paired t test). p-values
+    are Holm-adjusted per metric over the runs compared with the baseline (a family of
+    ``len(runs) - 1`` tests); ``significant`` means adjusted p <= ``alpha``. Each run's mean gets
+    a bootstrap interval too. All resampling uses ``seed`` (the same seed for every test, so a
+    result does not depend on the order of runs or metrics).
+
+    Tests pair queries: with ``skip_missing=False`` (default) every run is scored on all qrels
+    queries; with ``skip_missing=True`` a comparison uses the queries both runs retrieved for.
+    """
+    if test not in TESTS:
+        raise InputError(f"unknown test {test!r}; expected one of {', '.join(TESTS)}", field="test")
+    if not 0.0 < alpha < 1.0:
+        raise InputError(f"alpha must be in (0, 1), got {alpha}", field="alpha")
+    if not 0.0 < confidence < 1.0:
+        raise InputError(f"confidence must be in (0, 1), got {confidence}", field="confidence")
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 1:
+        raise InputError(f"n_resamples must be a positive integer, got {n_resamples!r}",
+                         field="n_resamples")
+    _check_rel(rel)
+    measures = _metric_keys(metrics, rel)
+    q = _load_qrels(qrels, dedup)
+    loaded = _named_runs(runs, dedup)
+    if baseline is None:
+        baseline = next(iter(loaded))
+    if baseline not in loaded:
+        raise InputError(
+            f"baseline {baseline!r} is not one of the runs: {', '.join(loaded)}", field="baseline"
+        )
+    # Baseline first, then the others in the given order.
+    order = [baseline] + [n for n in loaded if n != baseline]
+    reports = {
+        n: _evaluate_loaded(q, loaded[n], measures, rel=rel, skip_missing=skip_missing) for n in order
+    }
+
+    boot = dict(n_resamples=n_resamples, confidence=confidence, seed=seed)
+    # Intervals of every run's mean.
+    ci_vectors: list[np.ndarray] = []
+    ci_slots: list[tuple[str, str, int]] = []
+    ci: dict[str, dict[str, tuple[float, float] | None]] = {}
+    for n, rep in reports.items():
+        ci[n] = {}
+        for key in rep.metrics:
+            v = rep.values[key]
+            v = v[np.isfinite(v)]
+            ci[n][key] = None
+            if len(v):
+                # A summed count's interval is the interval of the mean scaled by the count.
+                ci_slots.append((n, key, len(v) if key in rep.summed else 1))
+                ci_vectors.append(v)
+    for (n, key, scale), (lo, hi) in zip(ci_slots, _batched(bootstrap_cis, ci_vectors, **boot)):
+        ci[n][key] = (lo * scale, hi * scale)
+
+    # Paired differences against the baseline.
+    base = reports[baseline]
+    entries: list[dict[str, Any]] = []
+    diffs: list[np.ndarray] = []
+    for key in measures:
+        for n in order[1:]:
+            a, b = _paired(reports[n], base, key)
+            d = a - b
+            entry: dict[str, Any] = {"metric": key, "run": n, "baseline": baseline, "n": len(d),
+                                     "test": test, "delta": None, "delta_ci": None,
+                                     "statistic": None, "p_value": None, "note": None}
+            if len(d) == 0:
+                entry["note"] = "no query scored by both runs"
+            else:
+                entry["delta"] = float(d.mean()) * (len(d) if key in base.summed else 1)
+                diffs.append(d)
+            entries.append(entry)
+    with_d = [e for e in entries if e["delta"] is not None]
+    for e, d, (lo, hi) in zip(with_d, diffs, _batched(bootstrap_cis, diffs, **boot)):
+        scale = len(d) if e["metric"] in base.summed else 1
+        e["delta_ci"] = (lo * scale, hi * scale)
+    if test == "t":
+        for e, d in zip(with_d, diffs):
+            if len(d) < 2:
+                e["note"] = "the t test needs at least 2 paired queries"
+            else:
+                e["statistic"], e["p_value"] = paired_t_test(d)
+    else:
+        results = _batched(randomization_tests, diffs, n_resamples=n_resamples, seed=seed)
+        for e, res in zip(with_d, results):
+            e["statistic"], e["p_value"] = res
+
+    # Holm within each metric's family: the runs compared with the baseline on that metric.
+    comparisons: list[Comparison] = []
+    for key in measures:
+        fam = [e for e in entries if e["metric"] == key]
+        tested = [e for e in fam if e["p_value"] is not None]
+        adjusted = holm([e["p_value"] for e in tested]) if tested else []
+        for e in fam:
+            e["p_adjusted"] = None
+            e["significant"] = None
+        for e, adj in zip(tested, adjusted):
+            e["p_adjusted"] = adj
+            e["significant"] = bool(adj <= alpha)
+        comparisons.extend(Comparison(**e) for e in fam)
+
+    meta = {
+        "baseline": baseline,
+        "test": test,
+        "n_resamples": n_resamples,
+        "seed": seed,
+        "alpha": alpha,
+        "confidence": confidence,
+        "correction": "holm",
+        "family": "per metric: every run compared with the baseline",
+        "ci_method": "percentile bootstrap",
+        "skip_missing": skip_missing,
+        "rel": rel,
+        "qrels_source": q.source,
+        "ragjudge_version": __version__,
+    }
+    return CompareReport(reports, baseline, ci, comparisons, meta)
+
+
+def _batched(fn: Any, vectors: list[np.ndarray], **kwargs: Any) -> list[Any]:
+    """Apply a row-wise stats function (bootstrap_cis / randomization_tests) to vectors of
+    possibly different lengths, one matrix per length; results in input order."""
+    out: list[Any] = [None] * len(vectors)
+    by_len: dict[int, list[int]] = {}
+    for i, v in enumerate(vectors):
+        by_len.setdefault(len(v), []).append(i)
+    for idx in by_len.values():
+        for i, r in zip(idx, fn(np.stack([vectors[i] for i in idx]), **kwargs)):
+            out[i] = r
+    return out
+
+
+def _paired(a: Report, b: Report, key: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per-query values of two reports on the queries both scored (both determined)."""
+    va, vb = a.values[key], b.values[key]
+    if a.qids == b.qids:
+        ok = np.isfinite(va) & np.isfinite(vb)
+        return va[ok], vb[ok]
+    ib = {q: i for i, q in enumerate(b.qids)}
+    pairs = [(i, ib[q]) for i, q in enumerate(a.qids) if q in ib]
+    ia = np.array([p[0] for p in pairs], dtype=np.int64)
+    jb = np.array([p[1] for p in pairs], dtype=np.int64)
+    xa, xb = va[ia], vb[jb]
+    ok = np.isfinite(xa) & np.isfinite(xb)
+    return xa[ok], xb[ok]
+
+
+# ----------------------------------------------------------------------------- lists
+def evaluate_lists(
+    gold_docs: Sequence[Sequence[str] | Mapping[str, int]],
+    retrieved_docs: Sequence[Sequence[str]],
+    metrics: MetricsArg = None,
+    k_list: Sequence[int] | None = (1, 3, 5, 10),
+    *,
+    rel: int | None = None,
+) -> tuple[dict[str, float | None], list[dict[str, float | None]]]:
+    """Evaluate parallel lists, the shape RAG toolkits use: one entry per example.
+
+    ``gold_docs[i]``: the relevant ids of example ``i`` (or ``{id: grade}``);
+    ``retrieved_docs[i]``: its ranked ids, best first (a repeated id keeps its first rank).
+    Metric specs without a cutoff are expanded over ``k_list`` (``"recall"`` ->
+    ``recall@1, recall@3, ...``); specs with ``@k`` are kept as is; ``k_list=None`` expands
+    nothing. Default metrics: :data:`DEFAULT_LIST_METRICS`.
+
+    Returns ``(pooled, per_example)``: ``{metric: mean}`` and a list (input order) of
+    ``{metric: value}``. An example without any gold id is undetermined: its values are
+    ``None`` and it is left out of the pooled mean (which is ``None`` if no example has gold).
+    """
+    if isinstance(gold_docs, (str, bytes)) or isinstance(retrieved_docs, (str, bytes)):
+        raise InputError("gold_docs and retrieved_docs must be lists of lists", field="gold_docs")
+    n = len(gold_docs)
+    if len(retrieved_docs) != n:
+        raise InputError(
+            f"{n} gold lists but {len(retrieved_docs)} retrieved lists", field="retrieved_docs"
+        )
+    if k_list is not None:
+        for k in k_list:
+            if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k <= 0:
+                raise MetricError(f"every k in k_list must be a positive integer, got {k!r}")
+    base = list(DEFAULT_LIST_METRICS) if metrics is None else _spec_list(metrics)
+    specs: list[str] = []
+    for spec in base:
+        if k_list and _expandable(spec, rel):
+            specs.extend(f"{spec}@{k}" for k in k_list)
+        else:
+            specs.append(spec)
+    measures = _metric_keys(specs, rel)
+    if n == 0:
+        return {key: None for key in measures}, []
+    # Zero-padded ids sort (bytewise, like every Qrels/Run) in input order: "10" < "2" otherwise.
+    width = len(str(n - 1))
+    qids = [f"{i:0{width}d}" for i in range(n)]
+    qrels = Qrels.from_lists(gold_docs, qids)
+    run = Run.from_lists(retrieved_docs, qids, name="lists")
+    judged = set(qrels.query_ids)
+    with_gold = [q for q in qids if q in judged and _has_gold(gold_docs[int(q)])]
+    if not with_gold:
+        return {key: None for key in measures}, [{key: None for key in measures} for _ in range(n)]
+    from .engine import compute
+
+    unique = list(dict.fromkeys(measures.values()))
+    computed = compute(qrels, run, unique, qids=with_gold)
+    index = {q: i for i, q in enumerate(with_gold)}
+    per_example: list[dict[str, float | None]] = []
+    for q in qids:
+        i = index.get(q)
+        per_example.append(
+            {key: (None if i is None else float(computed[m][i])) for key, m in measures.items()}
+        )
+    pooled = {key: float(np.mean(computed[m])) for key, m in measures.items()}
+    return pooled, per_example
+
+
+def _spec_list(metrics: MetricsArg) -> list[str]:
+    if isinstance(metrics, (str, Measure)):
+        metrics = [metrics]
+    out: list[str] = []
+    for m in metrics or []:
+        out.extend([str(m)] if isinstance(m, Measure) else split_metric_list(m))
+    return out
+
+
+def _expandable(spec: str, rel: int | None) -> bool:
+    """Whether ``spec`` has no cutoff yet (``P_10`` carries one in its name) but takes one
+    (``rprec`` / ``bpref`` do not)."""
+    if parse_measure(spec, rel=rel).k is not None:
+        return False
+    try:
+        parse_measure(f"{spec}@1", rel=rel)
+    except MetricError:
+        return False
+    return True
+
+
+def _has_gold(entry: Sequence[str] | Mapping[str, int]) -> bool:
+    return len(entry) > 0

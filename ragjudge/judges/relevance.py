@@ -1,0 +1,474 @@
+"""The LLM relevance judge: graded (query, passage) labels that become ordinary :class:`Qrels`.
+
+Built entirely on :meth:`ragjudge.llm.LLM.structured`; this module only pools pairs from
+runs, turns outcomes into :class:`Judgment` records and judgments into qrels. The label
+scale lives in the prompt's front-matter (``prompts/relevance.v1.md``), nowhere here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from .._sync import run_sync
+from ..data import Qrels, Run
+from ..errors import InputError
+from ..llm.cost import Usage
+from ..llm.prompts import Prompt, load_prompt
+from ..llm.session import BUDGET_REASON as _BUDGET
+from ..llm.session import LLM, DryRun, Outcome
+
+__all__ = ["LLMRelevanceJudge", "Judgment", "JudgeResult", "Pair", "pool_pairs", "holes"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One (query, passage) pair to grade, with the ids it is reported under."""
+
+    qid: str
+    docid: str
+    query: str
+    passage: str
+
+
+@dataclass(frozen=True)
+class Judgment:
+    """One graded pair with full provenance. ``grade is None`` exactly when ``error`` is set."""
+
+    qid: str
+    docid: str
+    grade: int | None
+    probs: dict[int, float] | None
+    reasoning: str | None
+    model: str
+    prompt_id: str
+    prompt_sha: str
+    params: dict[str, Any]
+    usage: Usage
+    latency: float
+    error: str | None
+    expected: float | None = None
+    prompt_version: str = ""
+    cached: bool = False
+    served_model: str | None = None
+    system_fingerprint: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @classmethod
+    def from_outcome(cls, pair: Pair, out: Outcome, label_field: str) -> Judgment:
+        obj = out.obj or {}
+        reasoning = obj.get("reasoning") if isinstance(obj.get("reasoning"), str) else None
+        probs = None
+        if out.probs is not None:
+            probs = {int(k): float(v) for k, v in out.probs.items()}
+        return cls(
+            qid=pair.qid,
+            docid=pair.docid,
+            grade=out.value if out.ok else None,
+            probs=probs,
+            reasoning=reasoning,
+            model=out.model,
+            prompt_id=out.prompt_id,
+            prompt_sha=out.prompt_sha,
+            params=dict(out.params),
+            usage=out.usage,
+            latency=out.latency,
+            error=out.error,
+            expected=out.expected,
+            prompt_version=out.prompt_version,
+            cached=out.cached,
+            served_model=out.served_model,
+            system_fingerprint=out.system_fingerprint,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready record (one line of ``--judgments OUT.jsonl``)."""
+        return {
+            "qid": self.qid,
+            "docid": self.docid,
+            "grade": self.grade,
+            "probs": None if self.probs is None else {str(k): v for k, v in self.probs.items()},
+            "expected": self.expected,
+            "reasoning": self.reasoning,
+            "error": self.error,
+            "model": self.model,
+            "served_model": self.served_model,
+            "system_fingerprint": self.system_fingerprint,
+            "prompt_id": self.prompt_id,
+            "prompt_version": self.prompt_version,
+            "prompt_sha": self.prompt_sha,
+            "params": self.params,
+            "usage": self.usage.to_dict(),
+            "latency": self.latency,
+            "cached": self.cached,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Judgment:
+        probs = d.get("probs")
+        return cls(
+            qid=str(d["qid"]), docid=str(d["docid"]), grade=d.get("grade"),
+            probs=None if probs is None else {int(k): float(v) for k, v in probs.items()},
+            reasoning=d.get("reasoning"), model=str(d.get("model", "")),
+            prompt_id=str(d.get("prompt_id", "")), prompt_sha=str(d.get("prompt_sha", "")),
+            params=dict(d.get("params") or {}), usage=Usage.from_dict(d.get("usage") or {}),
+            latency=float(d.get("latency") or 0.0), error=d.get("error"),
+            expected=d.get("expected"), prompt_version=str(d.get("prompt_version", "")),
+            cached=bool(d.get("cached")), served_model=d.get("served_model"),
+            system_fingerprint=d.get("system_fingerprint"),
+        )
+
+
+def _qrels_from(judgments: Iterable[Judgment], source: str) -> Qrels:
+    ok = [j for j in judgments if j.grade is not None]
+    return Qrels.from_arrays([j.qid for j in ok], [j.docid for j in ok],
+                             np.array([j.grade for j in ok], dtype=np.int64), source=source,
+                             dedup="first")
+
+
+@dataclass
+class JudgeResult:
+    """Qrels built from the successful judgments (merged with human labels by
+    :meth:`LLMRelevanceJudge.fill_holes`), every judgment, and run totals."""
+
+    qrels: Qrels
+    judgments: list[Judgment]
+    usage: Usage = field(default_factory=Usage)
+    cost: float | None = None
+    human_pairs: frozenset[tuple[str, str]] = frozenset()  # labels kept from human qrels
+
+    @property
+    def human(self) -> int:
+        return len(self.human_pairs)
+
+    @property
+    def failed(self) -> list[Judgment]:
+        return [j for j in self.judgments if not j.ok and j.error != _BUDGET]
+
+    @property
+    def skipped(self) -> list[Judgment]:
+        return [j for j in self.judgments if j.error == _BUDGET]
+
+    def provenance(self, qid: str, docid: str) -> str | None:
+        """Where the label of a pair came from: ``"human"``, ``"llm"`` or ``None`` (no label)."""
+        if (qid, docid) in self.human_pairs:
+            return "human"
+        return "llm" if docid in self.qrels.get(qid) else None
+
+    def summary(self) -> dict[str, Any]:
+        """Counts for reports: every failure is counted, with its reason."""
+        reasons = Counter(_reason_kind(j.error) for j in self.failed)
+        return {
+            "pairs": len(self.judgments),
+            "judged": sum(1 for j in self.judgments if j.ok),
+            "cached": sum(1 for j in self.judgments if j.ok and j.cached),
+            "failed": len(self.failed),
+            "skipped_budget": len(self.skipped),
+            "failure_reasons": dict(reasons),
+            "human_labels": self.human,
+            "qrels_pairs": len(self.qrels),
+            "calls": self.usage.calls,
+            "prompt_tokens": self.usage.prompt_tokens,
+            "cached_prompt_tokens": self.usage.cached_tokens,
+            "completion_tokens": self.usage.completion_tokens,
+            "cost_usd": self.cost,
+        }
+
+    def write_judgments(self, path: str | Path) -> None:
+        """One JSON object per line, in pooling order."""
+        with open(path, "w", encoding="utf-8") as f:
+            for j in self.judgments:
+                f.write(json.dumps(j.to_dict(), ensure_ascii=False) + "\n")
+
+
+def _reason_kind(error: str | None) -> str:
+    if not error:
+        return ""
+    return error.split(":", 1)[0].split(" (", 1)[0]
+
+
+# ----------------------------------------------------------------------------- pooling
+def _as_runs(runs: Run | Sequence[Run]) -> list[Run]:
+    if isinstance(runs, Run):
+        return [runs]
+    out = list(runs)
+    if not out:
+        raise InputError("no run given to pool documents from", field="run")
+    return out
+
+
+def holes(qrels: Qrels, runs: Run | Sequence[Run], depth: int, *,
+          all_queries: bool = False) -> list[tuple[str, str]]:
+    """Pairs in the top ``depth`` of the runs that ``qrels`` does not judge, in pooling order
+    (query id, then run order, then rank). Only queries ``qrels`` has, unless ``all_queries``."""
+    known = qrels.to_dict()
+    seen: set[tuple[str, str]] = set()
+    out: list[tuple[str, str]] = []
+    for run in _as_runs(runs):
+        for qid in run.query_ids:
+            if qid not in known and not all_queries:
+                continue
+            judged = known.get(qid, {})
+            for docid, _ in run.ranked(qid, depth):
+                if docid in judged or (qid, docid) in seen:
+                    continue
+                seen.add((qid, docid))
+                out.append((qid, docid))
+    out.sort(key=lambda p: p[0].encode("utf-8"))  # stable: rank order kept within a query
+    return out
+
+
+def pool_pairs(
+    queries: Mapping[str, str],
+    corpus: Mapping[str, str],
+    runs: Run | Sequence[Run],
+    depth: int,
+    *,
+    skip: Qrels | None = None,
+    all_queries: bool = True,
+) -> list[Pair]:
+    """The deduplicated top-``depth`` pool of one or several runs as :class:`Pair` objects.
+
+    Raises :class:`InputError` for a query with no text or a document missing from the corpus
+    (naming the run file), so a typo is not silently judged as an empty passage.
+    """
+    if depth < 1:
+        raise InputError(f"depth must be a positive integer, got {depth}", field="depth")
+    runs = _as_runs(runs)
+    if skip is None:
+        ids: list[tuple[str, str]] = []
+        seen: set[tuple[str, str]] = set()
+        for run in runs:
+            for qid in run.query_ids:
+                for docid, _ in run.ranked(qid, depth):
+                    if (qid, docid) not in seen:
+                        seen.add((qid, docid))
+                        ids.append((qid, docid))
+        ids.sort(key=lambda p: p[0].encode("utf-8"))
+    else:
+        ids = holes(skip, runs, depth, all_queries=all_queries)
+    where = {}
+    for run in runs:
+        for qid in run.query_ids:
+            for docid, _ in run.ranked(qid, depth):
+                where.setdefault((qid, docid), run)
+    pairs: list[Pair] = []
+    for qid, docid in ids:
+        run = where[(qid, docid)]
+        query = queries.get(qid)
+        if query is None or not str(query).strip():
+            raise InputError(f"query {qid!r} has no text in the queries file", source=run.source,
+                             field="qid")
+        passage = corpus.get(docid)
+        if passage is None:
+            raise InputError(f"document {docid!r} (query {qid!r}) is not in the corpus",
+                             source=run.source, field="docid")
+        pairs.append(Pair(qid, docid, str(query), str(passage)))
+    return pairs
+
+
+def _as_pair(item: Any, i: int) -> Pair:
+    if isinstance(item, Pair):
+        return item
+    if isinstance(item, Mapping):
+        try:
+            return Pair(str(item.get("qid", i)), str(item.get("docid", i)), str(item["query"]),
+                        str(item["passage"]))
+        except KeyError as exc:
+            raise InputError(f"pair {i} lacks {exc.args[0]!r}", field=str(exc.args[0])) from None
+    if isinstance(item, (tuple, list)):
+        if len(item) == 2:
+            return Pair(str(i), str(i), str(item[0]), str(item[1]))
+        if len(item) == 4:
+            return Pair(str(item[0]), str(item[1]), str(item[2]), str(item[3]))
+    raise InputError(f"pair {i} must be (query, passage), (qid, docid, query, passage), "
+                     "a mapping or a Pair", field="pairs")
+
+
+# ----------------------------------------------------------------------------- the judge
+class LLMRelevanceJudge:
+    """Grades (query, passage) pairs with an LLM on the prompt's label scale (0-3 by default).
+
+    ``LLMRelevanceJudge("gpt-4o-mini")`` or ``LLMRelevanceJudge(llm=LLM(...))``; extra keyword
+    arguments go to :class:`ragjudge.llm.LLM` (``base_url``, ``concurrency``, ``cache``...).
+    Every method is async; ``judge.sync.<method>(...)`` runs it from synchronous code, also
+    inside Jupyter's running loop.
+    """
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        llm: LLM | None = None,
+        prompt: str | Path | Prompt = "relevance.v1",
+        progress: bool = True,
+        **llm_options: Any,
+    ) -> None:
+        if llm is None:
+            if not model:
+                raise InputError("no model given (pass --model)", field="model")
+            llm = LLM(model, **llm_options)
+        elif llm_options or (model and model != llm.model):
+            raise InputError("pass either llm= or model/options, not both", field="llm")
+        self.llm = llm
+        self.prompt = load_prompt(prompt)
+        if not self.prompt.labels or not self.prompt.label_field:
+            raise InputError("a relevance prompt needs 'labels' and 'label_field' in its front-matter",
+                             source=self.prompt.source, field="labels")
+        if self.prompt.variables != ("query", "passage") and set(self.prompt.variables) != {"query", "passage"}:
+            raise InputError("a relevance prompt must use exactly the variables 'query' and 'passage'",
+                             source=self.prompt.source, field="variables")
+        self._grades = {}
+        for label in self.prompt.labels:
+            try:
+                self._grades[label] = int(label)
+            except ValueError:
+                raise InputError(f"relevance labels must be integers, got {label!r}",
+                                 source=self.prompt.source, field="labels") from None
+        self.progress = progress
+
+    def __repr__(self) -> str:
+        return f"LLMRelevanceJudge({self.llm!r}, prompt={self.prompt.name!r})"
+
+    def _grade(self, obj: Any) -> int:
+        value = obj.get(self.prompt.label_field) if isinstance(obj, dict) else None
+        # bool is an int subclass in Python but not a JSON number
+        if isinstance(value, bool) or str(value) not in self._grades:
+            raise ValueError(f"{self.prompt.label_field} must be one of {sorted(self._grades.values())}, "
+                             f"got {value!r}")
+        return self._grades[str(value)]
+
+    @property
+    def sync(self) -> _SyncJudge:
+        """Blocking twins of the async methods (work inside a running event loop too)."""
+        return _SyncJudge(self)
+
+    # -- async API -----------------------------------------------------------------------
+    async def judge(self, query: str, passage: str, *, qid: str = "q", docid: str = "d") -> Judgment:
+        """Grade one pair."""
+        pair = Pair(qid, docid, query, passage)
+        out = await self.llm.structured(self.prompt, {"query": query, "passage": passage},
+                                        validate=self._grade)
+        return Judgment.from_outcome(pair, out, self.prompt.label_field or "")
+
+    async def judge_many(self, pairs: Iterable[Any], *, progress: bool | None = None) -> list[Judgment]:
+        """Grade many pairs concurrently; results in input order. Items: ``(query, passage)``,
+        ``(qid, docid, query, passage)``, ``{"qid", "docid", "query", "passage"}`` or :class:`Pair`."""
+        items = [_as_pair(p, i) for i, p in enumerate(pairs)]
+        outs = await self.llm.structured_many(
+            self.prompt,
+            [{"query": p.query, "passage": p.passage} for p in items],
+            validate=self._grade,
+            desc=f"judging ({self.llm.model})",
+            progress=self.progress if progress is None else progress,
+        )
+        return [Judgment.from_outcome(p, o, self.prompt.label_field or "") for p, o in zip(items, outs)]
+
+    async def judge_run(
+        self,
+        queries: Mapping[str, str],
+        corpus: Mapping[str, str],
+        runs: Run | Sequence[Run],
+        depth: int = 20,
+    ) -> JudgeResult:
+        """Pool the top ``depth`` documents of the run(s), judge each distinct pair once and
+        return the qrels (successful judgments only) with every judgment."""
+        pairs = pool_pairs(queries, corpus, runs, depth)
+        return await self._result(pairs, human=None)
+
+    async def fill_holes(
+        self,
+        qrels: Qrels,
+        queries: Mapping[str, str],
+        corpus: Mapping[str, str],
+        runs: Run | Sequence[Run],
+        depth: int = 20,
+        *,
+        all_queries: bool = False,
+    ) -> JudgeResult:
+        """Judge only the pooled pairs ``qrels`` lacks and merge: human labels always win.
+
+        By default only queries the human qrels cover are filled (``all_queries=True`` also
+        judges queries they do not have). ``result.provenance(qid, docid)`` says where each
+        label came from; ``result.judgments`` holds only the LLM's.
+        """
+        pairs = pool_pairs(queries, corpus, runs, depth, skip=qrels, all_queries=all_queries)
+        return await self._result(pairs, human=qrels)
+
+    async def _result(self, pairs: list[Pair], human: Qrels | None) -> JudgeResult:
+        before_usage = self.llm.usage
+        judgments = await self.judge_many(pairs)
+        usage = _minus(self.llm.usage, before_usage)
+        cost = self.llm.prices.cost(self.llm.model, usage)
+        llm_qrels = _qrels_from(judgments, source=f"llm:{self.llm.model}:{self.prompt.name}")
+        if human is None:
+            return JudgeResult(llm_qrels, judgments, usage, cost)
+        merged = human.merge(llm_qrels)
+        return JudgeResult(merged, judgments, usage, cost,
+                           human_pairs=frozenset((q, d) for q, d, _ in human.rows()))
+
+    # -- planning -----------------------------------------------------------------------
+    def estimate(
+        self,
+        queries: Mapping[str, str],
+        corpus: Mapping[str, str],
+        runs: Run | Sequence[Run],
+        depth: int = 20,
+        *,
+        qrels: Qrels | None = None,
+        all_queries: bool = False,
+    ) -> DryRun:
+        """Dry run of :meth:`judge_run` (or :meth:`fill_holes` with ``qrels``): no network."""
+        pairs = pool_pairs(queries, corpus, runs, depth, skip=qrels, all_queries=all_queries)
+        return self.llm.estimate(self.prompt, [{"query": p.query, "passage": p.passage} for p in pairs])
+
+
+def _minus(a: Usage, b: Usage) -> Usage:
+    return Usage(a.calls - b.calls, a.prompt_tokens - b.prompt_tokens,
+                 a.cached_tokens - b.cached_tokens, a.completion_tokens - b.completion_tokens)
+
+
+class _SyncJudge:
+    """``judge.sync``: the same methods, blocking. Each call runs on its own event loop
+    (a worker thread's when the caller already has one), and closes that loop's HTTP client."""
+
+    def __init__(self, judge: LLMRelevanceJudge) -> None:
+        self._judge = judge
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        llm = self._judge.llm
+
+        async def main() -> T:
+            try:
+                return await coro
+            finally:
+                await llm.aclose()
+
+        return run_sync(main())
+
+    def judge(self, query: str, passage: str, *, qid: str = "q", docid: str = "d") -> Judgment:
+        return self._run(self._judge.judge(query, passage, qid=qid, docid=docid))
+
+    def judge_many(self, pairs: Iterable[Any], *, progress: bool | None = None) -> list[Judgment]:
+        return self._run(self._judge.judge_many(pairs, progress=progress))
+
+    def judge_run(self, queries: Mapping[str, str], corpus: Mapping[str, str],
+                  runs: Run | Sequence[Run], depth: int = 20) -> JudgeResult:
+        return self._run(self._judge.judge_run(queries, corpus, runs, depth))
+
+    def fill_holes(self, qrels: Qrels, queries: Mapping[str, str], corpus: Mapping[str, str],
+                   runs: Run | Sequence[Run], depth: int = 20, *, all_queries: bool = False) -> JudgeResult:
+        return self._run(self._judge.fill_holes(qrels, queries, corpus, runs, depth,
+                                                all_queries=all_queries))
+

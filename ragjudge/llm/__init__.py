@@ -1,0 +1,118 @@
+"""The LLM layer: prompts as files, one OpenAI-compatible client, one runner, a SQLite cache, cost.
+
+Everything that talks to a model goes through :class:`LLM` (a session). The relevance judge
+(:mod:`ragjudge.judges`) and the RAG metrics are thin users of its one generic entry point,
+:meth:`LLM.structured`.
+
+API overview (kept true; other modules build on exactly these names)
+--------------------------------------------------------------------
+``prompts.py``
+    ``load_prompt(name_or_path) -> Prompt``: ``"relevance.v1"`` finds ``prompts/relevance.v1.md``
+    shipped as the ``ragjudge.prompts`` package; a path loads a user's template. ``Prompt``
+    (frozen): ``id``, ``version``, ``sha256`` (of the file bytes), ``labels`` (``{grade: text}``
+    or ``None``), ``label_field`` (JSON field holding the label, e.g. ``"grade"``),
+    ``output_schema`` (JSON Schema of the reply), ``variables``, ``max_tokens``,
+    ``render(**variables) -> list[message dict]``, ``validate(obj) -> obj`` (strict schema check,
+    raises ``ValueError``). Front-matter is a JSON object between ``---`` lines.
+
+``client.py``
+    ``ClientConfig(model, base_url=None, api_key=None, api_key_env="OPENAI_API_KEY",
+    azure_endpoint=None, azure_api_version=None, timeout=60.0, max_attempts=6)`` and
+    ``LLMClient(config)``: the only place with retries (tenacity; 408/409/429/5xx, timeouts,
+    connection errors; exponential backoff + jitter; honours ``Retry-After``/``retry-after-ms``).
+    The wrapped ``openai.AsyncOpenAI`` has ``max_retries=0`` so retries never multiply.
+    ``await client.complete(body, gate=...) -> Completion`` where ``body`` is the JSON body of
+    ``/chat/completions`` minus nothing (``model``, ``messages``, sampling params,
+    ``response_format``...) and ``gate`` is the runner's per-attempt admission (an async
+    context manager factory). 400/401/403/404 raise :class:`ragjudge.errors.LLMError` at once
+    (never containing the API key). ``Completion``: ``text``, ``refusal``, ``finish_reason``,
+    ``usage`` (:class:`Usage`), ``logprobs`` (list of ``{"token", "logprob", "top_logprobs"}``),
+    ``system_fingerprint``, ``model``, ``latency``, ``attempts``, ``raw`` (the reply JSON).
+    ``client.openai`` is the underlying ``AsyncOpenAI`` (batch mode uses its files/batches API).
+
+``runner.py``
+    ``Runner(concurrency=16, rpm=None, tpm=None)``: owns concurrency (semaphore), the
+    requests-per-minute throttle (asyncio-throttle, adaptive: learns the ceiling from
+    ``x-ratelimit-*`` headers and 429s) and a tokens-per-minute budget (reserve an estimate,
+    settle from ``usage``). ``runner.slot(estimated_tokens)`` is the per-request concurrency
+    slot; ``runner.attempt`` is the per-HTTP-attempt gate given to the client;
+    ``runner.observe(headers, status)`` feeds it rate-limit signals.
+
+``cache.py``
+    ``Cache(path)`` SQLite (WAL, one commit per answer), ``NullCache()``; ``get(key) -> dict|None``,
+    ``put(key, record: dict)``; default path ``$RAGJUDGE_CACHE`` or
+    ``~/.cache/ragjudge/judgments.sqlite`` (``default_cache_path()``). Only parsed, successful
+    answers are stored, so a rerun retries failures.
+
+``cost.py``
+    ``Usage(calls, prompt_tokens, cached_tokens, completion_tokens)`` (addable),
+    ``PriceTable`` (USD per 1M tokens; ``PriceTable.default()``, ``.load(path)``, ``.cost(model,
+    usage) -> float|None``), ``estimate_tokens(messages) -> int``.
+
+``session.py``  -- the entry point
+    ``LLM(model, *, base_url=None, api_key=None, api_key_env=None, azure_endpoint=None,
+    azure_api_version=None, concurrency=16, rpm=None, tpm=None, cache=True|False|path|Cache,
+    prices=None, max_cost=None, temperature=0.0, seed=0, timeout=60.0, max_attempts=6,
+    logprobs=True, top_logprobs=5)``.
+    * ``await llm.structured(prompt, variables, *, validate=None) -> Outcome``: cache lookup ->
+      in-flight dedup -> runner -> client (strict ``json_schema``, falling back to ``json_object``
+      then plain text, remembered per session) -> strict parse (``prompt.validate`` then the
+      optional ``validate(obj)`` which may return a converted value or raise ``ValueError``) with
+      one repair attempt -> cache write -> usage/cost accounting. Never raises for per-item
+      failures (they come back as ``Outcome.error``); raises ``LLMError`` for configuration
+      failures (bad key, unknown model) and ``BudgetExceeded`` is turned into
+      ``Outcome.error == "not judged: max cost reached"``.
+    * ``await llm.structured_many(prompt, variables_list, *, validate=None, desc=None,
+      progress=True) -> list[Outcome]`` (input order; tqdm bar with done/failed/tokens/cost).
+    * ``llm.estimate(prompt, variables_list) -> DryRun`` (calls, cache hits, estimated tokens
+      and cost; no network).
+    * Batch-mode hooks: ``llm.prepare(prompt, variables) -> PreparedCall`` (``key``, ``body``:
+      the exact ``/v1/chat/completions`` JSON body, ``cached``: Outcome|None) and
+      ``llm.accept(call, completion: dict) -> Outcome`` (parse, account, cache write).
+    * ``llm.usage`` (:class:`Usage`), ``llm.cost`` (USD or ``None`` if the price is unknown),
+      ``llm.stats`` (calls, cache_hits, retries, rate_limited, failed).
+    ``Outcome``: ``value`` (parsed, or ``None``), ``error`` (reason or ``None``), ``ok``,
+    ``text``, ``probs`` (``{label: p}`` from logprobs, renormalised over the valid labels, or
+    ``None``), ``expected`` (probability-weighted label), ``usage``, ``latency``, ``cached``,
+    ``model``, ``prompt_id``, ``prompt_version``, ``prompt_sha``, ``params``,
+    ``system_fingerprint``, ``key``, ``attempts``, ``repaired``, ``response_format``.
+"""
+
+from __future__ import annotations
+
+from .cache import Cache, NullCache, cache_key, default_cache_path
+from .client import CallFailed, ClientConfig, Completion, LLMClient, UnsupportedFeature, redact
+from .cost import Price, PriceTable, Usage, estimate_tokens
+from .prompts import Prompt, list_prompts, load_prompt, parse_prompt
+from .runner import Runner
+from .session import BUDGET_REASON, LLM, DryRun, Outcome, PreparedCall, Stats, label_probs, parse_reply
+
+__all__ = [
+    "LLM",
+    "Outcome",
+    "PreparedCall",
+    "DryRun",
+    "Stats",
+    "BUDGET_REASON",
+    "Prompt",
+    "load_prompt",
+    "parse_prompt",
+    "list_prompts",
+    "ClientConfig",
+    "LLMClient",
+    "Completion",
+    "CallFailed",
+    "UnsupportedFeature",
+    "redact",
+    "Runner",
+    "Cache",
+    "NullCache",
+    "cache_key",
+    "default_cache_path",
+    "Usage",
+    "Price",
+    "PriceTable",
+    "estimate_tokens",
+    "parse_reply",
+    "label_probs",
+]

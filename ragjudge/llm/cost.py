@@ -1,0 +1,176 @@
+"""Token accounting and prices.
+
+Usage comes from each reply's ``usage`` block (``prompt_tokens`` includes the cached prefix;
+``prompt_tokens_details.cached_tokens`` says how much of it was served from the provider's
+prompt cache and is billed at the cached rate). Prices are USD per million tokens and can be
+overridden from a JSON file ``{"model": {"input": x, "cached_input": y, "output": z}}``.
+A model with no known price (a local server) costs ``None`` -- unknown, not zero -- unless
+the user supplies a price; ``--max-cost`` then refuses to start rather than guess.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+
+__all__ = ["Usage", "Price", "PriceTable", "estimate_tokens"]
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Tokens and calls; ``a + b`` adds them."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.calls + other.calls,
+            self.prompt_tokens + other.prompt_tokens,
+            self.cached_tokens + other.cached_tokens,
+            self.completion_tokens + other.completion_tokens,
+        )
+
+    @classmethod
+    def from_openai(cls, usage: Any) -> Usage:
+        """From a reply's ``usage`` (dict or openai model); missing fields count 0."""
+        if usage is None:
+            return cls(calls=1)
+        if not isinstance(usage, Mapping):
+            usage = usage.model_dump() if hasattr(usage, "model_dump") else dict(vars(usage))
+        details = usage.get("prompt_tokens_details") or {}
+        cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
+        return cls(
+            calls=1,
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            cached_tokens=int(cached or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+        )
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "calls": self.calls,
+            "prompt_tokens": self.prompt_tokens,
+            "cached_tokens": self.cached_tokens,
+            "completion_tokens": self.completion_tokens,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Usage:
+        return cls(int(d.get("calls", 0)), int(d.get("prompt_tokens", 0)),
+                   int(d.get("cached_tokens", 0)), int(d.get("completion_tokens", 0)))
+
+
+@dataclass(frozen=True)
+class Price:
+    """USD per million tokens."""
+
+    input: float
+    output: float
+    cached_input: float | None = None  # None: billed like input
+
+    def cost(self, usage: Usage) -> float:
+        cached = min(usage.cached_tokens, usage.prompt_tokens)
+        cached_rate = self.input if self.cached_input is None else self.cached_input
+        return (
+            (usage.prompt_tokens - cached) * self.input
+            + cached * cached_rate
+            + usage.completion_tokens * self.output
+        ) / 1e6
+
+
+# Public list prices (USD / 1M tokens: input, output, cached input) at the time of writing.
+# They change: users override them with --prices FILE; the report always shows tokens too.
+_DEFAULT_PRICES: dict[str, Price] = {
+    "gpt-4o-mini": Price(0.15, 0.60, 0.075),
+    "gpt-4o": Price(2.50, 10.00, 1.25),
+    "gpt-4.1": Price(2.00, 8.00, 0.50),
+    "gpt-4.1-mini": Price(0.40, 1.60, 0.10),
+    "gpt-4.1-nano": Price(0.10, 0.40, 0.025),
+    "gpt-5": Price(1.25, 10.00, 0.125),
+    "gpt-5-mini": Price(0.25, 2.00, 0.025),
+    "gpt-5-nano": Price(0.05, 0.40, 0.005),
+    "o4-mini": Price(1.10, 4.40, 0.275),
+}
+
+
+class PriceTable:
+    """Model name -> :class:`Price`. A dated snapshot name (``gpt-4o-mini-2024-07-18``) falls
+    back to the longest known prefix."""
+
+    def __init__(self, prices: Mapping[str, Price] | None = None) -> None:
+        self._prices = dict(prices or {})
+
+    @classmethod
+    def default(cls) -> PriceTable:
+        return cls(_DEFAULT_PRICES)
+
+    @classmethod
+    def parse(cls, data: Mapping[str, Any], *, source: str | None = None,
+              base: PriceTable | None = None) -> PriceTable:
+        prices = dict(base._prices) if base is not None else {}
+        for model, spec in data.items():
+            if not isinstance(spec, Mapping) or "input" not in spec or "output" not in spec:
+                raise InputError(f"price of {model!r} needs 'input' and 'output' (USD per 1M tokens)",
+                                 source=source, field=str(model))
+            try:
+                prices[str(model)] = Price(
+                    float(spec["input"]), float(spec["output"]),
+                    None if spec.get("cached_input") is None else float(spec["cached_input"]),
+                )
+            except (TypeError, ValueError):
+                raise InputError(f"prices of {model!r} must be numbers", source=source,
+                                 field=str(model)) from None
+        return cls(prices)
+
+    @classmethod
+    def load(cls, path: str | Path, *, base: PriceTable | None = None) -> PriceTable:
+        """Read a JSON price file; its entries override ``base`` (default: the built-in table)."""
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise InputError(f"cannot read price file: {exc.strerror}", source=str(path)) from None
+        except json.JSONDecodeError as exc:
+            raise InputError(f"not valid JSON: {exc.msg}", source=str(path), line=exc.lineno) from None
+        if not isinstance(data, Mapping):
+            raise InputError("price file must be a JSON object", source=str(path))
+        return cls.parse(data, source=str(path), base=base if base is not None else cls.default())
+
+    def with_price(self, model: str, price: Price) -> PriceTable:
+        prices = dict(self._prices)
+        prices[model] = price
+        return PriceTable(prices)
+
+    def get(self, model: str) -> Price | None:
+        if model in self._prices:
+            return self._prices[model]
+        best = None
+        for name in self._prices:
+            if model.startswith(name + "-") and (best is None or len(name) > len(best)):
+                best = name
+        return self._prices[best] if best is not None else None
+
+    def cost(self, model: str, usage: Usage) -> float | None:
+        """USD, or ``None`` when the model's price is unknown."""
+        price = self.get(model)
+        return None if price is None else price.cost(usage)
+
+
+def estimate_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
+    """Rough prompt size without a tokenizer: ~4 characters per token for English text plus
+    a few tokens of chat framing per message. Used only for dry runs and the TPM reservation
+    (settled from the real ``usage`` afterwards)."""
+    chars = sum(len(str(m.get("content", ""))) for m in messages)
+    return chars // 4 + 4 * len(messages) + 3
+

@@ -1,0 +1,342 @@
+"""Prompt templates as versioned files: one loader, strict front-matter, safe rendering.
+
+A template is a Markdown file: a JSON object between two ``---`` lines (the front-matter),
+then the messages. Each message starts with a line ``<!-- role: system -->`` (or ``user``,
+``assistant``); ``{{name}}`` inserts a variable. Front-matter keys:
+
+* ``id`` (str), ``version`` (str) -- required; recorded with every answer with the file's sha256;
+* ``variables`` -- the names the caller must supply (required; unknown/missing ones are errors);
+* ``output_schema`` -- JSON Schema of the reply (required); sent as a strict ``json_schema``
+  response format and enforced locally by :meth:`Prompt.validate`;
+* ``labels`` -- optional ``{"0": "description", ...}`` label scale; ``{{labels}}`` renders it;
+* ``label_field`` -- the reply field holding the label (for logprobs -> probability per label);
+* ``max_tokens``, ``expected_output_tokens`` -- reply budget and the dry-run estimate.
+
+JSON rather than YAML front-matter: it needs no dependency, has one reading (no implicit
+typing: ``no`` stays a string, ``3`` is a number), and the output schema is JSON anyway.
+
+Variables are substituted in a single pass, so text inside a value (a passage containing
+``{{query}}`` or ``</passage>``) is never interpreted; any tag of the template that
+delimits data (``<passage>``...) is escaped inside values so a passage cannot close its own
+delimiter and pose as instructions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+
+__all__ = ["Prompt", "load_prompt", "parse_prompt", "list_prompts"]
+
+_VAR = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+_ROLE = re.compile(r"^<!--\s*role:\s*(system|user|assistant)\s*-->\s*$", re.MULTILINE)
+_TAG = re.compile(r"</?([A-Za-z][A-Za-z0-9_-]*)>")
+_RESERVED = {"labels"}
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A loaded template. Immutable; ``sha256`` identifies the exact file content."""
+
+    id: str
+    version: str
+    sha256: str
+    messages: tuple[tuple[str, str], ...]  # (role, template text)
+    variables: tuple[str, ...]
+    output_schema: dict[str, Any]
+    labels: dict[str, str] | None = None
+    label_field: str | None = None
+    max_tokens: int = 512
+    expected_output_tokens: int = 100
+    description: str = ""
+    source: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        """``id.vVERSION`` -- how reports name the prompt."""
+        return f"{self.id}.v{self.version}"
+
+    @property
+    def label_values(self) -> list[Any]:
+        """Valid labels as they appear in a reply (ints when the labels are integers)."""
+        if not self.labels:
+            return []
+        return [_label_value(k) for k in self.labels]
+
+    def render_labels(self) -> str:
+        if not self.labels:
+            return ""
+        return "\n".join(f"{k} = {v}" for k, v in self.labels.items())
+
+    def render(self, **variables: Any) -> list[dict[str, str]]:
+        """Chat messages with the variables inserted (single pass; data tags escaped)."""
+        missing = [v for v in self.variables if v not in variables]
+        extra = [v for v in variables if v not in self.variables]
+        if missing or extra:
+            parts = []
+            if missing:
+                parts.append(f"missing variable(s) {', '.join(missing)}")
+            if extra:
+                parts.append(f"unknown variable(s) {', '.join(extra)}")
+            raise InputError(f"prompt {self.name}: " + "; ".join(parts), source=self.source)
+        tags = self._data_tags()
+        values = {k: _escape_tags(str(v), tags) for k, v in variables.items()}
+        values["labels"] = self.render_labels()
+        return [
+            {"role": role, "content": _VAR.sub(lambda m: values[m.group(1)], text)}
+            for role, text in self.messages
+        ]
+
+    def _data_tags(self) -> frozenset[str]:
+        found: set[str] = set()
+        for _, text in self.messages:
+            found.update(m.group(1).lower() for m in _TAG.finditer(text))
+        return frozenset(found)
+
+    def response_format(self, kind: str) -> dict[str, Any] | None:
+        """The ``response_format`` request field for ``"json_schema"``, ``"json_object"`` or ``"text"``."""
+        if kind == "json_schema":
+            return {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": re.sub(r"[^A-Za-z0-9_-]", "_", self.id)[:64] or "reply",
+                    "schema": self.output_schema,
+                    "strict": True,
+                },
+            }
+        if kind == "json_object":
+            return {"type": "json_object"}
+        return None
+
+    def validate(self, obj: Any) -> Any:
+        """Check a parsed reply against ``output_schema``; raise ``ValueError`` naming the problem."""
+        _check(obj, self.output_schema, "reply")
+        return obj
+
+    def provenance(self) -> dict[str, str]:
+        return {"prompt_id": self.id, "prompt_version": self.version, "prompt_sha": self.sha256}
+
+
+def _label_value(key: str) -> Any:
+    try:
+        return int(key)
+    except ValueError:
+        return key
+
+
+def _escape_tags(text: str, tags: frozenset[str]) -> str:
+    if not tags or "<" not in text:
+        return text
+
+    def esc(m: re.Match[str]) -> str:
+        return "&lt;" + m.group(0)[1:] if m.group(1).lower() in tags else m.group(0)
+
+    return _TAG.sub(esc, text)
+
+
+# ------------------------------------------------------------------------ schema subset
+_TYPES: dict[str, tuple[type, ...]] = {
+    "object": (dict,),
+    "array": (list,),
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "null": (type(None),),
+}
+
+
+def _check(value: Any, schema: Mapping[str, Any], where: str) -> None:
+    """Validate the JSON Schema subset structured outputs use (type, enum, properties,
+    required, additionalProperties, items, minimum/maximum, min/maxLength, min/maxItems)."""
+    types = schema.get("type")
+    if types is not None:
+        names = [types] if isinstance(types, str) else list(types)
+        ok = False
+        for n in names:
+            py = _TYPES.get(n)
+            if py is None:
+                raise ValueError(f"{where}: unsupported schema type {n!r}")
+            if isinstance(value, bool) and n in ("integer", "number"):
+                continue  # JSON true is not a number
+            if isinstance(value, py):
+                ok = True
+                break
+        if not ok:
+            raise ValueError(f"{where}: expected {' or '.join(names)}, got {_json_type(value)}")
+    if "enum" in schema and not any(_same(value, e) for e in schema["enum"]):
+        raise ValueError(f"{where}: {value!r} is not one of {schema['enum']!r}")
+    if "const" in schema and not _same(value, schema["const"]):
+        raise ValueError(f"{where}: must be {schema['const']!r}")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if "minimum" in schema and value < schema["minimum"]:
+            raise ValueError(f"{where}: {value} is below the minimum {schema['minimum']}")
+        if "maximum" in schema and value > schema["maximum"]:
+            raise ValueError(f"{where}: {value} is above the maximum {schema['maximum']}")
+    if isinstance(value, str):
+        if "minLength" in schema and len(value) < schema["minLength"]:
+            raise ValueError(f"{where}: shorter than {schema['minLength']} characters")
+        if "maxLength" in schema and len(value) > schema["maxLength"]:
+            raise ValueError(f"{where}: longer than {schema['maxLength']} characters")
+    if isinstance(value, dict):
+        props = schema.get("properties", {})
+        for name in schema.get("required", []):
+            if name not in value:
+                raise ValueError(f"{where}: missing field {name!r}")
+        if schema.get("additionalProperties") is False:
+            extra = [k for k in value if k not in props]
+            if extra:
+                raise ValueError(f"{where}: unexpected field(s) {', '.join(map(repr, extra))}")
+        for name, sub in props.items():
+            if name in value:
+                _check(value[name], sub, f"{where}.{name}")
+    if isinstance(value, list):
+        if "minItems" in schema and len(value) < schema["minItems"]:
+            raise ValueError(f"{where}: fewer than {schema['minItems']} items")
+        if "maxItems" in schema and len(value) > schema["maxItems"]:
+            raise ValueError(f"{where}: more than {schema['maxItems']} items")
+        if "items" in schema:
+            for i, item in enumerate(value):
+                _check(item, schema["items"], f"{where}[{i}]")
+
+
+def _same(a: Any, b: Any) -> bool:
+    # 1 == True in Python; JSON keeps them apart.
+    return type(a) is type(b) and a == b or (
+        isinstance(a, (int, float)) and isinstance(b, (int, float))
+        and not isinstance(a, bool) and not isinstance(b, bool) and a == b
+    )
+
+
+def _json_type(v: Any) -> str:
+    for name, py in _TYPES.items():
+        if isinstance(v, bool):
+            return "boolean"
+        if isinstance(v, py):
+            return name
+    return type(v).__name__
+
+
+# ------------------------------------------------------------------------ loading
+def parse_prompt(text: str, *, source: str = "<prompt>") -> Prompt:
+    """Parse a template's text (see the module docstring for the format)."""
+    lines = text.splitlines(keepends=True)
+    if not lines or lines[0].strip() != "---":
+        raise InputError("a prompt template must start with a '---' line", source=source, line=1)
+    end = next((i for i in range(1, len(lines)) if lines[i].strip() == "---"), None)
+    if end is None:
+        raise InputError("front-matter is not closed by a '---' line", source=source)
+    try:
+        meta = json.loads("".join(lines[1:end]))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"front-matter is not valid JSON: {exc.msg}", source=source,
+                         line=exc.lineno + 1) from None
+    if not isinstance(meta, dict):
+        raise InputError("front-matter must be a JSON object", source=source, line=2)
+    for key in ("id", "version", "variables", "output_schema"):
+        if key not in meta:
+            raise InputError(f"front-matter lacks {key!r}", source=source, field=key)
+    if not isinstance(meta["output_schema"], dict):
+        raise InputError("must be a JSON object", source=source, field="output_schema")
+    variables = meta["variables"]
+    if not isinstance(variables, list) or not all(isinstance(v, str) for v in variables):
+        raise InputError("must be a list of names", source=source, field="variables")
+    labels = meta.get("labels")
+    if labels is not None and (not isinstance(labels, dict) or not labels):
+        raise InputError("must be an object {label: description}", source=source, field="labels")
+    label_field = meta.get("label_field")
+    if labels and label_field is None:
+        raise InputError("labels need a label_field naming the reply field", source=source,
+                         field="label_field")
+
+    body = "".join(lines[end + 1:])
+    marks = list(_ROLE.finditer(body))
+    if not marks:
+        raise InputError("no '<!-- role: system|user -->' message marker", source=source)
+    if body[: marks[0].start()].strip():
+        raise InputError("text before the first role marker", source=source)
+    messages: list[tuple[str, str]] = []
+    for i, m in enumerate(marks):
+        stop = marks[i + 1].start() if i + 1 < len(marks) else len(body)
+        content = body[m.end():stop].strip("\n")
+        messages.append((m.group(1), content.rstrip() + ("\n" if content.endswith("\n") else "")))
+    used = {m.group(1) for _, t in messages for m in _VAR.finditer(t)}
+    unknown = used - set(variables) - _RESERVED
+    if unknown:
+        raise InputError(f"template uses undeclared variable(s) {', '.join(sorted(unknown))}",
+                         source=source, field="variables")
+    unused = set(variables) - used
+    if unused:
+        raise InputError(f"declared variable(s) never used: {', '.join(sorted(unused))}",
+                         source=source, field="variables")
+    return Prompt(
+        id=str(meta["id"]),
+        version=str(meta["version"]),
+        sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        messages=tuple(messages),
+        variables=tuple(variables),
+        output_schema=meta["output_schema"],
+        labels={str(k): str(v) for k, v in labels.items()} if labels else None,
+        label_field=label_field,
+        max_tokens=int(meta.get("max_tokens", 512)),
+        expected_output_tokens=int(meta.get("expected_output_tokens", 100)),
+        description=str(meta.get("description", "")),
+        source=source,
+        meta=meta,
+    )
+
+
+def _shipped() -> Any:
+    """The shipped templates: the ``ragjudge.prompts`` package when installed (the wheel maps the
+    top-level ``prompts/`` directory to it), else ``prompts/`` beside the source tree."""
+    try:
+        return resources.files("ragjudge.prompts")
+    except ModuleNotFoundError:
+        return Path(__file__).resolve().parents[2] / "prompts"
+
+
+def list_prompts() -> list[str]:
+    """Names of the templates shipped with ragjudge (``relevance.v1``...)."""
+    root = _shipped()
+    try:
+        return sorted(p.name[:-3] for p in root.iterdir() if p.name.endswith(".md"))
+    except OSError:
+        return []
+
+
+def load_prompt(name_or_path: str | Path | Prompt) -> Prompt:
+    """Load a shipped template by name (``"relevance.v1"``) or a user's template file by path."""
+    if isinstance(name_or_path, Prompt):
+        return name_or_path
+    text_name = str(name_or_path)
+    path = Path(text_name).expanduser()
+    looks_like_path = isinstance(name_or_path, Path) or "/" in text_name or "\\" in text_name \
+        or text_name.endswith(".md")
+    if looks_like_path or path.exists():
+        try:
+            data = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            if not looks_like_path:
+                data = None
+            else:
+                raise InputError(f"cannot read prompt template: {exc.strerror}",
+                                 source=str(path)) from None
+        if data is not None:
+            return parse_prompt(data, source=str(path))
+    try:
+        resource = _shipped().joinpath(f"{text_name}.md")
+        data = resource.read_text(encoding="utf-8")
+    except (FileNotFoundError, OSError, ModuleNotFoundError):
+        shipped = ", ".join(list_prompts()) or "none"
+        raise InputError(f"unknown prompt {text_name!r} (shipped: {shipped}; or give a file path)",
+                         field="prompt") from None
+    return parse_prompt(data, source=f"ragjudge.prompts/{text_name}.md")

@@ -1,0 +1,286 @@
+"""The runner: the one place that decides when a request may start.
+
+Three limits, all optional, applied in this order:
+
+1. **Concurrency** -- at most ``concurrency`` calls in flight (a semaphore held for the whole
+   call, retries included).
+2. **Tokens per minute** -- each call reserves an estimate (prompt + expected reply) in a
+   sliding 60 s window before it starts, and the reservation is settled to the real ``usage``
+   when it ends.
+3. **Requests per minute** -- every HTTP attempt (retries too) passes an ``asyncio-throttle``
+   ``Throttler`` whose window is about one second, so a 600 rpm limit becomes ~10 starts per
+   second rather than a 600-request burst.
+
+The rpm ceiling adapts (the effective rate is the smallest of the known limits):
+
+* ``rpm=`` / ``tpm=`` given by the user are hard caps, never exceeded.
+* ``x-ratelimit-limit-requests`` / ``-tokens`` headers (OpenAI, Azure, many proxies) set the
+  ceiling to 98% of the advertised limit from the first reply on; ``x-ratelimit-remaining-*``
+  at 0 pauses new starts until ``x-ratelimit-reset-*``.
+* Slow start: the first request of a run goes alone; the others wait for its reply, so the
+  limit headers are known before the first burst.
+* A 429 pauses every new start for the server's ``Retry-After`` and, when no header told us
+  the limit, sets the rate to 90% of the successes of the last minute (at most one cut per
+  two seconds, so one burst of 429s is one decrease); 20 s without a 429 raises it by 5%.
+
+Why these defaults: ``concurrency=16`` keeps ~50 requests/s possible at 300 ms latency, far
+above common limits, so the rate limiter -- not the semaphore -- is what binds; no default
+rpm, because local servers (vLLM, llama.cpp) have none and a guess would only slow them down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+import time
+import weakref
+from collections import deque
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+from asyncio_throttle import Throttler
+
+from .client import retry_after_seconds
+
+__all__ = ["Runner", "Reservation", "parse_duration"]
+
+HEADROOM = 0.98
+_WINDOW = 60.0
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+
+
+def parse_duration(text: str | None) -> float | None:
+    """``"1s"``, ``"6m0s"``, ``"20ms"``, ``"1h2m3.5s"`` or plain seconds -> seconds."""
+    if not text:
+        return None
+    text = text.strip()
+    try:
+        return max(0.0, float(text))
+    except ValueError:
+        pass
+    total = 0.0
+    pos = 0
+    for m in _DURATION.finditer(text):
+        if m.start() != pos:
+            return None
+        value, unit = float(m.group(1)), m.group(2)
+        total += value * {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}[unit]
+        pos = m.end()
+    return total if pos == len(text) and pos > 0 else None
+
+
+def _int_header(headers: Mapping[str, str], name: str) -> int | None:
+    value = headers.get(name)
+    if value is None:
+        return None
+    try:
+        return int(float(value))
+    except ValueError:
+        return None
+
+
+@dataclass
+class Reservation:
+    """Tokens held in the TPM window for one call; :meth:`settle` replaces the estimate."""
+
+    runner: Runner
+    tokens: int
+    entry: list[float] = field(default_factory=list)
+
+    def settle(self, actual_tokens: int) -> None:
+        if self.entry:
+            self.entry[1] = float(actual_tokens)
+        self.tokens = actual_tokens
+
+
+class _LoopState:
+    """Primitives bound to one event loop (sync wrappers run each call on a fresh loop)."""
+
+    def __init__(self, concurrency: int) -> None:
+        self.semaphore = asyncio.Semaphore(concurrency)
+        self.throttler: Throttler | None = None
+        self.first_reply = asyncio.Event()
+        self.probing = False
+
+
+class Runner:
+    """Concurrency cap, rpm throttle and tpm budget, adapting to the server's signals."""
+
+    def __init__(self, concurrency: int = 16, rpm: float | None = None, tpm: float | None = None) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        if rpm is not None and rpm <= 0:
+            raise ValueError("rpm must be positive")
+        if tpm is not None and tpm <= 0:
+            raise ValueError("tpm must be positive")
+        self.concurrency = concurrency
+        self.max_rpm = rpm
+        self.max_tpm = tpm
+        self.header_rpm: float | None = None
+        self.header_tpm: float | None = None
+        self.adaptive_rpm: float | None = None
+        self._cooldown_until = 0.0
+        self._last_cut = -math.inf
+        self._last_429 = -math.inf
+        self._last_raise = time.monotonic()
+        self._ok_times: deque[float] = deque()
+        self._tpm_window: deque[list[float]] = deque()
+        self._states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
+            weakref.WeakKeyDictionary()
+        )
+        self.started = 0
+        self.rate_limited = 0
+        self.in_flight = 0
+
+    # -- limits ----------------------------------------------------------------------
+    @property
+    def rpm(self) -> float | None:
+        """The requests-per-minute rate currently enforced (``None``: unthrottled)."""
+        caps = [c for c in (self.max_rpm,
+                            None if self.header_rpm is None else self.header_rpm * HEADROOM,
+                            self.adaptive_rpm) if c is not None]
+        return min(caps) if caps else None
+
+    @property
+    def tpm(self) -> float | None:
+        caps = [c for c in (self.max_tpm,
+                            None if self.header_tpm is None else self.header_tpm * HEADROOM)
+                if c is not None]
+        return min(caps) if caps else None
+
+    def _state(self) -> _LoopState:
+        loop = asyncio.get_running_loop()
+        st = self._states.get(loop)
+        if st is None:
+            st = _LoopState(self.concurrency)
+            self._states[loop] = st
+        return st
+
+    def _throttler(self, st: _LoopState) -> Throttler | None:
+        self._maybe_raise()
+        rpm = self.rpm
+        if rpm is None:
+            st.throttler = None
+            return None
+        # ~1 s windows: n starts per (60 n / rpm) seconds.
+        n = max(1, math.ceil(rpm / 60.0))
+        period = 60.0 * n / rpm
+        if st.throttler is None:
+            st.throttler = Throttler(rate_limit=n, period=period)
+        else:
+            st.throttler.rate_limit = n
+            st.throttler.period = period
+        return st.throttler
+
+    def _maybe_raise(self) -> None:
+        # Additive-ish increase of a 429-learned rate after a quiet spell.
+        if self.adaptive_rpm is None:
+            return
+        now = time.monotonic()
+        if now - self._last_429 >= 20.0 and now - self._last_raise >= 20.0:
+            self.adaptive_rpm *= 1.05
+            self._last_raise = now
+
+    # -- admission -------------------------------------------------------------------
+    @asynccontextmanager
+    async def slot(self, tokens: int = 0) -> AsyncIterator[Reservation]:
+        """Hold one concurrency slot and a TPM reservation for one call (all its attempts)."""
+        st = self._state()
+        async with st.semaphore:
+            reservation = await self._reserve(st, tokens)
+            self.in_flight += 1
+            try:
+                yield reservation
+            finally:
+                self.in_flight -= 1
+
+    async def _reserve(self, st: _LoopState, tokens: int) -> Reservation:
+        res = Reservation(self, tokens)
+        while True:
+            limit = self.tpm
+            now = time.monotonic()
+            while self._tpm_window and now - self._tpm_window[0][0] > _WINDOW:
+                self._tpm_window.popleft()
+            used = sum(e[1] for e in self._tpm_window)
+            # A call larger than the whole budget may start once the window is empty.
+            if limit is None or used + tokens <= limit or not self._tpm_window:
+                entry = [now, float(tokens)]
+                self._tpm_window.append(entry)
+                res.entry = entry
+                return res
+            wait = _WINDOW - (now - self._tpm_window[0][0]) + 0.01
+            await asyncio.sleep(min(max(wait, 0.01), 1.0))
+
+    @asynccontextmanager
+    async def attempt(self) -> AsyncIterator[None]:
+        """Admission of one HTTP attempt: wait out a cooldown, then the rpm throttle."""
+        st = self._state()
+        if not st.first_reply.is_set() and self.header_rpm is None and self.adaptive_rpm is None:
+            if st.probing:
+                await st.first_reply.wait()
+            else:
+                # Slow start: the first request goes alone, so its reply's rate-limit headers
+                # set the pace before a burst of `concurrency` requests can overrun the window.
+                st.probing = True
+                async with self._admit(st):
+                    try:
+                        yield
+                    finally:
+                        st.first_reply.set()
+                return
+        async with self._admit(st):
+            yield
+
+    @asynccontextmanager
+    async def _admit(self, st: _LoopState) -> AsyncIterator[None]:
+        while True:
+            delay = self._cooldown_until - time.monotonic()
+            if delay <= 0:
+                break
+            await asyncio.sleep(min(delay, 1.0))
+        throttler = self._throttler(st)
+        if throttler is not None:
+            await throttler.acquire()
+        self.started += 1
+        yield
+
+    # -- signals ---------------------------------------------------------------------
+    def observe(self, headers: Mapping[str, str], status: int) -> None:
+        """Learn from a reply's status and ``x-ratelimit-*`` headers."""
+        now = time.monotonic()
+        limit_req = _int_header(headers, "x-ratelimit-limit-requests")
+        if limit_req and limit_req > 0:
+            self.header_rpm = float(limit_req)
+        limit_tok = _int_header(headers, "x-ratelimit-limit-tokens")
+        if limit_tok and limit_tok > 0:
+            self.header_tpm = float(limit_tok)
+        for kind in ("requests", "tokens"):
+            remaining = _int_header(headers, f"x-ratelimit-remaining-{kind}")
+            if remaining is not None and remaining <= 0:
+                reset = parse_duration(headers.get(f"x-ratelimit-reset-{kind}"))
+                if reset:
+                    self._cooldown_until = max(self._cooldown_until, now + min(reset, 60.0))
+        if 200 <= status < 300:
+            self._ok_times.append(now)
+            while self._ok_times and now - self._ok_times[0] > _WINDOW:
+                self._ok_times.popleft()
+            return
+        if status != 429:
+            return
+        self.rate_limited += 1
+        self._last_429 = now
+        after = retry_after_seconds(headers)
+        self._cooldown_until = max(self._cooldown_until, now + min(after if after is not None else 1.0, 60.0))
+        if limit_req is None and self.header_rpm is None and now - self._last_cut >= 2.0:
+            while self._ok_times and now - self._ok_times[0] > _WINDOW:
+                self._ok_times.popleft()
+            observed = float(len(self._ok_times))
+            current = self.rpm
+            # Floor of 10 rpm: a 429 on the very first requests says little about the ceiling.
+            observed = max(observed, 10.0)
+            base = observed if current is None else min(current, observed)
+            self.adaptive_rpm = 0.9 * base
+            self._last_cut = now
+            self._last_raise = now

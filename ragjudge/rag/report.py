@@ -1,0 +1,212 @@
+"""Per-sample scores and the RAG report (aggregates, per-sample rows, renderers).
+
+A :class:`Score` is either a value or "undetermined" with a reason -- never NaN, never a
+silent 0. The mean, its 95% confidence interval and ``n`` are over determined samples only;
+the undetermined count is reported beside them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..report import render_table
+
+__all__ = ["Score", "Summary", "RagReport", "undetermined"]
+
+
+@dataclass(frozen=True)
+class Score:
+    """One metric on one sample: ``value`` in [0, 1], or ``None`` with ``reason`` saying why."""
+
+    value: float | None
+    reason: str | None = None
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def determined(self) -> bool:
+        return self.value is not None
+
+
+def undetermined(reason: str, **detail: Any) -> Score:
+    """A score that could not be computed, with the reason (e.g. ``"no claims in the response"``)."""
+    return Score(None, reason, detail)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Aggregate of one metric: mean and 95% CI over the ``n`` determined samples."""
+
+    metric: str
+    mean: float | None
+    ci_low: float | None
+    ci_high: float | None
+    n: int
+    undetermined: int
+    reasons: Mapping[str, int]
+
+
+def _summarize(metric: str, scores: Sequence[Score]) -> Summary:
+    from ..stats import bootstrap_ci
+
+    values = [s.value for s in scores if s.value is not None]
+    reasons: dict[str, int] = {}
+    for s in scores:
+        if s.value is None:
+            key = s.reason or "undetermined"
+            reasons[key] = reasons.get(key, 0) + 1
+    if not values:
+        return Summary(metric, None, None, None, 0, len(scores), reasons)
+    mean = sum(values) / len(values)
+    # Percentile bootstrap of the mean (seeded, so a report is reproducible).
+    lo, hi = bootstrap_ci(values, n_resamples=2000, seed=0) if len(values) > 1 else (mean, mean)
+    return Summary(metric, mean, lo, hi, len(values), len(scores) - len(values), reasons)
+
+
+class RagReport:
+    """Results of :func:`ragjudge.rag.evaluate_samples`.
+
+    ``metrics`` are the result columns (canonical specs), ``sample_ids`` the samples in input
+    order, ``scores[metric][i]`` the :class:`Score` of sample ``i``. ``definitions`` says what
+    each column means, ``usage`` what the LLM calls cost, ``invalid`` which input samples were
+    skipped (``skip_invalid``) and why.
+    """
+
+    def __init__(
+        self,
+        metrics: Sequence[str],
+        sample_ids: Sequence[str],
+        scores: Mapping[str, Sequence[Score]],
+        *,
+        definitions: Mapping[str, str] | None = None,
+        usage: Mapping[str, Any] | None = None,
+        invalid: Sequence[str] = (),
+        settings: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.metrics = list(metrics)
+        self.sample_ids = list(sample_ids)
+        self.scores = {m: list(scores[m]) for m in self.metrics}
+        for m in self.metrics:
+            if len(self.scores[m]) != len(self.sample_ids):
+                raise ValueError(f"metric {m}: {len(self.scores[m])} scores for {len(self.sample_ids)} samples")
+        self.definitions = dict(definitions or {})
+        self.usage = dict(usage or {})
+        self.invalid = list(invalid)
+        self.settings = dict(settings or {})
+        self.summaries = {m: _summarize(m, self.scores[m]) for m in self.metrics}
+
+    # -- access ------------------------------------------------------------------------
+    def mean(self, metric: str) -> float | None:
+        """Mean over determined samples (``None`` if none was determined)."""
+        return self.summaries[metric].mean
+
+    def __getitem__(self, metric: str) -> list[Score]:
+        return self.scores[metric]
+
+    def values(self, metric: str) -> list[float | None]:
+        return [s.value for s in self.scores[metric]]
+
+    # -- tables --------------------------------------------------------------------------
+    def aggregate_rows(self) -> tuple[list[str], list[list[Any]]]:
+        headers = ["metric", "mean", "ci95_low", "ci95_high", "n", "undetermined"]
+        rows = []
+        for m in self.metrics:
+            s = self.summaries[m]
+            rows.append([m, s.mean, s.ci_low, s.ci_high, s.n, s.undetermined])
+        return headers, rows
+
+    def sample_rows(self) -> tuple[list[str], list[list[Any]]]:
+        """One row per sample: every metric's value, then the reasons of undetermined ones."""
+        headers = ["sample", *self.metrics, "reasons"]
+        rows = []
+        for i, sid in enumerate(self.sample_ids):
+            row: list[Any] = [sid]
+            reasons = []
+            for m in self.metrics:
+                sc = self.scores[m][i]
+                row.append(sc.value)
+                if sc.value is None:
+                    reasons.append(f"{m}: {sc.reason}")
+            row.append("; ".join(reasons))
+            rows.append(row)
+        return headers, rows
+
+    def render(self, fmt: str = "table", *, per_sample: bool = False, digits: int = 4) -> str:
+        """Aggregates (and, with ``per_sample``, one row per sample) as table/json/csv/markdown/html."""
+        if fmt == "json":
+            return json.dumps(self.to_dict(per_sample=per_sample), indent=2, ensure_ascii=False,
+                              allow_nan=False) + "\n"
+        headers, rows = self.aggregate_rows()
+        text = render_table(headers, rows, fmt, digits=digits)
+        if per_sample:
+            sh, sr = self.sample_rows()
+            sep = "\n" if fmt in ("table", "markdown", "html") else ""
+            text += sep + render_table(sh, sr, fmt, digits=digits)
+        return text
+
+    def to_dict(self, *, per_sample: bool = True) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "aggregates": [
+                {
+                    "metric": m,
+                    "mean": s.mean,
+                    "ci95": None if s.mean is None else [s.ci_low, s.ci_high],
+                    "n": s.n,
+                    "undetermined": s.undetermined,
+                    "undetermined_reasons": dict(s.reasons),
+                    "definition": self.definitions.get(m),
+                }
+                for m, s in self.summaries.items()
+            ],
+            "usage": self.usage,
+            "settings": self.settings,
+            "invalid_samples": self.invalid,
+        }
+        if per_sample:
+            out["samples"] = [
+                {
+                    "sample": sid,
+                    "scores": {
+                        m: (
+                            {"value": self.scores[m][i].value}
+                            if self.scores[m][i].value is not None
+                            else {"value": None, "reason": self.scores[m][i].reason}
+                        )
+                        for m in self.metrics
+                    },
+                }
+                for i, sid in enumerate(self.sample_ids)
+            ]
+        return out
+
+    def to_dataframe(self, *, per_sample: bool = True) -> Any:
+        """pandas DataFrame: one row per sample (value columns + ``<metric>.reason``), or the
+        aggregates with ``per_sample=False``. Needs pandas (``pip install ragjudge[pandas]``)."""
+        try:
+            import pandas as pd
+        except ImportError:  # pragma: no cover - depends on the environment
+            from ..errors import RagjudgeError
+
+            raise RagjudgeError("to_dataframe() needs pandas: pip install 'ragjudge[pandas]'") from None
+        if not per_sample:
+            headers, rows = self.aggregate_rows()
+            return pd.DataFrame(rows, columns=headers)
+        data: dict[str, list[Any]] = {"sample": list(self.sample_ids)}
+        for m in self.metrics:
+            # None (not NaN) marks an undetermined value; the reason sits in its own column.
+            data[m] = pd.array([s.value for s in self.scores[m]], dtype="Float64")
+            data[f"{m}.reason"] = [s.reason for s in self.scores[m]]
+        return pd.DataFrame(data)
+
+    def _repr_html_(self) -> str:
+        return render_table(*self.aggregate_rows(), "html", title=f"ragjudge RAG report ({len(self.sample_ids)} samples)")
+
+    def __repr__(self) -> str:
+        parts = []
+        for m, s in self.summaries.items():
+            mean = "-" if s.mean is None else f"{s.mean:.4f}"
+            und = f" ({s.undetermined} undetermined)" if s.undetermined else ""
+            parts.append(f"{m}={mean}{und}")
+        return f"RagReport({len(self.sample_ids)} samples: " + ", ".join(parts) + ")"

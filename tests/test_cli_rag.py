@@ -1,0 +1,111 @@
+"""``ragjudge rag`` from the command line (LLM replies mocked with respx)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import respx
+
+from ragjudge.cli import main
+
+BASE = "http://rag-cli.test/v1"
+URL = BASE + "/chat/completions"
+
+
+def write(tmp_path: Path, rows: list[dict[str, Any]], name: str = "s.jsonl") -> Path:
+    p = tmp_path / name
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return p
+
+
+ROWS = [
+    {"id": "q1", "retrieved": ["doc-7", "doc-3", "doc-1", "doc-9", "doc-2"], "expected_output": ["doc-3", "doc-9"]},
+    {"id": "q2", "retrieved": ["doc-1"], "expected_output": ["doc-5"]},
+]
+
+
+def test_deterministic_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = write(tmp_path, ROWS)
+    assert main(["rag", str(p), "-m", "hit@5,mrr", "-m", "ndcg@5", "-f", "json", "-q"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    agg = {a["metric"]: a for a in data["aggregates"]}
+    assert agg["hit@5"]["mean"] == 0.5 and agg["mrr"]["mean"] == 0.25
+    assert round(agg["ndcg@5"]["mean"] * 2, 2) == 0.65
+    assert data["samples"][0]["scores"]["mrr"] == {"value": 0.5}
+
+
+def test_table_per_sample_and_output_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = write(tmp_path, ROWS + [{"id": "q3", "retrieved": ["x"]}])
+    out = tmp_path / "out.md"
+    assert main(["rag", str(p), "-m", "recall@5", "-q", "-f", "markdown", "-o", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    assert "| recall@5 |" in text and "q3" in text and "no gold (relevant ids" in text
+    assert capsys.readouterr().out == ""
+
+
+def test_skip_invalid(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = write(tmp_path, ROWS + [{"id": "bad", "retrieved": "doc-1"}])
+    assert main(["rag", str(p), "-m", "hit@5"]) == 2
+    err = capsys.readouterr().err
+    assert "ragjudge: error:" in err and "sample 'bad'" in err and "retrieved" in err
+    assert main(["rag", str(p), "-m", "hit@5", "--skip-invalid", "-f", "csv"]) == 0
+    cap = capsys.readouterr()
+    assert "skipped invalid sample" in cap.err and "sample 'bad'" in cap.err
+    assert cap.out.startswith("metric,mean")
+
+
+def test_llm_metric_needs_model_and_bad_metric(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = write(tmp_path, ROWS)
+    assert main(["rag", str(p), "-m", "faithfulness"]) == 2
+    assert "--model" in capsys.readouterr().err
+    assert main(["rag", str(p), "-m", "ndcg@x"]) == 2
+    assert "cutoff" in capsys.readouterr().err
+
+
+def _reply(obj: Any) -> respx.MockResponse:
+    return respx.MockResponse(200, json={
+        "id": "c", "object": "chat.completion", "created": 1, "model": "m",
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": json.dumps(obj)}}],
+        "usage": {"prompt_tokens": 50, "completion_tokens": 5, "total_tokens": 55},
+    })
+
+
+ANSWERS = {
+    "relevance_listwise": {"grades": [3, 0, 2]},
+    "context_recall": {"statements": [{"statement": "a", "attributed": True},
+                                      {"statement": "b", "attributed": False}]},
+    "faithfulness_claims": {"claims": ["x", "y", "z", "w"]},
+    "faithfulness_verify": {"verdicts": [True, True, True, False]},
+}
+
+
+def test_llm_metrics_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                httpx2_mock: respx.Router, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAG_TEST_KEY", "sk-test")
+    httpx2_mock.post(URL).mock(side_effect=lambda req: _reply(
+        ANSWERS[json.loads(req.content)["response_format"]["json_schema"]["name"]]))
+    p = write(tmp_path, [{
+        "user_input": "q", "retrieved_contexts": ["a", "b", "c"], "reference": "ref", "response": "resp",
+    }])
+    argv = ["rag", str(p), "-m", "context_precision,context_recall", "-m", "faithfulness",
+            "--model", "m", "--base-url", BASE, "--api-key-env", "RAG_TEST_KEY",
+            "--cache", str(tmp_path / "c.sqlite"), "-f", "json"]
+    assert main(argv) == 0
+    cap = capsys.readouterr()
+    agg = {a["metric"]: a["mean"] for a in json.loads(cap.out)["aggregates"]}
+    assert agg["context_precision"] == pytest.approx((1 + 2 / 3) / 2)
+    assert agg["context_recall"] == 0.5 and agg["faithfulness"] == 0.75
+    assert "4 calls" in cap.err
+    # second run: everything from the cache
+    assert main(argv) == 0
+    assert "4 cached" in capsys.readouterr().err
+    assert len(httpx2_mock.calls) == 4
+    # dry run: nothing sent, everything already cached
+    assert main(argv + ["--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "dry run: 4 requests for 1 samples, 4 already cached -> 0 calls" in out
+    assert len(httpx2_mock.calls) == 4

@@ -1,0 +1,210 @@
+"""Conformance with trec_eval 10.0 on its own public test files.
+
+Each ``out.*`` file is trec_eval's stdout for a known command (see the README beside the data);
+every measure ragjudge implements is compared per query and for ``all`` (the mean, or the sum
+for the ``num_*`` counts) at 5e-5, since the outputs carry 4 decimals. A second test checks the
+same files against pytrec_eval-terrier at 1e-9 when it is installed.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ragjudge.data import Qrels, Run
+from ragjudge.engine import compute
+from ragjudge.io import read_qrels, read_run
+from ragjudge.measures import parse_measure
+
+TOL = 5e-5
+
+_CUT = re.compile(r"^(P|recall|map_cut|ndcg_cut|success)_(\d+)$")
+_CUT_NAME = {"P": "p", "recall": "recall", "map_cut": "map", "ndcg_cut": "ndcg", "success": "hit"}
+_PLAIN = {
+    "map": "map",
+    "Rprec": "rprec",
+    "recip_rank": "mrr",
+    "ndcg": "ndcg",
+    "bpref": "bpref",
+    "num_ret": "num_ret",
+    "num_rel": "num_rel",
+    "num_rel_ret": "num_rel_ret",
+    "set_P": "precision",
+    "set_recall": "recall",
+    "set_F": "f1",
+}
+_SUMMED = {"num_ret", "num_rel", "num_rel_ret"}
+
+# (expected output, qrels, run, --rel, -M depth, binary qrels (trec_eval rbp comparable))
+CASES = [
+    ("out.test", "qrels.test", "results.test", None, None, True),
+    ("out.test", "qrels.test.with-comments", "results.test", None, None, True),
+    ("out.test.a", "qrels.test", "results.test", None, None, True),
+    ("out.test.aq", "qrels.test", "results.test", None, None, True),
+    ("out.test.aqc", "qrels.test", "results.trunc", None, None, True),
+    ("out.test.aqcM", "qrels.test", "results.trunc", None, 100, True),
+    ("out.test.aql", "qrels.rel_level", "results.test", 2, None, False),
+    ("out.comment.test", "qrels.comment.test", "results.comment.test", None, None, False),
+    ("out.test.meas_params", "qrels.test", "results.test", None, None, True),
+]
+
+
+def trec_name_to_spec(name: str, binary_qrels: bool) -> str | None:
+    """ragjudge spec of a trec_eval output name, or None when ragjudge has no equivalent."""
+    m = _CUT.match(name)
+    if m:
+        return f"{_CUT_NAME[m.group(1)]}@{m.group(2)}"
+    if name == "rbp" and binary_qrels:
+        # trec_eval's rbp uses p = 0.9 and, for graded qrels, rescales gains with min/max
+        # values it never initialises; with 0/1 qrels it is plain binary RBP.
+        return "rbp(p=0.9)"
+    return _PLAIN.get(name)
+
+
+def read_expected(path: Path) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for line in path.read_text().splitlines():
+        name, qid, value = (part.strip() for part in line.split("\t"))
+        if name == "runid" or name.startswith("relstring"):
+            continue  # text-valued rows
+        out.setdefault(name, {})[qid] = float(value)
+    return out
+
+
+def load(conformance_dir: Path, qrels_name: str, run_name: str, depth: int | None) -> tuple[Qrels, Run]:
+    qrels = read_qrels(conformance_dir / qrels_name)
+    run = read_run(conformance_dir / run_name)
+    if depth is not None:
+        run = run.top(depth)  # trec_eval -M: the top documents after sorting by score
+    return qrels, run
+
+
+@pytest.mark.parametrize(("out", "qrels_name", "run_name", "rel", "depth", "binary"), CASES)
+def test_matches_trec_eval(conformance_dir, out, qrels_name, run_name, rel, depth, binary):
+    qrels, run = load(conformance_dir, qrels_name, run_name, depth)
+    expected = read_expected(conformance_dir / out)
+    specs = {n: trec_name_to_spec(n, binary) for n in expected}
+    specs = {n: s for n, s in specs.items() if s is not None}
+    assert len(specs) >= 9 or out in ("out.test.meas_params",)
+    measures = {n: parse_measure(s, rel=rel) for n, s in specs.items()}
+    values = compute(qrels, run, list(measures.values()))
+    qids = qrels.query_ids
+    if "num_q" in expected:
+        assert expected["num_q"]["all"] == len(qids)
+    compared = 0
+    mismatches = []
+    for name, m in measures.items():
+        v = values[m]
+        for qid, want in expected[name].items():
+            if qid == "all":
+                got = float(v.sum()) if m.name in _SUMMED else float(v.mean())
+            else:
+                got = float(v[qids.index(qid)])
+            compared += 1
+            if abs(got - want) > TOL:
+                mismatches.append(f"{name} ({m}) q={qid}: trec_eval {want} ragjudge {got}")
+    assert not mismatches, "\n".join(mismatches[:20])
+    assert compared >= len(measures)
+
+
+@pytest.mark.parametrize("run_name", ["results.test", "results.trunc"])
+def test_rbp_residual_matches_trec_eval_where_defined(conformance_dir, run_name):
+    # trec_eval's rbp_resid (p = 0.9) is the Moffat-Zobel residual when the ranking has an
+    # unjudged document and 0 otherwise; ragjudge always reports the residual, so compare the
+    # queries where trec_eval defines it.
+    out = "out.test.aq" if run_name == "results.test" else "out.test.aqc"
+    for out_name, qrels_name in ((out, "qrels.test"), ("out.test.aql", "qrels.rel_level")):
+        if out_name == "out.test.aql" and run_name != "results.test":
+            continue
+        qrels, run = load(conformance_dir, qrels_name, run_name, None)
+        expected = read_expected(conformance_dir / out_name)["rbp_resid"]
+        m = parse_measure("rbp_residual(p=0.9)")
+        v = compute(qrels, run, [m])[m]
+        qids = qrels.query_ids
+        checked = 0
+        for qid, want in expected.items():
+            if qid != "all" and want != 0.0:
+                assert abs(v[qids.index(qid)] - want) <= TOL, (out_name, qid)
+                checked += 1
+        assert checked >= 1
+
+
+# ----------------------------------------------------------------------------- pytrec_eval
+_PYTREC = {
+    "map": "map",
+    "rprec": "Rprec",
+    "mrr": "recip_rank",
+    "ndcg": "ndcg",
+    "bpref": "bpref",
+    "num_ret": "num_ret",
+    "num_rel": "num_rel",
+    "num_rel_ret": "num_rel_ret",
+}
+_CUTOFFS = (5, 10, 15, 20, 30, 100, 200, 500, 1000)
+_PYTREC_CUT = {"map": "map_cut", "p": "P", "recall": "recall", "ndcg": "ndcg_cut"}
+
+
+def pytrec_pairs(rel: int | None) -> list[tuple[str, str]]:
+    """(ragjudge spec, pytrec_eval key) for every measure both have."""
+    pairs = [(s, k) for s, k in _PYTREC.items()]
+    for spec, key in _PYTREC_CUT.items():
+        pairs += [(f"{spec}@{c}", f"{key}_{c}") for c in _CUTOFFS]
+    pairs += [(f"hit@{c}", f"success_{c}") for c in (1, 5, 10)]
+    return pairs
+
+
+def pytrec_compare(qrels: Qrels, run: Run, rel: int | None, tol: float) -> int:
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    pairs = pytrec_pairs(rel)
+    kwargs = {"relevance_level": rel} if rel is not None else {}
+    evaluator = pytrec_eval.RelevanceEvaluator(
+        qrels.to_dict(),
+        {"map", "map_cut", "P", "recall", "Rprec", "recip_rank", "ndcg", "ndcg_cut", "bpref",
+         "success", "num_ret", "num_rel", "num_rel_ret"},
+        **kwargs,
+    )
+    ref = evaluator.evaluate(run.to_dict())
+    measures = {spec: parse_measure(spec, rel=rel) for spec, _ in pairs}
+    values = compute(qrels, run, list(measures.values()))
+    qids = qrels.query_ids
+    compared = 0
+    for spec, key in pairs:
+        v = values[measures[spec]]
+        for qid, scores in ref.items():  # pytrec_eval scores queries in both inputs only
+            got = float(v[qids.index(qid)])
+            assert abs(got - scores[key]) <= tol, (spec, key, qid, got, scores[key])
+            compared += 1
+    return compared
+
+
+@pytest.mark.parametrize(
+    ("qrels_name", "run_name", "rel"),
+    [
+        ("qrels.test", "results.test", None),
+        ("qrels.test", "results.trunc", None),
+        ("qrels.rel_level", "results.test", 2),
+        ("qrels.rel_level", "results.test", None),
+        ("qrels.comment.test", "results.comment.test", None),
+    ],
+)
+def test_matches_pytrec_eval_exactly(conformance_dir, qrels_name, run_name, rel):
+    qrels, run = load(conformance_dir, qrels_name, run_name, None)
+    assert pytrec_compare(qrels, run, rel, 1e-9) > 50
+
+
+def test_missing_query_gets_empty_ranking_value(conformance_dir):
+    # trec_eval -c: a qrels query with no ranking counts, with its empty-ranking values.
+    qrels, run = load(conformance_dir, "qrels.test", "results.trunc", None)
+    present = set(run.query_ids)
+    missing = [q for q in qrels.query_ids if q not in present]
+    assert missing, "results.trunc is expected to leave a query out"
+    ms = [parse_measure(s) for s in ("map", "ndcg", "num_rel", "num_ret", "rbp_residual")]
+    values = compute(qrels, run, ms)
+    i = qrels.query_ids.index(missing[0])
+    assert values[ms[0]][i] == 0.0 and values[ms[1]][i] == 0.0 and values[ms[3]][i] == 0.0
+    assert values[ms[2]][i] == len([g for g in qrels.get(missing[0]).values() if g >= 1])
+    assert values[ms[4]][i] == 1.0  # nothing retrieved: all RBP weight is residual
+    assert np.all(np.isfinite(values[ms[0]]))

@@ -1,0 +1,323 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ragjudge.data import Qrels, Run
+from ragjudge.errors import InputError, MetricError
+from ragjudge.evaluate import DEFAULT_METRICS, compare, evaluate, evaluate_lists
+from ragjudge.measures import parse_measure
+from ragjudge.report import CompareReport, Report
+
+CONFORMANCE = Path(__file__).resolve().parents[1].parent / "shared" / "conformance" / "trec_eval"
+
+# q3 is judged but missing from the run; q9 is only in the run.
+QRELS = {"q1": {"d1": 1, "d2": 0, "d3": 2}, "q2": {"d4": 1}, "q3": {"d5": 1}}
+RUN = {"q1": {"d1": 3.0, "d2": 2.0, "d9": 1.0}, "q2": {"d8": 1.0, "d4": 0.5}, "q9": {"d1": 1.0}}
+
+
+def _conformance() -> Path:
+    if not (CONFORMANCE / "qrels.test").exists():
+        pytest.skip(f"trec_eval conformance data not found at {CONFORMANCE}")
+    return CONFORMANCE
+
+
+def _trec_all(path: Path) -> dict[str, str]:
+    out = {}
+    for line in path.read_text().splitlines():
+        name, qid, value = line.split("\t")
+        if qid == "all":
+            out[name.strip()] = value
+    return out
+
+
+# ----------------------------------------------------------------------------- semantics
+def test_missing_queries_score_zero_by_default() -> None:
+    r = evaluate(QRELS, RUN, ["P_1", "mrr"])
+    assert r.qids == ["q1", "q2", "q3"]
+    assert r.per_query["q1"] == {"P_1": 1.0, "mrr": 1.0}
+    assert r.per_query["q2"] == {"P_1": 0.0, "mrr": 0.5}
+    assert r.per_query["q3"] == {"P_1": 0.0, "mrr": 0.0}
+    assert r.mean == pytest.approx({"P_1": 1 / 3, "mrr": 0.5})
+    m = r.meta
+    assert (m["num_q"], m["num_missing"], m["num_ignored"]) == (3, 1, 1)
+    assert m["missing_queries"] == ["q3"] and m["ignored_queries"] == ["q9"]
+    assert m["skip_missing"] is False and m["rel"] is None
+
+
+def test_skip_missing_averages_over_run_queries() -> None:
+    r = evaluate(QRELS, RUN, ["P_1", "mrr"], skip_missing=True)
+    assert r.qids == ["q1", "q2"]
+    assert r.mean == pytest.approx({"P_1": 0.5, "mrr": 0.75})
+    assert r.meta["num_q"] == 2 and r.meta["num_missing"] == 1 and r.meta["skip_missing"] is True
+
+
+def test_rel_threshold() -> None:
+    r = evaluate(QRELS, RUN, ["P_1", "mrr", "map(rel=1)"], rel=2)
+    # With rel=2 only d3 of q1 is relevant and it was not retrieved.
+    assert r.per_query["q1"]["P_1"] == 0.0 and r.per_query["q1"]["mrr"] == 0.0
+    # An explicit rel in the spec wins over the default.
+    assert r.per_query["q1"]["map(rel=1)"] == pytest.approx(1 / 2)
+    assert r.meta["rel"] == 2
+    with pytest.raises(InputError):
+        evaluate(QRELS, RUN, ["map"], rel=0)
+
+
+def test_keys_are_the_specs_as_typed() -> None:
+    r = evaluate(QRELS, RUN, ["P_1", "p@1", "ndcg@3", "MRR", parse_measure("recall@2")])
+    assert r.metrics == ["P_1", "p@1", "ndcg@3", "MRR", "recall@2"]
+    assert r.mean["P_1"] == r.mean["p@1"]
+    assert r.meta["measures"]["P_1"] == "precision@1"
+    # A string may be a comma-separated list; commas in parentheses belong to the params.
+    r2 = evaluate(QRELS, RUN, "map, rbp(p=0.5,gain=binary)@5")
+    assert r2.metrics == ["map", "rbp(p=0.5,gain=binary)@5"]
+
+
+def test_default_metrics() -> None:
+    r = evaluate(QRELS, RUN)
+    assert r.metrics == list(DEFAULT_METRICS)
+
+
+def test_inputs_may_be_objects_dicts_or_paths(tmp_path: Path) -> None:
+    qp = tmp_path / "qrels.txt"
+    qp.write_text("".join(f"{q} 0 {d} {g}\n" for q, docs in QRELS.items() for d, g in docs.items()))
+    rp = tmp_path / "mysys.run"
+    rp.write_text("".join(
+        f"{q} Q0 {d} {i} {s} tag\n" for q, docs in RUN.items() for i, (d, s) in enumerate(docs.items())
+    ))
+    a = evaluate(QRELS, RUN, ["map", "ndcg@3"])
+    b = evaluate(Qrels.from_dict(QRELS), Run.from_dict(RUN, name="x"), ["map", "ndcg@3"])
+    c = evaluate(str(qp), rp, ["map", "ndcg@3"])
+    assert a.mean == b.mean == c.mean
+    assert c.run == "mysys" and b.run == "x"
+    assert c.meta["run_source"] == str(rp)
+    assert evaluate(QRELS, RUN, ["map"], name="renamed").run == "renamed"
+
+
+def test_errors() -> None:
+    with pytest.raises(MetricError):
+        evaluate(QRELS, RUN, ["nope@10"])
+    with pytest.raises(MetricError):
+        evaluate(QRELS, RUN, ["ndcg@0"])
+    with pytest.raises(MetricError):
+        evaluate(QRELS, RUN, [])
+    with pytest.raises(InputError, match="no query"):
+        evaluate(QRELS, {"zz": {"d1": 1.0}}, ["map"], skip_missing=True)
+    with pytest.raises(InputError, match="no queries"):
+        evaluate({}, RUN, ["map"])
+    with pytest.raises(InputError):
+        evaluate(42, RUN, ["map"])  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="not found"):
+        evaluate("/nonexistent/qrels.txt", RUN, ["map"])
+
+
+def test_does_not_mutate_inputs() -> None:
+    q = json.loads(json.dumps(QRELS))
+    r = json.loads(json.dumps(RUN))
+    evaluate(q, r, ["map"])
+    assert q == QRELS and r == RUN
+
+
+def test_counts_are_summed_like_trec_eval() -> None:
+    r = evaluate(QRELS, RUN, ["num_rel_ret", "num_ret", "map"])
+    assert r.mean["num_rel_ret"] == 2.0  # q1: d1 (+ d3 not retrieved), q2: d4
+    assert r.mean["num_ret"] == 5.0
+    assert r.summed == ["num_rel_ret", "num_ret"]
+
+
+# ----------------------------------------------------------------------------- conformance
+def test_matches_trec_eval_c_means() -> None:
+    c = _conformance()
+    expected = _trec_all(c / "out.test.aqc")  # trec_eval -c on results.trunc (a query missing)
+    r = evaluate(c / "qrels.test", c / "results.trunc", ["map", "P_10", "recip_rank", "ndcg_cut_10",
+                                                         "num_rel_ret", "Rprec", "bpref"])
+    for key, value in r.mean.items():
+        if key == "num_rel_ret":
+            assert f"{value:.0f}" == expected[key]
+        else:
+            assert f"{value:.4f}" == expected[key], key
+    assert r.meta["num_missing"] >= 1
+
+
+def test_skip_missing_matches_pytrec_eval() -> None:
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    c = _conformance()
+    from ragjudge.io import read_qrels, read_run
+
+    qrels = read_qrels(c / "qrels.test")
+    run = read_run(c / "results.trunc")
+    measures = {"map": "map", "P_10": "P_10", "recip_rank": "recip_rank", "ndcg_cut_10": "ndcg_cut_10"}
+    ev = pytrec_eval.RelevanceEvaluator(qrels.to_dict(), {"map", "P", "recip_rank", "ndcg_cut"})
+    res = ev.evaluate(run.to_dict())
+    r = evaluate(qrels, run, list(measures), skip_missing=True)
+    assert sorted(res) == r.qids
+    for key, name in measures.items():
+        expected = float(np.mean([res[q][name] for q in res]))
+        assert r.mean[key] == pytest.approx(expected, abs=1e-12)
+        for q in res:
+            assert r.per_query[q][key] == pytest.approx(res[q][name], abs=1e-12)
+
+
+# ----------------------------------------------------------------------------- compare
+def _three_runs() -> tuple[dict, dict[str, dict]]:
+    rng = np.random.default_rng(0)
+    qrels = {f"q{i}": {f"d{j}": int(rng.integers(0, 3)) for j in range(8)} for i in range(12)}
+    runs = {}
+    for name, noise in (("base", 1.0), ("good", 0.3), ("same", 1.0)):
+        runs[name] = {
+            q: {d: float(g + rng.normal(0, noise)) for d, g in docs.items()} for q, docs in qrels.items()
+        }
+    return qrels, runs
+
+
+def test_compare_structure_and_holm_family() -> None:
+    qrels, runs = _three_runs()
+    cr = compare(qrels, runs, ["ndcg@5", "map"], n_resamples=2000, seed=3)
+    assert isinstance(cr, CompareReport)
+    assert cr.baseline == "base" and cr.runs == ["base", "good", "same"]
+    assert len(cr.comparisons) == 4  # 2 metrics x 2 non-baseline runs
+    for metric in ("ndcg@5", "map"):
+        fam = [c for c in cr.comparisons if c.metric == metric]
+        from ragjudge.stats import holm
+
+        assert [c.p_adjusted for c in fam] == pytest.approx(holm([c.p_value for c in fam]))
+        for c in fam:
+            assert c.significant == (c.p_adjusted <= 0.05)
+            a = cr.reports[c.run].values[metric]
+            b = cr.reports["base"].values[metric]
+            assert c.delta == pytest.approx(float(np.mean(a - b)))
+            assert c.n == 12
+            lo, hi = c.delta_ci
+            assert lo <= c.delta <= hi
+    for name in cr.runs:
+        for metric in cr.metrics:
+            lo, hi = cr.ci[name][metric]
+            assert lo <= cr.reports[name].mean[metric] <= hi
+
+
+def test_compare_t_test_matches_scipy() -> None:
+    st = pytest.importorskip("scipy.stats")
+    qrels, runs = _three_runs()
+    cr = compare(qrels, runs, ["ndcg@5"], baseline="good", test="t", n_resamples=500)
+    assert cr.runs[0] == "good"
+    for c in cr.comparisons:
+        a = cr.reports[c.run].values["ndcg@5"]
+        b = cr.reports["good"].values["ndcg@5"]
+        ref = st.ttest_rel(a, b)
+        assert c.p_value == pytest.approx(float(ref.pvalue), rel=1e-9)
+        assert c.statistic == pytest.approx(float(ref.statistic), rel=1e-9)
+
+
+def test_compare_is_reproducible_by_seed() -> None:
+    qrels, runs = _three_runs()
+    a = compare(qrels, runs, ["map"], n_resamples=1000, seed=5)
+    b = compare(qrels, runs, ["map"], n_resamples=1000, seed=5)
+    c = compare(qrels, runs, ["map"], n_resamples=1000, seed=6)
+    assert a.to_dict() == b.to_dict()
+    assert a.ci != c.ci
+
+
+def test_compare_errors() -> None:
+    qrels, runs = _three_runs()
+    with pytest.raises(InputError, match="baseline"):
+        compare(qrels, runs, ["map"], baseline="nope")
+    with pytest.raises(InputError, match="test"):
+        compare(qrels, runs, ["map"], test="wilcoxon")  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="named"):
+        compare(qrels, [Run.from_dict(runs["base"]), Run.from_dict(runs["good"])], ["map"])
+    with pytest.raises(InputError):
+        compare(qrels, runs, ["map"], alpha=0)
+    with pytest.raises(InputError):
+        compare(qrels, runs, ["map"], n_resamples=0)
+
+
+def test_compare_skip_missing_pairs_common_queries() -> None:
+    qrels, runs = _three_runs()
+    partial = {q: docs for q, docs in runs["good"].items() if q not in ("q0", "q1", "q2")}
+    cr = compare(qrels, {"base": runs["base"], "partial": partial}, ["map"], skip_missing=True,
+                 test="t")
+    (c,) = cr.comparisons
+    assert c.n == 9
+    assert cr.reports["partial"].meta["num_q"] == 9
+    # Default: every qrels query, the missing ones scored 0.
+    cr2 = compare(qrels, {"base": runs["base"], "partial": partial}, ["map"], test="t")
+    assert cr2.comparisons[0].n == 12
+
+
+def test_compare_single_run_has_intervals_only() -> None:
+    qrels, runs = _three_runs()
+    cr = compare(qrels, {"base": runs["base"]}, ["map"], n_resamples=200)
+    assert cr.comparisons == [] and cr.ci["base"]["map"] is not None
+
+
+def test_compare_t_test_with_one_query_is_undetermined() -> None:
+    cr = compare({"q": {"a": 1}}, {"x": {"q": {"a": 1.0}}, "y": {"q": {"b": 1.0}}}, ["map"], test="t",
+                 n_resamples=100)
+    (c,) = cr.comparisons
+    assert c.p_value is None and c.significant is None and "at least 2" in (c.note or "")
+    assert c.delta == -1.0
+
+
+# ----------------------------------------------------------------------------- lists
+def test_evaluate_lists_keeps_input_order_beyond_ten_examples() -> None:
+    gold = [["a"] for _ in range(12)]
+    retrieved = [["a"] if i != 10 else ["b", "a"] for i in range(12)]
+    pooled, per = evaluate_lists(gold, retrieved, ["mrr"], k_list=None)
+    assert [p["mrr"] for p in per] == [1.0] * 10 + [0.5, 1.0]
+    assert pooled["mrr"] == pytest.approx(11.5 / 12)
+
+
+def test_evaluate_lists_default_metrics_and_expansion() -> None:
+    pooled, per = evaluate_lists([["a", "b"], ["c"]], [["b", "x", "a"], ["x", "y"]], k_list=(1, 3))
+    assert list(pooled) == [f"{m}@{k}" for m in ("hit", "recall", "precision", "mrr", "ndcg")
+                            for k in (1, 3)]
+    assert per[0]["recall@1"] == 0.5 and per[0]["recall@3"] == 1.0 and per[1]["hit@3"] == 0.0
+    assert pooled["hit@1"] == 0.5
+    # Explicit cutoffs and measures without cutoffs are kept as given.
+    pooled2, _ = evaluate_lists([["a"]], [["a"]], ["ndcg@2", "rprec", "P_1", "map"], k_list=(5,))
+    assert list(pooled2) == ["ndcg@2", "rprec", "P_1", "map@5"]
+
+
+def test_evaluate_lists_undetermined_and_graded_gold() -> None:
+    pooled, per = evaluate_lists([[], ["a"], {"b": 2, "c": 1}], [["a"], ["a"], ["c", "b"]],
+                                 ["ndcg@2", "hit@1"], k_list=None)
+    assert per[0] == {"ndcg@2": None, "hit@1": None}
+    assert per[1]["hit@1"] == 1.0
+    assert 0 < per[2]["ndcg@2"] < 1
+    assert pooled["hit@1"] == 1.0  # over the two examples that have gold
+    assert evaluate_lists([[]], [["a"]], ["map"])[0] == {"map@1": None, "map@3": None, "map@5": None,
+                                                           "map@10": None}
+    assert evaluate_lists([], [], ["map"], k_list=None) == ({"map": None}, [])
+
+
+def test_evaluate_lists_errors() -> None:
+    with pytest.raises(InputError):
+        evaluate_lists([["a"]], [["a"], ["b"]])
+    with pytest.raises(MetricError):
+        evaluate_lists([["a"]], [["a"]], k_list=(0,))
+    with pytest.raises(InputError):
+        evaluate_lists([["a"]], ["a"])  # a string instead of a list of ids
+    with pytest.raises(MetricError):
+        evaluate_lists([["a"]], [["a"]], ["bogus"])
+
+
+# ----------------------------------------------------------------------------- report shape
+def test_report_json_shape() -> None:
+    r = evaluate(QRELS, RUN, ["map", "p@1"])
+    assert isinstance(r, Report)
+    d = json.loads(r.to_json())
+    assert set(d) == {"run", "mean", "per_query", "meta"}
+    assert d["run"] == "run" and list(d["mean"]) == ["map", "p@1"]
+    assert list(d["per_query"]) == ["q1", "q2", "q3"]
+    assert d["meta"]["num_missing"] == 1
+    cr = compare(QRELS, {"a": RUN, "b": RUN}, ["map"], n_resamples=100)
+    d = json.loads(cr.to_json())
+    assert set(d) == {"runs", "comparisons", "meta"}
+    assert [x["run"] for x in d["runs"]] == ["a", "b"]
+    assert d["runs"][0]["ci"]["map"][0] <= d["runs"][0]["mean"]["map"]
+    (c,) = d["comparisons"]
+    assert c["run"] == "b" and c["baseline"] == "a" and c["delta"] == 0.0 and c["p_value"] == 1.0
+    assert d["meta"]["correction"] == "holm"
