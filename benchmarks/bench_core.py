@@ -353,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
         diffs = {m: abs(results["ranx"]["means"][m] - results["ragjudge"]["means"][m])
                  for m in RAGJUDGE_METRICS}
         print("ranx means differ from ragjudge's by " + ", ".join(f"{m} {d:.1e}" for m, d in diffs.items())
-              + " (ranx is not trec_eval-exact by design; informational)")
+              + " (informational: ranx follows its own conventions, which can differ from trec_eval's)")
 
     if args.profile:
         print("\nprofile of ragjudge's whole process (cProfile, by own time):")

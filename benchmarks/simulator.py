@@ -2,7 +2,7 @@
 
 It serves ``POST /v1/chat/completions``, ``GET /v1/models`` and enough of the Files and
 Batches API for batch mode (``POST /v1/files``, ``GET /v1/files/{id}``,
-``GET /v1/files/{id}/content``, ``POST /v1/batches``, ``GET /v1/batches/{id}``,
+``GET /v1/files/{id}/content``, ``POST /v1/batches``, ``GET /v1/batches[/{id}]``,
 ``POST /v1/batches/{id}/cancel``), with
 
 * a configurable latency (mean and uniform jitter);
@@ -10,16 +10,19 @@ Batches API for batch mode (``POST /v1/files``, ``GET /v1/files/{id}``,
   over the limit gets ``429`` with ``retry-after`` / ``retry-after-ms`` and every reply carries
   ``x-ratelimit-{limit,remaining,reset}-{requests,tokens}`` headers;
 * injected faults with given probabilities: 5xx, hangs longer than any sane client timeout,
-  malformed JSON content, truncated replies (``finish_reason="length"``), refusals, and
-  spurious 429s;
+  malformed JSON content, HTTP bodies that are not a chat completion, truncated replies
+  (``finish_reason="length"``), refusals, spurious 429s, batch lines in the error file;
+  servers without ``json_schema`` or logprobs, or with llama.cpp's fenced logprob tokens;
 * counters: requests, paid calls (a 200 carrying ``usage``), 429s, faults, the largest number
   of requests in flight, and *duplicate paid calls* (an identical request body paid twice);
   a retry of a body that arrives before the ``retry-after`` it was given is counted too.
 
 Replies are deterministic functions of the request: with ``response_format`` of type
 ``json_schema`` the content is a valid instance of the schema drawn from a PRNG seeded with a
-hash of the messages and schema, so the same request gets the same answer (faults are drawn
-from the server's own PRNG, so a retry may succeed).
+hash of the messages and schema, so the same request gets the same answer; a reply longer than
+the request's ``max_tokens`` is cut with ``finish_reason="length"``. Faults are drawn from a PRNG
+seeded by (seed, request body, how many times that body arrived): a retry gets a fresh draw,
+and a job meets the same faults whatever the arrival order.
 
 Only ever listens on 127.0.0.1 and stops itself after ``max_lifetime`` seconds.
 
@@ -84,8 +87,10 @@ class SimConfig:
     window: float = 60.0  # sliding window in seconds; limits scale to rpm*window/60
     p_5xx: float = 0.0
     p_hang: float = 0.0
+    hang_first: int = 0  # the first N admitted requests hang (deterministic hang tests)
     hang_seconds: float = 120.0  # a hung request answers 504 (unpaid) after this, if still open
-    p_malformed: float = 0.0
+    p_malformed: float = 0.0  # 200 with usage whose *content* is not valid JSON (paid)
+    p_bad_body: float = 0.0  # 200 whose HTTP body is not a chat completion (not paid)
     p_truncate: float = 0.0
     p_refusal: float = 0.0
     p_429: float = 0.0  # spurious rate-limit replies, independent of the limits
@@ -94,6 +99,7 @@ class SimConfig:
     api_key: str | None = None  # when set, other keys get 401
     supports_json_schema: bool = True  # False: json_schema requests get 400, like older servers
     supports_logprobs: bool = True
+    logprobs_fence: bool = False  # logprobs spell "```json\n...\n```" around the content (llama.cpp)
     batch_seconds: float = 1.0  # time from batch creation to completion
     batch_p_error: float = 0.0  # per batch line: an entry in the error file instead
     batch_paused: bool = False  # while True, batches stay "validating" (tests of resuming)
@@ -101,12 +107,24 @@ class SimConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("p_5xx", "p_hang", "p_malformed", "p_truncate", "p_refusal", "p_429", "batch_p_error"):
+        for name in (
+            "p_5xx",
+            "p_hang",
+            "p_malformed",
+            "p_bad_body",
+            "p_truncate",
+            "p_refusal",
+            "p_429",
+            "batch_p_error",
+        ):
             p = getattr(self, name)
             if not 0.0 <= p <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {p}")
-        if self.window <= 0:
-            raise ValueError("window must be positive")
+        exclusive = self.p_5xx + self.p_hang + self.p_bad_body + self.p_malformed + self.p_truncate + self.p_refusal
+        if exclusive > 1.0 + 1e-12:
+            raise ValueError(f"the per-request fault probabilities add up to {exclusive} > 1")
+        if self.window <= 0 or self.max_lifetime <= 0:
+            raise ValueError("window and max_lifetime must be positive")
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -252,7 +270,9 @@ class _Gen:
         lo = int(schema.get("minItems", 0))
         hi = schema.get("maxItems")
         # plausible lengths: a few statements/claims, never an empty list unless forced
-        want_lo, want_hi = (2, 6) if re.search(r"statement|claim|fact|sentence|verdict", name, re.I) else (1, 4)
+        want_lo, want_hi = (
+            (2, 6) if re.search(r"statement|claim|fact|sentence|verdict", name, re.I) else (1, 4)
+        )
         lo_eff = max(lo, min(want_lo, hi if hi is not None else want_lo))
         hi_eff = min(int(hi), want_hi) if hi is not None else want_hi
         hi_eff = max(hi_eff, lo_eff)
@@ -287,7 +307,9 @@ class _Gen:
 
 def instance_for_schema(schema: Mapping[str, Any], seed: str | int, pool: list[str] | None = None) -> Any:
     """A valid instance of ``schema``, a pure function of ``(schema, seed, pool)``."""
-    rng = random.Random(seed if isinstance(seed, int) else int(hashlib.sha256(str(seed).encode()).hexdigest()[:16], 16))
+    rng = random.Random(
+        seed if isinstance(seed, int) else int(hashlib.sha256(str(seed).encode()).hexdigest()[:16], 16)
+    )
     return _Gen(schema, rng, list(pool or [])).gen(schema)
 
 
@@ -327,7 +349,9 @@ def _logprobs(content: str, rng: random.Random, top: int) -> dict[str, Any]:
             alts = sorted(((str(d), math.log(w / total)) for d, w in weights.items()), key=lambda x: -x[1])
         else:
             lp = -rng.uniform(0.0, 0.2)
-            alts = [(tok, lp)] + [(rng.choice(_WORDS), lp - rng.uniform(2.0, 6.0)) for _ in range(max(0, top - 1))]
+            alts = [(tok, lp)] + [
+                (rng.choice(_WORDS), lp - rng.uniform(2.0, 6.0)) for _ in range(max(0, top - 1))
+            ]
         chosen_lp = dict(alts).get(tok, alts[0][1])
         items.append(
             {
@@ -356,6 +380,7 @@ class _Stats:
         self.errors_5xx = 0
         self.hangs = 0
         self.malformed = 0
+        self.bad_bodies = 0
         self.truncated = 0
         self.refusals = 0
         self.client_errors = 0  # 400/401/404
@@ -377,7 +402,11 @@ class _Stats:
     def snapshot(self) -> dict[str, Any]:
         d = {k: v for k, v in vars(self).items() if k not in ("paid_bodies", "retry_not_before")}
         d["distinct_paid_bodies"] = len(self.paid_bodies)
-        span = (self.last_admit - self.first_admit) if self.first_admit is not None and self.last_admit is not None else 0.0
+        span = (
+            (self.last_admit - self.first_admit)
+            if self.first_admit is not None and self.last_admit is not None
+            else 0.0
+        )
         d["admit_span_s"] = span
         return d
 
@@ -427,7 +456,9 @@ class _Window:
         return (self.entries[0][0] + self.window - now) if self.entries else 0.0
 
 
-def _error(status: int, message: str, typ: str, code: str | None = None, headers: Mapping[str, str] | None = None) -> web.Response:
+def _error(
+    status: int, message: str, typ: str, code: str | None = None, headers: Mapping[str, str] | None = None
+) -> web.Response:
     body = {"error": {"message": message, "type": typ, "param": None, "code": code}}
     return web.json_response(body, status=status, headers=dict(headers or {}))
 
@@ -444,6 +475,7 @@ class Simulator:
         self._req_window = _Window(self.config.rpm * scale if self.config.rpm else None, self.config.window)
         self._tok_window = _Window(self.config.tpm * scale if self.config.tpm else None, self.config.window)
         self._files: dict[str, dict[str, Any]] = {}
+        self._seen: collections.Counter[str] = collections.Counter()
         self._batches: dict[str, dict[str, Any]] = {}
         self._runner: web.AppRunner | None = None
         self._lifetime_task: asyncio.Task[None] | None = None
@@ -570,7 +602,9 @@ class Simulator:
         users = [m for m in messages if isinstance(m, Mapping) and m.get("role") == "user"]
         pool = _sentences_of(_message_text(users[-1:]))
         if rf.get("type") == "json_schema":
-            content = json.dumps(instance_for_schema(rf["json_schema"]["schema"], key, pool), ensure_ascii=False)
+            content = json.dumps(
+                instance_for_schema(rf["json_schema"]["schema"], key, pool), ensure_ascii=False
+            )
         elif rf.get("type") == "json_object":
             schema = _schema_in_prompt(text) or _DEFAULT_OBJECT_SCHEMA
             content = json.dumps(instance_for_schema(schema, key, pool), ensure_ascii=False)
@@ -581,7 +615,10 @@ class Simulator:
         logprobs = None
         if body.get("logprobs") and self.config.supports_logprobs:
             top = int(body.get("top_logprobs") or 0)
-            logprobs = _logprobs(content, rng, max(0, min(top, 20)))
+            # llama.cpp (seen with xllamacpp 2026.10) returns the tokens of a fenced reply while
+            # the content is the unwrapped object: imitate it on request.
+            spelled = f"```json\n{content}\n```" if self.config.logprobs_fence else content
+            logprobs = _logprobs(spelled, rng, max(0, min(top, 20)))
         return content, logprobs
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
@@ -602,6 +639,12 @@ class Simulator:
             return _error(400, problem, "invalid_request_error")
         body_key = _sha(body)
         now = time.monotonic()
+        # Faults are drawn from a PRNG seeded by (seed, body, how often this body arrived), so a
+        # run's faults do not depend on arrival order: the same job meets the same faults, and
+        # a retry of a body gets a fresh draw.
+        seen = self._seen[body_key]
+        self._seen[body_key] = seen + 1
+        frng = random.Random(f"{self.config.seed}:{body_key}:{seen}")
         nb = st.retry_not_before.pop(body_key, None)
         if nb is not None and now < nb - 0.05:  # 50 ms slack for clock granularity
             st.early_retries += 1
@@ -613,7 +656,7 @@ class Simulator:
 
         # --- rate limits (a rejected request does not consume the window)
         wait = max(self._req_window.wait_for(now, 1), self._tok_window.wait_for(now, cost))
-        spurious = wait == 0.0 and self.config.p_429 > 0 and self._rng.random() < self.config.p_429
+        spurious = wait == 0.0 and frng.random() < self.config.p_429
         if spurious:
             wait = self.config.spurious_retry_after
             st.spurious_429 += 1
@@ -621,12 +664,24 @@ class Simulator:
             st.rate_limited += 1
             headers = self._limit_headers(now)
             if math.isinf(wait):
-                return _error(429, f"Request too large: {cost} tokens exceed the per-window limit.", "tokens", "rate_limit_exceeded", headers)
+                return _error(
+                    429,
+                    f"Request too large: {cost} tokens exceed the per-window limit.",
+                    "tokens",
+                    "rate_limit_exceeded",
+                    headers,
+                )
             st.retry_not_before[body_key] = now + wait
             headers["retry-after"] = str(max(1, math.ceil(wait))) if wait >= 1 else f"{wait:.3f}"
             headers["retry-after-ms"] = str(max(1, math.ceil(wait * 1000)))
             which = "requests" if self._req_window.wait_for(now, 1) > 0 or spurious else "tokens"
-            return _error(429, f"Rate limit reached for {which} (simulated). Please try again in {wait:.3f}s.", which, "rate_limit_exceeded", headers)
+            return _error(
+                429,
+                f"Rate limit reached for {which} (simulated). Please try again in {wait:.3f}s.",
+                which,
+                "rate_limit_exceeded",
+                headers,
+            )
         self._req_window.add(now, 1)
         self._tok_window.add(now, cost)
         st.admitted += 1
@@ -639,27 +694,42 @@ class Simulator:
         st.inflight += 1
         st.max_inflight = max(st.max_inflight, st.inflight)
         try:
-            u = self._rng.random()
+            u = frng.random()
             cfg = self.config
             if u < cfg.p_5xx:
                 st.errors_5xx += 1
-                await asyncio.sleep(cfg.latency * self._rng.uniform(0.1, 1.0))
-                status = self._rng.choice((500, 502, 503))
-                return _error(status, "The server had an error while processing your request (simulated).", "server_error", None, headers)
+                await asyncio.sleep(cfg.latency * frng.uniform(0.1, 1.0))
+                status = frng.choice((500, 502, 503))
+                return _error(
+                    status,
+                    "The server had an error while processing your request (simulated).",
+                    "server_error",
+                    None,
+                    headers,
+                )
             u -= cfg.p_5xx
-            if u < cfg.p_hang:
+            if u < cfg.p_hang or st.admitted <= cfg.hang_first:
                 st.hangs += 1
                 await asyncio.sleep(cfg.hang_seconds)
                 return _error(504, "Gateway timeout (simulated hang).", "server_error", None, headers)
             u -= cfg.p_hang
-            delay = cfg.latency * (1.0 + cfg.jitter * self._rng.uniform(-1.0, 1.0))
+            delay = cfg.latency * (1.0 + cfg.jitter * frng.uniform(-1.0, 1.0))
             await asyncio.sleep(max(0.0, delay))
+            if u < cfg.p_bad_body:
+                # 200 whose body is not a chat completion (a broken proxy): no usage, not paid
+                st.bad_bodies += 1
+                return web.Response(
+                    text='{"choices": [{"message": {"content": "{\\"gra',
+                    content_type="application/json",
+                    headers=headers,
+                )
+            u -= cfg.p_bad_body
 
             finish = "stop"
             refusal = None
             if u < cfg.p_malformed:
                 st.malformed += 1
-                content = self._rng.choice(
+                content = frng.choice(
                     (
                         content[: max(1, len(content) // 2)],  # cut mid-object, yet "stop"
                         content.replace('"', "'"),
@@ -677,6 +747,13 @@ class Simulator:
                 st.refusals += 1
                 refusal = "I'm sorry, but I can't help with that request."
                 content = None  # type: ignore[assignment]
+                logprobs = None
+            limit = body.get("max_completion_tokens") or body.get("max_tokens")
+            if isinstance(limit, int) and limit > 0 and content and estimate_tokens(content) > limit:
+                # the reply does not fit the requested budget: cut, like a real server
+                st.truncated += 1
+                content = content[: limit * 4]
+                finish = "length"
                 logprobs = None
             completion_tokens = estimate_tokens(content or refusal or "")
             reply = {
@@ -723,7 +800,10 @@ class Simulator:
         if denied is not None:
             return denied
         return web.json_response(
-            {"object": "list", "data": [{"id": self.config.model, "object": "model", "created": 0, "owned_by": "simulator"}]}
+            {
+                "object": "list",
+                "data": [{"id": self.config.model, "object": "model", "created": 0, "owned_by": "simulator"}],
+            }
         )
 
     # --- files
@@ -828,7 +908,8 @@ class Simulator:
         task.add_done_callback(self._batch_tasks.discard)
         return web.json_response(batch)
 
-    def _parse_batch_input(self, batch: dict[str, Any]) -> list[dict[str, Any]] | list[dict[str, Any] | str]:
+    def _parse_batch_input(self, batch: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The valid request lines and the validation errors (OpenAI fails the whole batch on any)."""
         data = self._files[batch["input_file_id"]]["data"].decode("utf-8")
         lines: list[dict[str, Any]] = []
         errors: list[dict[str, Any]] = []
@@ -839,15 +920,36 @@ class Simulator:
             try:
                 obj = json.loads(line)
             except ValueError:
-                errors.append({"code": "invalid_json_line", "message": "line is not valid JSON", "param": None, "line": i})
+                errors.append(
+                    {
+                        "code": "invalid_json_line",
+                        "message": "line is not valid JSON",
+                        "param": None,
+                        "line": i,
+                    }
+                )
                 continue
             cid = obj.get("custom_id")
             if not isinstance(cid, str) or cid in seen:
-                errors.append({"code": "duplicate_custom_id" if cid in seen else "missing_custom_id", "message": "custom_id must be a unique string", "param": "custom_id", "line": i})
+                errors.append(
+                    {
+                        "code": "duplicate_custom_id" if cid in seen else "missing_custom_id",
+                        "message": "custom_id must be a unique string",
+                        "param": "custom_id",
+                        "line": i,
+                    }
+                )
                 continue
             seen.add(cid)
             if obj.get("method") != "POST" or obj.get("url") != batch["endpoint"]:
-                errors.append({"code": "invalid_url", "message": "method must be POST and url must match the batch endpoint", "param": "url", "line": i})
+                errors.append(
+                    {
+                        "code": "invalid_url",
+                        "message": "method must be POST and url must match the batch endpoint",
+                        "param": "url",
+                        "line": i,
+                    }
+                )
                 continue
             problem = self._validate(obj.get("body"))
             if problem is not None:
@@ -855,8 +957,15 @@ class Simulator:
                 continue
             lines.append(obj)
         if not lines and not errors:
-            errors.append({"code": "empty_file", "message": "the input file has no requests", "param": None, "line": None})
-        return errors or lines  # type: ignore[return-value]
+            errors.append(
+                {
+                    "code": "empty_file",
+                    "message": "the input file has no requests",
+                    "param": None,
+                    "line": None,
+                }
+            )
+        return lines, errors
 
     async def _run_batch(self, batch: dict[str, Any]) -> None:
         step = self.config.batch_seconds / 3.0
@@ -865,9 +974,11 @@ class Simulator:
             await asyncio.sleep(0.02)
         if batch["status"] != "validating":
             return
-        parsed = self._parse_batch_input(batch)
-        if parsed and "code" in parsed[0]:
-            batch.update(status="failed", failed_at=int(time.time()), errors={"object": "list", "data": parsed})
+        parsed, errors = self._parse_batch_input(batch)
+        if errors:
+            batch.update(
+                status="failed", failed_at=int(time.time()), errors={"object": "list", "data": errors}
+            )
             return
         batch.update(status="in_progress", in_progress_at=int(time.time()))
         batch["request_counts"]["total"] = len(parsed)
@@ -881,8 +992,22 @@ class Simulator:
             rid = self._new_id("batch_req")
             self._stats.batch_lines += 1
             if self._rng.random() < self.config.batch_p_error:
-                err = {"message": "The server had an error while processing your request (simulated).", "type": "server_error", "param": None, "code": None}
-                err_lines.append(_canonical({"id": rid, "custom_id": obj["custom_id"], "response": {"status_code": 500, "request_id": rid, "body": {"error": err}}, "error": None}))
+                err = {
+                    "message": "The server had an error while processing your request (simulated).",
+                    "type": "server_error",
+                    "param": None,
+                    "code": None,
+                }
+                err_lines.append(
+                    _canonical(
+                        {
+                            "id": rid,
+                            "custom_id": obj["custom_id"],
+                            "response": {"status_code": 500, "request_id": rid, "body": {"error": err}},
+                            "error": None,
+                        }
+                    )
+                )
                 batch["request_counts"]["failed"] += 1
                 continue
             content, logprobs = self._reply(body)
@@ -893,11 +1018,32 @@ class Simulator:
                 "created": int(time.time()),
                 "model": body.get("model"),
                 "system_fingerprint": "fp_sim_1",
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": content, "refusal": None}, "logprobs": logprobs, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct, "prompt_tokens_details": {"cached_tokens": 0}},
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": content, "refusal": None},
+                        "logprobs": logprobs,
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": pt,
+                    "completion_tokens": ct,
+                    "total_tokens": pt + ct,
+                    "prompt_tokens_details": {"cached_tokens": 0},
+                },
             }
             self._pay(_sha(body), pt, ct)
-            out_lines.append(_canonical({"id": rid, "custom_id": obj["custom_id"], "response": {"status_code": 200, "request_id": rid, "body": reply}, "error": None}))
+            out_lines.append(
+                _canonical(
+                    {
+                        "id": rid,
+                        "custom_id": obj["custom_id"],
+                        "response": {"status_code": 200, "request_id": rid, "body": reply},
+                        "error": None,
+                    }
+                )
+            )
             batch["request_counts"]["completed"] += 1
         if batch["status"] == "cancelling":
             batch.update(status="cancelled", cancelled_at=int(time.time()))
@@ -906,9 +1052,13 @@ class Simulator:
             await asyncio.sleep(step)
             batch.update(status="completed", completed_at=int(time.time()))
         if out_lines:
-            batch["output_file_id"] = self._add_file(("\n".join(out_lines) + "\n").encode(), f"{batch['id']}_output.jsonl", "batch_output")["id"]
+            batch["output_file_id"] = self._add_file(
+                ("\n".join(out_lines) + "\n").encode(), f"{batch['id']}_output.jsonl", "batch_output"
+            )["id"]
         if err_lines:
-            batch["error_file_id"] = self._add_file(("\n".join(err_lines) + "\n").encode(), f"{batch['id']}_error.jsonl", "batch_output")["id"]
+            batch["error_file_id"] = self._add_file(
+                ("\n".join(err_lines) + "\n").encode(), f"{batch['id']}_error.jsonl", "batch_output"
+            )["id"]
 
     async def _batch_get(self, request: web.Request) -> web.Response:
         denied = self._auth(request)
@@ -928,8 +1078,15 @@ class Simulator:
         except ValueError:
             return _error(400, "limit must be an integer", "invalid_request_error")
         data = sorted(self._batches.values(), key=lambda b: b["created_at"], reverse=True)[:limit]
-        return web.json_response({"object": "list", "data": data, "first_id": data[0]["id"] if data else None,
-                                  "last_id": data[-1]["id"] if data else None, "has_more": False})
+        return web.json_response(
+            {
+                "object": "list",
+                "data": data,
+                "first_id": data[0]["id"] if data else None,
+                "last_id": data[-1]["id"] if data else None,
+                "has_more": False,
+            }
+        )
 
     async def _batch_cancel(self, request: web.Request) -> web.Response:
         denied = self._auth(request)
@@ -949,7 +1106,9 @@ class SimulatorThread:
     """The simulator on its own event loop in a daemon thread (for sync code and tests that run
     the client on another loop): ``with SimulatorThread(cfg) as sim: sim.base_url``."""
 
-    def __init__(self, config: SimConfig | None = None, *, port: int = 0, start_timeout: float = 10.0) -> None:
+    def __init__(
+        self, config: SimConfig | None = None, *, port: int = 0, start_timeout: float = 10.0
+    ) -> None:
         self.config = config or SimConfig()
         self._port = port
         self._start_timeout = start_timeout
@@ -1008,7 +1167,12 @@ class SimulatorThread:
         self._call(self.sim.reset_stats)
 
     def stop(self) -> None:
-        if self.sim is not None and self._loop is not None and not self._loop.is_closed() and not self.sim.stopped.is_set():
+        if (
+            self.sim is not None
+            and self._loop is not None
+            and not self._loop.is_closed()
+            and not self.sim.stopped.is_set()
+        ):
             try:
                 asyncio.run_coroutine_threadsafe(self.sim.stop(), self._loop).result(10)
             except RuntimeError:  # loop already closed by a max-lifetime stop
@@ -1032,14 +1196,27 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--jitter", type=float, default=d.jitter)
     p.add_argument("--rpm", type=int, default=None)
     p.add_argument("--tpm", type=int, default=None)
-    p.add_argument("--window", type=float, default=d.window, help="sliding window in seconds (limits scale with it)")
-    for name in ("p_5xx", "p_hang", "p_malformed", "p_truncate", "p_refusal", "p_429", "batch_p_error"):
+    p.add_argument(
+        "--window", type=float, default=d.window, help="sliding window in seconds (limits scale with it)"
+    )
+    for name in (
+        "p_5xx",
+        "p_hang",
+        "p_malformed",
+        "p_bad_body",
+        "p_truncate",
+        "p_refusal",
+        "p_429",
+        "batch_p_error",
+    ):
         p.add_argument("--" + name.replace("_", "-"), dest=name, type=float, default=0.0)
     p.add_argument("--hang-seconds", type=float, default=d.hang_seconds)
+    p.add_argument("--hang-first", type=int, default=0)
     p.add_argument("--model", default=d.model)
     p.add_argument("--api-key", default=None)
     p.add_argument("--no-json-schema", dest="supports_json_schema", action="store_false")
     p.add_argument("--no-logprobs", dest="supports_logprobs", action="store_false")
+    p.add_argument("--logprobs-fence", action="store_true", help="logprob tokens wrap the content in a code fence")
     p.add_argument("--batch-seconds", type=float, default=d.batch_seconds)
     p.add_argument("--max-lifetime", type=float, default=3600.0)
     p.add_argument("--seed", type=int, default=0)

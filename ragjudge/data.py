@@ -106,19 +106,24 @@ def _pair_hash(codes: np.ndarray, ids: np.ndarray) -> np.ndarray:
     n = len(ids)
     width = ids.dtype.itemsize
     w8 = -(-width // 8) * 8
-    raw = np.ascontiguousarray(ids).view(np.uint8).reshape(n, width)
-    if w8 != width:
-        padded = np.zeros((n, w8), dtype=np.uint8)
-        padded[:, :width] = raw
-        raw = padded
-    words = raw.view(np.uint64)
-    # codes are int64 >= 0; spread them over all 64 bits before mixing in the id words.
-    h = codes.view(np.uint64) * _M1
-    for j in range(words.shape[1]):
-        h ^= words[:, j]
-        h *= _M2
-    h ^= h >> np.uint64(32)
-    return h
+    out = np.empty(n, dtype=np.uint64)
+    step = 1 << 20  # rows per slice: the NUL-padded copy of the ids stays small
+    for lo in range(0, n, step):
+        hi = min(n, lo + step)
+        raw = np.ascontiguousarray(ids[lo:hi]).view(np.uint8).reshape(hi - lo, width)
+        if w8 != width:
+            padded = np.zeros((hi - lo, w8), dtype=np.uint8)
+            padded[:, :width] = raw
+            raw = padded
+        words = raw.view(np.uint64)
+        # codes are int64 >= 0; spread them over all 64 bits before mixing in the id words.
+        h = codes[lo:hi].view(np.uint64) * _M1
+        for j in range(words.shape[1]):
+            h ^= words[:, j]
+            h *= _M2
+        h ^= h >> np.uint64(32)
+        out[lo:hi] = h
+    return out
 
 
 def _qid_runs(q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -155,6 +160,16 @@ def _run_permutation(
 
 def _row_codes(lengths: np.ndarray, run_codes: np.ndarray) -> np.ndarray:
     return np.repeat(run_codes, lengths)
+
+
+def _sort_distinct(keys: Sequence[np.ndarray]) -> np.ndarray:
+    """``np.lexsort(keys)`` for rows that are distinct on all keys (or whose relative order does
+    not matter when equal). The least significant key may then use numpy's fast unstable sort;
+    the others are stable passes, cheap on the nearly sorted query codes."""
+    order = np.argsort(keys[0])
+    for key in keys[1:]:
+        order = order[np.argsort(key[order], kind="stable")]
+    return order
 
 
 def _first_duplicate(
@@ -200,31 +215,43 @@ def _dedup(
     return keep
 
 
-def _break_ties(codes: np.ndarray, d: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _break_ties(offsets: np.ndarray, d: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Rows already sorted by (query, score desc): order equal-score blocks by docid descending
-    (trec_eval's tie-breaking). Only rows inside ties are touched."""
+    (trec_eval's tie-breaking). Only rows inside ties are touched; ``d`` and ``s`` must be
+    arrays this module owns (they are permuted in place)."""
     n = len(d)
     if n < 2:
         return d, s
-    tie = (s[1:] == s[:-1]) & (codes[1:] == codes[:-1])
+    tie = s[1:] == s[:-1]
+    tie[offsets[1:-1] - 1] = False  # no tie across two queries
     pairs = np.flatnonzero(tie)
     if not len(pairs):
         return d, s
-    if bool((d[pairs] > d[pairs + 1]).all()):
+    left, right = d[pairs], d[pairs + 1]
+    if bool((left > right).all()):
         return d, s
+    reverse = bool((left < right).all())
+    del left, right
     in_tie = np.zeros(n, dtype=bool)
     in_tie[pairs] = True
     in_tie[pairs + 1] = True
     rows = np.flatnonzero(in_tie)
+    del in_tie
     # Block id: a new block starts at a tied row that does not continue the previous tie.
     cont = np.zeros(len(rows), dtype=bool)
     cont[1:] = (rows[1:] == rows[:-1] + 1) & tie[rows[:-1]]
     block = np.cumsum(~cont)
-    order = np.lexsort((*_words_keys(d[rows], descending=True), block))
-    d = d.copy()
+    if reverse:
+        # Ties written docid-ascending (Anserini / Pyserini): reverse each block, no sort.
+        bstart = np.flatnonzero(~cont)
+        bend = np.append(bstart[1:], len(rows)) - 1
+        pos = np.arange(len(rows), dtype=np.int64)
+        b = block - 1
+        order = bstart[b] + bend[b] - pos
+    else:
+        order = _sort_distinct((*_words_keys(d[rows], descending=True), block))
     d[rows] = d[rows][order]
     # Scores compare equal within a block, but 0.0 and -0.0 differ in bits: move them too.
-    s = s.copy()
     s[rows] = s[rows][order]
     return d, s
 
@@ -362,10 +389,14 @@ class Qrels:
                     d2, g2 = d[idx], g[idx]
                 return cls(uq, offsets, d2, g2, source=source)
         codes = _row_codes(lengths, run_codes)
-        keep = _dedup(q, codes, d, dedup, source, line_numbers, "qrels")
-        if keep is not None:
-            codes, d, g = codes[keep], d[keep], g[keep]
-        order = np.lexsort((*_words_keys(d), codes))
+        # Same duplicate screen as Run: hash sort first, exact (stable) check only on collision.
+        h = np.sort(_pair_hash(codes, d))
+        if bool((h[1:] == h[:-1]).any()):
+            keep = _dedup(q, codes, d, dedup, source, line_numbers, "qrels")
+            if keep is not None:
+                codes, d, g = codes[keep], d[keep], g[keep]
+        del h
+        order = _sort_distinct((*_words_keys(d), codes))
         d, g = d[order], g[order]
         counts = np.bincount(codes, minlength=len(uq))
         offsets = np.zeros(len(uq) + 1, dtype=np.int64)
@@ -685,14 +716,16 @@ class Run:
                 if copy:  # never share (and freeze) the caller's arrays
                     d, s = d.copy(), s.copy()
             else:
-                d, s, codes = d[idx], s[idx], codes[idx]
+                d, s = d[idx], s[idx]
         else:
-            order = np.lexsort((-s, codes))
-            d, s, codes = d[order], s[order], codes[order]
+            # Rows of equal (query, score) may come out in any order: _break_ties orders them.
+            order = _sort_distinct((-s, codes))
+            d, s = d[order], s[order]
             counts = np.bincount(codes, minlength=len(uq))
             offsets = np.zeros(len(uq) + 1, dtype=np.int64)
             np.cumsum(counts, out=offsets[1:])
-        d, s = _break_ties(codes, d, s)
+        del codes
+        d, s = _break_ties(offsets, d, s)
         return cls(uq, offsets, np.ascontiguousarray(d), np.ascontiguousarray(s), name=name, source=source)
 
     @classmethod

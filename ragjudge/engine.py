@@ -7,9 +7,11 @@
    sorted query-id columns;
 2. the ranked rows of every target are laid out flat (``grp`` = target, ``pos`` = 0-based rank);
 3. every ranked row gets its qrels grade by a hash join: document ids are hashed to uint64
-   (width-independent, 8 bytes at a time), mixed with the target index, and looked up in the
-   sorted qrels keys; every hit is then verified byte-for-byte, and a collision between two qrels
-   keys makes the join retry with another seed, so the result is exact;
+   (width-independent, 8 bytes at a time, read in place), the target index goes in the high
+   bits, and the keys are looked up in the sorted qrels keys (behind a one-hash Bloom filter,
+   since most retrieved documents are unjudged); every hit is then verified byte-for-byte, and
+   a collision between two qrels keys makes the join retry with another seed, so the result
+   is exact;
 4. each measure is a segment reduction (``np.bincount`` by target, integer ``cumsum`` over
    rank) -- mostly over the sparse rows that carry a positive grade.
 
@@ -34,7 +36,6 @@ _M1 = np.uint64(0xFF51AFD7ED558CCD)
 _M2 = np.uint64(0xC4CEB9FE1A85EC53)
 _K = np.uint64(0x9E3779B97F4A7C15)
 _S33 = np.uint64(33)
-_BLOCK = 1 << 20  # rows hashed per block: bounds the temporary padded copy
 
 
 # ----------------------------------------------------------------------------- hashing / join
@@ -48,28 +49,42 @@ def _fmix(x: np.ndarray) -> np.ndarray:
     return x
 
 
+def _words(ids: np.ndarray, width: int) -> list[np.ndarray | None]:
+    """The ids as ``width // 8`` little-endian uint64 words each, zero-padded (None = all zero).
+
+    Read in place through strided views (no padded copy of the id bytes): the last partial
+    word is read as the 8 bytes ending at the id's end and shifted down past the overlap.
+    """
+    w = ids.dtype.itemsize
+    if w < 8:
+        ids, w = ids.astype("S8"), 8
+    ids = np.ascontiguousarray(ids)
+    n = len(ids)
+    out: list[np.ndarray | None] = [
+        np.ndarray((n,), dtype="<u8", buffer=ids, offset=8 * j, strides=(w,)) for j in range(w // 8)
+    ]
+    if w % 8:
+        tail = np.ndarray((n,), dtype="<u8", buffer=ids, offset=w - 8, strides=(w,))
+        out.append(tail >> np.uint64(8 * (8 - w % 8)))
+    out += [None] * (width // 8 - len(out))
+    return out
+
+
 def _hash_ids(ids: np.ndarray, width: int, seed: int) -> np.ndarray:
     """uint64 hash of every id of an ``S`` array; equal strings hash equally at any dtype width.
 
     ``width`` (a multiple of 8, >= every id's length) is the common zero-padded width.
     """
-    n = len(ids)
-    out = np.empty(n, dtype=np.uint64)
-    words = width // 8
-    s = np.uint64(seed * 2 + 1)
+    words = _words(ids, width)
     with np.errstate(over="ignore"):
-        for start in range(0, n, _BLOCK):
-            block = ids[start:start + _BLOCK]
-            if block.dtype.itemsize != width:
-                block = block.astype(f"S{width}")
-            w = np.ascontiguousarray(block).view(np.uint64).reshape(len(block), words)
-            h = w[:, 0] * s
-            h += _K
-            for j in range(1, words):
-                h *= _K  # polynomial in the 8-byte words; verified afterwards, so no need to be perfect
-                h += w[:, j]
-            out[start:start + len(block)] = _fmix(h)
-    return out
+        first = words[0]
+        h = (first if first is not None else np.zeros(len(ids), dtype=np.uint64)) * np.uint64(seed * 2 + 1)
+        h += _K
+        for wj in words[1:]:
+            h *= _K  # a polynomial in the 8-byte words; hits are verified, so weakness is harmless
+            if wj is not None:
+                h += wj
+        return _fmix(h)
 
 
 def _join(
@@ -78,16 +93,15 @@ def _join(
     q_ids: np.ndarray,
     q_grp: np.ndarray,
     n_groups: int,
-) -> np.ndarray:
-    """For each run row, the index of the qrels row with the same (group, id), or -1.
+) -> tuple[np.ndarray, np.ndarray]:
+    """Matching pairs ``(run rows, qrels rows)`` with the same (group, id), run rows ascending.
 
     Keys are ``group << hb | top hb bits of hash(id)``: sorted qrels keys stay grouped by
     target, and run rows come grouped by target too, so the binary searches of consecutive
     rows touch the same small part of the table (cache friendly).
     """
-    n_r = len(r_ids)
-    if n_r == 0 or len(q_ids) == 0:
-        return np.full(n_r, -1, dtype=np.int64)
+    if len(r_ids) == 0 or len(q_ids) == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     width = max(r_ids.dtype.itemsize, q_ids.dtype.itemsize, 1)
     width = (width + 7) // 8 * 8
     gbits = max(int(n_groups - 1).bit_length(), 1)
@@ -96,23 +110,30 @@ def _join(
     for seed in range(8):
         qk = _hash_ids(q_ids, width, seed)
         qk >>= drop
-        qk |= q_grp.astype(np.uint64) << hb
+        qk |= q_grp.view(np.uint64) << hb
         order = np.argsort(qk, kind="stable")
         sk = qk[order]
         if len(sk) > 1 and bool((sk[1:] == sk[:-1]).any()):
             continue  # two qrels keys collide: an ambiguous lookup, so try another seed
         rk = _hash_ids(r_ids, width, seed)
         rk >>= drop
-        rk |= r_grp.astype(np.uint64) << hb
+        rk |= r_grp.view(np.uint64) << hb
+        # Most run rows are unjudged: a direct-address filter on the low key bits (a one-hash
+        # Bloom filter, false-positive rate <= 1/8) spares them the binary search.
+        bits = max(int(8 * len(sk) - 1).bit_length(), 10)
+        mask = np.uint64((1 << bits) - 1)
+        seen = np.zeros(1 << bits, dtype=bool)
+        seen[(sk & mask).view(np.int64)] = True
+        maybe = np.flatnonzero(seen[(rk & mask).view(np.int64)])
+        rk = rk[maybe]
         pos = np.searchsorted(sk, rk)
         pos[pos == len(sk)] = 0
-        cand = np.flatnonzero(sk[pos] == rk)
-        qrow = order[pos[cand]]
+        hit = sk[pos] == rk
+        cand = maybe[hit]
+        qrow = order[pos[hit]]
         # Exactness: a hash hit is a match only if group and bytes agree.
         ok = (q_grp[qrow] == r_grp[cand]) & (q_ids[qrow] == r_ids[cand])
-        out = np.full(n_r, -1, dtype=np.int64)
-        out[cand[ok]] = qrow[ok]
-        return out
+        return cand[ok], qrow[ok]
     raise RuntimeError("hash join failed with 8 seeds")  # pragma: no cover - astronomically rare
 
 
@@ -181,7 +202,10 @@ def _targets(qrels: Qrels, qids: Sequence[str] | Iterable[str] | None) -> np.nda
     items = [q.encode("utf-8") if isinstance(q, str) else bytes(q) for q in qids]
     if not items:
         return np.zeros(0, dtype="S1")
-    return np.array(items, dtype=bytes)
+    arr = np.array(items, dtype=bytes)
+    if len(arr) == len(qq) and np.array_equal(arr, qq):
+        return qq  # the default order after all: keeps the gather-free path
+    return arr
 
 
 def _locate(keys: np.ndarray, table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -224,24 +248,28 @@ def _layout(qrels: Qrels, run: Run, targets: np.ndarray, depth: int | None) -> _
         qgrp, _, qrows = _expand(qoff[:-1][qi] if len(qoff) > 1 else qi, qlen)
 
     ri, rfound = _locate(targets, rq)
-    rlen = _lengths(roff, ri, rfound)
-    if depth is not None:
-        rlen = np.minimum(rlen, depth)
-    grp, pos, rrows = _expand(roff[:-1][ri] if len(roff) > 1 else ri, rlen)
+    full = _lengths(roff, ri, rfound)
+    rlen = full if depth is None else np.minimum(full, depth)
     toff = np.zeros(nt + 1, dtype=np.int64)
     np.cumsum(rlen, out=toff[1:])
+    grp = np.repeat(np.arange(nt, dtype=np.int64), rlen)
+    pos = np.arange(toff[-1], dtype=np.int64) - toff[grp]
+    # The common case is the whole run in its own order: then the ids need no gather.
+    whole = (
+        nt == len(rq)
+        and bool(rfound.all())
+        and bool((ri == np.arange(nt)).all())
+        and bool((rlen == full).all())
+    )
+    r_ids = rdoc if whole else rdoc[(roff[:-1][ri] if len(roff) > 1 else ri)[grp] + pos]
 
     q_ids = qdoc if qrows is None else qdoc[qrows]
     q_lab = qgr if qrows is None else qgr[qrows]
-    # Skip the gather of the id bytes when the layout is the whole run in its own order.
-    whole = len(rrows) == len(rdoc) and (
-        len(rrows) == 0 or (rrows[0] == 0 and bool((rrows[1:] > rrows[:-1]).all()))
-    )
-    r_ids = rdoc if whole else rdoc[rrows]
-    match = _join(r_ids, grp, q_ids, qgrp, nt)
-    jud = match >= 0
-    lab = np.zeros(len(match), dtype=np.int64)
-    lab[jud] = q_lab[match[jud]]
+    rows, qrow = _join(r_ids, grp, q_ids, qgrp, nt)
+    jud = np.zeros(len(grp), dtype=bool)
+    jud[rows] = True
+    lab = np.zeros(len(grp), dtype=np.int64)
+    lab[rows] = q_lab[qrow]
     return _Layout(
         nt=nt, grp=grp, pos=pos, toff=toff, nret=rlen.astype(np.int64), lab=lab, jud=jud,
         qgrp=qgrp, qlab=np.asarray(q_lab), qrels_max_grade=qrels.max_grade,
@@ -354,20 +382,21 @@ def _rbp(L: _Layout, m: Measure) -> np.ndarray:
     k, p = m.k, float(m.get("p"))
     if m.get("gain") == "binary":
         rows = L.rel_rows(int(m.get("rel")))
+    else:
+        rows = np.flatnonzero(L.jud & (L.lab > 0))
+    if k is not None:
+        rows = rows[L.pos[rows] < k]
+    if m.get("gain") == "binary":
         u = np.ones(len(rows))
     else:
         mg = m.get("max_grade")
         mg = L.qrels_max_grade if mg is None else int(mg)
-        rows = np.flatnonzero(L.jud & (L.lab > 0))
         lab = L.lab[rows]
-        if k is not None:
-            rows, lab = rows[L.pos[rows] < k], lab[L.pos[rows] < k]
         if len(lab) and int(lab.max()) > mg:
-            raise MetricError(f"{m} met grade {int(lab.max())} above max_grade={mg}")
-        u = lab / mg if mg > 0 else np.zeros(len(lab))
-    if k is not None and m.get("gain") == "binary":
-        keep = L.pos[rows] < k
-        rows, u = rows[keep], u[keep]
+            raise MetricError(
+                f"{m} met grade {int(lab.max())} above max_grade={mg}; raise max_grade"
+            )
+        u = lab / mg
     w = np.power(p, L.pos[rows].astype(np.float64))
     return (1.0 - p) * L.seg_sum(u * w, L.grp[rows])
 
@@ -475,9 +504,15 @@ def compute(
     A query absent from the run gets the value of an empty ranking (trec_eval ``-c``); run queries
     outside the evaluated set are ignored. Measures may be given as specs (``"ndcg@10"``).
     """
+    if not isinstance(qrels, Qrels) or not isinstance(run, Run):
+        raise InputError("compute() needs a Qrels and a Run")
     ms: list[Measure] = []
     for m in measures:
-        mm = m if isinstance(m, Measure) else parse_measure(m)
+        mm = parse_measure(m)  # validates a Measure built by hand, too
+        if isinstance(m, Measure) and mm != m:
+            raise MetricError(
+                f"{m!r} is not in canonical form ({mm!r}); build measures with parse_measure()"
+            )
         if mm not in ms:
             ms.append(mm)
     targets = _targets(qrels, qids)
@@ -496,7 +531,5 @@ def compute(
         depth = max(depth, rmax)
     if depth == 0:
         depth = 1
-    if not isinstance(qrels, Qrels) or not isinstance(run, Run):
-        raise InputError("compute() needs a Qrels and a Run")
     L = _layout(qrels, run, targets, depth)
     return {m: _measure(L, m) for m in ms}

@@ -29,7 +29,10 @@ FAST = BatchOptions(poll_interval=0.05, max_poll_interval=0.2)
 
 
 def variables(n: int) -> list[dict[str, str]]:
-    return [{"query": f"query number {i % 4}", "passage": f"Passage {i}: some text about topic {i}."} for i in range(n)]
+    return [
+        {"query": f"query number {i % 4}", "passage": f"Passage {i}: some text about topic {i}."}
+        for i in range(n)
+    ]
 
 
 def make_llm(sim: Any, tmp_path: Path, **kw: Any) -> LLM:
@@ -70,17 +73,28 @@ def test_chunking_respects_count_and_size() -> None:
 
 
 def _line(cid: str, status: int, body: dict[str, Any] | None = None, error: Any = None) -> str:
-    return json.dumps({"id": "r", "custom_id": cid, "response": {"status_code": status, "body": body or {}}, "error": error})
+    return json.dumps(
+        {"id": "r", "custom_id": cid, "response": {"status_code": status, "body": body or {}}, "error": error}
+    )
 
 
 def test_parse_result_files_joins_by_custom_id() -> None:
     reply = {"choices": [{"message": {"content": "{}"}}]}
     out = "\n".join([_line("a", 200, reply), _line("b", 200, reply)]) + "\n"
-    err = "\n".join([
-        _line("c", 500, {"error": {"message": "boom", "type": "server_error"}}),
-        json.dumps({"id": "r", "custom_id": "d", "response": None, "error": {"code": "batch_expired", "message": "expired"}}),
-        _line("a", 500, {"error": {"message": "late duplicate"}}),  # a success is never overwritten
-    ])
+    err = "\n".join(
+        [
+            _line("c", 500, {"error": {"message": "boom", "type": "server_error"}}),
+            json.dumps(
+                {
+                    "id": "r",
+                    "custom_id": "d",
+                    "response": None,
+                    "error": {"code": "batch_expired", "message": "expired"},
+                }
+            ),
+            _line("a", 500, {"error": {"message": "late duplicate"}}),  # a success is never overwritten
+        ]
+    )
     res = parse_result_files(out, err)
     assert res["a"].body == reply and res["a"].error is None
     assert res["b"].body == reply
@@ -96,7 +110,9 @@ def test_parse_result_files_joins_by_custom_id() -> None:
 def test_store_tracks_live_jobs(tmp_path: Path) -> None:
     store = BatchStore(tmp_path / "state.sqlite")
     job = store.record_upload("file-1", ["k1", "k2"])
-    assert store.live_jobs(["k2", "k3"]) == {job: {"input_file_id": "file-1", "batch_id": None, "keys": ["k2"]}}
+    assert store.live_jobs(["k2", "k3"]) == {
+        job: {"input_file_id": "file-1", "batch_id": None, "keys": ["k2"]}
+    }
     store.set_batch(job, "batch-1", "validating")
     assert store.live_jobs(["k1"])[job]["batch_id"] == "batch-1"
     store.finish(job, "completed")
@@ -204,8 +220,9 @@ def test_crash_between_create_and_record_adopts_the_batch(tmp_path: Path) -> Non
             client = llm._client().openai
             try:
                 f = await client.files.create(file=("in.jsonl", data), purpose="batch")
-                await client.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions",
-                                            completion_window="24h")
+                await client.batches.create(
+                    input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h"
+                )
                 return f.id
             finally:
                 await llm.aclose()
@@ -249,14 +266,37 @@ def test_judge_with_batch_returns_qrels_and_judgments(tmp_path: Path) -> None:
     human = Qrels.from_dict({"q1": {"d0": 1}})
     with simulator_thread(latency=0.0, batch_seconds=0.1) as sim:
         judge = LLMRelevanceJudge(llm=make_llm(sim, tmp_path), progress=False)
-        result = judge_with_batch(judge, queries, corpus, [run], 2, qrels=human, all_queries=True,
-                                  options=FAST, progress=lambda m: None)
+        result = judge_with_batch(
+            judge,
+            queries,
+            corpus,
+            [run],
+            2,
+            qrels=human,
+            all_queries=True,
+            options=FAST,
+            progress=lambda m: None,
+        )
     pairs = {(j.qid, j.docid) for j in result.judgments}
     assert pairs == {("q1", "d1"), ("q2", "d2"), ("q2", "d3")}  # the human label is not re-judged
     assert all(j.grade in (0, 1, 2, 3) and j.error is None for j in result.judgments)
-    assert all(j.prompt_id == "relevance" and j.prompt_sha and j.model == "sim-model" for j in result.judgments)
+    assert all(
+        j.prompt_id == "relevance" and j.prompt_sha and j.model == "sim-model" for j in result.judgments
+    )
     assert result.qrels.get("q1")["d0"] == 1 and result.provenance("q1", "d0") == "human"
     assert result.summary()["judged"] == 3 and result.usage.calls == 3
     key = "sk-test-batch-key"
     assert key not in json.dumps([j.to_dict() for j in result.judgments])
     assert key.encode() not in (tmp_path / "cache.sqlite").read_bytes()
+
+
+def test_batch_failing_validation_fails_every_item_with_the_reason(tmp_path: Path) -> None:
+    # a server that rejects json_schema bodies fails the whole batch at validation
+    with simulator_thread(latency=0.0, batch_seconds=0.1, supports_json_schema=False) as sim:
+        llm = make_llm(sim, tmp_path)
+        outs = go(llm, variables(3))
+        stats = sim.stats()
+    assert all(not o.ok for o in outs)
+    assert all("failed validation" in o.error and "json_schema" in o.error for o in outs)
+    assert stats["batches_created"] == 1 and stats["paid"] == 0  # not resubmitted: it would fail again
+    assert llm.stats.failed == 3

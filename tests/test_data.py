@@ -265,3 +265,14 @@ def test_dataframe_errors_name_column_and_row():
     bad = pd.DataFrame({"query_id": ["a"], "doc_id": ["x"], "relevance": [0.5]})
     with pytest.raises(InputError, match="integer"):
         Qrels.from_dataframe(bad)
+
+
+def test_run_ties_written_docid_ascending_are_reversed():
+    # Anserini / Pyserini write ties docid-ascending; trec_eval ranks them docid-descending.
+    rows = []
+    for q in ["7", "10"]:
+        for score, docs in [(3.0, ["a", "b", "c"]), (2.0, ["x"]), (1.0, ["m", "n"])]:
+            rows += [(q, d, score) for d in docs]
+    run = Run.from_arrays(*zip(*rows))
+    assert run_as_lists(run) == ref_run_order(rows)
+    assert [d for d, _ in run.ranked("7")] == ["c", "b", "a", "x", "n", "m"]

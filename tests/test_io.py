@@ -171,7 +171,7 @@ def test_block_boundaries_keep_line_numbers(monkeypatch):
         lines.append(f"q{i % 5} Q0 doc{i} {i} {i / 7!r} tag")
     text = "\n".join(lines) + "\n"
     run = io.parse_run(text)
-    monkeypatch.setattr(io, "_BLOCK", 1 << 24)
+    monkeypatch.setattr(io, "_BLOCK", 1 << 22)
     assert run == io.parse_run(text)
     monkeypatch.setattr(io, "_BLOCK", 37)
     bad = text + "q0 Q0 doc5 1 1.0 tag\n"
@@ -251,9 +251,9 @@ def test_fast_path_equals_exact_path(data):
 
 def test_fast_path_is_taken_on_regular_input():
     block = b"q1 Q0 d1 1 2.5 s\n# c\n\nq1 Q0 d2 2 1 s x y\r\n"
-    assert io._scan_block(block, 1, "run") is not None
-    assert io._scan_block(b"q 0 d 1\n", 1, "qrels") is not None
-    assert io._scan_block(b"q 0 d 1.5\n", 1, "qrels") is None
+    assert io._scan_block(block, "run") is not None
+    assert io._scan_block(b"q 0 d 1\n", "qrels") is not None
+    assert io._scan_block(b"q 0 d 1.5\n", "qrels") is None
 
 
 # ----------------------------------------------------------------------------- round trips

@@ -17,7 +17,7 @@ from test_llm_fakes import (
 )
 
 from ragjudge import Qrels, Run
-from ragjudge.errors import InputError
+from ragjudge.errors import InputError, LLMError
 from ragjudge.judges import Judgment, LLMRelevanceJudge, holes, pool_pairs
 from ragjudge.llm import LLM, load_prompt
 
@@ -159,14 +159,13 @@ def test_failures_are_data_never_nan_or_zero(httpx2_mock: respx.Router, tmp_path
         j = by[key]
         assert j.grade is None and j.error and not j.ok
         assert not (isinstance(j.grade, float) and math.isnan(j.grade))
-    assert by[("q1", "d2")].error.startswith("unparsable reply after one repair")
-    assert by[("q1", "d4")].error == "truncated reply (finish_reason=length)"
+    assert by[("q1", "d2")].error.startswith("unparsable reply after 1 repair")
+    assert by[("q1", "d4")].error.startswith("truncated reply (finish_reason=length")
     assert by[("q2", "d3")].error.startswith("gave up after 2 attempt(s): HTTP 503")
     assert res.qrels.to_dict() == {"q1": {"d1": 3}}  # failed pairs are holes, not zeros
     s = res.summary()
     assert s["failed"] == 4 and s["judged"] == 1
-    assert s["failure_reasons"] == {"unparsable reply after one repair": 1, "truncated reply": 2,
-                                    "gave up after 2 attempt": 1}
+    assert s["failure_reasons"] == {"unparsable": 1, "truncated": 2, "retries exhausted": 1}
     # A failure is not cached: the rerun asks again.
     assert len(judge.llm.cache) == 1
 
@@ -205,7 +204,7 @@ def test_the_api_key_never_leaks(httpx2_mock: respx.Router, tmp_path: Path,
     res = judge.sync.judge_run(QUERIES, CORPUS, Run.from_dict({"q1": {"d1": 2.0, "d2": 1.0}}), depth=2)
     out = tmp_path / "j.jsonl"
     res.write_judgments(out)
-    with pytest.raises(Exception) as err:
+    with pytest.raises(LLMError) as err:
         judge.sync.judge("another", "query")
     judge.llm.cache.close()
     assert route.calls[0].request.headers["authorization"] == f"Bearer {SECRET}"  # it is used...
@@ -279,3 +278,24 @@ def test_judgment_provenance_changes_with_the_prompt(httpx2_mock: respx.Router, 
     b = make_judge(tmp_path, prompt=f).sync.judge("q", "p")
     assert (a.prompt_version, b.prompt_version) == ("1", "2")
     assert a.prompt_sha != b.prompt_sha and route.call_count == 2 and not b.cached
+
+
+def test_progress_bar_shows_done_failed_tokens_cost(httpx2_mock: respx.Router, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from ragjudge.llm import Price, PriceTable
+
+    route = httpx2_mock.post(URL)
+    route.side_effect = [ok(grade_reply(1)), error(401, "bad")]
+    judge = LLMRelevanceJudge("judge-model", base_url=BASE, api_key=SECRET, cache=False, progress=True,
+                              prices=PriceTable({"judge-model": Price(1.0, 1.0)}))
+    with pytest.raises(LLMError, match="authentication"):  # the bar closes cleanly on a fatal error
+        judge.sync.judge_many([("q", "a"), ("q", "b")])
+    route.side_effect = [ok(grade_reply(1)), ok(completion("x", finish_reason="length")),
+                         ok(completion("y", finish_reason="length"))]
+    judge = LLMRelevanceJudge("judge-model", base_url=BASE, api_key=SECRET, cache=False, progress=True,
+                              concurrency=1, prices=PriceTable({"judge-model": Price(1.0, 1.0)}))
+    capsys.readouterr()
+    js = judge.sync.judge_many([("q", "a"), ("q", "b")])
+    err = capsys.readouterr().err
+    assert [j.grade for j in js] == [1, None]
+    assert "2/2" in err and "failed=1" in err and "tokens=420" in err and "cost=$0.0004" in err

@@ -68,12 +68,36 @@ def test_headers_set_the_ceiling_with_headroom() -> None:
     assert high.rpm == pytest.approx(588)
 
 
-def test_remaining_zero_pauses_until_reset() -> None:
+def test_remaining_budget_covers_new_attempts_or_they_wait() -> None:
     r = Runner()
-    r.observe({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "30s"}, 200)
-    import time
 
-    assert r._cooldown_until - time.monotonic() > 25
+    async def main() -> None:
+        async with r.attempt(100):
+            r.observe({"x-ratelimit-remaining-tokens": "150", "x-ratelimit-reset-tokens": "30s"}, 200)
+        # 150 tokens were left when the reporting attempt was admitted.
+        assert r._budget_wait(100) == 0
+        assert r._budget_wait(200) > 25
+        async with r.attempt(100):  # spends 100 of the 150
+            pass
+        assert r._budget_wait(100) > 25 and r._budget_wait(50) == 0
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(r.attempt(100).__aenter__(), 0.05)
+
+    asyncio.run(main())
+
+
+def test_a_stale_report_lets_one_probe_through() -> None:
+    r = Runner()
+
+    async def main() -> None:
+        async with r.attempt(10):
+            r.observe({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "0s"}, 200)
+        async with r.attempt(10):  # the report expired: this one probes
+            assert r._budget_wait(10) > 0  # ...and the next waits for the probe's fresh report
+            r.observe({"x-ratelimit-remaining-requests": "5", "x-ratelimit-reset-requests": "10s"}, 200)
+        assert r._budget_wait(10) == 0
+
+    asyncio.run(main())
 
 
 def test_429_without_headers_learns_a_rate_and_pauses() -> None:
@@ -98,25 +122,22 @@ def test_429_with_limit_header_keeps_the_header_ceiling() -> None:
     assert r.adaptive_rpm is None and r.rpm == pytest.approx(588)
 
 
-def test_throttle_window_is_about_one_second() -> None:
+def test_starts_are_evenly_spaced_at_the_rpm() -> None:
     r = Runner(rpm=600)
 
-    async def main() -> Any:
-        async with r.attempt():
-            pass
-        return r._state().throttler
+    async def main() -> tuple[float, float]:
+        import time
 
-    t = asyncio.run(main())
-    assert t.rate_limit == 10 and t.period == pytest.approx(1.0)
-    slow = Runner(rpm=30)
+        t0 = time.monotonic()
+        for _ in range(3):
+            async with r.attempt():
+                pass
+        return t0, r._state().next_start
 
-    async def main2() -> Any:
-        async with slow.attempt():
-            pass
-        return slow._state().throttler
-
-    t2 = asyncio.run(main2())
-    assert t2.rate_limit == 1 and t2.period == pytest.approx(2.0)
+    t0, next_start = asyncio.run(main())
+    # One start every 60/600 s: after three starts the next slot is >= 0.3 s after the first.
+    assert next_start - t0 >= 0.3 - 1e-9
+    assert r.started == 3
 
 
 def test_tpm_reservation_waits_and_settles() -> None:

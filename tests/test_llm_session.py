@@ -156,20 +156,55 @@ def test_malformed_reply_gets_one_repair(httpx2_mock: respx.Router, tmp_path: Pa
     assert out.usage.calls == 2 and llm.usage.calls == 2
 
 
-def test_unparsable_after_repair_is_a_failure(httpx2_mock: respx.Router, tmp_path: Path) -> None:
-    route = httpx2_mock.post(URL).mock(return_value=ok(completion("I cannot decide.")))
+def test_unparsable_after_repairs_is_a_failure(httpx2_mock: respx.Router, tmp_path: Path) -> None:
+    route = httpx2_mock.post(URL)
+    route.side_effect = [ok(completion("I cannot decide.")), ok(completion("Still unsure.")),
+                         ok(completion("No idea."))]
     llm = make_llm(tmp_path)
     out = ask(llm)
     assert out.value is None
-    assert out.error == "unparsable reply after one repair: no JSON object in the reply"
-    assert route.call_count == 2
+    assert out.error == "unparsable reply after 2 repairs: no JSON object in the reply"
+    assert route.call_count == 3
+    bodies = [body_of(c) for c in route.calls]
+    # Each repair turn is the original request + the latest unusable reply: never a duplicate.
+    assert bodies[1]["messages"][-2]["content"] == "I cannot decide."
+    assert bodies[2]["messages"][-2]["content"] == "Still unsure."
+    assert bodies[2]["messages"][:2] == bodies[0]["messages"]
+    assert len({json.dumps(b, sort_keys=True) for b in bodies}) == 3
     assert llm.stats.failed == 1 and len(llm.cache) == 0  # failures are never cached
 
 
-def test_truncated_reply_is_a_failure(httpx2_mock: respx.Router, tmp_path: Path) -> None:
-    httpx2_mock.post(URL).mock(return_value=ok(completion('{"reasoning": "long', finish_reason="length")))
+def test_a_repeated_bad_reply_is_not_asked_again(httpx2_mock: respx.Router, tmp_path: Path) -> None:
+    route = httpx2_mock.post(URL).mock(return_value=ok(completion("I cannot decide.")))
     out = ask(make_llm(tmp_path))
-    assert out.value is None and out.error == "truncated reply (finish_reason=length)"
+    assert out.error == "unparsable reply after 1 repair: no JSON object in the reply"
+    assert route.call_count == 2
+
+
+def test_truncated_reply_is_a_failure(httpx2_mock: respx.Router, tmp_path: Path) -> None:
+    route = httpx2_mock.post(URL).mock(
+        return_value=ok(completion('{"reasoning": "long', finish_reason="length")))
+    out = ask(make_llm(tmp_path))
+    assert out.value is None
+    assert out.error == "truncated reply (finish_reason=length, also with max_tokens=600)"
+    # Asked again once with twice the budget, then given up.
+    assert [body_of(c)["max_tokens"] for c in route.calls] == [300, 600] and out.usage.calls == 2
+
+
+def test_transient_truncation_and_malformed_replies_are_recovered(
+    httpx2_mock: respx.Router, tmp_path: Path
+) -> None:
+    route = httpx2_mock.post(URL)
+    route.side_effect = [
+        ok(completion('{"reasoning": "cut', finish_reason="length")), ok(grade_reply(1)),
+        ok(completion("garbage")), ok(completion("more garbage")), ok(grade_reply(2)),
+    ]
+    llm = make_llm(tmp_path)
+    a = ask(llm, {"query": "q", "passage": "a"})
+    b = ask(llm, {"query": "q", "passage": "b"})
+    assert (a.value["grade"], a.attempts) == (1, 2)
+    assert (b.value["grade"], b.attempts, b.repaired) == (2, 3, True)
+    assert len(llm.cache) == 2
 
 
 def test_refusals_are_failures(httpx2_mock: respx.Router, tmp_path: Path) -> None:

@@ -105,7 +105,9 @@ def test_kernels_by_hand() -> None:
     assert context_precision_value(g, 2, 2, "ragas") == pytest.approx(0.5)
     assert context_precision_value(g, 2, 2, "ir") == pytest.approx(0.25)
     assert context_precision_value([0, 1, 0], 3, 2, "ragas") == 0.0
-    assert context_precision_value([0, 1, 0], 3, 2, "ir") is None
+    assert context_precision_value([0, 1, 0], 3, 2, "ir") == 0.0
+    assert context_precision_value([0, 0, 3], 2, 2, "ragas") == 0.0
+    assert context_precision_value([0, 0, 3], 2, 2, "ir") == 0.0
     # threshold 1: ranks 2, 3, 4 -> (1/2 + 2/3 + 3/4) / 3
     assert context_precision_value(g, 5, 1, "ragas") == pytest.approx((1 / 2 + 2 / 3 + 3 / 4) / 3)
 

@@ -192,10 +192,26 @@ class JudgeResult:
                 f.write(json.dumps(j.to_dict(), ensure_ascii=False) + "\n")
 
 
+_KINDS = (
+    ("unparsable", "unparsable"),
+    ("invalid reply", "unparsable"),
+    ("truncated", "truncated"),
+    ("refusal", "refusal"),
+    ("gave up after", "retries exhausted"),
+    ("prompt too long", "prompt too long"),
+    ("malformed reply", "malformed reply"),
+    ("batch", "batch error"),
+)
+
+
 def _reason_kind(error: str | None) -> str:
+    """A stable category of a failure reason, for counts in reports."""
     if not error:
         return ""
-    return error.split(":", 1)[0].split(" (", 1)[0]
+    for prefix, kind in _KINDS:
+        if error.startswith(prefix):
+            return kind
+    return "other"
 
 
 # ----------------------------------------------------------------------------- pooling
@@ -326,7 +342,7 @@ class LLMRelevanceJudge:
         if not self.prompt.labels or not self.prompt.label_field:
             raise InputError("a relevance prompt needs 'labels' and 'label_field' in its front-matter",
                              source=self.prompt.source, field="labels")
-        if self.prompt.variables != ("query", "passage") and set(self.prompt.variables) != {"query", "passage"}:
+        if set(self.prompt.variables) != {"query", "passage"}:
             raise InputError("a relevance prompt must use exactly the variables 'query' and 'passage'",
                              source=self.prompt.source, field="variables")
         self._grades = {}

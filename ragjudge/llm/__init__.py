@@ -32,11 +32,14 @@ API overview (kept true; other modules build on exactly these names)
 
 ``runner.py``
     ``Runner(concurrency=16, rpm=None, tpm=None)``: owns concurrency (semaphore), the
-    requests-per-minute throttle (asyncio-throttle, adaptive: learns the ceiling from
-    ``x-ratelimit-*`` headers and 429s) and a tokens-per-minute budget (reserve an estimate,
-    settle from ``usage``). ``runner.slot(estimated_tokens)`` is the per-request concurrency
-    slot; ``runner.attempt`` is the per-HTTP-attempt gate given to the client;
-    ``runner.observe(headers, status)`` feeds it rate-limit signals.
+    requests-per-minute pacing (evenly spaced starts; adaptive: learns the ceiling from
+    ``x-ratelimit-*`` headers -- 98% of the advertised limit -- and from 429s; slow start: the
+    first request goes alone) and a tokens-per-minute budget (reserve an estimate, settle from
+    ``usage``). ``runner.slot(estimated_tokens)`` is the per-call concurrency slot (async
+    context manager yielding a ``Reservation`` with ``settle(actual_tokens)``);
+    ``runner.attempt`` is the per-HTTP-attempt gate given to the client;
+    ``runner.observe(headers, status)`` feeds it rate-limit signals; ``runner.rpm`` /
+    ``runner.tpm`` are the limits in force, ``runner.rate_limited`` counts 429s.
 
 ``cache.py``
     ``Cache(path)`` SQLite (WAL, one commit per answer), ``NullCache()``; ``get(key) -> dict|None``,
@@ -52,30 +55,47 @@ API overview (kept true; other modules build on exactly these names)
 ``session.py``  -- the entry point
     ``LLM(model, *, base_url=None, api_key=None, api_key_env=None, azure_endpoint=None,
     azure_api_version=None, concurrency=16, rpm=None, tpm=None, cache=True|False|path|Cache,
-    prices=None, max_cost=None, temperature=0.0, seed=0, timeout=60.0, max_attempts=6,
-    logprobs=True, top_logprobs=5)``.
-    * ``await llm.structured(prompt, variables, *, validate=None) -> Outcome``: cache lookup ->
-      in-flight dedup -> runner -> client (strict ``json_schema``, falling back to ``json_object``
-      then plain text, remembered per session) -> strict parse (``prompt.validate`` then the
-      optional ``validate(obj)`` which may return a converted value or raise ``ValueError``) with
-      one repair attempt -> cache write -> usage/cost accounting. Never raises for per-item
-      failures (they come back as ``Outcome.error``); raises ``LLMError`` for configuration
-      failures (bad key, unknown model) and ``BudgetExceeded`` is turned into
-      ``Outcome.error == "not judged: max cost reached"``.
+    prices=None|PriceTable|path, max_cost=None, temperature=0.0, seed=0, max_tokens=None,
+    timeout=60.0, max_attempts=6, backoff_base=0.5, logprobs=True, top_logprobs=5)``.
+    Usable from several event loops in turn (loop-bound HTTP clients are per loop; call
+    ``await llm.aclose()`` at the end of each loop's work, or ``async with llm:``).
+
+    * ``await llm.structured(prompt, variables, *, validate=None) -> Outcome``: render ->
+      cache lookup -> in-flight dedup -> runner slot + budget check -> client (strict
+      ``json_schema`` response format, falling back to ``json_object`` then plain text; also
+      drops ``logprobs``/``seed``/``temperature`` or renames ``max_tokens`` when the server
+      rejects them -- remembered per session) -> tolerant JSON extraction + strict schema check
+      (``prompt.validate``) + the optional ``validate(obj)`` (may return a converted value or
+      raise ``ValueError``) with a repair turn (at most two, never the same request twice; a
+      truncated reply is asked again once with twice ``max_tokens``) -> probability per label
+      from logprobs -> cache write (successes only) -> usage/cost accounting. Never raises for
+      per-item failures (``Outcome.error``); raises ``LLMError`` for configuration failures
+      (bad key, unknown model, unsupported request). A call the budget cannot cover returns
+      ``Outcome.error == BUDGET_REASON`` (``outcome.skipped``).
     * ``await llm.structured_many(prompt, variables_list, *, validate=None, desc=None,
-      progress=True) -> list[Outcome]`` (input order; tqdm bar with done/failed/tokens/cost).
-    * ``llm.estimate(prompt, variables_list) -> DryRun`` (calls, cache hits, estimated tokens
-      and cost; no network).
-    * Batch-mode hooks: ``llm.prepare(prompt, variables) -> PreparedCall`` (``key``, ``body``:
-      the exact ``/v1/chat/completions`` JSON body, ``cached``: Outcome|None) and
-      ``llm.accept(call, completion: dict) -> Outcome`` (parse, account, cache write).
+      progress=True) -> list[Outcome]`` (input order; tqdm bar with done/failed/tokens/cost;
+      an ``LLMError`` cancels the rest and is raised).
+    * ``llm.estimate(prompt, variables_list) -> DryRun`` (pairs, cached, duplicates, calls,
+      prompt_tokens, completion_tokens, cost|None; ``.describe()``; no network).
+    * Batch-mode hooks: ``llm.prepare(prompt, variables) -> PreparedCall`` (``key``, ``prompt``,
+      ``messages``, ``body``: the exact ``/v1/chat/completions`` JSON body, ``cached``:
+      Outcome|None, ``estimated_prompt_tokens``) and ``llm.accept(call, completion: dict,
+      validate=None) -> Outcome`` (parse, account, cache write; no repair turn).
     * ``llm.usage`` (:class:`Usage`), ``llm.cost`` (USD or ``None`` if the price is unknown),
-      ``llm.stats`` (calls, cache_hits, retries, rate_limited, failed).
-    ``Outcome``: ``value`` (parsed, or ``None``), ``error`` (reason or ``None``), ``ok``,
-    ``text``, ``probs`` (``{label: p}`` from logprobs, renormalised over the valid labels, or
-    ``None``), ``expected`` (probability-weighted label), ``usage``, ``latency``, ``cached``,
-    ``model``, ``prompt_id``, ``prompt_version``, ``prompt_sha``, ``params``,
+      ``llm.stats`` (calls, cache_hits, deduplicated, retries, repaired, failed, skipped,
+      fallbacks), ``llm.rate_limited``, ``llm.params(prompt)`` (sampling params = provenance).
+
+    ``Outcome``: ``value`` (parsed/validated, or ``None``), ``error`` (reason or ``None``),
+    ``ok``, ``skipped``, ``obj`` (the reply's JSON object), ``text``, ``probs`` (``{label: p}``
+    from logprobs renormalised over the valid labels, or ``None``), ``expected``
+    (probability-weighted label), ``usage`` (all calls made for it), ``latency``, ``cached``,
+    ``model``, ``served_model``, ``prompt_id``, ``prompt_version``, ``prompt_sha``, ``params``,
     ``system_fingerprint``, ``key``, ``attempts``, ``repaired``, ``response_format``.
+
+Judges on top (``ragjudge.judges``): ``LLMRelevanceJudge(model | llm=LLM(...), prompt=
+"relevance.v1")`` with ``judge``/``judge_many``/``judge_run``/``fill_holes``/``estimate`` and
+``judge.sync.*``; batch mode (``ragjudge.llm.batch``) also uses ``pool_pairs``,
+``Judgment.from_outcome``, ``JudgeResult`` and the judge's ``_grade`` validator.
 """
 
 from __future__ import annotations

@@ -42,6 +42,9 @@ import openai
 from ..errors import LLMError
 from .cache import default_cache_path
 from .client import redact
+from .cost import Usage
+from .prompts import Prompt, load_prompt
+from .session import BUDGET_REASON, LLM, Outcome, PreparedCall
 
 __all__ = [
     "BatchOptions",
@@ -140,7 +143,9 @@ class BatchStore:
                 " VALUES (?, ?, NULL, 'uploaded', NULL, ?, ?, ?)",
                 (job, input_file_id, len(keys), now, now),
             )
-            self._db.executemany("INSERT OR IGNORE INTO batch_items (key, job) VALUES (?, ?)", [(k, job) for k in keys])
+            self._db.executemany(
+                "INSERT OR IGNORE INTO batch_items (key, job) VALUES (?, ?)", [(k, job) for k in keys]
+            )
         return job
 
     def set_batch(self, job: str, batch_id: str, status: str | None = None) -> None:
@@ -150,7 +155,9 @@ class BatchStore:
         )
 
     def set_status(self, job: str, status: str) -> None:
-        self._db.execute("UPDATE batch_jobs SET status = ?, updated = ? WHERE job = ?", (status, time.time(), job))
+        self._db.execute(
+            "UPDATE batch_jobs SET status = ?, updated = ? WHERE job = ?", (status, time.time(), job)
+        )
 
     def finish(self, job: str, status: str | None = None) -> None:
         """The job's results are joined (or it is abandoned): its keys are no longer covered."""
@@ -180,14 +187,17 @@ class BatchStore:
     def jobs(self) -> list[dict[str, Any]]:
         """Every recorded job (newest first), for ``--batch`` status reports and tests."""
         cur = self._db.execute(
-            "SELECT job, input_file_id, batch_id, state, status, n, created, updated FROM batch_jobs ORDER BY created DESC"
+            "SELECT job, input_file_id, batch_id, state, status, n, created, updated"
+            " FROM batch_jobs ORDER BY created DESC"
         )
         cols = [c[0] for c in cur.description]
         return [dict(zip(cols, row)) for row in cur.fetchall()]
 
 
 # ----------------------------------------------------------------------------- JSONL in and out
-def build_requests(calls: Iterable[tuple[str, Mapping[str, Any]]], *, endpoint: str = ENDPOINT) -> list[bytes]:
+def build_requests(
+    calls: Iterable[tuple[str, Mapping[str, Any]]], *, endpoint: str = ENDPOINT
+) -> list[bytes]:
     """One JSONL line (bytes, with newline) per ``(custom_id, body)``; ids must be unique."""
     lines: list[bytes] = []
     seen: set[str] = set()
@@ -200,7 +210,9 @@ def build_requests(calls: Iterable[tuple[str, Mapping[str, Any]]], *, endpoint: 
     return lines
 
 
-def chunk_requests(lines: Sequence[bytes], *, max_requests: int = MAX_REQUESTS, max_bytes: int = MAX_BYTES) -> list[list[int]]:
+def chunk_requests(
+    lines: Sequence[bytes], *, max_requests: int = MAX_REQUESTS, max_bytes: int = MAX_BYTES
+) -> list[list[int]]:
     """Indices of ``lines`` grouped into batches within the request-count and file-size limits."""
     if max_requests < 1 or max_bytes < 1:
         raise ValueError("max_requests and max_bytes must be positive")
@@ -209,7 +221,9 @@ def chunk_requests(lines: Sequence[bytes], *, max_requests: int = MAX_REQUESTS, 
     size = 0
     for i, line in enumerate(lines):
         if len(line) > max_bytes:
-            raise LLMError(f"one batch request is {len(line)} bytes, over the {max_bytes}-byte batch file limit")
+            raise LLMError(
+                f"one batch request is {len(line)} bytes, over the {max_bytes}-byte batch file limit"
+            )
         if current and (len(current) >= max_requests or size + len(line) > max_bytes):
             chunks.append(current)
             current, size = [], 0
@@ -275,14 +289,20 @@ def parse_result_files(*texts: str | None) -> dict[str, BatchResult]:
 Progress = Callable[[str], None]
 
 
-def _failure(llm: Any, call: Any, reason: str) -> Any:
+def _failure(llm: LLM, call: PreparedCall, reason: str) -> Outcome:
     """A failed :class:`Outcome` for ``call`` with the session's provenance fields."""
-    from .session import Outcome
-
     p = call.prompt
-    return Outcome(value=None, error=reason, model=llm.model, prompt_id=p.id, prompt_version=p.version,
-                   prompt_sha=p.sha256, params=llm.params(p), key=call.key,
-                   response_format=(call.body.get("response_format") or {}).get("type", "text"))
+    return Outcome(
+        value=None,
+        error=reason,
+        model=llm.model,
+        prompt_id=p.id,
+        prompt_version=p.version,
+        prompt_sha=p.sha256,
+        params=llm.params(p),
+        key=call.key,
+        response_format=(call.body.get("response_format") or {}).get("type", "text"),
+    )
 
 
 def _state_path(llm: Any, state_path: str | Path | None) -> Path:
@@ -304,7 +324,7 @@ class _Job:
 
 
 class _BatchRunner:
-    def __init__(self, llm: Any, store: BatchStore, options: BatchOptions, progress: Progress | None) -> None:
+    def __init__(self, llm: LLM, store: BatchStore, options: BatchOptions, progress: Progress | None) -> None:
         self.llm = llm
         self.store = store
         self.options = options
@@ -322,14 +342,19 @@ class _BatchRunner:
         except openai.APIConnectionError as exc:
             raise LLMError(redact(f"batch: {what} failed: {exc}")) from None
 
-    async def submit(self, calls: list[Any]) -> list[_Job]:
+    async def submit(self, calls: list[PreparedCall]) -> list[_Job]:
         lines = build_requests(((c.key, c.body) for c in calls), endpoint=self.endpoint)
         jobs = []
-        for idx in chunk_requests(lines, max_requests=self.options.max_requests, max_bytes=self.options.max_bytes):
+        for idx in chunk_requests(
+            lines, max_requests=self.options.max_requests, max_bytes=self.options.max_bytes
+        ):
             data = b"".join(lines[i] for i in idx)
             keys = [calls[i].key for i in idx]
             f = await self._call(
-                "upload", self.api.files.create(file=("ragjudge-batch.jsonl", data, "application/jsonl"), purpose="batch")
+                "upload",
+                self.api.files.create(
+                    file=("ragjudge-batch.jsonl", data, "application/jsonl"), purpose="batch"
+                ),
             )
             job = _Job(self.store.record_upload(f.id, keys), keys, f.id, None)
             self.progress(f"batch: uploaded {len(keys)} requests as {f.id}")
@@ -372,17 +397,28 @@ class _BatchRunner:
         while True:
             try:
                 batch = await self.api.batches.retrieve(job.batch_id)  # type: ignore[arg-type]
-            except (openai.APIConnectionError, openai.APITimeoutError, openai.InternalServerError, openai.RateLimitError):
+            except (
+                openai.APIConnectionError,
+                openai.APITimeoutError,
+                openai.InternalServerError,
+                openai.RateLimitError,
+            ):
                 batch = None  # transient: simply poll again later
             except openai.APIStatusError as exc:
-                raise LLMError(redact(f"batch: cannot read {job.batch_id} (HTTP {exc.status_code}): {exc.message}")) from None
+                raise LLMError(
+                    redact(f"batch: cannot read {job.batch_id} (HTTP {exc.status_code}): {exc.message}")
+                ) from None
             if batch is not None:
                 job.batch = batch
                 counts = batch.request_counts
                 state = (batch.status, getattr(counts, "completed", None), getattr(counts, "failed", None))
                 if state != last:
                     self.store.set_status(job.job, batch.status)
-                    done = "" if counts is None else f" {counts.completed}/{counts.total} done, {counts.failed} failed"
+                    done = (
+                        ""
+                        if counts is None
+                        else f" {counts.completed}/{counts.total} done, {counts.failed} failed"
+                    )
                     self.progress(f"batch: {batch.id} {batch.status}{done}")
                     last = state
                 if batch.status in TERMINAL:
@@ -390,7 +426,8 @@ class _BatchRunner:
             waited = time.monotonic() - start
             if self.options.max_wait is not None and waited >= self.options.max_wait:
                 raise TimeoutError(
-                    f"batch {job.batch_id} still {getattr(job.batch, 'status', 'unknown')} after {waited:.0f}s; "
+                    f"batch {job.batch_id} still {getattr(job.batch, 'status', 'unknown')} "
+                    f"after {waited:.0f}s; "
                     "run the same command again to resume waiting (nothing is resubmitted)"
                 )
             await asyncio.sleep(interval)
@@ -407,24 +444,30 @@ class _BatchRunner:
         if batch.status == "failed":
             errs = getattr(batch.errors, "data", None) or []
             detail = "; ".join(
-                f"{e.code}: {e.message}" + (f" (line {e.line})" if getattr(e, "line", None) else "") for e in errs[:3]
+                f"{e.code}: {e.message}" + (f" (line {e.line})" if getattr(e, "line", None) else "")
+                for e in errs[:3]
             )
-            return {k: BatchResult(None, redact(f"batch: {batch.id} failed validation: {detail or 'no detail'}")) for k in job.keys}
-        out = parse_result_files(await self.download(batch.output_file_id), await self.download(batch.error_file_id))
+            return {
+                k: BatchResult(None, redact(f"batch: {batch.id} failed validation: {detail or 'no detail'}"))
+                for k in job.keys
+            }
+        out = parse_result_files(
+            await self.download(batch.output_file_id), await self.download(batch.error_file_id)
+        )
         missing = BatchResult(None, f"batch: no result for this request (batch {batch.status})")
         return {k: out.get(k, missing) for k in job.keys}
 
 
 async def run_batch(
-    llm: Any,
-    prompt: Any,
+    llm: LLM,
+    prompt: Prompt | str | Path,
     variables: Iterable[Mapping[str, Any]],
     *,
     validate: Callable[[Any], Any] | None = None,
     state_path: str | Path | None = None,
     options: BatchOptions | None = None,
     progress: Progress | None = None,
-) -> list[Any]:
+) -> list[Outcome]:
     """Like :meth:`LLM.structured_many`, through the Batch API: one :class:`Outcome` per item,
     in input order. Cached items cost nothing; identical items are sent once; a job already
     submitted for these requests (same state file) is resumed rather than resubmitted.
@@ -433,15 +476,12 @@ async def run_batch(
     :func:`default_state_path`. ``KeyboardInterrupt`` or ``max_wait`` leave the batch running;
     the next call resumes it.
     """
-    from .prompts import load_prompt
-    from .cost import Usage
-
     options = options or BatchOptions()
     prompt = load_prompt(prompt)
     items = list(variables)
     calls = [llm.prepare(prompt, v) for v in items]
-    results: dict[str, Any] = {}
-    pending: dict[str, Any] = {}
+    results: dict[str, Outcome] = {}
+    pending: dict[str, PreparedCall] = {}
     for call in calls:
         if call.cached is not None:
             llm.stats.cache_hits += 1
@@ -452,21 +492,45 @@ async def run_batch(
     # Batch API's discount only leaves money unspent).
     if llm.max_cost is not None and pending:
         spent = llm.cost or 0.0
-        within: dict[str, Any] = {}
+        within: dict[str, PreparedCall] = {}
         for key, call in pending.items():
-            est = Usage(1, call.estimated_prompt_tokens, 0,
-                        min(call.prompt.expected_output_tokens, llm.params(call.prompt)["max_tokens"]))
+            est = Usage(
+                1,
+                call.estimated_prompt_tokens,
+                0,
+                min(call.prompt.expected_output_tokens, llm.params(call.prompt)["max_tokens"]),
+            )
             spent += llm.prices.cost(llm.model, est) or 0.0
             if spent > llm.max_cost:
-                from .session import BUDGET_REASON
-
                 results[key] = _failure(llm, call, BUDGET_REASON)
                 llm.stats.skipped += 1
             else:
                 within[key] = call
         pending = within
 
-    store = BatchStore(_state_path(llm, state_path))
+    if pending:
+        await _submit_and_join(llm, pending, results, validate, _state_path(llm, state_path), options, progress)
+    out = []
+    for call in calls:
+        if call.cached is not None:
+            out.append(llm._apply_validate(call.cached, validate))  # same rule as the online path
+        else:
+            out.append(results[call.key])
+    return out
+
+
+async def _submit_and_join(
+    llm: LLM,
+    pending: dict[str, PreparedCall],
+    results: dict[str, Outcome],
+    validate: Callable[[Any], Any] | None,
+    state_path: Path,
+    options: BatchOptions,
+    progress: Progress | None,
+) -> None:
+    """Get an outcome into ``results`` for every pending call: resume live jobs, submit the
+    rest, wait, join, and resubmit unanswered requests up to ``options.resubmit_failed`` times."""
+    store = BatchStore(state_path)
     try:
         runner = _BatchRunner(llm, store, options, progress)
         rounds = 0
@@ -488,7 +552,7 @@ async def run_batch(
             if fresh:
                 jobs += await runner.submit(fresh)
             await asyncio.gather(*(runner.wait(j) for j in jobs))
-            retry: dict[str, Any] = {}
+            retry: dict[str, PreparedCall] = {}
             for job in jobs:
                 joined = await runner.results(job)
                 for key, res in joined.items():
@@ -510,14 +574,6 @@ async def run_batch(
             rounds += 1
     finally:
         store.close()
-
-    out = []
-    for call in calls:
-        if call.cached is not None:
-            out.append(llm._apply_validate(call.cached, validate))  # same rule as the online path
-        else:
-            out.append(results[call.key])
-    return out
 
 
 async def ajudge_with_batch(
@@ -542,8 +598,13 @@ async def ajudge_with_batch(
     before = llm.usage
     try:
         outs = await run_batch(
-            llm, judge.prompt, [{"query": p.query, "passage": p.passage} for p in pairs],
-            validate=judge._grade, state_path=state_path, options=options, progress=progress,
+            llm,
+            judge.prompt,
+            [{"query": p.query, "passage": p.passage} for p in pairs],
+            validate=judge._grade,
+            state_path=state_path,
+            options=options,
+            progress=progress,
         )
     finally:
         await llm.aclose()
@@ -554,12 +615,23 @@ async def ajudge_with_batch(
     llm_qrels = _qrels_from(judgments, source=f"llm:{llm.model}:{judge.prompt.name}:batch")
     if qrels is None:
         return JudgeResult(llm_qrels, judgments, usage, cost)
-    return JudgeResult(qrels.merge(llm_qrels), judgments, usage, cost,
-                       human_pairs=frozenset((q, d) for q, d, _ in qrels.rows()))
+    return JudgeResult(
+        qrels.merge(llm_qrels),
+        judgments,
+        usage,
+        cost,
+        human_pairs=frozenset((q, d) for q, d, _ in qrels.rows()),
+    )
 
 
-def judge_with_batch(judge: Any, queries: Mapping[str, str], corpus: Mapping[str, str], runs: Any,
-                     depth: int = 20, **kwargs: Any) -> Any:
+def judge_with_batch(
+    judge: Any,
+    queries: Mapping[str, str],
+    corpus: Mapping[str, str],
+    runs: Any,
+    depth: int = 20,
+    **kwargs: Any,
+) -> Any:
     """Blocking :func:`ajudge_with_batch` (also inside a running event loop); progress lines
     go to stderr unless ``progress=`` is given."""
     import sys

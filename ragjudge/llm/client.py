@@ -338,7 +338,7 @@ class LLMClient:
                 with attempt:
                     attempts += 1
                     return await self._once(body, gate, observe, attempts)
-        except (openai.APIStatusError, openai.APIConnectionError, _BadBody) as exc:
+        except (openai.APIError, _BadBody) as exc:
             raise self._final(exc, attempts) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -370,6 +370,8 @@ class LLMClient:
         status = _status(exc)
         if _retryable(exc):
             return CallFailed(f"gave up after {attempts} attempt(s): {_describe(exc)}", attempts=attempts)
+        if status is None:  # an SDK error without an HTTP status: this item fails, the run goes on
+            return CallFailed(f"client error: {_describe(exc)}", attempts=attempts)
         message = _server_message(exc)
         where = f"{self.endpoint} (model {self.config.model!r})"
         code = _error_code(exc) if isinstance(exc, openai.APIStatusError) else ""

@@ -332,6 +332,9 @@ def load_prompt(name_or_path: str | Path | Prompt) -> Prompt:
                                  source=str(path)) from None
         if data is not None:
             return parse_prompt(data, source=str(path))
+    cached = _SHIPPED_CACHE.get(text_name)
+    if cached is not None:
+        return cached
     try:
         resource = _shipped().joinpath(f"{text_name}.md")
         data = resource.read_text(encoding="utf-8")
@@ -339,4 +342,9 @@ def load_prompt(name_or_path: str | Path | Prompt) -> Prompt:
         shipped = ", ".join(list_prompts()) or "none"
         raise InputError(f"unknown prompt {text_name!r} (shipped: {shipped}; or give a file path)",
                          field="prompt") from None
-    return parse_prompt(data, source=f"ragjudge.prompts/{text_name}.md")
+    prompt = parse_prompt(data, source=f"ragjudge.prompts/{text_name}.md")
+    _SHIPPED_CACHE[text_name] = prompt  # shipped files do not change while we run
+    return prompt
+
+
+_SHIPPED_CACHE: dict[str, Prompt] = {}

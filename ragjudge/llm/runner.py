@@ -4,19 +4,27 @@ Three limits, all optional, applied in this order:
 
 1. **Concurrency** -- at most ``concurrency`` calls in flight (a semaphore held for the whole
    call, retries included).
-2. **Tokens per minute** -- each call reserves an estimate (prompt + expected reply) in a
-   sliding 60 s window before it starts, and the reservation is settled to the real ``usage``
-   when it ends.
-3. **Requests per minute** -- every HTTP attempt (retries too) passes an ``asyncio-throttle``
-   ``Throttler`` whose window is about one second, so a 600 rpm limit becomes ~10 starts per
-   second rather than a 600-request burst.
+2. **Tokens per minute** -- each call reserves an estimate (prompt + ``max_tokens``, what
+   OpenAI's limiter counts at admission) in a sliding 60 s window before it starts, and the
+   reservation is settled to the real ``usage`` when it ends.
+3. **Requests per minute** -- every HTTP attempt (retries too) takes the next start time of
+   an evenly spaced schedule (one start every ``60 / rpm`` seconds, reserved in FIFO order,
+   no polling). Any sliding window of ``W`` seconds then holds at most ``W * rpm / 60 + 1``
+   starts, so the server's window -- whatever its length -- is never overrun, and no
+   throughput is lost to polling. (``asyncio-throttle`` was tried first: it admits clumps of
+   ``n`` per period and polls every 10 ms; measured against a 600 rpm, 300 ms simulator it
+   reached 94% of the ceiling with 2-14 429s per 300 requests, the pacer 96-97% with none.)
 
 The rpm ceiling adapts (the effective rate is the smallest of the known limits):
 
 * ``rpm=`` / ``tpm=`` given by the user are hard caps, never exceeded.
 * ``x-ratelimit-limit-requests`` / ``-tokens`` headers (OpenAI, Azure, many proxies) set the
-  ceiling to 98% of the advertised limit from the first reply on; ``x-ratelimit-remaining-*``
-  at 0 pauses new starts until ``x-ratelimit-reset-*``.
+  ceiling to 98% of the advertised limit from the first reply on.
+* ``x-ratelimit-remaining-tokens`` (and ``-requests`` while no request limit is known), minus
+  what we started since the reporting request was admitted, must cover a new attempt, else it
+  waits for ``x-ratelimit-reset-*``; when that report goes stale one attempt probes and the
+  rest wait for its fresh report. This keeps windows shorter than a minute from being overrun
+  (measured: 92-95% of a 60k tpm / 10 s-window ceiling, 0 429s).
 * Slow start: the first request of a run goes alone; the others wait for its reply, so the
   limit headers are known before the first burst.
 * A 429 pauses every new start for the server's ``Retry-After`` and, when no header told us
@@ -31,6 +39,7 @@ rpm, because local servers (vLLM, llama.cpp) have none and a guess would only sl
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import math
 import re
 import time
@@ -40,13 +49,15 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
-from asyncio_throttle import Throttler
-
 from .client import retry_after_seconds
 
 __all__ = ["Runner", "Reservation", "parse_duration"]
 
 HEADROOM = 0.98
+# (requests started, tokens started) when the current task's HTTP attempt was admitted; lets
+# observe() place a reply's remaining-budget headers on our own timeline.
+_TICKET: contextvars.ContextVar[tuple[float, float] | None] = contextvars.ContextVar(
+    "ragjudge_runner_ticket", default=None)
 _WINDOW = 60.0
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 
@@ -100,7 +111,7 @@ class _LoopState:
 
     def __init__(self, concurrency: int) -> None:
         self.semaphore = asyncio.Semaphore(concurrency)
-        self.throttler: Throttler | None = None
+        self.next_start = 0.0  # monotonic time of the next free start slot
         self.first_reply = asyncio.Event()
         self.probing = False
 
@@ -127,6 +138,11 @@ class Runner:
         self._last_raise = time.monotonic()
         self._ok_times: deque[float] = deque()
         self._tpm_window: deque[list[float]] = deque()
+        # Last remaining budget the server reported, per kind: (remaining, value of our
+        # started-counter when the reporting attempt started, monotonic reset time, whether it
+        # is only a probe's placeholder).
+        self._budget: dict[str, tuple[float, float, float, bool] | None] = {}
+        self._started_tokens = 0.0
         self._states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
             weakref.WeakKeyDictionary()
         )
@@ -158,21 +174,18 @@ class Runner:
             self._states[loop] = st
         return st
 
-    def _throttler(self, st: _LoopState) -> Throttler | None:
+    async def _pace(self, st: _LoopState) -> None:
+        """Wait for this attempt's slot in the evenly spaced start schedule."""
         self._maybe_raise()
         rpm = self.rpm
+        now = time.monotonic()
         if rpm is None:
-            st.throttler = None
-            return None
-        # ~1 s windows: n starts per (60 n / rpm) seconds.
-        n = max(1, math.ceil(rpm / 60.0))
-        period = 60.0 * n / rpm
-        if st.throttler is None:
-            st.throttler = Throttler(rate_limit=n, period=period)
-        else:
-            st.throttler.rate_limit = n
-            st.throttler.period = period
-        return st.throttler
+            st.next_start = now
+            return
+        at = max(now, st.next_start)
+        st.next_start = at + 60.0 / rpm
+        if at > now:
+            await asyncio.sleep(at - now)
 
     def _maybe_raise(self) -> None:
         # Additive-ish increase of a 429-learned rate after a quiet spell.
@@ -214,8 +227,9 @@ class Runner:
             await asyncio.sleep(min(max(wait, 0.01), 1.0))
 
     @asynccontextmanager
-    async def attempt(self) -> AsyncIterator[None]:
-        """Admission of one HTTP attempt: wait out a cooldown, then the rpm throttle."""
+    async def attempt(self, tokens: int = 0) -> AsyncIterator[None]:
+        """Admission of one HTTP attempt (``tokens``: its estimated size): wait out a cooldown,
+        the server's remaining budget, then the rpm pacing."""
         st = self._state()
         if not st.first_reply.is_set() and self.header_rpm is None and self.adaptive_rpm is None:
             if st.probing:
@@ -224,27 +238,64 @@ class Runner:
                 # Slow start: the first request goes alone, so its reply's rate-limit headers
                 # set the pace before a burst of `concurrency` requests can overrun the window.
                 st.probing = True
-                async with self._admit(st):
+                async with self._admit(st, tokens):
                     try:
                         yield
                     finally:
                         st.first_reply.set()
                 return
-        async with self._admit(st):
+        async with self._admit(st, tokens):
             yield
 
     @asynccontextmanager
-    async def _admit(self, st: _LoopState) -> AsyncIterator[None]:
+    async def _admit(self, st: _LoopState, tokens: int) -> AsyncIterator[None]:
         while True:
             delay = self._cooldown_until - time.monotonic()
-            if delay <= 0:
+            if delay > 0:
+                await asyncio.sleep(min(delay, 1.0))
+                continue
+            await self._pace(st)
+            # Checked after pacing, with no await before the counters move: check-and-start is
+            # atomic, so concurrent attempts cannot all spend the same reported budget.
+            wait = self._budget_wait(tokens)
+            if wait <= 0 and self._cooldown_until <= time.monotonic():
                 break
-            await asyncio.sleep(min(delay, 1.0))
-        throttler = self._throttler(st)
-        if throttler is not None:
-            await throttler.acquire()
+            # Re-check at least every second: a fresher reply may have brought better news.
+            await asyncio.sleep(min(max(wait, 0.01), 1.0))
         self.started += 1
-        yield
+        self._started_tokens += tokens
+        token = _TICKET.set((self.started, self._started_tokens))
+        try:
+            yield
+        finally:
+            _TICKET.reset(token)
+
+    def _budget_wait(self, tokens: int) -> float:
+        """Seconds until the server's last reported remaining budget covers this attempt.
+
+        ``x-ratelimit-remaining-*`` describes the server's window when the reporting request
+        was admitted; attempts started after it have used part of it since.
+        """
+        now = time.monotonic()
+        wait = 0.0
+        for kind, need, counter in (("requests", 1, self.started), ("tokens", tokens, self._started_tokens)):
+            info = self._budget.get(kind)
+            if info is None:
+                continue
+            if kind == "requests" and self.header_rpm is not None:
+                # Pacing at 98% of the advertised rpm already keeps any window safe; the
+                # remaining count, pessimistic for sliding windows, would only slow it down.
+                continue
+            remaining, snapshot, reset_at, _ = info
+            if now >= reset_at:
+                # The report is stale. What a sliding window has freed by now is unknown: let
+                # this one attempt probe it, and the others wait (up to 1 s) for its reply's
+                # fresh report, instead of all rushing in at once.
+                self._budget[kind] = (float(need), counter, now + 1.0, True)
+                continue
+            if remaining - (counter - snapshot) < need:
+                wait = max(wait, reset_at - now)
+        return wait
 
     # -- signals ---------------------------------------------------------------------
     def observe(self, headers: Mapping[str, str], status: int) -> None:
@@ -256,12 +307,17 @@ class Runner:
         limit_tok = _int_header(headers, "x-ratelimit-limit-tokens")
         if limit_tok and limit_tok > 0:
             self.header_tpm = float(limit_tok)
-        for kind in ("requests", "tokens"):
+        ticket = _TICKET.get()
+        for i, kind in enumerate(("requests", "tokens")):
             remaining = _int_header(headers, f"x-ratelimit-remaining-{kind}")
-            if remaining is not None and remaining <= 0:
-                reset = parse_duration(headers.get(f"x-ratelimit-reset-{kind}"))
-                if reset:
-                    self._cooldown_until = max(self._cooldown_until, now + min(reset, 60.0))
+            reset = parse_duration(headers.get(f"x-ratelimit-reset-{kind}"))
+            if remaining is None or reset is None or ticket is None:
+                continue
+            snapshot = ticket[i]
+            info = self._budget.get(kind)
+            # The freshest report wins; any real report beats a probe's placeholder.
+            if info is None or info[3] or snapshot >= info[1]:
+                self._budget[kind] = (float(remaining), snapshot, now + min(reset, 60.0), False)
         if 200 <= status < 300:
             self._ok_times.append(now)
             while self._ok_times and now - self._ok_times[0] > _WINDOW:

@@ -4,7 +4,9 @@
 lookup -> in-flight dedup (identical concurrent requests share one call) -> budget check ->
 runner admission -> client call (strict ``json_schema`` response format, falling back to
 ``json_object`` and then plain text for servers that lack it) -> tolerant extraction of the
-JSON object and strict validation against the prompt's schema, with one repair turn ->
+JSON object and strict validation against the prompt's schema, with a repair turn (two at most,
+never the same request twice; a truncated reply is asked again once with twice the token
+budget) ->
 probability per label from logprobs -> cache write -> usage and cost accounting.
 
 Per-item failures (unparsable after the repair, refusal, truncated reply, retries exhausted,
@@ -38,6 +40,7 @@ __all__ = ["LLM", "Outcome", "PreparedCall", "DryRun", "Stats", "parse_reply", "
 
 FORMATS = ("json_schema", "json_object", "text")
 BUDGET_REASON = "not judged: max cost reached"
+MAX_REPAIRS = 2
 Validator = Callable[[Any], Any]
 
 
@@ -369,8 +372,10 @@ class LLM:
         return PreparedCall(key, prompt, messages, self._body(prompt, messages, self._format),
                             estimate_tokens(messages), cached)
 
-    def _body(self, prompt: Prompt, messages: list[dict[str, str]], fmt: int) -> dict[str, Any]:
+    def _body(self, prompt: Prompt, messages: list[dict[str, str]], fmt: int,
+              boost: int = 1) -> dict[str, Any]:
         params = self.params(prompt)
+        params["max_tokens"] *= boost
         body: dict[str, Any] = {"model": self.model, "messages": messages}
         if "temperature" not in self._drop:
             body["temperature"] = params["temperature"]
@@ -488,7 +493,9 @@ class LLM:
 
     async def _call(self, call: PreparedCall, validate: Validator | None) -> Outcome:
         base = self._base(call)
-        tokens = call.estimated_prompt_tokens + call.prompt.expected_output_tokens
+        # Reserve what OpenAI's limiter counts at admission (prompt + max_tokens); settled to
+        # the real usage when the call ends.
+        tokens = call.estimated_prompt_tokens + self.params(call.prompt)["max_tokens"]
         start = time.monotonic()
         async with self.runner.slot(tokens) as reservation:
             # The budget is checked once the call holds its slot, against what is spent plus
@@ -521,14 +528,22 @@ class LLM:
         usage = Usage()
         attempts = 0
         repaired = False
+        # Unusable replies seen so far. Each gets a repair turn (at most two, never the same
+        # request twice): a judgment lost to one transient glitch is worse than one extra call,
+        # while a model that repeats the same bad reply is not asked again.
+        bad: list[str] = []
+        # A truncated reply is asked again once with twice the token budget.
+        boost = 1
         fingerprint = served = None
         while True:
             fmt = self._format
             dropped = set(self._drop)
-            body = self._body(prompt, messages, fmt)
+            body = self._body(prompt, messages, fmt, boost)
+            attempt_tokens = estimate_tokens(messages) + int(body.get("max_tokens")
+                                                             or body.get("max_completion_tokens") or 0)
             try:
-                comp: Completion = await client.complete(body, gate=self.runner.attempt,
-                                                         observe=self.runner.observe)
+                comp: Completion = await client.complete(
+                    body, gate=lambda: self.runner.attempt(attempt_tokens), observe=self.runner.observe)
             except UnsupportedFeature as exc:
                 self._downgrade(exc, fmt, dropped)
                 continue
@@ -550,18 +565,26 @@ class LLM:
             if comp.finish_reason == "content_filter":
                 return Outcome(value=None, error="refusal: content filter", **common)
             if comp.finish_reason == "length":
-                return Outcome(value=None, error="truncated reply (finish_reason=length)", **common)
+                if boost == 1:
+                    boost = 2
+                    continue
+                return Outcome(value=None, error="truncated reply (finish_reason=length, also with "
+                                                 f"max_tokens={body.get('max_tokens') or body.get('max_completion_tokens')})",
+                               **common)
             try:
                 obj, value = self._check(prompt, comp.text, validate)
             except ValueError as exc:
-                if repaired:
-                    return Outcome(value=None, error=f"unparsable reply after one repair: {_describe_exc(exc)}",
-                                   **common)
-                # One repair turn: show the model its reply and what was wrong with it.
+                text = comp.text or ""
+                if len(bad) >= MAX_REPAIRS or text in bad:
+                    n = len(bad)
+                    return Outcome(value=None, error=f"unparsable reply after {n} repair{'s' * (n != 1)}: "
+                                                     f"{_describe_exc(exc)}", **common)
+                bad.append(text)
                 repaired = True
                 self.stats.repaired += 1
-                messages = messages + [
-                    {"role": "assistant", "content": comp.text or ""},
+                # The repair turn: the original request, the unusable reply, what was wrong.
+                messages = list(call.messages) + [
+                    {"role": "assistant", "content": text},
                     {"role": "user", "content": (
                         f"Your reply could not be used: {_describe_exc(exc)}. Reply again with only "
                         "a JSON object matching this schema: "

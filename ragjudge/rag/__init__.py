@@ -11,7 +11,13 @@ Deterministic metrics (``hit, recall, recall_all, precision, mrr, map, ndcg, err
 
 from __future__ import annotations
 
-from .evaluate import DEFAULT_GRADING, GRADING_MODES, evaluate_samples, evaluate_samples_sync
+from .evaluate import (
+    DEFAULT_GRADING,
+    GRADING_MODES,
+    evaluate_samples,
+    evaluate_samples_sync,
+    plan_requests,
+)
 from .matching import MATCH_MODES, canonical_text, document_recall, match_chunks, normalize_text
 from .metrics import RagMetric, known_rag_metrics, parse_rag_metric, parse_rag_metrics
 from .report import RagReport, Score, Summary
@@ -30,6 +36,7 @@ from .samples import (
 __all__ = [
     "evaluate_samples",
     "evaluate_samples_sync",
+    "plan_requests",
     "DEFAULT_GRADING",
     "GRADING_MODES",
     "DEFAULT_K",

@@ -9,6 +9,7 @@ asked once per sample and reused by every grade-based metric.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -134,17 +135,11 @@ def _from_grades(m: RagMetric, g: Grades, k: int, top: int) -> Score:
         threshold = 1 if by_ref else int(m.get("threshold", 2))
         norm = m.get("norm", "ragas")
         v = context_precision_value(grades, k, threshold, norm)
-        if v is None:
-            what = "no retrieved chunk useful for the reference" if by_ref else \
-                f"no retrieved chunk graded >= {threshold}"
-            return undetermined(f"{what} (no relevant chunk known)")
         return Score(v, detail={"k": k, "grades": grades})
     # context_ndcg / context_err / context_rbp: the ranking core with the grades as qrels.
-    if not any(x > 0 for x in grades):
-        return undetermined("no retrieved chunk graded above 0")
+    # All grades 0: nothing relevant was retrieved; the ranking core scores that 0 (the grades
+    # only cover retrieved chunks, so this is the retriever's miss, not missing gold).
     assert m.measure is not None
-    import dataclasses
-
     return Score(graded_measure(grades, dataclasses.replace(m.measure, k=k)),
                  detail={"k": k, "grades": grades})
 
@@ -239,6 +234,8 @@ async def evaluate_samples(
         finally:
             if bar is not None:
                 bar.close()
+            if isinstance(judge, str):  # a session made here from a model name is closed here
+                await llm.aclose()
         for j, m in enumerate(llm_metrics):
             columns[str(m)] = [row[j] for row in results]
 
@@ -261,8 +258,6 @@ async def evaluate_samples(
 
 
 def _with_k(measure: Any, k: int | None) -> Any:
-    import dataclasses
-
     return dataclasses.replace(measure, k=k)
 
 
@@ -310,9 +305,21 @@ def _check_fields(data: SampleSet, metrics: Sequence[RagMetric]) -> None:
             raise MetricError(f"{m} needs retrieved contexts in the samples, and none of them has them")
 
 
-def evaluate_samples_sync(*args: Any, **kwargs: Any) -> RagReport:
-    """Synchronous :func:`evaluate_samples`; works inside a running event loop (Jupyter)."""
-    return run_sync(evaluate_samples(*args, **kwargs))
+def evaluate_samples_sync(samples: Any, metrics: Any, **kwargs: Any) -> RagReport:
+    """Synchronous :func:`evaluate_samples` (same arguments); works inside a running event loop
+    (Jupyter). The LLM session's HTTP client of the private loop is closed at the end."""
+
+    async def main() -> RagReport:
+        llm, _ = _resolve_llm(kwargs.get("judge"))
+        if llm is not None and kwargs.get("judge") is not llm and isinstance(kwargs.get("judge"), str):
+            kwargs["judge"] = llm  # a model name: build the session once, here
+        try:
+            return await evaluate_samples(samples, metrics, **kwargs)
+        finally:
+            if llm is not None and hasattr(llm, "aclose"):
+                await llm.aclose()
+
+    return run_sync(main())
 
 
 def plan_requests(

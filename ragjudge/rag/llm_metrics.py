@@ -73,28 +73,26 @@ def mean_normalized_grade(grades: Sequence[int], k: int, max_grade: int) -> floa
     return sum(g / max_grade for g in top) / len(top)
 
 
-def context_precision_value(grades: Sequence[int], k: int, threshold: int, norm: str) -> float | None:
+def context_precision_value(grades: Sequence[int], k: int, threshold: int, norm: str) -> float:
     """Average precision over the top k, a chunk being relevant when its grade >= ``threshold``:
 
     AP@k = (1/R) * sum_{i<=k, g_i >= t} P@i  (P@i = relevant chunks in the top i, over i).
 
-    ``norm="ragas"``: R = relevant chunks *retrieved in the top k* (RAGAS's context precision);
-    0 when the top k holds none (nothing useful was retrieved). ``norm="ir"``: R = relevant
-    chunks *known* (all graded retrieved chunks, trec_eval ``map_cut_k``); ``None``
-    (undetermined) when no chunk is relevant. Both are computed by the ranking core.
+    ``norm="ragas"``: R = relevant chunks *retrieved in the top k* (RAGAS's context precision).
+    ``norm="ir"``: R = relevant chunks *known*, i.e. among all graded retrieved chunks
+    (trec_eval ``map_cut_k`` with the grades as qrels). Both are 0 when no chunk they count is
+    relevant: the grades cover only retrieved chunks, so that means nothing useful was
+    retrieved -- a measured 0, not a failure. Computed by the ranking core.
     """
     from ..measures import parse_measure
 
     m = parse_measure(f"map(rel={threshold})@{k}")
     if norm == "ragas":
-        top = list(grades[:k])
-        if not any(g >= threshold for g in top):
-            return 0.0
-        return graded_measure(top, m)
-    if norm != "ir":
+        grades = list(grades[:k])
+    elif norm != "ir":
         raise ValueError(f"norm must be ragas or ir, got {norm!r}")
     if not any(g >= threshold for g in grades):
-        return None
+        return 0.0
     return graded_measure(grades, m)
 
 

@@ -227,7 +227,7 @@ def definition(m: RagMetric) -> str:
         rel = "useful for the reference answer" if by_ref else f"graded >= {m.get('threshold', 2)}"
         if m.get("norm") == "ir":
             return (f"AP{k} over chunks {rel}, divided by the relevant chunks known among all "
-                    "retrieved (IR / trec_eval map_cut normalisation)")
+                    "retrieved (IR / trec_eval map_cut normalisation; 0 when none)")
         return (f"AP{k} over chunks {rel}, divided by the relevant chunks retrieved in the top k "
                 "(RAGAS normalisation; 0 when none)")
     if m.name == "context_relevance":

@@ -1,0 +1,268 @@
+"""``ragjudge judge`` end to end: files in, qrels and judgments out, through the real openai
+client mocked at the HTTP layer; plus a kill -9 resume test against a loopback server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import respx
+from test_llm_fakes import BASE, SECRET, URL, error, grade_reply, grader, ok
+
+from ragjudge.cli import main
+from ragjudge.io import read_qrels
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def rule(passage: str) -> int:
+    return {"Paris": 3, "France": 1, "Water": 3, "Bananas": 0}[passage.split()[0]]
+
+
+@pytest.fixture
+def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    monkeypatch.setenv("JUDGE_KEY", SECRET)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.delenv("RAGJUDGE_MODEL", raising=False)
+    q = tmp_path / "queries.jsonl"
+    q.write_text("\n".join(json.dumps(x) for x in [
+        {"_id": "q1", "text": "capital of france"},
+        {"_id": "q2", "text": "boiling point of water"},
+    ]) + "\n")
+    c = tmp_path / "corpus.jsonl"
+    c.write_text("\n".join(json.dumps(x) for x in [
+        {"_id": "d1", "title": "", "text": "Paris is the capital of France."},
+        {"_id": "d2", "title": "", "text": "France is in Europe."},
+        {"_id": "d3", "title": "", "text": "Water boils at 100 C."},
+        {"_id": "d4", "title": "", "text": "Bananas are yellow."},
+    ]) + "\n")
+    r1 = tmp_path / "bm25.trec"
+    r1.write_text("q1 Q0 d1 1 3.0 bm25\nq1 Q0 d2 2 2.0 bm25\nq1 Q0 d4 3 1.0 bm25\n"
+                  "q2 Q0 d3 1 2.0 bm25\nq2 Q0 d4 2 1.0 bm25\n")
+    r2 = tmp_path / "dense.trec"
+    r2.write_text("q1 Q0 d2 1 5.0 dense\nq1 Q0 d1 2 4.0 dense\nq2 Q0 d4 1 9.0 dense\n")
+    return {"q": q, "c": c, "r1": r1, "r2": r2, "dir": tmp_path}
+
+
+def base_args(f: dict[str, Path], *extra: str) -> list[str]:
+    return ["judge", "--queries", str(f["q"]), "--corpus", str(f["c"]), "--run", str(f["r1"]),
+            "--run", str(f["r2"]), "--depth", "3", "--model", "judge-model", "--base-url", BASE,
+            "--api-key-env", "JUDGE_KEY", "--cache", str(f["dir"] / "cache.sqlite"), "--no-progress",
+            *extra]
+
+
+def test_judge_then_evaluate(httpx2_mock: respx.Router, files: dict[str, Path],
+                             capsys: pytest.CaptureFixture[str]) -> None:
+    route = httpx2_mock.post(URL).mock(side_effect=grader(rule))
+    out, jl = files["dir"] / "llm.qrels", files["dir"] / "judgments.jsonl"
+    assert main(base_args(files, "-o", str(out), "--judgments", str(jl))) == 0
+    assert route.call_count == 5  # 5 distinct pooled pairs across both runs
+    qrels = read_qrels(out)
+    assert qrels.to_dict() == {"q1": {"d1": 3, "d2": 1, "d4": 0}, "q2": {"d3": 3, "d4": 0}}
+    lines = [json.loads(x) for x in jl.read_text().splitlines()]
+    assert len(lines) == 5 and all(x["prompt_id"] == "relevance" and x["prompt_sha"] for x in lines)
+    assert all(x["reasoning"] == "Because." and x["error"] is None for x in lines)
+    err = capsys.readouterr().err
+    assert "judged 5/5 pairs" in err and SECRET not in err
+    assert SECRET not in out.read_text() and SECRET not in jl.read_text()
+    # The qrels feed `ragjudge evaluate` directly.
+    assert main(["evaluate", str(out), str(files["r1"]), "-m", "ndcg@3", "-f", "json"]) == 0
+    report = capsys.readouterr().out
+    assert "ndcg" in report
+    # Rerun: zero calls.
+    assert main(base_args(files, "-o", str(out))) == 0
+    assert route.call_count == 5
+    assert "(5 from cache); 0 calls" in capsys.readouterr().err
+
+
+def test_fill_keeps_human_labels(httpx2_mock: respx.Router, files: dict[str, Path]) -> None:
+    route = httpx2_mock.post(URL).mock(side_effect=grader(rule))
+    human = files["dir"] / "human.qrels"
+    human.write_text("q1 0 d1 1\nq1 0 d2 2\n")
+    out = files["dir"] / "filled.qrels"
+    assert main(base_args(files, "--fill", str(human), "-o", str(out))) == 0
+    assert route.call_count == 1  # only q1/d4 is a hole; q2 has no human labels
+    assert read_qrels(out).to_dict() == {"q1": {"d1": 1, "d2": 2, "d4": 0}}
+
+
+def test_dry_run_spends_nothing(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    # The httpx2_mock fixture's router, built by hand so an uncalled route is the expected outcome.
+    with respx.mock(using="httpcore2", assert_all_called=False) as mock:
+        route = mock.post(URL).mock(side_effect=grader(rule))
+        assert main(base_args(files, "--dry-run")) == 0
+    out = capsys.readouterr().out
+    assert route.call_count == 0
+    assert "5 requests, 0 already cached" in out and "5 calls" in out and "unknown" in out
+
+
+def test_max_cost_and_prices(httpx2_mock: respx.Router, files: dict[str, Path],
+                             capsys: pytest.CaptureFixture[str]) -> None:
+    route = httpx2_mock.post(URL).mock(return_value=ok(grade_reply(2, prompt_tokens=1000, completion_tokens=0)))
+    prices = files["dir"] / "prices.json"
+    prices.write_text(json.dumps({"judge-model": {"input": 1.0, "output": 1.0}}))
+    out = files["dir"] / "o.qrels"
+    args = base_args(files, "--prices", str(prices), "--max-cost", "0.0025", "--concurrency", "1", "-o", str(out))
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert route.call_count == 2 and "not judged: --max-cost 0.0025 reached" in err
+    assert len(read_qrels(out)) == 2
+
+
+def test_failures_reported_and_left_out(httpx2_mock: respx.Router, files: dict[str, Path],
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    httpx2_mock.post(URL).mock(return_value=error(503, "down"))
+    out = files["dir"] / "o.qrels"
+    assert main(base_args(files, "--max-attempts", "1", "-o", str(out))) == 0
+    err = capsys.readouterr().err
+    assert "5 judgments failed" in err and "retries exhausted: 5" in err
+    assert out.read_text() == ""
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (["--model", ""], "no model given"),
+        (["--depth", "0"], "--depth"),
+        (["--concurrency", "0"], "--concurrency"),
+        (["--no-cache"], "contradict"),
+        (["--all-queries"], "only makes sense with --fill"),
+    ],
+)
+def test_bad_flags(files: dict[str, Path], capsys: pytest.CaptureFixture[str], change: list[str],
+                   message: str) -> None:
+    assert main(base_args(files, *change, "-o", str(files["dir"] / "o.qrels"))) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ragjudge: error:") and message in err and err.count("\n") == 1
+
+
+def test_bad_inputs_are_one_line_errors(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    bad_run = files["dir"] / "bad.trec"
+    bad_run.write_text("q1 Q0 missing-doc 1 1.0 x\n")
+    args = base_args(files, "-o", str(files["dir"] / "o.qrels"))
+    args[args.index(str(files["r2"]))] = str(bad_run)
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "missing-doc" in err and "not in the corpus" in err and "bad.trec" in err
+
+    no_text = files["dir"] / "q.tsv"
+    no_text.write_text("q1\tcapital of france\n")
+    args = base_args(files, "-o", str(files["dir"] / "o.qrels"))
+    args[args.index(str(files["q"]))] = str(no_text)
+    assert main(args) == 2
+    assert "query 'q2' has no text" in capsys.readouterr().err
+
+    args = base_args(files, "-o", str(files["dir"] / "o.qrels"))
+    args[args.index(str(files["c"]))] = str(files["dir"] / "nope.jsonl")
+    assert main(args) == 2
+    assert "nope.jsonl" in capsys.readouterr().err
+
+    assert main(base_args(files)) == 2
+    assert "no output file" in capsys.readouterr().err
+
+
+def test_bad_key_is_a_clear_error(httpx2_mock: respx.Router, files: dict[str, Path],
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    httpx2_mock.post(URL).mock(return_value=error(401, f"Incorrect API key provided: {SECRET}"))
+    assert main(base_args(files, "-o", str(files["dir"] / "o.qrels"))) == 2
+    err = capsys.readouterr().err
+    assert "authentication failed" in err and SECRET not in err
+
+
+def test_batch_flag_goes_through_batch_mode(files: dict[str, Path], monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from ragjudge.judges.relevance import JudgeResult, Judgment
+    from ragjudge.llm import Usage, batch
+
+    seen: dict[str, Any] = {}
+
+    def fake(judge: Any, queries: Any, corpus: Any, runs: Any, depth: int, **kw: Any) -> JudgeResult:
+        seen.update(kw, depth=depth, runs=[r.name for r in runs], model=judge.llm.model)
+        j = Judgment("q1", "d1", 2, None, "r", "judge-model", "relevance", "sha", {}, Usage(1, 5, 0, 5), 0.0, None)
+        from ragjudge import Qrels
+
+        return JudgeResult(Qrels.from_dict({"q1": {"d1": 2}}), [j], Usage(1, 5, 0, 5), None)
+
+    monkeypatch.setattr(batch, "judge_with_batch", fake)
+    out = files["dir"] / "b.qrels"
+    state = files["dir"] / "state.sqlite"
+    assert main(base_args(files, "--batch", "--batch-state", str(state), "-o", str(out))) == 0
+    assert seen == {"qrels": None, "all_queries": False, "state_path": str(state), "depth": 3,
+                    "runs": ["bm25", "dense"], "model": "judge-model"}
+    assert read_qrels(out).to_dict() == {"q1": {"d1": 2}}
+
+
+# ----------------------------------------------------------------------------- kill -9
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    paid = 0
+    lock = threading.Lock()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:  # noqa: N802 (http.server API)
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        time.sleep(0.05)  # a little latency so the kill lands mid-run
+        with self.server.lock:  # type: ignore[attr-defined]
+            self.server.paid += 1  # type: ignore[attr-defined]
+        payload = json.dumps(grade_reply(len(body["messages"][-1]["content"]) % 4)).encode()
+        try:
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
+def test_kill_9_then_resume_pays_at_most_in_flight(files: dict[str, Path], tmp_path: Path) -> None:
+    n = 60
+    corpus = tmp_path / "big.tsv"
+    corpus.write_text("".join(f"d{i}\tpassage number {i} " + "x" * i + "\n" for i in range(n)))
+    queries = tmp_path / "q.tsv"
+    queries.write_text("q1\tsome query\n")
+    run = tmp_path / "r.trec"
+    run.write_text("".join(f"q1 Q0 d{i} {i + 1} {n - i} r\n" for i in range(n)))
+    server = _Server(("127.0.0.1", 0), _Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    cache = tmp_path / "resume.sqlite"
+    args = ["judge", "--queries", str(queries), "--corpus", str(corpus), "--run", str(run),
+            "--depth", str(n), "--model", "m", "--base-url", url, "--cache", str(cache),
+            "--concurrency", "4", "--no-progress", "-o", str(tmp_path / "out.qrels")]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "ragjudge", *args], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 60
+        while server.paid < 15 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()  # type: ignore[union-attr]
+        time.sleep(0.2)  # let requests the dead client left behind finish on the server
+        paid_before = server.paid
+        import sqlite3
+
+        committed = sqlite3.connect(str(cache)).execute("SELECT COUNT(*) FROM answers").fetchone()[0]
+        assert 0 < committed <= paid_before <= committed + 4  # lost: at most the in-flight calls
+        # Resume in-process: only the judgments not committed are paid for.
+        assert main(args) == 0
+        assert server.paid - paid_before == n - committed
+        assert len(read_qrels(tmp_path / "out.qrels")) == n
+    finally:
+        server.shutdown()
