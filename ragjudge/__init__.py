@@ -1,16 +1,110 @@
-"""ragjudge: evaluate retrieval and RAG systems with or without human labels."""
+"""ragjudge: evaluate retrieval and RAG systems with or without human labels.
+
+The ranking core (``Qrels``/``Run``, readers, ``evaluate``/``compare``) is imported eagerly; the
+LLM judge and the RAG metrics load on first use, because the openai client costs ~2 s to import
+and a CI job that only scores runs should not pay it.
+"""
 
 from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from .agreement import AgreementReport, label_agreement, ranking_agreement
 from .data import Qrels, Run
 from .errors import InputError, LLMError, MetricError, RagjudgeError
+from .evaluate import compare, evaluate, evaluate_lists
+from .io import (
+    format_qrels,
+    format_run,
+    parse_qrels,
+    parse_run,
+    read_corpus,
+    read_qrels,
+    read_queries,
+    read_run,
+    write_qrels,
+    write_run,
+)
+from .measures import Measure, known_measures, parse_measure
+from .report import CompareReport, Report
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from .judges import Judgment, JudgeResult, LLMRelevanceJudge
+    from .llm import LLM, Prompt, load_prompt
+    from .rag import RagReport, Sample, evaluate_samples, evaluate_samples_sync
+
+# name -> module it is loaded from on first access (PEP 562)
+_LAZY = {
+    "LLMRelevanceJudge": "judges",
+    "Judgment": "judges",
+    "JudgeResult": "judges",
+    "LLM": "llm",
+    "Prompt": "llm",
+    "load_prompt": "llm",
+    "evaluate_samples": "rag",
+    "evaluate_samples_sync": "rag",
+    "RagReport": "rag",
+    "Sample": "rag",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ragjudge' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "__version__",
+    # data and I/O
     "Qrels",
     "Run",
+    "parse_qrels",
+    "read_qrels",
+    "format_qrels",
+    "write_qrels",
+    "parse_run",
+    "read_run",
+    "format_run",
+    "write_run",
+    "read_queries",
+    "read_corpus",
+    # measures and evaluation
+    "Measure",
+    "parse_measure",
+    "known_measures",
+    "evaluate",
+    "compare",
+    "evaluate_lists",
+    "Report",
+    "CompareReport",
+    # LLM judging
+    "LLM",
+    "Prompt",
+    "load_prompt",
+    "LLMRelevanceJudge",
+    "Judgment",
+    "JudgeResult",
+    # RAG metrics
+    "evaluate_samples",
+    "evaluate_samples_sync",
+    "RagReport",
+    "Sample",
+    # agreement
+    "label_agreement",
+    "ranking_agreement",
+    "AgreementReport",
+    # errors
     "RagjudgeError",
     "InputError",
     "MetricError",

@@ -98,7 +98,6 @@ def _words_keys(ids: np.ndarray, descending: bool = False) -> list[np.ndarray]:
 
 _M1 = np.uint64(0x9E3779B97F4A7C15)
 _M2 = np.uint64(0xBF58476D1CE4E5B9)
-_M3 = np.uint64(0x94D049BB133111EB)
 
 
 def _pair_hash(codes: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -198,9 +197,14 @@ def _dedup(
     if not dup.any():
         return None
     if dedup == "error":
-        i = int(np.flatnonzero(dup)[0]) + 1
-        # The reported line is the later of the two rows (the stable sort keeps file order).
-        first = _line_of(int(order[i - 1]), line_numbers)
+        # Report the duplicate that comes first in the file, with the line of its first
+        # occurrence (the stable sort keeps file order inside each group of equal pairs).
+        later = np.flatnonzero(dup) + 1
+        i = int(later[np.argmin(order[later])])
+        head = i
+        while head > 0 and dup[head - 1]:
+            head -= 1
+        first = _line_of(int(order[head]), line_numbers)
         row = int(order[i])
         raise InputError(
             f"duplicate {kind} entry for query {_decode(qids[row])!r}, document "

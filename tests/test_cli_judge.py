@@ -103,6 +103,14 @@ def test_dry_run_spends_nothing(files: dict[str, Path], capsys: pytest.CaptureFi
     out = capsys.readouterr().out
     assert route.call_count == 0
     assert "5 requests, 0 already cached" in out and "5 calls" in out and "unknown" in out
+    # A dry run needs no API key, even for OpenAI itself.
+    args = base_args(files, "--dry-run")
+    i = args.index("--base-url")
+    del args[i:i + 4]  # --base-url URL --api-key-env VAR
+    args[args.index("judge-model")] = "gpt-4o-mini"
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "gpt-4o-mini" in out and "$" in out
 
 
 def test_max_cost_and_prices(httpx2_mock: respx.Router, files: dict[str, Path],
@@ -168,6 +176,15 @@ def test_bad_inputs_are_one_line_errors(files: dict[str, Path], capsys: pytest.C
 
     assert main(base_args(files)) == 2
     assert "no output file" in capsys.readouterr().err
+
+
+def test_unwritable_judgments_file(httpx2_mock: respx.Router, files: dict[str, Path],
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    httpx2_mock.post(URL).mock(side_effect=grader(rule))
+    bad = files["dir"] / "no" / "such" / "dir" / "j.jsonl"
+    assert main(base_args(files, "-o", str(files["dir"] / "o.qrels"), "--judgments", str(bad))) == 2
+    err = capsys.readouterr().err
+    assert "cannot write judgments" in err and err.count("\n") == 1
 
 
 def test_bad_key_is_a_clear_error(httpx2_mock: respx.Router, files: dict[str, Path],

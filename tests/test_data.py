@@ -276,3 +276,16 @@ def test_run_ties_written_docid_ascending_are_reversed():
     run = Run.from_arrays(*zip(*rows))
     assert run_as_lists(run) == ref_run_order(rows)
     assert [d for d, _ in run.ranked("7")] == ["c", "b", "a", "x", "n", "m"]
+
+
+def test_duplicate_error_reports_earliest_line_in_file():
+    # Sorted by (query, doc), the pair ("a", "z") comes last; in the file it repeats first.
+    q = ["a", "a", "a", "a", "a", "a"]
+    d = ["z", "z", "b", "c", "b", "b"]
+    with pytest.raises(InputError) as ei:
+        Run.from_arrays(q, d, [6, 5, 4, 3, 2, 1], source="r")
+    assert ei.value.line == 2 and "first seen at line 1" in str(ei.value)
+    with pytest.raises(InputError) as ei:
+        Qrels.from_arrays(["a"] * 4, ["c", "b", "c", "b"], [1, 1, 1, 1], source="q",
+                          line_numbers=np.array([10, 20, 30, 40]))
+    assert ei.value.line == 30 and "first seen at line 10" in str(ei.value)

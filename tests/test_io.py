@@ -174,9 +174,15 @@ def test_block_boundaries_keep_line_numbers(monkeypatch):
     monkeypatch.setattr(io, "_BLOCK", 1 << 22)
     assert run == io.parse_run(text)
     monkeypatch.setattr(io, "_BLOCK", 37)
+    for workers in (1, 3):  # the thread-pool path gives the same result, in file order
+        monkeypatch.setattr(io, "_workers", lambda w=workers: w)
+        assert io.parse_run(text) == run
+    monkeypatch.setattr(io, "_BLOCK", 37)
     bad = text + "q0 Q0 doc5 1 1.0 tag\n"
     e = err(io.parse_run, bad)
     assert e.line == len(lines) + 1
+    e = err(io.parse_run, text.replace("doc150 150 ", "doc150 150 oops", 1))
+    assert e.field == "score" and "oops" in str(e)
     e = err(io.parse_run, text.replace("doc150 150", "doc150 150 x", 1).replace(" tag\n", "\n"))
     assert e.field == "columns" and e.line == 3
 
@@ -254,6 +260,12 @@ def test_fast_path_is_taken_on_regular_input():
     assert io._scan_block(block, "run") is not None
     assert io._scan_block(b"q 0 d 1\n", "qrels") is not None
     assert io._scan_block(b"q 0 d 1.5\n", "qrels") is None
+    uniform = io._scan_block(b"q Q0 d 1 2 s\r\nq\tQ0 e 2 1 s\n", "run")
+    assert uniform is not None and uniform[3] is None and uniform[4] == 2
+    assert uniform[1].tolist() == [b"d", b"e"] and uniform[2].tolist() == [2.0, 1.0]
+    # 7 tokens on each line, but one line is a comment: the general path must skip it.
+    mixed = io._scan_block(b"# a b c d e f\nq Q0 d 1 2 s x\n", "run")
+    assert mixed is not None and mixed[3].tolist() == [1]
 
 
 # ----------------------------------------------------------------------------- round trips
@@ -321,11 +333,27 @@ def test_format_run_layout():
 def test_writers_reject_unrepresentable_ids():
     run = Run.from_dict({"q 1": {"d": 1.0}})
     assert err(io.format_run, run).field == "query id"
-    qrels = Qrels.from_dict({"q": {"#d": 1}})
-    assert err(io.format_qrels, qrels).field == "doc id"
+    qrels = Qrels.from_dict({"#q": {"d": 1}})
+    assert err(io.format_qrels, qrels).field == "query id"
     assert io.parse_qrels(io.format_qrels(qrels, "json"), format="json") == qrels
+    hashed = Qrels.from_dict({"q": {"#d": 1}})  # '#' only matters at the start of a line
+    assert io.parse_qrels(io.format_qrels(hashed)) == hashed
     assert err(io.format_qrels, Qrels.from_dict({"q": {"a\tb": 1}}), "beir").field == "doc id"
+    assert err(io.format_qrels, Qrels.from_dict({"q": {"a ": 1}}), "beir").field == "doc id"
+    spaced = Qrels.from_dict({"q": {"a b": 1}})
+    assert io.parse_qrels(io.format_qrels(spaced, "beir"), format="beir") == spaced
+    assert err(io.format_qrels, spaced, "trec").field == "doc id"
     assert err(io.format_run, run, "csv").field == "format"
+    assert err(io.format_qrels, qrels, "csv").field == "format"
+
+
+def test_write_error_creates_no_file(tmp_path):
+    run = Run.from_dict({"q 1": {"d": 1.0}})
+    path = tmp_path / "out.trec"
+    assert err(io.write_run, run, path).field == "query id"
+    assert not path.exists()
+    e = err(io.write_run, io.parse_run(RUN), tmp_path / "missing_dir" / "x.trec")
+    assert "cannot write" in str(e)
 
 
 # ----------------------------------------------------------------------------- BEIR / JSON
@@ -410,3 +438,16 @@ def test_queries_empty_file(tmp_path):
     e = err(io.read_queries, path)
     assert e.source == str(path) and "empty" in str(e)
     assert "empty" in str(err(io.parse_corpus, ""))
+
+
+def test_corrupt_gzip_and_binary_files(tmp_path):
+    bad = tmp_path / "run.trec.gz"
+    bad.write_bytes(gzip.compress(RUN.encode())[:-12])  # truncated stream
+    e = err(io.read_run, bad)
+    assert e.source == str(bad) and "cannot read" in str(e)
+    (tmp_path / "empty.gz").write_bytes(gzip.compress(b""))
+    assert "empty" in str(err(io.read_qrels, tmp_path / "empty.gz", format="trec"))
+    binary = tmp_path / "model.bin"
+    binary.write_bytes(bytes(range(256)) * 4)
+    e = err(io.read_run, binary)
+    assert e.source == str(binary) and e.line == 1

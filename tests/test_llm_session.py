@@ -480,3 +480,46 @@ def test_dry_run_sends_nothing(httpx2_mock: respx.Router, tmp_path: Path) -> Non
     assert "4 calls" in plan.describe()
     local = make_llm(tmp_path, model="local-llama").estimate("relevance.v1", variables)
     assert local.cost is None and "unknown" in local.describe()
+
+
+def test_prepare_and_accept_for_batch_mode(tmp_path: Path) -> None:
+    llm = make_llm(tmp_path)
+    call = llm.prepare("relevance.v1", VARS)
+    assert call.cached is None and call.body["model"] == "judge-model"
+    assert call.body["messages"] == call.messages and call.body["response_format"]["type"] == "json_schema"
+    out = llm.accept(call, grade_reply(3, cached_tokens=50))
+    assert out.ok and out.value["grade"] == 3 and llm.usage == Usage(1, 120, 50, 20)
+    again = llm.prepare("relevance.v1", VARS)
+    assert again.key == call.key and again.cached is not None and again.cached.value["grade"] == 3
+    bad = llm.accept(llm.prepare("relevance.v1", {"query": "q", "passage": "x"}), completion("nope"))
+    assert bad.value is None and bad.error.startswith("unparsable reply")
+    assert llm.accept(call, {"choices": []}).error.startswith("malformed reply body")
+
+
+def test_a_waiter_takes_over_when_the_owner_is_cancelled(httpx2_mock: respx.Router, tmp_path: Path) -> None:
+    gate: dict[str, Any] = {}
+
+    async def slow(request: Any) -> respx.MockResponse:
+        await gate["release"].wait()
+        return ok(grade_reply(2))
+
+    route = httpx2_mock.post(URL).mock(side_effect=slow)
+    llm = make_llm(tmp_path, cache=False)
+
+    async def main() -> Any:
+        gate["release"] = asyncio.Event()
+        owner = asyncio.create_task(llm.structured("relevance.v1", VARS))
+        await asyncio.sleep(0.05)
+        waiter = asyncio.create_task(llm.structured("relevance.v1", VARS))
+        await asyncio.sleep(0.05)
+        owner.cancel()  # e.g. one notebook cell interrupted while another waits on the same pair
+        await asyncio.sleep(0.05)
+        gate["release"].set()
+        try:
+            return await waiter, owner.cancelled()
+        finally:
+            await llm.aclose()
+
+    out, cancelled = asyncio.run(main())
+    assert cancelled and out.ok and out.value["grade"] == 2
+    assert route.call_count == 2  # the cancelled call and the waiter's own

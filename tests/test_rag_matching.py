@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ragjudge.errors import MetricError
 from ragjudge.rag.matching import (
@@ -90,3 +92,24 @@ def test_gold_and_ranking_reasons():
     assert gold_and_ranking(s) == ({"g0": 1}, ["g0"])
     with pytest.raises(MetricError):
         gold_and_ranking(Sample(id="s"), "fuzzy")
+
+
+_texts = st.lists(st.text(alphabet="abc AB\n", max_size=6), max_size=5)
+
+
+@given(_texts, _texts)
+def test_single_hit_bounds_multi_hit(gold, got):
+    single = document_recall([gold], [got], mode="single_hit")[0]
+    multi = document_recall([gold], [got], mode="multi_hit")[0]
+    if not gold:
+        assert single is None and multi is None
+    else:
+        assert 0.0 <= multi <= single <= 1.0
+        assert (single == 1.0) == (multi > 0.0)
+
+
+@given(st.text(max_size=40))
+def test_normal_forms_are_idempotent(text):
+    assert normalize_text(normalize_text(text)) == normalize_text(text)
+    # chunk matching: every text matches the document it is
+    assert match_chunks([text], [text], "chunk") == [0 if canonical_text(text) else None]

@@ -188,3 +188,20 @@ def test_as_samples_accepts_samples_and_dicts():
 def test_empty_file_is_an_error():
     with pytest.raises(InputError, match="no samples"):
         parse_samples("\n\n", source="e.jsonl")
+
+
+def test_ragas_dataframe_csv_round_trip(tmp_path):
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame(
+        {
+            "user_input": ["q1"],
+            "retrieved_contexts": [["It's in Paris, \"the\" city.", "b"]],
+            "reference_context_ids": [["d1"]],
+            "retrieved_context_ids": [["d1", "d2"]],
+        }
+    )
+    path = tmp_path / "ragas.csv"
+    df.to_csv(path, index=False)
+    (s,) = read_samples(path)
+    assert s.context_texts == ["It's in Paris, \"the\" city.", "b"]
+    assert s.context_ids == ["d1", "d2"] and s.relevant == {"d1": 1}

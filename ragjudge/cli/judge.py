@@ -81,7 +81,8 @@ def register(subparsers: Any) -> None:
     rl.add_argument("--rpm", type=float, metavar="N",
                     help="requests per minute cap (default: learned from the server's headers and 429s)")
     rl.add_argument("--tpm", type=float, metavar="N", help="tokens per minute cap")
-    rl.add_argument("--cache", metavar="PATH", help="SQLite cache file")
+    rl.add_argument("--cache", metavar="PATH",
+                    help="SQLite cache file (default $RAGJUDGE_CACHE or ~/.cache/ragjudge/judgments.sqlite)")
     rl.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     rl.add_argument("--dry-run", action="store_true",
                     help="print calls, estimated tokens and cost; send nothing")
@@ -145,6 +146,7 @@ def run(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         max_attempts=args.max_attempts,
         logprobs=not args.no_logprobs,
+        check_key=not args.dry_run,
     )
     judge = LLMRelevanceJudge(llm=llm, prompt=args.prompt, progress=not args.no_progress)
 

@@ -187,9 +187,12 @@ class JudgeResult:
 
     def write_judgments(self, path: str | Path) -> None:
         """One JSON object per line, in pooling order."""
-        with open(path, "w", encoding="utf-8") as f:
-            for j in self.judgments:
-                f.write(json.dumps(j.to_dict(), ensure_ascii=False) + "\n")
+        try:
+            with open(path, "w", encoding="utf-8") as f:
+                for j in self.judgments:
+                    f.write(json.dumps(j.to_dict(), ensure_ascii=False) + "\n")
+        except OSError as exc:
+            raise InputError(f"cannot write judgments: {exc.strerror}", source=str(path)) from None
 
 
 _KINDS = (

@@ -56,7 +56,8 @@ API overview (kept true; other modules build on exactly these names)
     ``LLM(model, *, base_url=None, api_key=None, api_key_env=None, azure_endpoint=None,
     azure_api_version=None, concurrency=16, rpm=None, tpm=None, cache=True|False|path|Cache,
     prices=None|PriceTable|path, max_cost=None, temperature=0.0, seed=0, max_tokens=None,
-    timeout=60.0, max_attempts=6, backoff_base=0.5, logprobs=True, top_logprobs=5)``.
+    timeout=60.0, max_attempts=6, backoff_base=0.5, logprobs=True, top_logprobs=5,
+    check_key=True)`` (``check_key=False``: no API key needed until the first call -- dry runs).
     Usable from several event loops in turn (loop-bound HTTP clients are per loop; call
     ``await llm.aclose()`` at the end of each loop's work, or ``async with llm:``).
 

@@ -28,7 +28,7 @@ The rpm ceiling adapts (the effective rate is the smallest of the known limits):
 * Slow start: the first request of a run goes alone; the others wait for its reply, so the
   limit headers are known before the first burst.
 * A 429 pauses every new start for the server's ``Retry-After`` and, when no header told us
-  the limit, sets the rate to 90% of the successes of the last minute (at most one cut per
+  the limit, sets the rate to 95% of the successes of the last minute (at most one cut per
   two seconds, so one burst of 429s is one decrease); 20 s without a 429 raises it by 5%.
 
 Why these defaults: ``concurrency=16`` keeps ~50 requests/s possible at 300 ms latency, far
@@ -337,6 +337,6 @@ class Runner:
             # Floor of 10 rpm: a 429 on the very first requests says little about the ceiling.
             observed = max(observed, 10.0)
             base = observed if current is None else min(current, observed)
-            self.adaptive_rpm = 0.9 * base
+            self.adaptive_rpm = 0.95 * base
             self._last_cut = now
             self._last_raise = now

@@ -258,6 +258,7 @@ class LLM:
         logprobs: bool = True,
         top_logprobs: int = 5,
         http_client: Any = None,
+        check_key: bool = True,
     ) -> None:
         if not model:
             raise InputError("no model given (pass --model)", field="model")
@@ -267,7 +268,8 @@ class LLM:
             azure_endpoint=azure_endpoint, azure_api_version=azure_api_version,
             timeout=timeout, max_attempts=max_attempts, backoff_base=backoff_base,
         )
-        self.config.resolve_key()  # fail fast on a missing key, before any work
+        if check_key:  # fail fast on a missing key, before any work (a dry run needs none)
+            self.config.resolve_key()
         self.runner = Runner(concurrency=concurrency, rpm=rpm, tpm=tpm)
         if cache is True:
             self.cache: Cache | NullCache = Cache(default_cache_path())
@@ -456,10 +458,15 @@ class LLM:
             self.stats.cache_hits += 1
             return self._apply_validate(call.cached, validate)
         st = self._state()
-        pending = st.inflight.get(call.key)
-        if pending is not None:
+        while (pending := st.inflight.get(call.key)) is not None:
+            try:
+                shared = await asyncio.shield(pending)
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if pending.cancelled() and not (task is not None and getattr(task, "cancelling", lambda: 0)()):
+                    continue  # the task making the call was cancelled, not us: take it over
+                raise
             self.stats.deduplicated += 1
-            shared = await asyncio.shield(pending)
             return replace(self._apply_validate(shared, validate), cached=True) if shared.ok else shared
         fut: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
         # Nobody may await a failed future: retrieve its exception so asyncio does not warn.
