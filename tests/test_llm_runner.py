@@ -101,24 +101,36 @@ def test_a_stale_report_lets_one_probe_through() -> None:
 
 
 def test_429_without_headers_learns_a_rate_and_pauses() -> None:
+    import time
+
     r = Runner()
     for _ in range(200):
         r.observe({}, 200)
     r.observe({"retry-after": "2"}, 429)
-    assert r.rate_limited == 1
+    assert r.rate_limited == 1 and r.isolated_429 == 0
     assert r.rpm == pytest.approx(0.95 * 200)
-    # A burst of 429s right after is one decrease, not one per reply.
+    assert r._cooldown_until > time.monotonic() + 1
+    # More 429s of the same burst are one decrease, not one per reply.
     for _ in range(10):
         r.observe({}, 429)
     assert r.rpm == pytest.approx(0.95 * 200) and r.rate_limited == 11
+
+
+def test_429_with_budget_left_is_isolated() -> None:
     import time
 
-    assert r._cooldown_until > time.monotonic()
+    r = Runner()
+    r.observe({"x-ratelimit-limit-requests": "600", "x-ratelimit-remaining-requests": "250",
+               "x-ratelimit-remaining-tokens": "90000", "retry-after": "5"}, 429)
+    assert r.isolated_429 == 1 and r._cooldown_until < time.monotonic()
+    r.observe({"x-ratelimit-remaining-requests": "0", "retry-after": "5"}, 429)
+    assert r.isolated_429 == 1 and r._cooldown_until > time.monotonic() + 4
 
 
 def test_429_with_limit_header_keeps_the_header_ceiling() -> None:
     r = Runner()
-    r.observe({"x-ratelimit-limit-requests": "600", "retry-after-ms": "100"}, 429)
+    r.observe({"x-ratelimit-limit-requests": "600", "x-ratelimit-remaining-requests": "0",
+               "retry-after-ms": "100"}, 429)
     assert r.adaptive_rpm is None and r.rpm == pytest.approx(588)
 
 

@@ -497,9 +497,10 @@ def test_prepare_and_accept_for_batch_mode(tmp_path: Path) -> None:
 
 
 def test_a_waiter_takes_over_when_the_owner_is_cancelled(httpx2_mock: respx.Router, tmp_path: Path) -> None:
-    gate: dict[str, Any] = {}
+    gate: dict[str, Any] = {"sent": 0}
 
     async def slow(request: Any) -> respx.MockResponse:
+        gate["sent"] += 1
         await gate["release"].wait()
         return ok(grade_reply(2))
 
@@ -522,4 +523,5 @@ def test_a_waiter_takes_over_when_the_owner_is_cancelled(httpx2_mock: respx.Rout
 
     out, cancelled = asyncio.run(main())
     assert cancelled and out.ok and out.value["grade"] == 2
-    assert route.call_count == 2  # the cancelled call and the waiter's own
+    assert gate["sent"] == 2  # the cancelled call, then the waiter's own
+    assert route.call_count == 1  # only the waiter's was answered

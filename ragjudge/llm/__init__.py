@@ -21,10 +21,10 @@ API overview (kept true; other modules build on exactly these names)
     ``LLMClient(config)``: the only place with retries (tenacity; 408/409/429/5xx, timeouts,
     connection errors; exponential backoff + jitter; honours ``Retry-After``/``retry-after-ms``).
     The wrapped ``openai.AsyncOpenAI`` has ``max_retries=0`` so retries never multiply.
-    ``await client.complete(body, gate=...) -> Completion`` where ``body`` is the JSON body of
-    ``/chat/completions`` minus nothing (``model``, ``messages``, sampling params,
-    ``response_format``...) and ``gate`` is the runner's per-attempt admission (an async
-    context manager factory). 400/401/403/404 raise :class:`ragjudge.errors.LLMError` at once
+    ``await client.complete(body, gate=..., observe=...) -> Completion`` where ``body`` is the
+    JSON body of ``/chat/completions`` (``model``, ``messages``, sampling params,
+    ``response_format``...), ``gate`` the runner's per-attempt admission (a zero-argument
+    async context manager factory) and ``observe(headers, status)`` the runner's signal sink. 400/401/403/404 raise :class:`ragjudge.errors.LLMError` at once
     (never containing the API key). ``Completion``: ``text``, ``refusal``, ``finish_reason``,
     ``usage`` (:class:`Usage`), ``logprobs`` (list of ``{"token", "logprob", "top_logprobs"}``),
     ``system_fingerprint``, ``model``, ``latency``, ``attempts``, ``raw`` (the reply JSON).
@@ -37,7 +37,8 @@ API overview (kept true; other modules build on exactly these names)
     first request goes alone) and a tokens-per-minute budget (reserve an estimate, settle from
     ``usage``). ``runner.slot(estimated_tokens)`` is the per-call concurrency slot (async
     context manager yielding a ``Reservation`` with ``settle(actual_tokens)``);
-    ``runner.attempt`` is the per-HTTP-attempt gate given to the client;
+    ``runner.attempt(tokens)`` is the per-HTTP-attempt gate given to the client (waits for a
+    cooldown after 429, the server's reported remaining budget, and the pacing);
     ``runner.observe(headers, status)`` feeds it rate-limit signals; ``runner.rpm`` /
     ``runner.tpm`` are the limits in force, ``runner.rate_limited`` counts 429s.
 
