@@ -173,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rpm", type=float, default=600)
     ap.add_argument("--latency", type=float, default=0.3)
     ap.add_argument("--skip-quantized", action="store_true")
+    ap.add_argument("--no-headers", action="store_true",
+                    help="extra scenario: the server sends no x-ratelimit-* headers (limits learned from 429s)")
     ap.add_argument("--fault-seeds", default="1,2,3", help="one fault scenario per simulator seed")
     ap.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     args = ap.parse_args(argv)
@@ -206,6 +208,12 @@ def main(argv: list[str] | None = None) -> int:
             rep["cached"] = sum(1 for j in js2 if j.cached)
             rows.append(rep)
             print(json.dumps(rows[-1]), flush=True)
+
+        if args.no_headers:
+            with SimProcess(*limits, "--window", "60", "--no-ratelimit-headers") as sim:
+                js, llm, wall = run_judge(sim.base_url, Path(tmp) / "h.sqlite", make_pairs(args.pairs, "noheaders"))
+                rows.append(summarize(f"{int(args.rpm)} rpm, no x-ratelimit headers", js, llm, wall, sim.stats(), args.rpm))
+                print(json.dumps(rows[-1]), flush=True)
 
         if not args.skip_quantized:
             with SimProcess(*limits, "--window", "1") as sim:

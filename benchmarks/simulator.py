@@ -95,6 +95,7 @@ class SimConfig:
     p_refusal: float = 0.0
     p_429: float = 0.0  # spurious rate-limit replies, independent of the limits
     spurious_retry_after: float = 0.5  # seconds announced with a spurious 429
+    ratelimit_headers: bool = True  # False: no x-ratelimit-* headers (many proxies); 429s keep retry-after
     model: str = "sim-model"
     api_key: str | None = None  # when set, other keys get 401
     supports_json_schema: bool = True  # False: json_schema requests get 400, like older servers
@@ -563,6 +564,8 @@ class Simulator:
 
     def _limit_headers(self, now: float) -> dict[str, str]:
         h: dict[str, str] = {}
+        if not self.config.ratelimit_headers:
+            return h
         for kind, w in (("requests", self._req_window), ("tokens", self._tok_window)):
             if w.limit is None:
                 continue
@@ -1216,6 +1219,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--api-key", default=None)
     p.add_argument("--no-json-schema", dest="supports_json_schema", action="store_false")
     p.add_argument("--no-logprobs", dest="supports_logprobs", action="store_false")
+    p.add_argument("--no-ratelimit-headers", dest="ratelimit_headers", action="store_false")
     p.add_argument("--logprobs-fence", action="store_true", help="logprob tokens wrap the content in a code fence")
     p.add_argument("--batch-seconds", type=float, default=d.batch_seconds)
     p.add_argument("--max-lifetime", type=float, default=3600.0)

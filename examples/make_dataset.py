@@ -32,7 +32,14 @@ sys.path.insert(0, str(HERE.parent))  # run from a checkout without installing
 from rank_bm25 import BM25Okapi  # noqa: E402  (example-only dependency)
 
 from ragjudge import Run  # noqa: E402
-from ragjudge.io import format_run, read_corpus, read_qrels, read_queries  # noqa: E402
+from ragjudge.io import (  # noqa: E402
+    format_run,
+    parse_run,
+    read_corpus,
+    read_qrels,
+    read_queries,
+    read_run,
+)
 
 DEPTH = 100
 RAG_DEPTH = 5
@@ -380,6 +387,17 @@ def build_rag_samples(
     return out
 
 
+def _same(path: Path, text: str) -> bool:
+    """Whether ``path`` holds the same data as ``text``: runs compared as parsed rankings and
+    samples as parsed JSON, so a change in number formatting alone does not count."""
+    if not path.exists():
+        return False
+    if path.suffix == ".run":
+        return read_run(path) == parse_run(text)
+    old = [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
+    return old == [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dir", type=Path, default=HERE, help="examples directory (default: here)")
@@ -399,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
         json.dumps(s, ensure_ascii=False) + "\n" for s in samples
     )
 
-    stale = [p for p, text in outputs.items() if not p.exists() or p.read_text("utf-8") != text]
+    stale = [p for p, text in outputs.items() if not _same(p, text)]
     if args.check:
         for p in stale:
             print(f"differs: {p}")

@@ -7,12 +7,12 @@ Only argument parsing and output here; the work is
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Any
 
 from .._sync import run_sync
 from ..errors import InputError, LLMError
+from ._llm import add_llm_options, llm_from_args
 
 __all__ = ["register"]
 
@@ -61,40 +61,12 @@ def register(subparsers: Any) -> None:
                     help="write every judgment with grade, reasoning, error and provenance")
     io.add_argument("--prompt", default="relevance.v1", metavar="NAME|FILE",
                     help="prompt template: a shipped name or a file (default relevance.v1)")
-    ep = p.add_argument_group("model and endpoint")
-    ep.add_argument("--model", default=os.environ.get("RAGJUDGE_MODEL"), metavar="M",
-                    help="model name (or $RAGJUDGE_MODEL)")
-    ep.add_argument("--base-url", metavar="URL", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1")
-    ep.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
-    ep.add_argument("--azure-endpoint", metavar="URL", help="Azure OpenAI resource endpoint")
-    ep.add_argument("--azure-api-version", metavar="V", help="Azure OpenAI API version")
-    ep.add_argument("--seed", type=int, default=0, help="sampling seed (default 0; temperature is 0)")
-    ep.add_argument("--no-logprobs", action="store_true",
-                    help="do not request logprobs (no per-grade probabilities)")
-    ep.add_argument("--timeout", type=float, default=60.0, metavar="S",
-                    help="timeout of one HTTP attempt in seconds (default 60)")
-    ep.add_argument("--max-attempts", type=int, default=6, metavar="N",
-                    help="attempts per request on retryable errors (default 6)")
-    rl = p.add_argument_group("rate limits and cost")
-    rl.add_argument("--concurrency", type=int, default=16, metavar="N",
-                    help="requests in flight at most (default 16)")
-    rl.add_argument("--rpm", type=float, metavar="N",
-                    help="requests per minute cap (default: learned from the server's headers and 429s)")
-    rl.add_argument("--tpm", type=float, metavar="N", help="tokens per minute cap")
-    rl.add_argument("--cache", metavar="PATH",
-                    help="SQLite cache file (default $RAGJUDGE_CACHE or ~/.cache/ragjudge/judgments.sqlite)")
-    rl.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
-    rl.add_argument("--dry-run", action="store_true",
-                    help="print calls, estimated tokens and cost; send nothing")
-    rl.add_argument("--max-cost", type=float, metavar="USD",
-                    help="stop starting new calls before spending more than this; keeps what is done")
-    rl.add_argument("--prices", metavar="FILE",
-                    help='JSON price overrides {"model": {"input": x, "output": y, "cached_input": z}} (USD/1M tokens)')
-    rl.add_argument("--batch", action="store_true",
+    add_llm_options(p)
+    bt = p.add_argument_group("batch mode")
+    bt.add_argument("--batch", action="store_true",
                     help="use the OpenAI Batch API (half price, results within 24 h; resumable)")
-    rl.add_argument("--batch-state", metavar="FILE",
+    bt.add_argument("--batch-state", metavar="FILE",
                     help="with --batch: file recording the batch id, to resume polling")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
 
@@ -105,23 +77,12 @@ def _say(msg: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..io import read_corpus, read_qrels, read_queries, read_run, write_qrels
     from ..judges import LLMRelevanceJudge
-    from ..llm import LLM
 
-    if not args.model:
-        raise InputError("no model given (pass --model M or set RAGJUDGE_MODEL)", field="--model")
+    llm = llm_from_args(args)
     if not args.output and not args.dry_run:
         raise InputError("no output file (pass -o OUT.qrels, or --dry-run)", field="-o")
     if args.depth < 1:
         raise InputError(f"must be a positive integer, got {args.depth}", field="--depth")
-    if args.concurrency < 1:
-        raise InputError(f"must be at least 1, got {args.concurrency}", field="--concurrency")
-    for flag, value in (("--rpm", args.rpm), ("--tpm", args.tpm), ("--timeout", args.timeout)):
-        if value is not None and value <= 0:
-            raise InputError(f"must be positive, got {value}", field=flag)
-    if args.max_attempts < 1:
-        raise InputError(f"must be at least 1, got {args.max_attempts}", field="--max-attempts")
-    if args.no_cache and args.cache:
-        raise InputError("--cache and --no-cache contradict each other", field="--no-cache")
     if args.all_queries and not args.fill:
         raise InputError("--all-queries only makes sense with --fill", field="--all-queries")
 
@@ -130,24 +91,6 @@ def run(args: argparse.Namespace) -> int:
     runs = [read_run(path) for path in args.runs]
     human = read_qrels(args.fill) if args.fill else None
 
-    llm = LLM(
-        args.model,
-        base_url=args.base_url,
-        api_key_env=args.api_key_env,
-        azure_endpoint=args.azure_endpoint,
-        azure_api_version=args.azure_api_version,
-        concurrency=args.concurrency,
-        rpm=args.rpm,
-        tpm=args.tpm,
-        cache=False if args.no_cache else (args.cache or True),
-        prices=args.prices,
-        max_cost=args.max_cost,
-        seed=args.seed,
-        timeout=args.timeout,
-        max_attempts=args.max_attempts,
-        logprobs=not args.no_logprobs,
-        check_key=not args.dry_run,
-    )
     judge = LLMRelevanceJudge(llm=llm, prompt=args.prompt, progress=not args.no_progress)
 
     if args.dry_run:

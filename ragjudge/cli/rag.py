@@ -6,12 +6,12 @@ Only argument parsing and output here; the work is :func:`ragjudge.rag.evaluate_
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from ..errors import InputError, MetricError
+from ._llm import add_llm_options, llm_from_args
 
 __all__ = ["register"]
 
@@ -67,63 +67,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("-f", "--format", choices=_FORMATS, default="table", help="output format")
     p.add_argument("-o", "--output", metavar="FILE", help="write the output to FILE")
     p.add_argument("--digits", type=int, default=4, metavar="N", help="decimals (default 4)")
-    ep = p.add_argument_group("model and endpoint (as in `ragjudge judge`)")
-    ep.add_argument("--model", default=os.environ.get("RAGJUDGE_MODEL"), metavar="M",
-                    help="model name (or $RAGJUDGE_MODEL); needed by LLM metrics only")
-    ep.add_argument("--base-url", metavar="URL", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1")
-    ep.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
-    ep.add_argument("--azure-endpoint", metavar="URL", help="Azure OpenAI resource endpoint")
-    ep.add_argument("--azure-api-version", metavar="V", help="Azure OpenAI API version")
-    ep.add_argument("--seed", type=int, default=0, help="sampling seed (default 0; temperature is 0)")
-    ep.add_argument("--no-logprobs", action="store_true", help="do not request logprobs")
-    ep.add_argument("--timeout", type=float, default=60.0, metavar="S",
-                    help="timeout of one HTTP attempt in seconds (default 60)")
-    ep.add_argument("--max-attempts", type=int, default=6, metavar="N",
-                    help="attempts per request on retryable errors (default 6)")
-    rl = p.add_argument_group("rate limits and cost")
-    rl.add_argument("--concurrency", type=int, default=16, metavar="N",
-                    help="requests in flight at most (default 16)")
-    rl.add_argument("--rpm", type=float, metavar="N", help="requests per minute cap")
-    rl.add_argument("--tpm", type=float, metavar="N", help="tokens per minute cap")
-    rl.add_argument("--cache", metavar="PATH", help="SQLite cache file (default: the judge cache)")
-    rl.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
-    rl.add_argument("--dry-run", action="store_true",
-                    help="print the requests, tokens and cost an evaluation would need; send nothing")
-    rl.add_argument("--max-cost", type=float, metavar="USD",
-                    help="stop paying for calls past this cost (needs a known price)")
-    rl.add_argument("--prices", metavar="FILE", help="JSON price table (USD per 1M tokens)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_llm_options(p)
     p.set_defaults(func=_run)
-
-
-def _llm(args: argparse.Namespace) -> Any:
-    from ..llm import LLM
-
-    cache: Any = True
-    if args.no_cache:
-        cache = False
-    elif args.cache:
-        cache = args.cache
-    for name in ("concurrency", "max_attempts"):
-        if getattr(args, name) < 1:
-            raise InputError("must be a positive integer", field="--" + name.replace("_", "-"))
-    return LLM(
-        args.model,
-        base_url=args.base_url,
-        api_key_env=args.api_key_env,
-        azure_endpoint=args.azure_endpoint,
-        azure_api_version=args.azure_api_version,
-        concurrency=args.concurrency,
-        rpm=args.rpm,
-        tpm=args.tpm,
-        cache=cache,
-        prices=args.prices,
-        max_cost=args.max_cost,
-        seed=args.seed,
-        timeout=args.timeout,
-        max_attempts=args.max_attempts,
-        logprobs=not args.no_logprobs,
-    )
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -143,7 +88,7 @@ def _run(args: argparse.Namespace) -> int:
     samples = read_samples(args.samples, skip_invalid=args.skip_invalid)
     for err in samples.invalid:
         print(f"ragjudge: skipped invalid sample: {err}", file=sys.stderr)
-    llm = _llm(args) if needs_llm else None
+    llm = llm_from_args(args) if needs_llm else None
 
     if args.dry_run:
         return _dry_run(llm, samples, metrics, args, plan_requests)

@@ -24,7 +24,7 @@ The rpm ceiling adapts (the effective rate is the smallest of the known limits):
   what we started since the reporting request was admitted, must cover a new attempt, else it
   waits for ``x-ratelimit-reset-*``; when that report goes stale one attempt probes and the
   rest wait for its fresh report. This keeps windows shorter than a minute from being overrun
-  (measured: 92-95% of a 60k tpm / 10 s-window ceiling, 0 429s).
+  (measured: 91-95% of a 60k tpm / 10 s-window ceiling, 0 429s).
 * Slow start: the first request of a run goes alone; the others wait for its reply, so the
   limit headers are known before the first burst.
 * A 429 that reflects the account's limit (its ``x-ratelimit-remaining-*`` is exhausted, or it
@@ -345,11 +345,6 @@ class Runner:
         if status != 429:
             return
         self.rate_limited += 1
-        # A rejected request does not count against the server's window: give its start slot
-        # back, or every 429 would cost a pacing interval on top of its retry.
-        st = self._states.get(asyncio.get_running_loop()) if _in_loop() else None
-        if st is not None:
-            self._refund(st)
         # Is this the account's limit (slow everyone down) or an isolated 429 (an overloaded
         # replica, a spurious reply: only this request waits its Retry-After, in the client)?
         rem_req = _int_header(headers, "x-ratelimit-remaining-requests")
@@ -364,6 +359,11 @@ class Runner:
             limited = True
         if not limited:
             self.isolated_429 += 1
+            # A rejected request does not count against the server's window: give its start
+            # slot back, or every such 429 would cost a pacing interval on top of its retry.
+            st = self._states.get(asyncio.get_running_loop()) if _in_loop() else None
+            if st is not None:
+                self._refund(st)
             return
         self._last_429 = now
         after = retry_after_seconds(headers)

@@ -1,0 +1,87 @@
+"""LLM options shared by every subcommand that calls a model (``judge``, ``rag``).
+
+One definition, so the flags, defaults and checks of ``ragjudge judge`` and ``ragjudge rag``
+cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from ..errors import InputError
+
+__all__ = ["add_llm_options", "llm_from_args"]
+
+
+def add_llm_options(p: argparse.ArgumentParser) -> None:
+    """Add the "model and endpoint" and "rate limits and cost" option groups to ``p``."""
+    ep = p.add_argument_group("model and endpoint")
+    ep.add_argument("--model", default=os.environ.get("RAGJUDGE_MODEL"), metavar="M",
+                    help="model name (or $RAGJUDGE_MODEL)")
+    ep.add_argument("--base-url", metavar="URL",
+                    help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1")
+    ep.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
+    ep.add_argument("--azure-endpoint", metavar="URL", help="Azure OpenAI resource endpoint")
+    ep.add_argument("--azure-api-version", metavar="V", help="Azure OpenAI API version")
+    ep.add_argument("--seed", type=int, default=0, help="sampling seed (default 0; temperature is 0)")
+    ep.add_argument("--no-logprobs", action="store_true",
+                    help="do not request logprobs (no per-grade probabilities)")
+    ep.add_argument("--timeout", type=float, default=60.0, metavar="S",
+                    help="timeout of one HTTP attempt in seconds (default 60)")
+    ep.add_argument("--max-attempts", type=int, default=6, metavar="N",
+                    help="attempts per request on retryable errors (default 6)")
+    rl = p.add_argument_group("rate limits and cost")
+    rl.add_argument("--concurrency", type=int, default=16, metavar="N",
+                    help="requests in flight at most (default 16)")
+    rl.add_argument("--rpm", type=float, metavar="N",
+                    help="requests per minute cap (default: learned from the server's headers and 429s)")
+    rl.add_argument("--tpm", type=float, metavar="N", help="tokens per minute cap")
+    rl.add_argument("--cache", metavar="PATH",
+                    help="SQLite cache file (default $RAGJUDGE_CACHE or ~/.cache/ragjudge/judgments.sqlite)")
+    rl.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    rl.add_argument("--dry-run", action="store_true",
+                    help="print calls, estimated tokens and cost; send nothing")
+    rl.add_argument("--max-cost", type=float, metavar="USD",
+                    help="stop starting new calls before spending more than this; keeps what is done")
+    rl.add_argument("--prices", metavar="FILE",
+                    help='JSON price overrides {"model": {"input": x, "output": y, "cached_input": z}} '
+                         "(USD/1M tokens)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def llm_from_args(args: argparse.Namespace) -> Any:
+    """Check the shared options and build the :class:`ragjudge.llm.LLM` they describe."""
+    from ..llm import LLM
+
+    if not args.model:
+        raise InputError("no model given (pass --model M or set RAGJUDGE_MODEL)", field="--model")
+    for flag, value in (("--concurrency", args.concurrency), ("--max-attempts", args.max_attempts)):
+        if value < 1:
+            raise InputError(f"must be at least 1, got {value}", field=flag)
+    for flag, value in (("--rpm", args.rpm), ("--tpm", args.tpm), ("--timeout", args.timeout),
+                        ("--max-cost", args.max_cost)):
+        if value is not None and value <= 0:
+            raise InputError(f"must be positive, got {value}", field=flag)
+    if args.no_cache and args.cache:
+        raise InputError("--cache and --no-cache contradict each other", field="--no-cache")
+    return LLM(
+        args.model,
+        base_url=args.base_url,
+        api_key_env=args.api_key_env,
+        azure_endpoint=args.azure_endpoint,
+        azure_api_version=args.azure_api_version,
+        concurrency=args.concurrency,
+        rpm=args.rpm,
+        tpm=args.tpm,
+        cache=False if args.no_cache else (args.cache or True),
+        prices=args.prices,
+        max_cost=args.max_cost,
+        seed=args.seed,
+        timeout=args.timeout,
+        max_attempts=args.max_attempts,
+        logprobs=not args.no_logprobs,
+        # A dry run sends nothing, so it must not demand an API key.
+        check_key=not args.dry_run,
+    )
