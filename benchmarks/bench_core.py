@@ -245,19 +245,23 @@ def run_child(kind: str, qrels: Path, run: Path, out: Path | None = None) -> dic
     if out is not None:
         cmd.append(str(out))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    # wait4 returns the rusage of exactly this child (getrusage(RUSAGE_CHILDREN) would give the
-    # maximum over all children so far).
-    stdout_b, stderr_b = b"", b""
-    # Read the pipes before waiting so a chatty child cannot block on a full pipe.
-    stdout_b = proc.stdout.read() if proc.stdout else b""
-    stderr_b = proc.stderr.read() if proc.stderr else b""
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{kind} failed (exit {proc.returncode}):\n{stderr_b.decode(errors='replace')}")
+    with tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, env=env)
+        # stderr goes to a file so a chatty child cannot block on a full pipe while stdout is
+        # read; wait4 (not communicate) reaps the child and returns the rusage of exactly this
+        # child (getrusage(RUSAGE_CHILDREN) would give the maximum over all children so far).
+        stdout_b = proc.stdout.read() if proc.stdout else b""
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.stdout:
+            proc.stdout.close()
+        if proc.returncode != 0:
+            err.seek(0)
+            raise RuntimeError(
+                f"{kind} failed (exit {proc.returncode}):\n{err.read().decode(errors='replace')}"
+            )
     result = json.loads(stdout_b.decode().strip().splitlines()[-1])
     result["wall"] = wall
     result["peak_rss_mb"] = usage.ru_maxrss / 1024.0  # Linux reports KiB

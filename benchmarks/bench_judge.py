@@ -210,9 +210,10 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(rows[-1]), flush=True)
 
         if args.no_headers:
-            with SimProcess(*limits, "--window", "60", "--no-ratelimit-headers") as sim:
+            # 1 s window: with a 60 s window a client that bursts its first minute is not caught
+            with SimProcess(*limits, "--window", "1", "--no-ratelimit-headers") as sim:
                 js, llm, wall = run_judge(sim.base_url, Path(tmp) / "h.sqlite", make_pairs(args.pairs, "noheaders"))
-                rows.append(summarize(f"{int(args.rpm)} rpm, no x-ratelimit headers", js, llm, wall, sim.stats(), args.rpm))
+                rows.append(summarize(f"{int(args.rpm)} rpm per 1 s window, no x-ratelimit headers", js, llm, wall, sim.stats(), args.rpm))
                 print(json.dumps(rows[-1]), flush=True)
 
         if not args.skip_quantized:
