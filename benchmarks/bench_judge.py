@@ -11,6 +11,8 @@ Scenarios (each against a fresh simulator process on 127.0.0.1):
 3. **faults** -- 10% 5xx and 5% malformed JSON content (no rate limit), once per simulator seed
    (``--fault-seeds``): judgments lost must be 0.
 4. **repeat** -- scenario 1's job again on its cache (run right after 1): requests sent must be 0.
+5. optional (``--no-headers``): the limit enforced per 1 s window by a server that sends no
+   ``x-ratelimit-*`` headers, so the runner must learn it from 429s alone.
 
 Usage::
 

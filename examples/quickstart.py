@@ -16,20 +16,19 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # run from a checkout without installing
 
-from ragjudge.evaluate import compare, evaluate, evaluate_lists  # noqa: E402
-from ragjudge.io import read_qrels, read_queries, read_run  # noqa: E402
+import ragjudge  # noqa: E402
 
 METRICS = ["ndcg@10", "map", "map(rel=2)", "mrr", "recall@100", "p@5"]
 
 
 def main() -> None:
-    qrels = read_qrels(HERE / "qrels.txt")
-    runs = {p.stem: read_run(p) for p in sorted((HERE / "runs").glob("*.run"))}
-    queries = read_queries(HERE / "queries.jsonl")
+    qrels = ragjudge.read_qrels(HERE / "qrels.txt")
+    runs = {p.stem: ragjudge.read_run(p) for p in sorted((HERE / "runs").glob("*.run"))}
+    queries = ragjudge.read_queries(HERE / "queries.jsonl")
     print(f"{qrels!r}; runs: {', '.join(runs)}\n")
 
     # 1. One run: mean values, then the three hardest queries by ndcg@10.
-    report = evaluate(qrels, runs["bm25_stemmed"], METRICS)
+    report = ragjudge.evaluate(qrels, runs["bm25_stemmed"], METRICS)
     print(report)
     print()
     hardest = sorted(report.per_query.items(), key=lambda kv: kv[1]["ndcg@10"])[:3]
@@ -39,14 +38,15 @@ def main() -> None:
 
     # 2. All runs against the weakest one: paired randomization tests, Holm correction, and
     #    95% bootstrap intervals of the means and of the differences (seeded, so reproducible).
-    comparison = compare(qrels, runs, ["ndcg@10", "map(rel=2)", "mrr"], baseline="term_overlap",
-                         seed=0)
+    comparison = ragjudge.compare(
+        qrels, runs, ["ndcg@10", "map(rel=2)", "mrr"], baseline="term_overlap", seed=0
+    )
     print(comparison)
     print()
 
     # 3. Coming from a RAG toolkit with gold/retrieved id lists instead of files.
     samples = [json.loads(line) for line in (HERE / "rag_samples.jsonl").open(encoding="utf-8")]
-    pooled, per_example = evaluate_lists(
+    pooled, per_example = ragjudge.evaluate_lists(
         [s["reference_context_ids"] for s in samples],
         [s["retrieved_context_ids"] for s in samples],
         ["hit", "recall", "mrr"],

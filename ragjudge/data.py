@@ -394,7 +394,8 @@ class Qrels:
                 return cls(uq, offsets, d2, g2, source=source)
         codes = _row_codes(lengths, run_codes)
         # Same duplicate screen as Run: hash sort first, exact (stable) check only on collision.
-        h = np.sort(_pair_hash(codes, d))
+        h = _pair_hash(codes, d)
+        h.sort()  # in place: a fresh array, so no second 10M-element copy
         if bool((h[1:] == h[:-1]).any()):
             keep = _dedup(q, codes, d, dedup, source, line_numbers, "qrels")
             if keep is not None:
@@ -701,7 +702,8 @@ class Run:
         codes = _row_codes(lengths, run_codes)
         # Duplicates: a 64-bit hash of every (query, doc) pair sorts fast; only if two hashes
         # collide do we pay for the exact check (which names the line).
-        h = np.sort(_pair_hash(codes, d))
+        h = _pair_hash(codes, d)
+        h.sort()  # in place: a fresh array, so no second 10M-element copy
         if bool((h[1:] == h[:-1]).any()):
             keep = _dedup(q, codes, d, dedup, source, line_numbers, "run")
             if keep is not None:

@@ -125,6 +125,24 @@ def check_judgment(j: Any) -> None:
     assert j.params["max_tokens"] == MAX_TOKENS
 
 
+def serves_logprobs(url: str) -> bool:
+    """Does the server return logprobs at all? (llama.cpp does; the assertions follow it.)"""
+    body = {
+        "model": "smollm2",
+        "messages": [{"role": "user", "content": "Say hi"}],
+        "max_tokens": 3,
+        "logprobs": True,
+        "top_logprobs": 2,
+    }
+    req = urllib.request.Request(
+        url + "/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=300) as r:
+        return bool((json.load(r)["choices"][0].get("logprobs") or {}).get("content"))
+
+
 def test_judge_many_against_llamacpp(llamacpp_url: str, tmp_path: Path) -> None:
     cache = tmp_path / "cache.sqlite"
     llm = make_llm(llamacpp_url, cache)
@@ -146,6 +164,10 @@ def test_judge_many_against_llamacpp(llamacpp_url: str, tmp_path: Path) -> None:
             assert set(j.probs) == {0, 1, 2, 3}
             assert abs(sum(j.probs.values()) - 1.0) < 1e-9
             assert 0.0 <= j.expected <= 3.0
+    if serves_logprobs(llamacpp_url):
+        # The grade is located in the token stream itself (llama.cpp's tokens spell a fenced
+        # reply), so at least one parsed judgment must carry probabilities.
+        assert any(j.probs is not None for j in ok), "logprobs served but no judgment got probs"
 
     # The same job again: every success comes from the cache, only failures are re-asked.
     llm2 = make_llm(llamacpp_url, cache)
@@ -162,21 +184,7 @@ def test_judge_many_against_llamacpp(llamacpp_url: str, tmp_path: Path) -> None:
 def test_structured_outcome_uses_json_schema_and_logprobs(llamacpp_url: str, tmp_path: Path) -> None:
     import asyncio
 
-    # Does the server return logprobs at all? (llama.cpp does; the assertion below follows it.)
-    body = {
-        "model": "smollm2",
-        "messages": [{"role": "user", "content": "Say hi"}],
-        "max_tokens": 3,
-        "logprobs": True,
-        "top_logprobs": 2,
-    }
-    req = urllib.request.Request(
-        llamacpp_url + "/chat/completions",
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(req, timeout=300) as r:
-        served_logprobs = bool((json.load(r)["choices"][0].get("logprobs") or {}).get("content"))
+    served_logprobs = serves_logprobs(llamacpp_url)
 
     llm = make_llm(llamacpp_url, tmp_path / "c.sqlite")
 

@@ -266,6 +266,34 @@ def test_misaligned_logprobs_give_no_probabilities(httpx2_mock: respx.Router, tm
     assert out.ok and out.probs is None and out.expected is None
 
 
+def test_fenced_logprobs_stream_is_aligned(httpx2_mock: respx.Router, tmp_path: Path) -> None:
+    # llama.cpp: message.content is the bare object, the logprobs tokens spell it inside a
+    # ```json fence -- an offset taken from the content would land 8 characters early.
+    text = '{"reasoning": "r", "grade": 1}'
+    fenced = "```json\n" + text + "\n```"
+    lp = grade_logprobs(fenced, {"1": 0.5, "2": 0.25, "0": 0.25})
+    httpx2_mock.post(URL).mock(return_value=ok(completion(text, logprobs=lp)))
+    out = ask(make_llm(tmp_path))
+    assert out.value["grade"] == 1
+    assert out.probs == {"0": 0.25, "1": 0.5, "2": 0.25, "3": 0.0}
+    assert math.isclose(out.expected, 1.0)
+
+
+def test_fenced_logprobs_from_the_simulator_give_probabilities(tmp_path: Path) -> None:
+    from _loopback import simulator_thread
+
+    items = [{"query": f"query {i}", "passage": f"Passage {i} about topic {i}."} for i in range(6)]
+    with simulator_thread(latency=0.0, logprobs_fence=True) as sim:
+        llm = LLM("sim-model", base_url=sim.base_url, api_key=SECRET,
+                  cache=tmp_path / "c.sqlite", backoff_base=0.001)
+        outs = run(llm, lambda: llm.structured_many("relevance.v1", items, progress=False))
+    assert all(o.ok for o in outs)
+    for o in outs:
+        assert o.probs is not None and set(o.probs) == {"0", "1", "2", "3"}
+        assert math.isclose(sum(o.probs.values()), 1.0)
+        assert o.probs[str(o.value["grade"])] > 0
+
+
 # ----------------------------------------------------------------------------- cache
 def test_rerun_costs_zero_calls(httpx2_mock: respx.Router, tmp_path: Path) -> None:
     route = httpx2_mock.post(URL).mock(return_value=ok(grade_reply(2)))

@@ -172,20 +172,28 @@ def label_probs(
     """Probability of each label at the token where the reply states it, renormalised over
     the valid labels, and the expected label (for integer labels).
 
-    Returns ``(None, None)`` when the server gave no logprobs or the tokens cannot be aligned
-    with the reply text.
+    The label is located in the token stream itself (the concatenated token texts), not in
+    ``text``: llama.cpp's logprobs spell a fenced "```json ... ```" reply while its message
+    content is the unwrapped object, so offsets taken from the content land on the wrong token.
+    ``text`` is kept for the signature (and callers' provenance) only.
+
+    Returns ``(None, None)`` when the server gave no logprobs or the label's token cannot be
+    found in the stream (or does not carry the parsed label).
     """
-    if not tokens or text is None or not prompt.labels or not prompt.label_field:
+    if not tokens or not prompt.labels or not prompt.label_field:
         return None, None
+    texts = [str(tok.get("token", "")) for tok in tokens]
+    stream = "".join(texts)
     pattern = re.compile(r'"' + re.escape(prompt.label_field) + r'"\s*:\s*"?')
-    matches = [m for m in pattern.finditer(text)]
+    matches = list(pattern.finditer(stream))
     if not matches:
         return None, None
+    # The last match: a mention inside a JSON string value is escaped (\"grade\") and does not
+    # match, so the last unescaped one is the field itself.
     pos = matches[-1].end()
     offset = 0
     target = None
-    for tok in tokens:
-        t = str(tok.get("token", ""))
+    for tok, t in zip(tokens, texts):
         if offset <= pos < offset + len(t):
             target = tok
             break
