@@ -300,3 +300,35 @@ def test_batch_failing_validation_fails_every_item_with_the_reason(tmp_path: Pat
     assert all("failed validation" in o.error and "json_schema" in o.error for o in outs)
     assert stats["batches_created"] == 1 and stats["paid"] == 0  # not resubmitted: it would fail again
     assert llm.stats.failed == 3
+
+
+# ----------------------------------------------------------------------------- batch price
+def test_price_table_batch_cost_is_half_the_online_cost() -> None:
+    from ragjudge.llm.cost import BATCH_DISCOUNT, Price, PriceTable, Usage
+
+    table = PriceTable({"m": Price(input=2.0, output=8.0, cached_input=1.0)})
+    usage = Usage(calls=3, prompt_tokens=1_000_000, cached_tokens=500_000, completion_tokens=250_000)
+    online = (500_000 * 2.0 + 500_000 * 1.0 + 250_000 * 8.0) / 1e6  # 3.5 USD
+    assert table.cost("m", usage) == pytest.approx(online)
+    assert BATCH_DISCOUNT == 0.5
+    assert table.cost("m", usage, batch=True) == pytest.approx(online / 2)
+    assert table.cost("unknown", usage, batch=True) is None  # unknown stays unknown
+
+
+def test_batch_job_is_costed_at_the_batch_price(tmp_path: Path) -> None:
+    from ragjudge.llm.cost import PriceTable
+
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"sim-model": {"input": 1.0, "output": 4.0}}))
+    queries = {"q1": "what is a cat"}
+    corpus = {f"d{i}": f"Document {i} about cats." for i in range(3)}
+    run = Run.from_dict({"q1": {"d0": 3.0, "d1": 2.0, "d2": 1.0}})
+    with simulator_thread(latency=0.0, batch_seconds=0.1) as sim:
+        llm = make_llm(sim, tmp_path, prices=prices)
+        judge = LLMRelevanceJudge(llm=llm, progress=False)
+        result = judge_with_batch(judge, queries, corpus, [run], 3, options=FAST, progress=lambda m: None)
+    assert result.usage.calls == 3 and result.usage.total_tokens > 0
+    online = PriceTable.load(prices).cost("sim-model", result.usage)
+    assert online is not None and online > 0
+    assert result.cost == pytest.approx(online / 2)
+    assert llm.cost == pytest.approx(online / 2)  # the session's running total agrees

@@ -142,6 +142,8 @@ def test_failures_reported_and_left_out(httpx2_mock: respx.Router, files: dict[s
         (["--model", ""], "no model given"),
         (["--depth", "0"], "--depth"),
         (["--concurrency", "0"], "--concurrency"),
+        (["--max-tokens", "0"], "--max-tokens"),
+        (["--max-tokens", "-5"], "--max-tokens"),
         (["--no-cache"], "contradict"),
         (["--all-queries"], "only makes sense with --fill"),
     ],
@@ -151,6 +153,16 @@ def test_bad_flags(files: dict[str, Path], capsys: pytest.CaptureFixture[str], c
     assert main(base_args(files, *change, "-o", str(files["dir"] / "o.qrels"))) == 2
     err = capsys.readouterr().err
     assert err.startswith("ragjudge: error:") and message in err and err.count("\n") == 1
+
+
+def test_max_tokens_flag_reaches_the_request(httpx2_mock: respx.Router, files: dict[str, Path]) -> None:
+    route = httpx2_mock.post(URL).mock(side_effect=grader(rule))
+    jl = files["dir"] / "judgments.jsonl"
+    assert main(base_args(files, "--max-tokens", "64", "-o", str(files["dir"] / "o.qrels"),
+                          "--judgments", str(jl))) == 0
+    assert route.call_count == 5
+    assert all(json.loads(c.request.content)["max_tokens"] == 64 for c in route.calls)
+    assert all(json.loads(x)["params"]["max_tokens"] == 64 for x in jl.read_text().splitlines())
 
 
 def test_bad_inputs_are_one_line_errors(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:

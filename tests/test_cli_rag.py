@@ -109,3 +109,35 @@ def test_llm_metrics_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[st
     out = capsys.readouterr().out
     assert "dry run: 4 requests for 1 samples, 4 already cached -> 0 calls" in out
     assert len(httpx2_mock.calls) == 4
+
+
+def test_answer_relevance_by_embedding(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                       httpx2_mock: respx.Router, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAG_TEST_KEY", "sk-test")
+    questions = ["what is x", "define x", "x means?"]
+    httpx2_mock.post(URL).mock(return_value=_reply({"questions": questions}))
+    vectors = {"q": [1.0, 0.0], "what is x": [1.0, 0.0], "define x": [0.0, 1.0], "x means?": [3.0, 4.0]}
+
+    def emb(req: Any) -> respx.MockResponse:
+        body = json.loads(req.content)
+        assert body["model"] == "emb-m"
+        return respx.MockResponse(200, json={
+            "object": "list", "model": "emb-m",
+            "data": [{"index": i, "embedding": vectors[t]} for i, t in enumerate(body["input"])],
+            "usage": {"prompt_tokens": 9, "total_tokens": 9}})
+
+    httpx2_mock.post(BASE + "/embeddings").mock(side_effect=emb)
+    p = write(tmp_path, [{"user_input": "q", "response": "x is a letter."}])
+    common = ["rag", str(p), "--model", "m", "--base-url", BASE, "--api-key-env", "RAG_TEST_KEY",
+              "--cache", str(tmp_path / "c.sqlite"), "-f", "json"]
+    # the embedding variant needs --embedding-model; --embedding-model needs that metric
+    assert main([*common, "-m", "answer_relevance(by=embedding)"]) == 2
+    assert "--embedding-model" in capsys.readouterr().err
+    assert main([*common, "-m", "faithfulness", "--embedding-model", "emb-m"]) == 2
+    assert "--embedding-model" in capsys.readouterr().err
+    assert not httpx2_mock.calls
+    assert main([*common, "-m", "answer_relevance(by=embedding)", "--embedding-model", "emb-m"]) == 0
+    cap = capsys.readouterr()
+    agg = {a["metric"]: a["mean"] for a in json.loads(cap.out)["aggregates"]}
+    assert agg["answer_relevance(by=embedding)"] == pytest.approx((1 + 0 + 0.6) / 3)
+    assert "9 embedding tokens" in cap.err

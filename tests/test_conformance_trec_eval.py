@@ -19,6 +19,8 @@ from ragjudge.engine import compute
 from ragjudge.io import read_qrels, read_run
 from ragjudge.measures import parse_measure
 
+from _pytrec import pytrec_eval_isolated
+
 try:  # a cross-check only: pytrec_eval is not a dependency of ragjudge
     import pytrec_eval
 except ImportError:  # pragma: no cover - depends on the environment
@@ -163,22 +165,21 @@ def pytrec_pairs() -> list[tuple[str, str]]:
 
 def pytrec_compare(qrels: Qrels, run: Run, rel: int | None, tol: float) -> int:
     pairs = pytrec_pairs()
-    kwargs = {"relevance_level": rel} if rel is not None else {}
-    evaluator = pytrec_eval.RelevanceEvaluator(
+    ref = pytrec_eval_isolated(
         qrels.to_dict(),
+        run.to_dict(),
         {"map", "map_cut", "P", "recall", "Rprec", "recip_rank", "ndcg", "ndcg_cut", "bpref",
          "success", "num_ret", "num_rel", "num_rel_ret"},
-        **kwargs,
+        rel=rel,
     )
-    ref = evaluator.evaluate(run.to_dict())
     measures = {spec: parse_measure(spec, rel=rel) for spec, _ in pairs}
     values = compute(qrels, run, list(measures.values()))
-    qids = qrels.query_ids
+    index = {q: i for i, q in enumerate(qrels.query_ids)}
     compared = 0
     for spec, key in pairs:
         v = values[measures[spec]]
         for qid, scores in ref.items():  # pytrec_eval scores queries in both inputs only
-            got = float(v[qids.index(qid)])
+            got = float(v[index[qid]])
             assert abs(got - scores[key]) <= tol, (spec, key, qid, got, scores[key])
             compared += 1
     return compared

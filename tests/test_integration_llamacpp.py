@@ -237,6 +237,8 @@ def test_cli_judge_then_qrels(llamacpp_url: str, tmp_path: Path) -> None:
         "2",
         "--timeout",
         "300",
+        "--max-tokens",
+        str(MAX_TOKENS),
         "--no-progress",
         "-o",
         str(out),
@@ -251,3 +253,5 @@ def test_cli_judge_then_qrels(llamacpp_url: str, tmp_path: Path) -> None:
         assert r["prompt_sha"] and r["model"] == "smollm2"
     qrels = read_qrels(out)  # what `ragjudge evaluate` reads
     assert len(qrels) == sum(1 for r in records if r["grade"] is not None)
+    for r in records:  # --max-tokens reached every request
+        assert r["params"]["max_tokens"] == MAX_TOKENS

@@ -26,6 +26,9 @@ def add_llm_options(p: argparse.ArgumentParser) -> None:
     ep.add_argument("--azure-endpoint", metavar="URL", help="Azure OpenAI resource endpoint")
     ep.add_argument("--azure-api-version", metavar="V", help="Azure OpenAI API version")
     ep.add_argument("--seed", type=int, default=0, help="sampling seed (default 0; temperature is 0)")
+    ep.add_argument("--max-tokens", type=int, metavar="N",
+                    help="completion token budget per call (default: the prompt's max_tokens; "
+                         "part of the cache key)")
     ep.add_argument("--no-logprobs", action="store_true",
                     help="do not request logprobs (no per-grade probabilities)")
     ep.add_argument("--timeout", type=float, default=60.0, metavar="S",
@@ -61,7 +64,7 @@ def llm_from_args(args: argparse.Namespace) -> Any:
         if value < 1:
             raise InputError(f"must be at least 1, got {value}", field=flag)
     for flag, value in (("--rpm", args.rpm), ("--tpm", args.tpm), ("--timeout", args.timeout),
-                        ("--max-cost", args.max_cost)):
+                        ("--max-cost", args.max_cost), ("--max-tokens", args.max_tokens)):
         if value is not None and value <= 0:
             raise InputError(f"must be positive, got {value}", field=flag)
     if args.no_cache and args.cache:
@@ -79,6 +82,7 @@ def llm_from_args(args: argparse.Namespace) -> Any:
         prices=args.prices,
         max_cost=args.max_cost,
         seed=args.seed,
+        max_tokens=args.max_tokens,
         timeout=args.timeout,
         max_attempts=args.max_attempts,
         logprobs=not args.no_logprobs,

@@ -22,7 +22,11 @@ metrics (-m, repeatable, comma lists allowed):
   no LLM:   hit, recall, recall_all, precision, mrr, map, ndcg, err, rbp (any ranking metric)
             with @k and match=auto|id|text|normalized|chunk; containment@k
   LLM:      context_relevance, context_precision(threshold=2, norm=ragas|ir, by=relevance|reference),
-            context_recall, faithfulness, answer_relevance, context_ndcg / context_err / context_rbp
+            context_recall, faithfulness, answer_relevance(by=llm|embedding),
+            context_ndcg / context_err / context_rbp
+  answer_relevance(by=embedding) (RAGAS-style): the LLM writes 3 questions the response answers;
+  the score is their mean cosine similarity to the question, with --embedding-model M served
+  by the same endpoint (e.g. text-embedding-3-small).
   context_precision without norm= prints both normalisations: RAGAS's (divide by the relevant
   chunks retrieved in the top k) and the IR one, context_precision(norm=ir) (divide by the
   relevant chunks known).
@@ -68,6 +72,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("-o", "--output", metavar="FILE", help="write the output to FILE")
     p.add_argument("--digits", type=int, default=4, metavar="N", help="decimals (default 4)")
     add_llm_options(p)
+    p.add_argument("--embedding-model", metavar="M",
+                   help="embeddings model of answer_relevance(by=embedding), e.g. text-embedding-3-small "
+                        "(same endpoint and key as --model)")
     p.set_defaults(func=_run)
 
 
@@ -83,6 +90,12 @@ def _run(args: argparse.Namespace) -> int:
             f"{', '.join(str(m) for m in needs_llm)} need an LLM: pass --model M "
             "(and --base-url for a non-OpenAI endpoint)"
         )
+    from ..rag.evaluate import check_embedding_model, needs_embeddings
+
+    check_embedding_model(metrics, args.embedding_model)
+    if args.embedding_model and not needs_embeddings(metrics):
+        raise InputError("no metric uses it (only answer_relevance(by=embedding) does)",
+                         field="--embedding-model")
     if args.default_k < 1:
         raise InputError("must be a positive integer", field="-k")
     samples = read_samples(args.samples, skip_invalid=args.skip_invalid)
@@ -101,6 +114,7 @@ def _run(args: argparse.Namespace) -> int:
         match=args.match,
         default_k=args.default_k,
         progress=not args.no_progress and sys.stderr.isatty(),
+        embedding_model=args.embedding_model,
     )
     text = report.render(args.format, per_sample=args.per_sample, digits=args.digits)
     if args.output:
@@ -115,7 +129,9 @@ def _run(args: argparse.Namespace) -> int:
         print(
             f"ragjudge: {u['calls']} calls ({u['cache_hits']} cached, {u['retries']} retries, "
             f"{u['failed_calls']} failed), {u['total_tokens']} tokens "
-            f"({u['total_tokens'] / n:.0f}/sample){cost_text}",
+            f"({u['total_tokens'] / n:.0f}/sample)"
+            + (f", {u['embedding_tokens']} embedding tokens" if u.get("embedding_tokens") else "")
+            + cost_text,
             file=sys.stderr,
         )
     if samples.invalid:

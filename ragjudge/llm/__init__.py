@@ -82,7 +82,12 @@ API overview (kept true; other modules build on exactly these names)
     * Batch-mode hooks: ``llm.prepare(prompt, variables) -> PreparedCall`` (``key``, ``prompt``,
       ``messages``, ``body``: the exact ``/v1/chat/completions`` JSON body, ``cached``:
       Outcome|None, ``estimated_prompt_tokens``) and ``llm.accept(call, completion: dict,
-      validate=None) -> Outcome`` (parse, account, cache write; no repair turn).
+      validate=None, batch=False) -> Outcome`` (parse, account, cache write; no repair turn;
+      ``batch=True`` costs the reply at the Batch API price, ``cost.BATCH_DISCOUNT``).
+    * ``await llm.embed(texts, *, model) -> Embeddings`` (``vectors`` in input order or
+      ``None`` with ``error``; ``usage``; ``cached``): ``/embeddings`` through the same client
+      retries and runner pacing, cached per text under sha256 of (embedding model, text),
+      costed at the embedding model's own price (``llm.embedding_usage`` per model).
     * ``llm.usage`` (:class:`Usage`), ``llm.cost`` (USD or ``None`` if the price is unknown),
       ``llm.stats`` (calls, cache_hits, deduplicated, retries, repaired, failed, skipped,
       fallbacks), ``llm.rate_limited``, ``llm.params(prompt)`` (sampling params = provenance).
@@ -107,7 +112,10 @@ from .client import CallFailed, ClientConfig, Completion, LLMClient, Unsupported
 from .cost import Price, PriceTable, Usage, estimate_tokens
 from .prompts import Prompt, list_prompts, load_prompt, parse_prompt
 from .runner import Runner
-from .session import BUDGET_REASON, LLM, DryRun, Outcome, PreparedCall, Stats, label_probs, parse_reply
+from .session import (
+    BUDGET_REASON, LLM, DryRun, Embeddings, Outcome, PreparedCall, Stats, embedding_key, label_probs,
+    parse_reply,
+)
 
 __all__ = [
     "LLM",
@@ -115,6 +123,8 @@ __all__ = [
     "PreparedCall",
     "DryRun",
     "Stats",
+    "Embeddings",
+    "embedding_key",
     "BUDGET_REASON",
     "Prompt",
     "load_prompt",

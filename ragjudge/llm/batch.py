@@ -488,8 +488,8 @@ async def run_batch(
         elif call.key not in pending:
             pending[call.key] = call
 
-    # --max-cost: submit only what the budget covers (estimated at the online price, so the
-    # Batch API's discount only leaves money unspent).
+    # --max-cost: submit only what the budget covers, estimated at the batch price (what the
+    # Batch API bills).
     if llm.max_cost is not None and pending:
         spent = llm.cost or 0.0
         within: dict[str, PreparedCall] = {}
@@ -500,7 +500,7 @@ async def run_batch(
                 0,
                 min(call.prompt.expected_output_tokens, llm.params(call.prompt)["max_tokens"]),
             )
-            spent += llm.prices.cost(llm.model, est) or 0.0
+            spent += llm.prices.cost(llm.model, est, batch=True) or 0.0
             if spent > llm.max_cost:
                 results[key] = _failure(llm, call, BUDGET_REASON)
                 llm.stats.skipped += 1
@@ -560,7 +560,7 @@ async def _submit_and_join(
                     if call is None or key in results:  # answered by another job of this round
                         continue
                     if res.body is not None:
-                        results[key] = llm.accept(call, res.body, validate=validate)
+                        results[key] = llm.accept(call, res.body, validate=validate, batch=True)
                     elif rounds < options.resubmit_failed and job.batch.status != "failed":
                         retry[key] = call
                     elif key not in retry:
@@ -611,7 +611,7 @@ async def ajudge_with_batch(
     label_field = judge.prompt.label_field or ""
     judgments = [Judgment.from_outcome(p, o, label_field) for p, o in zip(pairs, outs)]
     usage = _minus(llm.usage, before)
-    cost = llm.prices.cost(llm.model, usage)
+    cost = llm.prices.cost(llm.model, usage, batch=True)
     llm_qrels = _qrels_from(judgments, source=f"llm:{llm.model}:{judge.prompt.name}:batch")
     if qrels is None:
         return JudgeResult(llm_qrels, judgments, usage, cost)

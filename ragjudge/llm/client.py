@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import math
 import os
 import random
 import re
@@ -44,6 +45,7 @@ __all__ = [
     "ClientConfig",
     "LLMClient",
     "Completion",
+    "EmbeddingReply",
     "CallFailed",
     "UnsupportedFeature",
     "redact",
@@ -188,6 +190,49 @@ class Completion:
         )
 
 
+@dataclass
+class EmbeddingReply:
+    """The vectors of one ``/embeddings`` reply, in input order, and its usage."""
+
+    vectors: list[list[float]]
+    usage: Usage
+    model: str | None
+    latency: float = 0.0
+    attempts: int = 1
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], *, expected: int, latency: float = 0.0,
+                  attempts: int = 1) -> EmbeddingReply:
+        """From the JSON of an ``/embeddings`` reply; a body that is not one (wrong count,
+        non-numeric vector) is a :class:`_BadBody` (retried like a malformed chat reply)."""
+        items = d.get("data")
+        if not isinstance(items, list) or len(items) != expected:
+            raise _BadBody(f"embeddings reply has {len(items) if isinstance(items, list) else 'no'} "
+                           f"vectors for {expected} inputs")
+        vectors: list[list[float] | None] = [None] * expected
+        for pos, item in enumerate(items):
+            if not isinstance(item, Mapping):
+                raise _BadBody("embeddings reply item is not an object")
+            index = item.get("index", pos)
+            emb = item.get("embedding")
+            if isinstance(emb, str):  # base64 little-endian float32 (encoding_format=base64)
+                import base64
+
+                import numpy as np
+
+                emb = np.frombuffer(base64.b64decode(emb), dtype="<f4").astype(float).tolist()
+            if (not isinstance(index, int) or not 0 <= index < expected or vectors[index] is not None
+                    or not isinstance(emb, list) or not emb
+                    or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                               and math.isfinite(x) for x in emb)):
+                raise _BadBody("embeddings reply has a malformed vector")
+            vectors[index] = [float(x) for x in emb]
+        u = d.get("usage") or {}
+        tokens = int(u.get("prompt_tokens") or u.get("total_tokens") or 0) if isinstance(u, Mapping) else 0
+        return cls([v for v in vectors if v is not None], Usage(calls=1, prompt_tokens=tokens),
+                   d.get("model"), latency, attempts)
+
+
 def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
     """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or HTTP date)."""
     if not headers:
@@ -318,6 +363,21 @@ class LLMClient:
     ) -> Completion:
         """One chat completion, retried per the policy. ``body`` is the request JSON."""
         gate = gate or _open_gate
+        return await self._retrying(lambda n: self._once(body, gate, observe, n))
+
+    async def embed(
+        self,
+        body: Mapping[str, Any],
+        *,
+        gate: Gate | None = None,
+        observe: Observer | None = None,
+    ) -> EmbeddingReply:
+        """One ``/embeddings`` request, retried per the same policy. ``body`` is the request
+        JSON (``model``, ``input`` list, ``encoding_format``)."""
+        gate = gate or _open_gate
+        return await self._retrying(lambda n: self._once_embed(body, gate, observe, n))
+
+    async def _retrying(self, once: Callable[[int], Any]) -> Any:
         attempts = 0
 
         def before_sleep(state: RetryCallState) -> None:
@@ -337,7 +397,7 @@ class LLMClient:
             async for attempt in retrying:
                 with attempt:
                     attempts += 1
-                    return await self._once(body, gate, observe, attempts)
+                    return await once(attempts)
         except (openai.APIError, _BadBody) as exc:
             raise self._final(exc, attempts) from None
         raise AssertionError("unreachable")  # pragma: no cover
@@ -364,6 +424,30 @@ class LLMClient:
         if not isinstance(data, Mapping):
             raise _BadBody("not a JSON object")
         return Completion.from_dict(data, latency=latency, attempts=attempts)
+
+    async def _once_embed(self, body: Mapping[str, Any], gate: Gate, observe: Observer | None,
+                          attempts: int) -> EmbeddingReply:
+        async with gate():
+            start = time.monotonic()
+            try:
+                raw = await self.openai.embeddings.with_raw_response.create(
+                    **body, timeout=self.config.timeout
+                )
+            except openai.APIStatusError as exc:
+                if observe is not None:
+                    observe(exc.response.headers, exc.status_code)
+                raise
+            latency = time.monotonic() - start
+            if observe is not None:
+                observe(raw.headers, raw.status_code)
+        try:
+            data = raw.http_response.json()
+        except ValueError:
+            raise _BadBody("not JSON") from None
+        if not isinstance(data, Mapping):
+            raise _BadBody("not a JSON object")
+        return EmbeddingReply.from_dict(data, expected=len(body.get("input") or ()),
+                                        latency=latency, attempts=attempts)
 
     def _final(self, exc: BaseException, attempts: int) -> Exception:
         """Map the last exception to what callers handle: LLMError, UnsupportedFeature, CallFailed."""

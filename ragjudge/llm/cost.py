@@ -6,6 +6,10 @@ prompt cache and is billed at the cached rate). Prices are USD per million token
 overridden from a JSON file ``{"model": {"input": x, "cached_input": y, "output": z}}``.
 A model with no known price (a local server) costs ``None`` -- unknown, not zero -- unless
 the user supplies a price; ``--max-cost`` then refuses to start rather than guess.
+
+Batch API requests are billed at :data:`BATCH_DISCOUNT` times the online price (OpenAI: 50%,
+input and output alike); ``PriceTable.cost(model, usage, batch=True)`` applies it -- the one
+place that knows about it.
 """
 
 from __future__ import annotations
@@ -18,7 +22,10 @@ from typing import Any
 
 from ..errors import InputError
 
-__all__ = ["Usage", "Price", "PriceTable", "estimate_tokens"]
+__all__ = ["Usage", "Price", "PriceTable", "estimate_tokens", "BATCH_DISCOUNT"]
+
+# OpenAI bills Batch API requests (input, cached input and output) at half the online price.
+BATCH_DISCOUNT = 0.5
 
 
 @dataclass(frozen=True)
@@ -40,6 +47,14 @@ class Usage:
             self.prompt_tokens + other.prompt_tokens,
             self.cached_tokens + other.cached_tokens,
             self.completion_tokens + other.completion_tokens,
+        )
+
+    def __sub__(self, other: Usage) -> Usage:
+        return Usage(
+            self.calls - other.calls,
+            self.prompt_tokens - other.prompt_tokens,
+            self.cached_tokens - other.cached_tokens,
+            self.completion_tokens - other.completion_tokens,
         )
 
     @classmethod
@@ -80,14 +95,16 @@ class Price:
     output: float
     cached_input: float | None = None  # None: billed like input
 
-    def cost(self, usage: Usage) -> float:
+    def cost(self, usage: Usage, *, batch: bool = False) -> float:
+        """USD for ``usage``; ``batch=True``: billed through the Batch API (discounted)."""
         cached = min(usage.cached_tokens, usage.prompt_tokens)
         cached_rate = self.input if self.cached_input is None else self.cached_input
-        return (
+        online = (
             (usage.prompt_tokens - cached) * self.input
             + cached * cached_rate
             + usage.completion_tokens * self.output
         ) / 1e6
+        return online * BATCH_DISCOUNT if batch else online
 
 
 # Public list prices (USD / 1M tokens: input, output, cached input) at the time of writing.
@@ -102,6 +119,10 @@ _DEFAULT_PRICES: dict[str, Price] = {
     "gpt-5-mini": Price(0.25, 2.00, 0.025),
     "gpt-5-nano": Price(0.05, 0.40, 0.005),
     "o4-mini": Price(1.10, 4.40, 0.275),
+    # Embedding models bill input tokens only.
+    "text-embedding-3-small": Price(0.02, 0.0),
+    "text-embedding-3-large": Price(0.13, 0.0),
+    "text-embedding-ada-002": Price(0.10, 0.0),
 }
 
 
@@ -161,10 +182,11 @@ class PriceTable:
                 best = name
         return self._prices[best] if best is not None else None
 
-    def cost(self, model: str, usage: Usage) -> float | None:
-        """USD, or ``None`` when the model's price is unknown."""
+    def cost(self, model: str, usage: Usage, *, batch: bool = False) -> float | None:
+        """USD, or ``None`` when the model's price is unknown. ``batch=True``: the usage was
+        billed through the Batch API (at :data:`BATCH_DISCOUNT` of the online price)."""
         price = self.get(model)
-        return None if price is None else price.cost(usage)
+        return None if price is None else price.cost(usage, batch=batch)
 
 
 def estimate_tokens(messages: Sequence[Mapping[str, Any]]) -> int:

@@ -30,17 +30,21 @@ from typing import Any
 
 from ..errors import InputError, LLMError
 from .cache import Cache, NullCache, cache_key, default_cache_path
-from .client import CallFailed, ClientConfig, Completion, LLMClient, UnsupportedFeature, _BadBody
+from .client import (
+    CallFailed, ClientConfig, Completion, EmbeddingReply, LLMClient, UnsupportedFeature, _BadBody,
+)
 from .cost import PriceTable, Usage, estimate_tokens
 from .prompts import Prompt, load_prompt
 from .runner import Runner
 
-__all__ = ["LLM", "Outcome", "PreparedCall", "DryRun", "Stats", "parse_reply", "label_probs",
-           "BUDGET_REASON"]
+__all__ = ["LLM", "Outcome", "PreparedCall", "DryRun", "Stats", "Embeddings", "parse_reply",
+           "label_probs", "embedding_key", "BUDGET_REASON"]
 
 FORMATS = ("json_schema", "json_object", "text")
 BUDGET_REASON = "not judged: max cost reached"
 MAX_REPAIRS = 2
+#: Texts per ``/embeddings`` request (OpenAI accepts up to 2,048 inputs per request).
+EMBED_BATCH = 256
 Validator = Callable[[Any], Any]
 
 
@@ -78,6 +82,27 @@ class Outcome:
     def skipped(self) -> bool:
         """Not attempted because the cost budget was reached (not a model failure)."""
         return self.error == BUDGET_REASON
+
+
+@dataclass(frozen=True)
+class Embeddings:
+    """Vectors of :meth:`LLM.embed`'s texts in input order; ``vectors is None`` exactly when
+    ``error`` says why (a failed request, the budget)."""
+
+    vectors: list[list[float]] | None
+    error: str | None
+    model: str
+    usage: Usage = field(default_factory=Usage)
+    cached: int = 0  # texts answered from the cache
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def embedding_key(model: str, text: str) -> str:
+    """Cache key of one embedding: sha256 of exactly (embedding model, text)."""
+    return cache_key({"kind": "embedding", "model": model, "text": text})
 
 
 @dataclass(frozen=True)
@@ -306,6 +331,10 @@ class LLM:
         self.top_logprobs = top_logprobs
         self._http_client = http_client
         self.usage = Usage()
+        # The part of ``usage`` answered through the Batch API (billed at a discount).
+        self.batch_usage = Usage()
+        # Embedding requests, per embedding model (priced by that model, not ``model``).
+        self.embedding_usage: dict[str, Usage] = {}
         self.stats = Stats()
         self._reserved_cost = 0.0
         # Server capabilities learned from 400s, shared by every call of the session.
@@ -348,8 +377,19 @@ class LLM:
 
     @property
     def cost(self) -> float | None:
-        """USD spent by this session so far (``None`` if the model's price is unknown)."""
-        return self.prices.cost(self.model, self.usage)
+        """USD spent by this session so far (``None`` if the model's price is unknown);
+        replies obtained through the Batch API are counted at the batch price."""
+        online = self.prices.cost(self.model, self.usage - self.batch_usage)
+        batch = self.prices.cost(self.model, self.batch_usage, batch=True)
+        if online is None or batch is None:
+            return None
+        total = online + batch
+        for model, usage in self.embedding_usage.items():
+            c = self.prices.cost(model, usage)
+            if c is None:
+                return None  # an unknown price is unknown, never 0
+            total += c
+        return total
 
     def _count_retry(self) -> None:
         self.stats.retries += 1
@@ -627,6 +667,73 @@ class LLM:
                 "max_tokens -> max_completion_tokens" if exc.feature == "max_tokens"
                 else f"dropped {exc.feature}")
 
+    # -- embeddings --------------------------------------------------------------------
+    async def embed(self, texts: Sequence[str], *, model: str) -> Embeddings:
+        """Embedding vectors of ``texts`` (in order) from the endpoint's ``/embeddings``.
+
+        Same client retries and runner pacing as the chat calls; each vector is cached under
+        sha256 of (embedding model, text), identical texts are sent once, and requests carry
+        up to :data:`EMBED_BATCH` texts. Usage is accounted per embedding model (its own
+        price). A failed request or the budget gives ``Embeddings(vectors=None, error=...)``;
+        configuration errors raise :class:`LLMError`.
+        """
+        if isinstance(texts, str):
+            raise InputError("embed() takes a list of texts, not one string", field="texts")
+        if not model:
+            raise InputError("no embedding model given (pass --embedding-model M)", field="embedding_model")
+        if self.max_cost is not None and self.prices.get(model) is None:
+            raise InputError(f"--max-cost needs a price for embedding model {model!r}; pass --prices FILE",
+                             field="max_cost")
+        texts = [str(t) for t in texts]
+        keys = [embedding_key(model, t) for t in texts]
+        found: dict[str, list[float]] = {}
+        for key in dict.fromkeys(keys):
+            record = self.cache.get(key)
+            vec = record.get("embedding") if record is not None else None
+            if isinstance(vec, list) and vec:
+                found[key] = [float(x) for x in vec]
+        cached = sum(1 for k in keys if k in found)
+        self.stats.cache_hits += cached
+        todo = [t for k, t in dict(zip(keys, texts)).items() if k not in found]
+        usage = Usage()
+        for i in range(0, len(todo), EMBED_BATCH):
+            chunk = todo[i : i + EMBED_BATCH]
+            body = {"model": model, "input": chunk, "encoding_format": "float"}
+            tokens = sum(len(t) for t in chunk) // 4 + len(chunk)
+            async with self.runner.slot(tokens) as reservation:
+                reserve = 0.0
+                if self.max_cost is not None:
+                    reserve = self.prices.cost(model, Usage(1, tokens, 0, 0)) or 0.0
+                    if (self.cost or 0.0) + self._reserved_cost + reserve > self.max_cost:
+                        self.stats.skipped += 1
+                        reservation.settle(0)
+                        return Embeddings(None, BUDGET_REASON, model, usage, cached)
+                    self._reserved_cost += reserve
+                try:
+                    # No ``observe``: an embedding model's rate-limit headers describe its own
+                    # limits, which must not overwrite the ones learned for the chat model.
+                    reply: EmbeddingReply = await self._client().embed(
+                        body, gate=lambda: self.runner.attempt(tokens))
+                except CallFailed as exc:
+                    reservation.settle(0)
+                    self.stats.failed += 1
+                    return Embeddings(None, f"embedding call failed: {exc.reason}", model, usage, cached)
+                except UnsupportedFeature as exc:
+                    raise LLMError(f"{self.config.resolved_base_url() or 'the server'} rejected the "
+                                   f"embeddings request: {exc}") from None
+                finally:
+                    self._reserved_cost -= reserve
+                reservation.settle(reply.usage.total_tokens)
+            usage = usage + reply.usage
+            self.embedding_usage[model] = self.embedding_usage.get(model, Usage()) + reply.usage
+            self.stats.calls += 1
+            for text, vec in zip(chunk, reply.vectors):
+                key = embedding_key(model, text)
+                found[key] = vec
+                self.cache.put(key, {"embedding": vec, "model": model, "prompt_id": "embedding",
+                                     "served_model": reply.model})
+        return Embeddings([found[k] for k in keys], None, model, usage, cached)
+
     # -- batches -----------------------------------------------------------------------
     async def structured_many(
         self,
@@ -676,9 +783,10 @@ class LLM:
         return results  # type: ignore[return-value]
 
     def accept(self, call: PreparedCall, completion: Mapping[str, Any],
-               *, validate: Validator | None = None) -> Outcome:
-        """Complete a prepared call from a reply obtained elsewhere (Batch API): parse,
-        account usage, write the cache. No repair turn is possible here."""
+               *, validate: Validator | None = None, batch: bool = False) -> Outcome:
+        """Complete a prepared call from a reply obtained elsewhere: parse, account usage,
+        write the cache. No repair turn is possible here. ``batch=True``: the reply came from
+        the Batch API and is costed at the batch price."""
         base = self._base(call)
         try:
             comp = Completion.from_dict(completion)
@@ -686,6 +794,8 @@ class LLM:
             self.stats.failed += 1
             return Outcome(value=None, error=f"malformed reply body ({exc})", **base)
         self.usage = self.usage + comp.usage
+        if batch:
+            self.batch_usage = self.batch_usage + comp.usage
         self.stats.calls += 1
         common = dict(text=comp.text, usage=comp.usage, attempts=1,
                       response_format=(call.body.get("response_format") or {}).get("type", "text"),

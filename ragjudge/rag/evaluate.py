@@ -18,6 +18,7 @@ from ..errors import MetricError
 from .deterministic import containment_scores, ranking_scores
 from .llm_metrics import (
     Grades,
+    answer_relevance_embedding_score,
     answer_relevance_score,
     context_precision_value,
     context_recall_score,
@@ -61,8 +62,11 @@ def _resolve_llm(judge: Any) -> tuple[Any, Any]:
 class _SampleRun:
     """All LLM work for one sample, every call at most once."""
 
-    def __init__(self, llm: Any, sample: Sample, grading: str, judge: Any = None) -> None:
+    def __init__(self, llm: Any, sample: Sample, grading: str, judge: Any = None,
+                 embedding_model: str | None = None) -> None:
         self.llm = llm
+        self.embedding_model = embedding_model
+        self._answer_emb: asyncio.Task[Score] | None = None
         self.judge = judge
         self.s = sample
         self.grading = grading
@@ -124,6 +128,14 @@ class _SampleRun:
         return self._answer
 
 
+    def answer_embedding(self) -> asyncio.Task[Score]:
+        if self._answer_emb is None:
+            assert self.embedding_model is not None
+            self._answer_emb = asyncio.ensure_future(
+                answer_relevance_embedding_score(self.llm, self.s, self.embedding_model))
+        return self._answer_emb
+
+
 def _from_grades(m: RagMetric, g: Grades, k: int, top: int) -> Score:
     if g.grades is None:
         return undetermined(g.reason or "no grades")
@@ -152,7 +164,7 @@ async def _sample_scores(run: _SampleRun, metrics: Sequence[RagMetric], default_
         if m.name == "faithfulness":
             pending.append(run.faithfulness())
         elif m.name == "answer_relevance":
-            pending.append(run.answer())
+            pending.append(run.answer_embedding() if m.get("by") == "embedding" else run.answer())
         elif m.name == "context_recall":
             pending.append(run.recall(k))
         elif m.name == "context_precision" and m.get("by") == "reference":
@@ -183,6 +195,7 @@ async def evaluate_samples(
     default_k: int = DEFAULT_K,
     skip_invalid: bool = False,
     progress: bool = False,
+    embedding_model: str | None = None,
 ) -> RagReport:
     """Evaluate RAG samples on ``metrics`` (specs such as ``"faithfulness"``, ``"ndcg@5"``,
     ``"context_precision(threshold=2)"``).
@@ -193,6 +206,8 @@ async def evaluate_samples(
     or ``pointwise`` (one call per chunk, shared with ``ragjudge judge``'s cache). ``match``
     sets the matching mode of ranking metrics that do not set ``match=`` themselves.
     ``default_k`` is the cutoff when neither the sample nor the metric gives one.
+    ``embedding_model``: the embeddings model of ``answer_relevance(by=embedding)`` (served by
+    the judge's endpoint; needed only by that metric).
     Never raises for a per-sample problem: it becomes an undetermined score with its reason.
     """
     if grading not in GRADING_MODES:
@@ -207,6 +222,7 @@ async def evaluate_samples(
         names = ", ".join(str(m) for m in llm_metrics)
         raise MetricError(f"{names} need an LLM judge: pass judge=LLM(model) (CLI: --model M)")
     _check_fields(data, llm_metrics)
+    check_embedding_model(parsed, embedding_model)
 
     columns: dict[str, list[Score]] = {}
     for m in parsed:
@@ -220,7 +236,7 @@ async def evaluate_samples(
 
     usage_before = _usage(llm) if llm is not None else None
     if llm_metrics:
-        runs = [_SampleRun(llm, s, grading, rel_judge) for s in data]
+        runs = [_SampleRun(llm, s, grading, rel_judge, embedding_model) for s in data]
         bar = _bar(len(runs), progress)
 
         async def one(r: _SampleRun) -> list[Score]:
@@ -257,6 +273,19 @@ async def evaluate_samples(
     )
 
 
+def needs_embeddings(metrics: Iterable[RagMetric]) -> list[RagMetric]:
+    """The metrics that need an embeddings model (``answer_relevance(by=embedding)``)."""
+    return [m for m in metrics if m.name == "answer_relevance" and m.get("by") == "embedding"]
+
+
+def check_embedding_model(metrics: Sequence[RagMetric], embedding_model: str | None) -> None:
+    """A metric that uses embeddings needs an embeddings model (a clear error before any call)."""
+    wanted = needs_embeddings(metrics)
+    if wanted and not embedding_model:
+        raise MetricError(f"{', '.join(str(m) for m in wanted)} needs an embeddings model: pass "
+                          "embedding_model= (CLI: --embedding-model M, e.g. text-embedding-3-small)")
+
+
 def _with_k(measure: Any, k: int | None) -> Any:
     return dataclasses.replace(measure, k=k)
 
@@ -273,6 +302,7 @@ def _usage(llm: Any) -> dict[str, Any]:
         "prompt_tokens": u.prompt_tokens,
         "completion_tokens": u.completion_tokens,
         "total_tokens": u.total_tokens,
+        "embedding_tokens": sum(e.total_tokens for e in getattr(llm, "embedding_usage", {}).values()),
     }
 
 
@@ -344,11 +374,13 @@ def plan_requests(
     for s in data:
         texts = s.context_texts or []
         q = s.question or ""
-        grades = useful = faith = answer = False
+        grades = useful = faith = answer = questions = False
         recall_ks: set[int] = set()
         for m in parsed:
             if m.name == "faithfulness":
                 faith = True
+            elif m.name == "answer_relevance" and m.get("by") == "embedding":
+                questions = True
             elif m.name == "answer_relevance":
                 answer = True
             elif m.name == "context_recall":
@@ -387,4 +419,7 @@ def plan_requests(
                              "count": str(len(claims))}))
         if answer and q.strip() and s.response and s.response.strip():
             out.append((_prompt("answer"), {"question": q, "response": s.response}))
+        if questions and q.strip() and s.response and s.response.strip():
+            # The embeddings request that follows is not counted (tiny next to the chat calls).
+            out.append((_prompt("questions"), {"response": s.response}))
     return out

@@ -16,6 +16,8 @@ context_recall               1 call (``context_recall.v1``)
 faithfulness                 2 calls: claims (``faithfulness_claims.v1``), then all claims
                              verified together (``faithfulness_verify.v1``)
 answer_relevance             1 call (``answer_relevance.v1``)
+answer_relevance(by=embedding)  1 call (``answer_questions.v1``: N questions the response
+                             answers) + 1 embeddings request (question + N generated)
 ===========================  ====================================================
 """
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -46,6 +49,10 @@ __all__ = [
     "faithfulness_claims",
     "faithfulness_verdicts",
     "answer_relevance_grade",
+    "cosine",
+    "mean_cosine",
+    "answer_questions",
+    "answer_relevance_embedding_score",
 ]
 
 #: Prompt of each call (names under ``prompts/``).
@@ -57,6 +64,7 @@ PROMPTS = {
     "claims": "faithfulness_claims.v1",
     "verify": "faithfulness_verify.v1",
     "answer": "answer_relevance.v1",
+    "questions": "answer_questions.v1",
 }
 
 #: Listwise grading sends at most this many chunks per call (long lists are split).
@@ -119,6 +127,31 @@ def format_passages(texts: Sequence[str]) -> str:
 
 def format_claims(claims: Sequence[str]) -> str:
     return "\n".join(f"{i}. {c.strip()}" for i, c in enumerate(claims, start=1))
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    """Cosine similarity ``a.b / (|a| |b|)`` of two vectors of the same length.
+
+    Raises ``ValueError`` for different lengths or a zero vector (the cosine is undefined;
+    the caller reports the score undetermined rather than inventing a value).
+    """
+    if len(a) != len(b) or not a:
+        raise ValueError(f"embedding vectors of different lengths ({len(a)} and {len(b)})")
+    dot = math.fsum(x * y for x, y in zip(a, b))
+    na = math.sqrt(math.fsum(x * x for x in a))
+    nb = math.sqrt(math.fsum(y * y for y in b))
+    if na == 0.0 or nb == 0.0:
+        raise ValueError("zero embedding vector")
+    return dot / (na * nb)
+
+
+def mean_cosine(question: Sequence[float], generated: Sequence[Sequence[float]]) -> float:
+    """answer_relevance(by=embedding) = (1/N) sum_i cos(E(g_i), E(q)), the mean cosine between
+    the question's embedding and those of the N questions generated from the response
+    (RAGAS answer relevancy, Es et al. 2023, without its noncommittal factor)."""
+    if not generated:
+        raise ValueError("no generated questions")
+    return math.fsum(cosine(g, question) for g in generated) / len(generated)
 
 
 # ----------------------------------------------------------------------------- prompts
@@ -265,6 +298,25 @@ async def answer_relevance_grade(llm: Any, question: str, response: str) -> int 
     return o.value if o.ok else _reason(o, "answer_relevance")
 
 
+def question_count() -> int:
+    """N, the number of questions ``answer_questions.v1`` asks for (its schema's maxItems)."""
+    return int(_prompt("questions").output_schema["properties"]["questions"]["maxItems"])
+
+
+async def answer_questions(llm: Any, response: str) -> list[str] | str:
+    """The N questions the response answers (one call), or the failure reason."""
+    n = question_count()
+
+    def check(obj: Any) -> list[str]:
+        qs = [str(q).strip() for q in obj["questions"]]
+        if len(qs) != n or not all(qs):
+            raise ValueError(f"expected {n} non-empty questions, got {len(qs)}")
+        return qs
+
+    o = await llm.structured(_prompt("questions"), {"response": response}, validate=check)
+    return o.value if o.ok else _reason(o, "answer questions")
+
+
 # ----------------------------------------------------------------------------- per-sample scores
 async def faithfulness_score(llm: Any, sample: Sample) -> Score:
     """faithfulness = supported claims / claims, contexts = every retrieved chunk (what the
@@ -312,3 +364,25 @@ async def answer_relevance_score(llm: Any, sample: Sample, top: int) -> Score:
         return undetermined(got)
     return Score(got / top, detail={"grade": got})
 
+
+async def answer_relevance_embedding_score(llm: Any, sample: Sample, embedding_model: str) -> Score:
+    """answer_relevance(by=embedding) = :func:`mean_cosine` of the question and the questions
+    generated from the response. Undetermined: no question, empty response, a failed call, a
+    zero vector."""
+    if not sample.question or not sample.question.strip():
+        return undetermined("no question")
+    if not sample.response or not sample.response.strip():
+        return undetermined("empty response" if sample.response is not None else "no response")
+    questions = await answer_questions(llm, sample.response)
+    if isinstance(questions, str):
+        return undetermined(questions)
+    emb = await llm.embed([sample.question, *questions], model=embedding_model)
+    if not emb.ok:
+        return undetermined(f"embedding call failed: {emb.error}"
+                            if not emb.error.startswith("embedding call failed") else emb.error,
+                            questions=questions)
+    try:
+        value = mean_cosine(emb.vectors[0], emb.vectors[1:])
+    except ValueError as exc:
+        return undetermined(str(exc), questions=questions)
+    return Score(value, detail={"questions": questions, "embedding_model": embedding_model})

@@ -11,7 +11,7 @@ recall_all, precision, mrr, map, ndcg, err, rbp``...) with an extra ``match=`` p
 LLM-graded: ``context_relevance@k``, ``context_precision(threshold=2, norm=ragas|ir,
 by=relevance|reference)@k``, ``context_ndcg@k`` / ``context_err@k`` / ``context_rbp@k`` (the
 ranking core on the chunk grades), ``context_recall@k``, ``faithfulness``,
-``answer_relevance``. ``context_precision`` without ``norm`` reports both normalisations.
+``answer_relevance(by=llm|embedding)``. ``context_precision`` without ``norm`` reports both normalisations.
 """
 
 from __future__ import annotations
@@ -46,6 +46,8 @@ RAG_LLM_METRICS = (
     "context_err",
     "context_rbp",
 )
+#: ``answer_relevance(by=...)``: an LLM grade (default) or RAGAS-style embedding similarity.
+ANSWER_RELEVANCE_BY = ("llm", "embedding")
 _GRADED = {"context_ndcg": "ndcg", "context_err": "err", "context_rbp": "rbp"}
 _GRADE_DEFAULTS = {"err": {"max_grade": "3"}, "rbp": {"gain": "graded", "max_grade": "3"}}
 _TAKES_K = {"context_relevance", "context_precision", "context_recall", "containment", *_GRADED}
@@ -139,12 +141,12 @@ def parse_rag_metric(spec: str | RagMetric) -> list[RagMetric]:
         _no_params(name, raw, spec)
         return [RagMetric(name, (), k)]
     if name == "answer_relevance":
-        if raw.get("by", "llm") != "llm" or set(raw) - {"by"}:
+        by = raw.get("by", "llm").lower()
+        if by not in ANSWER_RELEVANCE_BY or set(raw) - {"by"}:
             raise MetricError(
-                f"answer_relevance supports by=llm only in this version (got {spec!r}); "
-                "the embedding variant needs an embeddings endpoint in the LLM layer"
+                f"answer_relevance takes only by=llm|embedding (got {spec!r})"
             )
-        return [RagMetric(name, (), None)]
+        return [RagMetric(name, (("by", "embedding"),) if by == "embedding" else (), None)]
     if name == "context_precision":
         allowed = {"threshold", "norm", "by"}
         bad = set(raw) - allowed
@@ -238,6 +240,9 @@ def definition(m: RagMetric) -> str:
         return "reference statements attributed to the top-k contexts / reference statements"
     if m.name == "faithfulness":
         return "response claims supported by the retrieved contexts / response claims"
+    if m.name == "answer_relevance" and m.get("by") == "embedding":
+        return ("mean cosine similarity between the question's embedding and those of questions "
+                "the LLM generates from the response")
     if m.name == "answer_relevance":
         return "LLM grade (0-3) of how well the response addresses the question, divided by 3"
     if m.name == "containment":
