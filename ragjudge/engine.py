@@ -75,16 +75,28 @@ def _hash_ids(ids: np.ndarray, width: int, seed: int) -> np.ndarray:
 
     ``width`` (a multiple of 8, >= every id's length) is the common zero-padded width.
     """
-    words = _words(ids, width)
+    n = len(ids)
+    out = np.empty(n, dtype=np.uint64)
+    # Slices of 2^17 rows keep every temporary of the mixing in the CPU cache: the same
+    # arithmetic over the whole 10M-row column at once is memory-bound and ~3x slower.
+    step = 1 << 17
+    mult = np.uint64(seed * 2 + 1)
     with np.errstate(over="ignore"):
-        first = words[0]
-        h = (first if first is not None else np.zeros(len(ids), dtype=np.uint64)) * np.uint64(seed * 2 + 1)
-        h += _K
-        for wj in words[1:]:
-            h *= _K  # a polynomial in the 8-byte words; hits are verified, so weakness is harmless
-            if wj is not None:
-                h += wj
-        return _fmix(h)
+        for lo in range(0, n, step):
+            words = _words(ids[lo : lo + step], width)
+            first = words[0]
+            h = out[lo : lo + step]
+            if first is None:
+                h[:] = 0
+            else:
+                np.multiply(first, mult, out=h)
+            h += _K
+            for wj in words[1:]:
+                h *= _K  # a polynomial in the 8-byte words; hits are verified, so weakness is harmless
+                if wj is not None:
+                    h += wj
+            _fmix(h)
+    return out
 
 
 def _join(

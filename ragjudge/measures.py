@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Union
 
@@ -25,6 +25,7 @@ __all__ = [
     "Measure",
     "parse_measure",
     "parse_spec",
+    "format_spec",
     "split_metric_list",
     "known_measures",
     "ParamValue",
@@ -158,16 +159,17 @@ class Measure:
         return spec.default
 
     def __str__(self) -> str:
-        text = self.name
-        if self.params:
-            text += "(" + ",".join(f"{k}={_fmt(v)}" for k, v in self.params) + ")"
-        if self.k is not None:
-            text += f"@{self.k}"
-        return text
+        return format_spec(self.name, self.params, self.k)
 
 
-def _fmt(v: ParamValue) -> str:
-    return repr(v) if isinstance(v, float) else str(v)
+def format_spec(name: str, params: Sequence[tuple[str, Any]], k: int | None) -> str:
+    """The spec text ``name[(p=v,...)][@k]`` that :func:`parse_spec` reads back (floats as repr)."""
+    text = name
+    if params:
+        text += "(" + ",".join(f"{key}={repr(v) if isinstance(v, float) else v}" for key, v in params) + ")"
+    if k is not None:
+        text += f"@{k}"
+    return text
 
 
 # ----------------------------------------------------------------------------- parsing

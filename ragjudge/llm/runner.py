@@ -28,11 +28,14 @@ The rpm ceiling adapts (the effective rate is the smallest of the known limits):
 * Slow start: the first request of a run goes alone; the others wait for its reply, so the
   limit headers are known before the first burst.
 * A 429 that reflects the account's limit (its ``x-ratelimit-remaining-*`` is exhausted, or it
-  carries no such headers) pauses every new start for the server's ``Retry-After`` and, when
-  no header told us the limit, sets the rate to 95% of the successes of the last minute (at
-  most one cut per two seconds, so one burst of 429s is one decrease); 20 s without such a 429
-  raises it by 5%. A 429 whose headers show budget left (an overloaded replica, a spurious
-  reply) only makes that request wait and retry: it must not throttle the whole run.
+  carries no such headers) pauses every new start for the server's ``Retry-After``. When no
+  header told us the limit, :class:`RateLearner` sets the rate from the 429s alone (AIMD): cut
+  to 90% of the capacity measured over the time actually observed (accepted starts over the
+  observed span plus ``Retry-After``), at most halving per episode (a burst of 429s is one
+  episode); then raise it every few seconds of quiet, binding pacing, halving the gap to the
+  rate that last failed, and probe past that rate only after holding just below it for a while.
+  A 429 whose headers show budget left (an overloaded replica, a spurious reply) only makes
+  that request wait and retry: it must not throttle the whole run.
 
 Why these defaults: ``concurrency=16`` keeps ~50 requests/s possible at 300 ms latency, far
 above common limits, so the rate limiter -- not the semaphore -- is what binds; no default
@@ -54,12 +57,13 @@ from dataclasses import dataclass, field
 
 from .client import retry_after_seconds
 
-__all__ = ["Runner", "Reservation", "parse_duration"]
+__all__ = ["Runner", "RateLearner", "Reservation", "parse_duration"]
 
 HEADROOM = 0.98
-# (requests started, tokens started, this attempt's tokens) when the current task's HTTP attempt
-# was admitted; lets observe() place a reply's remaining-budget headers on our own timeline.
-_TICKET: contextvars.ContextVar[tuple[float, float, float] | None] = contextvars.ContextVar(
+# (requests started, tokens started, this attempt's tokens, its RateLearner start record) when the
+# current task's HTTP attempt was admitted; lets observe() place a reply's remaining-budget headers
+# on our own timeline and tell which start a 429 rejected.
+_TICKET: contextvars.ContextVar[tuple[float, float, float, list[float]] | None] = contextvars.ContextVar(
     "ragjudge_runner_ticket", default=None)
 _WINDOW = 60.0
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
@@ -125,6 +129,169 @@ class _LoopState:
         self.next_start = 0.0  # monotonic time of the next free start slot
         self.first_reply = asyncio.Event()
         self.probing = False
+
+
+class RateLearner:
+    """The requests-per-minute rate learned from 429s alone, for servers that send no
+    ``x-ratelimit-*`` headers (AIMD: multiplicative decrease on a 429, fast then careful increase).
+
+    Pure bookkeeping: every method takes the monotonic time ``now``, so it runs under a fake
+    clock in tests. ``rpm`` is ``None`` until the first 429 (unthrottled).
+
+    *Decrease.* A 429 means the server's window is full. What it let through tells its capacity:
+    ``accepted`` starts since the oldest start of the last minute, over that span **plus the
+    Retry-After** (the window cannot take another one before then). Measuring over the time
+    actually observed matters: a run a few seconds old has far fewer successes than a minute's
+    worth, and dividing by a full minute (the old rule) read a 600 rpm server as ~10 rpm. Adding
+    Retry-After is what makes one formula fit every window length: 600 rpm per 1 s window, a
+    probe then a burst of 16 -> 10 accepted in 0.3 s, Retry-After 0.7 s -> 600 rpm; per 60 s
+    window -> 600 accepted in 12 s, Retry-After 48 s -> 600 rpm. The rate becomes ``BETA`` (90%)
+    of the smaller of that capacity and the rate in force (a 429 at rate R says R is too much),
+    but never below ``MAX_CUT`` (half) of the rate in force: a capacity measured while demand was
+    low (cache hits, a slow tail) must not collapse the rate. All 429s of attempts started before
+    the cut belong to the same episode: they refine its measurement (in-flight starts count as
+    accepted until their reply says otherwise) instead of compounding cuts.
+
+    *Burst residue.* The first cut follows an unthrottled burst whose accepted starts stay in the
+    server's window after the Retry-After ends; pacing at the new rate from there would overrun it
+    (per 1 s window: 9 starts of the burst leave only 0.3 s after the first slot frees). So, after
+    that cut only, the k-th new start waits until the k-th accepted start has left the window,
+    whose length the 429 told us (observed span + Retry-After).
+
+    *Increase.* Every ``PROBE_EVERY`` seconds (longer at low rates: at least ``PROBE_STARTS``
+    starts' worth) without a 429 *and* with the pacer binding (demand used >= 80% of the rate;
+    raising a rate nobody uses would only allow a later burst), the rate halves its gap to the
+    rate that last failed (at most x1.25 per step): 90% -> 95% -> 97.5% -> 98.75% within ~15 s.
+    Within 2% of that rate it holds for ``HOLD`` seconds, then forgets it and probes upward by
+    x1.1 per step until the next 429 -- the server's limit may have been raised, or the first
+    measurement was low. Near the ceiling this costs one small 429 episode per probe cycle.
+    """
+
+    BETA = 0.9
+    MAX_CUT = 0.5
+    PROBE_EVERY = 5.0
+    PROBE_STARTS = 5
+    FAST = 1.25
+    BEYOND = 1.1
+    EDGE = 0.98
+    HOLD = 30.0
+    BINDING = 0.8
+    MIN_SPAN = 1.0  # seconds: no server enforces a limit on a window shorter than this
+    EPISODE = 2.0  # without start times: 429s this close to a cut belong to its episode
+
+    def __init__(self) -> None:
+        self.rpm: float | None = None
+        self.cuts = 0  # episodes (one per burst of 429s)
+        self.raises = 0
+        self._starts: deque[list[float]] = deque()  # [start time, 1.0 accepted | 0.0 rejected]
+        self._ok: deque[float] = deque()  # times of successful replies
+        self._cut_at = -math.inf
+        self._base: float | None = None  # the rate in force when the current episode began
+        self._bad: float | None = None  # the rate that last failed (None: unknown / forgotten)
+        self._resume_at = -math.inf  # start of the current probe interval
+        self._edge_since: float | None = None
+        self._release: deque[float] = deque()
+
+    def _prune(self, now: float) -> None:
+        while self._starts and now - self._starts[0][0] > _WINDOW:
+            self._starts.popleft()
+        while self._ok and now - self._ok[0] > _WINDOW:
+            self._ok.popleft()
+
+    # -- events ----------------------------------------------------------------------
+    def on_start(self, now: float) -> list[float]:
+        """Record an attempt's start; the returned record is passed to :meth:`on_rejected`."""
+        entry = [now, 1.0]
+        self._starts.append(entry)
+        self._prune(now)
+        return entry
+
+    def on_success(self, now: float) -> None:
+        self._ok.append(now)
+        self._prune(now)
+
+    @staticmethod
+    def on_rejected(entry: list[float]) -> None:
+        """Any 429: the server did not count that start."""
+        entry[1] = 0.0
+
+    def capacity(self, now: float, retry_after: float) -> tuple[float, float, float]:
+        """(rpm the server let through, observed span + Retry-After, start of the span)."""
+        self._prune(now)
+        firsts = [q for q in (self._starts[0][0] if self._starts else None,
+                              self._ok[0] if self._ok else None) if q is not None]
+        since = min(firsts) if firsts else now
+        accepted = sum(e[1] for e in self._starts)
+        # Successes are a lower bound of what was accepted (replies observed without starts).
+        accepted = max(accepted, float(len(self._ok)), 1.0)
+        span = max((now - since) + max(retry_after, 0.0), self.MIN_SPAN)
+        return accepted / span * 60.0, span, since
+
+    def on_limit(self, now: float, *, retry_after: float, current: float | None,
+                 started_at: float | None = None) -> None:
+        """A 429 that reflects the account's limit. ``current``: the rate in force (None:
+        unthrottled); ``started_at``: when the rejected attempt started, if known."""
+        if started_at is not None:
+            same = started_at < self._cut_at
+        else:
+            same = now - self._cut_at < self.EPISODE
+        if not same:
+            self.cuts += 1
+            self._cut_at = now
+            self._base = current
+            self._edge_since = None
+        est, span, _ = self.capacity(now, retry_after)
+        base = self._base
+        target = self.BETA * (est if base is None else min(base, est))
+        if base is not None:
+            target = max(target, self.MAX_CUT * base)
+        if same and self.rpm is not None:
+            target = min(self.rpm, target)
+        self.rpm = target
+        # The rate that failed: the one in force, or -- unthrottled -- what the server took.
+        self._bad = base if base is not None else est
+        self._resume_at = max(self._resume_at, now + retry_after)
+        if base is None:
+            # Burst residue: the k-th accepted start leaves the window at its time + span.
+            self._release = deque(e[0] + span for e in self._starts if e[1] > 0.0 and e[0] + span > now)
+        else:
+            self._release.clear()
+
+    def next_release(self, now: float) -> float:
+        """Earliest time the next start may go (burst residue); consumes one slot."""
+        while self._release:
+            at = self._release.popleft()
+            if at > now:
+                return at
+        return now
+
+    def maybe_raise(self, now: float) -> None:
+        """Raise the rate after a quiet, binding probe interval (see the class docstring)."""
+        if self.rpm is None or now < self._resume_at:
+            return
+        elapsed = now - self._resume_at
+        if elapsed < max(self.PROBE_EVERY, self.PROBE_STARTS * 60.0 / self.rpm):
+            return
+        started = sum(1 for e in self._starts if e[0] >= self._resume_at)
+        self._resume_at = now
+        if started < self.BINDING * self.rpm * elapsed / 60.0:
+            return  # demand, not the rate, is what binds: nothing learned
+        bad = self._bad
+        if bad is not None and self.rpm < self.EDGE * bad:
+            self.rpm = min(self.rpm * self.FAST, (self.rpm + bad) / 2.0)
+        elif bad is not None:
+            if self._edge_since is None:
+                self._edge_since = now
+            if now - self._edge_since < self.HOLD:
+                return
+            self._bad = None
+            self._edge_since = None
+            self.rpm *= self.BEYOND
+        else:
+            self.rpm *= self.BEYOND
+        self.raises += 1
+        if self._bad is not None and self.rpm >= self.EDGE * self._bad and self._edge_since is None:
+            self._edge_since = now
 
 
 class Runner:

@@ -23,7 +23,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import MetricError
-from ..measures import Measure, known_measures, parse_measure, parse_spec, split_metric_list
+from ..measures import (
+    Measure,
+    format_spec,
+    known_measures,
+    parse_measure,
+    parse_spec,
+    split_metric_list,
+)
 from .matching import MATCH_MODES
 
 __all__ = [
@@ -83,16 +90,7 @@ class RagMetric:
         return "containment" if self.name == "containment" else "ranking"
 
     def __str__(self) -> str:
-        text = self.name
-        if self.params:
-            text += "(" + ",".join(f"{k}={_fmt(v)}" for k, v in self.params) + ")"
-        if self.k is not None:
-            text += f"@{self.k}"
-        return text
-
-
-def _fmt(v: Any) -> str:
-    return repr(v) if isinstance(v, float) else str(v)
+        return format_spec(self.name, self.params, self.k)
 
 
 def known_rag_metrics() -> list[str]:
