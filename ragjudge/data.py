@@ -291,8 +291,83 @@ def _check_dedup_arg(dedup: str) -> None:
         raise InputError(f"dedup must be 'error' or 'first', got {dedup!r}", field="dedup")
 
 
+# ----------------------------------------------------------------------------- shared base
+class _Columnar:
+    """What Qrels and Run share: one row per (query, document), grouped by query id.
+
+    ``_values`` holds the grades (Qrels) or the scores (Run).
+    """
+
+    __slots__ = ("_qids", "_offsets", "_docids", "_values", "source")
+
+    def __init__(
+        self, qids: np.ndarray, offsets: np.ndarray, docids: np.ndarray, values: np.ndarray,
+        source: str | None,
+    ) -> None:
+        # Internal constructor: callers pass already-canonical arrays (see from_arrays).
+        self._qids = qids
+        self._offsets = offsets
+        self._docids = docids
+        self._values = values
+        self.source = source
+        _freeze(qids, offsets, docids, values)
+
+    @property
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(qids, offsets, docids, grades | scores)`` -- the read-only columnar view used by
+        the engine (Run rows in rank order, Qrels rows by docid)."""
+        return self._qids, self._offsets, self._docids, self._values
+
+    @property
+    def query_ids(self) -> list[str]:
+        """Query ids in trec_eval order (byte-wise ascending)."""
+        return [_decode(q) for q in self._qids.tolist()]
+
+    @property
+    def num_queries(self) -> int:
+        return len(self._qids)
+
+    def __len__(self) -> int:
+        """Number of (query, document) rows."""
+        return len(self._docids)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.query_ids)
+
+    def _index(self, qid: str) -> int | None:
+        key = qid.encode("utf-8")
+        i = int(np.searchsorted(self._qids, key))
+        if i < len(self._qids) and self._qids[i] == key:
+            return i
+        return None
+
+    def __contains__(self, qid: object) -> bool:
+        return isinstance(qid, str) and self._index(qid) is not None
+
+    def get(self, qid: str) -> dict[str, Any]:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def __getitem__(self, qid: str) -> dict[str, Any]:
+        if qid not in self:
+            raise KeyError(qid)
+        return self.get(qid)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, _Columnar)
+        return (
+            np.array_equal(self._qids, other._qids)
+            and np.array_equal(self._offsets, other._offsets)
+            and np.array_equal(self._docids, other._docids)
+            and np.array_equal(self._values, other._values)
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 # ----------------------------------------------------------------------------- Qrels
-class Qrels:
+class Qrels(_Columnar):
     """Relevance judgments: query id -> document id -> integer grade.
 
     Build with :meth:`from_dict`, :meth:`from_arrays`, :meth:`from_lists`, or the readers in
@@ -300,7 +375,7 @@ class Qrels:
     they mean "in the pool but not relevant".
     """
 
-    __slots__ = ("_qids", "_offsets", "_docids", "_grades", "source")
+    __slots__ = ()
 
     def __init__(
         self,
@@ -311,13 +386,7 @@ class Qrels:
         *,
         source: str | None = None,
     ) -> None:
-        # Internal constructor: callers pass already-canonical arrays (see from_arrays).
-        self._qids = qids
-        self._offsets = offsets
-        self._docids = docids
-        self._grades = grades
-        self.source = source
-        _freeze(qids, offsets, docids, grades)
+        super().__init__(qids, offsets, docids, grades, source)
 
     # -- construction ------------------------------------------------------------
     @classmethod
@@ -467,40 +536,9 @@ class Qrels:
 
     # -- access --------------------------------------------------------------------
     @property
-    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """``(qids, offsets, docids, grades)`` -- the read-only columnar view used by the engine."""
-        return self._qids, self._offsets, self._docids, self._grades
-
-    @property
-    def query_ids(self) -> list[str]:
-        """Query ids in trec_eval order (byte-wise ascending)."""
-        return [_decode(q) for q in self._qids.tolist()]
-
-    @property
-    def num_queries(self) -> int:
-        return len(self._qids)
-
-    @property
     def max_grade(self) -> int:
         """Largest grade present (0 when there are no judgments)."""
-        return int(self._grades.max()) if len(self._grades) else 0
-
-    def __len__(self) -> int:
-        """Number of judgments (query, document) pairs."""
-        return len(self._docids)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.query_ids)
-
-    def _index(self, qid: str) -> int | None:
-        key = qid.encode("utf-8")
-        i = int(np.searchsorted(self._qids, key))
-        if i < len(self._qids) and self._qids[i] == key:
-            return i
-        return None
-
-    def __contains__(self, qid: object) -> bool:
-        return isinstance(qid, str) and self._index(qid) is not None
+        return int(self._values.max()) if len(self._values) else 0
 
     def get(self, qid: str) -> dict[str, int]:
         """Judgments of one query as ``{docid: grade}`` (empty if the query is unknown)."""
@@ -510,19 +548,14 @@ class Qrels:
         s, e = int(self._offsets[i]), int(self._offsets[i + 1])
         return {
             _decode(d): int(g)
-            for d, g in zip(self._docids[s:e].tolist(), self._grades[s:e].tolist())
+            for d, g in zip(self._docids[s:e].tolist(), self._values[s:e].tolist())
         }
-
-    def __getitem__(self, qid: str) -> dict[str, int]:
-        if qid not in self:
-            raise KeyError(qid)
-        return self.get(qid)
 
     def to_dict(self) -> dict[str, dict[str, int]]:
         """``{qid: {docid: grade}}`` (the pytrec_eval / ranx shape)."""
         out: dict[str, dict[str, int]] = {}
         docids = self._docids.tolist()
-        grades = self._grades.tolist()
+        grades = self._values.tolist()
         offs = self._offsets.tolist()
         for i, q in enumerate(self._qids.tolist()):
             out[_decode(q)] = {
@@ -533,7 +566,7 @@ class Qrels:
     def rows(self) -> Iterator[tuple[str, str, int]]:
         """``(qid, docid, grade)`` rows in canonical order."""
         docids = self._docids.tolist()
-        grades = self._grades.tolist()
+        grades = self._values.tolist()
         offs = self._offsets.tolist()
         for i, q in enumerate(self._qids.tolist()):
             qs = _decode(q)
@@ -571,7 +604,7 @@ class Qrels:
             {
                 "query_id": _decode_column(np.repeat(self._qids, np.diff(self._offsets))),
                 "doc_id": _decode_column(self._docids),
-                "relevance": self._grades.copy(),
+                "relevance": self._values.copy(),
             }
         )
 
@@ -580,7 +613,7 @@ class Qrels:
         q = np.concatenate((np.repeat(self._qids, np.diff(self._offsets)),
                             np.repeat(other._qids, np.diff(other._offsets))))
         d = np.concatenate((self._docids, other._docids))
-        g = np.concatenate((self._grades, other._grades))
+        g = np.concatenate((self._values, other._values))
         return Qrels.from_arrays(q, d, g, source=self.source, dedup="first")
 
     def filter(self, qids: Iterable[str]) -> Qrels:
@@ -590,19 +623,7 @@ class Qrels:
         counts = np.diff(self._offsets)
         rows = np.repeat(mask, counts)
         q = np.repeat(self._qids, counts)[rows]
-        return Qrels.from_arrays(q, self._docids[rows], self._grades[rows], source=self.source)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Qrels):
-            return NotImplemented
-        return (
-            np.array_equal(self._qids, other._qids)
-            and np.array_equal(self._offsets, other._offsets)
-            and np.array_equal(self._docids, other._docids)
-            and np.array_equal(self._grades, other._grades)
-        )
-
-    __hash__ = None  # type: ignore[assignment]
+        return Qrels.from_arrays(q, self._docids[rows], self._values[rows], source=self.source)
 
     def __repr__(self) -> str:
         src = f", source={self.source!r}" if self.source else ""
@@ -610,14 +631,14 @@ class Qrels:
 
 
 # ----------------------------------------------------------------------------- Run
-class Run:
+class Run(_Columnar):
     """A ranking: query id -> document id -> score, stored in trec_eval rank order.
 
     Rank order is score descending, ties broken by document id descending (``strcmp``), the
     input rank column ignored -- exactly trec_eval. Scores must be finite.
     """
 
-    __slots__ = ("_qids", "_offsets", "_docids", "_scores", "name", "source")
+    __slots__ = ("name",)
 
     def __init__(
         self,
@@ -630,13 +651,8 @@ class Run:
         source: str | None = None,
     ) -> None:
         # Internal constructor: arrays must already be in canonical rank order.
-        self._qids = qids
-        self._offsets = offsets
-        self._docids = docids
-        self._scores = scores
+        super().__init__(qids, offsets, docids, scores, source)
         self.name = name
-        self.source = source
-        _freeze(qids, offsets, docids, scores)
 
     # -- construction ------------------------------------------------------------
     @classmethod
@@ -793,35 +809,6 @@ class Run:
         return cls.from_arrays(qs, ds, np.array(ss, dtype=np.float64), name=name, dedup="first")
 
     # -- access --------------------------------------------------------------------
-    @property
-    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """``(qids, offsets, docids, scores)`` in rank order -- the engine's read-only view."""
-        return self._qids, self._offsets, self._docids, self._scores
-
-    @property
-    def query_ids(self) -> list[str]:
-        return [_decode(q) for q in self._qids.tolist()]
-
-    @property
-    def num_queries(self) -> int:
-        return len(self._qids)
-
-    def __len__(self) -> int:
-        return len(self._docids)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.query_ids)
-
-    def _index(self, qid: str) -> int | None:
-        key = qid.encode("utf-8")
-        i = int(np.searchsorted(self._qids, key))
-        if i < len(self._qids) and self._qids[i] == key:
-            return i
-        return None
-
-    def __contains__(self, qid: object) -> bool:
-        return isinstance(qid, str) and self._index(qid) is not None
-
     def ranked(self, qid: str, depth: int | None = None) -> list[tuple[str, float]]:
         """``[(docid, score), ...]`` of one query in rank order (empty if unknown)."""
         i = self._index(qid)
@@ -830,15 +817,10 @@ class Run:
         s, e = int(self._offsets[i]), int(self._offsets[i + 1])
         if depth is not None:
             e = min(e, s + depth)
-        return [(_decode(d), float(x)) for d, x in zip(self._docids[s:e].tolist(), self._scores[s:e].tolist())]
+        return [(_decode(d), float(x)) for d, x in zip(self._docids[s:e].tolist(), self._values[s:e].tolist())]
 
     def get(self, qid: str) -> dict[str, float]:
         return dict(self.ranked(qid))
-
-    def __getitem__(self, qid: str) -> dict[str, float]:
-        if qid not in self:
-            raise KeyError(qid)
-        return self.get(qid)
 
     def to_dict(self) -> dict[str, dict[str, float]]:
         """``{qid: {docid: score}}`` (insertion order = rank order)."""
@@ -847,7 +829,7 @@ class Run:
     def rows(self) -> Iterator[tuple[str, str, int, float]]:
         """``(qid, docid, rank, score)`` rows in rank order (rank starts at 1)."""
         docids = self._docids.tolist()
-        scores = self._scores.tolist()
+        scores = self._values.tolist()
         offs = self._offsets.tolist()
         for i, q in enumerate(self._qids.tolist()):
             qs = _decode(q)
@@ -863,7 +845,7 @@ class Run:
         np.cumsum(counts, out=offsets[1:])
         grp = np.repeat(np.arange(len(counts)), counts)
         idx = self._offsets[grp] + (np.arange(offsets[-1]) - offsets[grp])
-        return Run(self._qids.copy(), offsets, self._docids[idx], self._scores[idx],
+        return Run(self._qids.copy(), offsets, self._docids[idx], self._values[idx],
                    name=self.name, source=self.source)
 
     @classmethod
@@ -896,24 +878,12 @@ class Run:
             {
                 "query_id": _decode_column(np.repeat(self._qids, np.diff(self._offsets))),
                 "doc_id": _decode_column(self._docids),
-                "score": self._scores.copy(),
+                "score": self._values.copy(),
             }
         )
 
     def with_name(self, name: str) -> Run:
-        return Run(self._qids, self._offsets, self._docids, self._scores, name=name, source=self.source)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Run):
-            return NotImplemented
-        return (
-            np.array_equal(self._qids, other._qids)
-            and np.array_equal(self._offsets, other._offsets)
-            and np.array_equal(self._docids, other._docids)
-            and np.array_equal(self._scores, other._scores)
-        )
-
-    __hash__ = None  # type: ignore[assignment]
+        return Run(self._qids, self._offsets, self._docids, self._values, name=name, source=self.source)
 
     def __repr__(self) -> str:
         return f"Run({self.name!r}, {self.num_queries} queries, {len(self)} entries)"
