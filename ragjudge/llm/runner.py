@@ -215,8 +215,12 @@ class RateLearner:
         """Any 429: the server did not count that start."""
         entry[1] = 0.0
 
-    def capacity(self, now: float, retry_after: float) -> tuple[float, float, float]:
-        """(rpm the server let through, observed span + Retry-After, start of the span)."""
+    def capacity(self, now: float, retry_after: float, at: float | None = None) -> tuple[float, float, float]:
+        """(rpm the server let through, observed span + Retry-After, start of the span).
+
+        ``at``: when the rejected attempt started, i.e. about when the server counted its window
+        and computed Retry-After (``now`` would add the reply's trip back and our own queueing,
+        ~7% of a 1 s window on a loaded machine); defaults to ``now``."""
         self._prune(now)
         firsts = [q for q in (self._starts[0][0] if self._starts else None,
                               self._ok[0] if self._ok else None) if q is not None]
@@ -224,7 +228,8 @@ class RateLearner:
         accepted = sum(e[1] for e in self._starts)
         # Successes are a lower bound of what was accepted (replies observed without starts).
         accepted = max(accepted, float(len(self._ok)), 1.0)
-        span = max((now - since) + max(retry_after, 0.0), self.MIN_SPAN)
+        end = now if at is None else min(max(at, since), now)
+        span = max((end - since) + max(retry_after, 0.0), self.MIN_SPAN)
         return accepted / span * 60.0, span, since
 
     def on_limit(self, now: float, *, retry_after: float, current: float | None,
@@ -240,7 +245,7 @@ class RateLearner:
             self._cut_at = now
             self._base = current
             self._edge_since = None
-        est, span, _ = self.capacity(now, retry_after)
+        est, span, _ = self.capacity(now, retry_after, started_at)
         base = self._base
         target = self.BETA * (est if base is None else min(base, est))
         if base is not None:
@@ -309,12 +314,8 @@ class Runner:
         self.max_tpm = tpm
         self.header_rpm: float | None = None
         self.header_tpm: float | None = None
-        self.adaptive_rpm: float | None = None
+        self.learner = RateLearner()
         self._cooldown_until = 0.0
-        self._last_cut = -math.inf
-        self._last_429 = -math.inf
-        self._last_raise = time.monotonic()
-        self._ok_times: deque[float] = deque()
         self._tpm_window: deque[list[float]] = deque()
         # Last remaining budget the server reported, per kind: (remaining, value of our
         # started-counter when the reporting attempt started, monotonic reset time, whether it
@@ -330,6 +331,11 @@ class Runner:
         self.in_flight = 0
 
     # -- limits ----------------------------------------------------------------------
+    @property
+    def adaptive_rpm(self) -> float | None:
+        """The rate learned from 429s when no header gives the limit (``None``: none yet)."""
+        return self.learner.rpm
+
     @property
     def rpm(self) -> float | None:
         """The requests-per-minute rate currently enforced (``None``: unthrottled)."""
@@ -355,13 +361,13 @@ class Runner:
 
     async def _pace(self, st: _LoopState) -> None:
         """Wait for this attempt's slot in the evenly spaced start schedule."""
-        self._maybe_raise()
-        rpm = self.rpm
         now = time.monotonic()
+        self.learner.maybe_raise(now)
+        rpm = self.rpm
         if rpm is None:
             st.next_start = now
             return
-        at = max(now, st.next_start)
+        at = max(now, st.next_start, self.learner.next_release(now))
         st.next_start = at + 60.0 / rpm
         if at > now:
             await asyncio.sleep(at - now)
@@ -371,15 +377,6 @@ class Runner:
         rpm = self.rpm
         if rpm is not None:
             st.next_start = max(time.monotonic(), st.next_start - 60.0 / rpm)
-
-    def _maybe_raise(self) -> None:
-        # Additive-ish increase of a 429-learned rate after a quiet spell.
-        if self.adaptive_rpm is None:
-            return
-        now = time.monotonic()
-        if now - self._last_429 >= 20.0 and now - self._last_raise >= 20.0:
-            self.adaptive_rpm *= 1.05
-            self._last_raise = now
 
     # -- admission -------------------------------------------------------------------
     @asynccontextmanager
@@ -450,7 +447,8 @@ class Runner:
             await asyncio.sleep(min(max(wait, 0.01), 1.0))
         self.started += 1
         self._started_tokens += tokens
-        token = _TICKET.set((self.started, self._started_tokens, float(tokens)))
+        entry = self.learner.on_start(time.monotonic())
+        token = _TICKET.set((self.started, self._started_tokens, float(tokens), entry))
         try:
             yield
         finally:
@@ -505,13 +503,13 @@ class Runner:
             if info is None or info[3] or snapshot >= info[1]:
                 self._budget[kind] = (float(remaining), snapshot, now + min(reset, 60.0), False)
         if 200 <= status < 300:
-            self._ok_times.append(now)
-            while self._ok_times and now - self._ok_times[0] > _WINDOW:
-                self._ok_times.popleft()
+            self.learner.on_success(now)
             return
         if status != 429:
             return
         self.rate_limited += 1
+        if ticket is not None:
+            self.learner.on_rejected(ticket[3])  # the server did not count this start
         # Is this the account's limit (slow everyone down) or an isolated 429 (an overloaded
         # replica, a spurious reply: only this request waits its Retry-After, in the client)?
         rem_req = _int_header(headers, "x-ratelimit-remaining-requests")
@@ -532,17 +530,10 @@ class Runner:
             if st is not None:
                 self._refund(st)
             return
-        self._last_429 = now
         after = retry_after_seconds(headers)
-        self._cooldown_until = max(self._cooldown_until, now + min(after if after is not None else 1.0, 60.0))
-        if limit_req is None and self.header_rpm is None and now - self._last_cut >= 2.0:
-            while self._ok_times and now - self._ok_times[0] > _WINDOW:
-                self._ok_times.popleft()
-            observed = float(len(self._ok_times))
-            current = self.rpm
-            # Floor of 10 rpm: a 429 on the very first requests says little about the ceiling.
-            observed = max(observed, 10.0)
-            base = observed if current is None else min(current, observed)
-            self.adaptive_rpm = 0.95 * base
-            self._last_cut = now
-            self._last_raise = now
+        wait = min(after if after is not None else 1.0, 60.0)
+        self._cooldown_until = max(self._cooldown_until, now + wait)
+        if limit_req is None and self.header_rpm is None:
+            # No header says the limit: learn it from this 429 (see RateLearner).
+            self.learner.on_limit(now, retry_after=wait, current=self.rpm,
+                                  started_at=None if ticket is None else ticket[3][0])
