@@ -145,10 +145,10 @@ class AgreementReport:
         lines = [
             f"pairs judged by both: {self.common_pairs} "
             f"(reference only: {self.reference_only}, candidate only: {self.candidate_only})",
-            f"exact agreement:      {f(self.exact_agreement)}",
-            f"Cohen's kappa:        {f(self.cohen_kappa)}",
-            f"weighted kappa (lin): {f(self.weighted_kappa_linear)}",
-            f"weighted kappa (quad):{f(self.weighted_kappa_quadratic)}",
+            f"exact agreement:         {f(self.exact_agreement)}",
+            f"Cohen's kappa:           {f(self.cohen_kappa)}",
+            f"weighted kappa (linear): {f(self.weighted_kappa_linear)}",
+            f"weighted kappa (quad.):  {f(self.weighted_kappa_quadratic)}",
             f"binary (grade >= {self.rel}): kappa {f(self.binary_kappa)}, "
             f"precision {f(self.binary_precision)}, recall {f(self.binary_recall)}",
         ]

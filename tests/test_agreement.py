@@ -65,3 +65,28 @@ def test_label_agreement_without_common_pairs_reports_reason() -> None:
     assert rep.common_pairs == 0
     assert rep.cohen_kappa is None and rep.exact_agreement is None
     assert any("share no" in n for n in rep.notes)
+
+
+def test_cli_agree_text_and_json(tmp_path, capsys) -> None:
+    import json
+
+    from ragjudge.cli import main
+
+    human = tmp_path / "human.qrels"
+    llm = tmp_path / "llm.qrels"
+    human.write_text("q1 0 a 3\nq1 0 b 0\nq2 0 c 1\n")
+    llm.write_text("q1 0 a 2\nq1 0 b 0\nq2 0 c 1\nq2 0 d 2\n")
+    run_a = tmp_path / "a.run"
+    run_b = tmp_path / "b.run"
+    run_a.write_text("q1 Q0 a 1 2.0 a\nq1 Q0 b 2 1.0 a\nq2 Q0 c 1 1.0 a\n")
+    run_b.write_text("q1 Q0 b 1 2.0 b\nq1 Q0 a 2 1.0 b\nq2 Q0 d 1 1.0 b\n")
+    assert main(["agree", str(human), str(llm)]) == 0
+    out = capsys.readouterr().out
+    assert "pairs judged by both: 3" in out
+    assert main(["agree", str(human), str(llm), "--run", str(run_a), "--run", str(run_b),
+                 "-m", "ndcg@2,map", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert set(data["systems"]) == {"a", "b"}
+    assert set(data["kendall_tau"]) == {"ndcg@2", "map"}
+    assert main(["agree", str(human), str(tmp_path / "missing.qrels")]) == 2
+    assert "missing.qrels" in capsys.readouterr().err
