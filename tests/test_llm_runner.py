@@ -104,16 +104,33 @@ def test_429_without_headers_learns_a_rate_and_pauses() -> None:
     import time
 
     r = Runner()
-    for _ in range(200):
-        r.observe({}, 200)
-    r.observe({"retry-after": "2"}, 429)
-    assert r.rate_limited == 1 and r.isolated_429 == 0
-    assert r.rpm == pytest.approx(0.95 * 200)
+
+    async def main() -> None:
+        gate = asyncio.Event()
+
+        async def call(status: int, headers: dict[str, str]) -> None:
+            async with r.attempt():
+                await gate.wait()
+                r.observe(headers, status)
+
+        async with r.attempt():  # slow start: the probe goes alone
+            r.observe({}, 200)
+        # Then a burst: 30 attempts in flight at once, unthrottled; the server takes 20.
+        tasks = [asyncio.create_task(call(200, {})) for _ in range(20)]
+        tasks += [asyncio.create_task(call(429, {"retry-after": "2"})) for _ in range(10)]
+        while r.started < 31:  # all admitted (no rate known yet: unthrottled)
+            await asyncio.sleep(0)
+        gate.set()
+        await asyncio.gather(*tasks)
+
+    asyncio.run(main())
+    assert r.rate_limited == 10 and r.isolated_429 == 0
     assert r._cooldown_until > time.monotonic() + 1
-    # More 429s of the same burst are one decrease, not one per reply.
-    for _ in range(10):
-        r.observe({}, 429)
-    assert r.rpm == pytest.approx(0.95 * 200) and r.rate_limited == 11
+    # 21 accepted starts over (a few ms observed + the 2 s Retry-After): ~630 rpm; 90% of it.
+    # The old rule divided a minute's successes by a whole minute: ~20 rpm.
+    assert r.rpm == pytest.approx(0.9 * 21 / 2.0 * 60, rel=0.05)
+    # All ten 429s came from attempts started before the cut: one episode, not ten cuts.
+    assert r.learner.cuts == 1
 
 
 def test_429_with_budget_left_is_isolated() -> None:

@@ -138,33 +138,41 @@ class RateLearner:
     Pure bookkeeping: every method takes the monotonic time ``now``, so it runs under a fake
     clock in tests. ``rpm`` is ``None`` until the first 429 (unthrottled).
 
-    *Decrease.* A 429 means the server's window is full. What it let through tells its capacity:
-    ``accepted`` starts since the oldest start of the last minute, over that span **plus the
-    Retry-After** (the window cannot take another one before then). Measuring over the time
+    *Decrease.* A 429 means the server's window is full. What it let through tells its capacity
+    ``est``: the starts it accepted since the oldest start of the last minute, over that span
+    **plus the Retry-After** (the window takes nothing more before then). Measuring over the time
     actually observed matters: a run a few seconds old has far fewer successes than a minute's
     worth, and dividing by a full minute (the old rule) read a 600 rpm server as ~10 rpm. Adding
-    Retry-After is what makes one formula fit every window length: 600 rpm per 1 s window, a
-    probe then a burst of 16 -> 10 accepted in 0.3 s, Retry-After 0.7 s -> 600 rpm; per 60 s
-    window -> 600 accepted in 12 s, Retry-After 48 s -> 600 rpm. The rate becomes ``BETA`` (90%)
-    of the smaller of that capacity and the rate in force (a 429 at rate R says R is too much),
-    but never below ``MAX_CUT`` (half) of the rate in force: a capacity measured while demand was
-    low (cache hits, a slow tail) must not collapse the rate. All 429s of attempts started before
-    the cut belong to the same episode: they refine its measurement (in-flight starts count as
-    accepted until their reply says otherwise) instead of compounding cuts.
+    the Retry-After makes one formula fit every window length: 600 rpm per 1 s window, a probe
+    then a burst of 16 -> 10 accepted in 0.3 s, Retry-After 0.7 s -> 600 rpm; per 60 s window ->
+    600 accepted in 12 s, Retry-After 48 s -> 600 rpm. The span ends when the rejected attempt
+    *started* (about when the server judged it), not when its reply arrived. Then:
+
+    * unthrottled (the first burst filled the window): ``est`` is the capacity; rate = 90% of it;
+    * paced at R and rejected: R is about an upper bound of the capacity and ``est`` a lower one:
+      rate = min(90% of R, est) -- AIMD, and straight down to what got through when a probe
+      overshot far or another client shares the quota -- but never below half of R in one
+      episode (an ``est`` measured while demand was low must not collapse the rate).
+
+    All 429s of attempts started before the cut are one episode: they refine its measurement
+    (in-flight starts count as accepted until their 429 arrives) instead of compounding cuts.
 
     *Burst residue.* The first cut follows an unthrottled burst whose accepted starts stay in the
-    server's window after the Retry-After ends; pacing at the new rate from there would overrun it
-    (per 1 s window: 9 starts of the burst leave only 0.3 s after the first slot frees). So, after
-    that cut only, the k-th new start waits until the k-th accepted start has left the window,
-    whose length the 429 told us (observed span + Retry-After).
+    server's window after the Retry-After; pacing at the new rate from then on would overrun it
+    (per 1 s window: 9 of the burst's starts leave 0.3 s after the first slot frees). So after
+    that cut the k-th new start waits until the k-th accepted start has left the window, whose
+    length the 429 told us (observed span + Retry-After, +0.1 s for connection setup). That
+    length also sets ``window``, the probe interval past the known limit (below).
 
-    *Increase.* Every ``PROBE_EVERY`` seconds (longer at low rates: at least ``PROBE_STARTS``
-    starts' worth) without a 429 *and* with the pacer binding (demand used >= 80% of the rate;
-    raising a rate nobody uses would only allow a later burst), the rate halves its gap to the
-    rate that last failed (at most x1.25 per step): 90% -> 95% -> 97.5% -> 98.75% within ~15 s.
-    Within 2% of that rate it holds for ``HOLD`` seconds, then forgets it and probes upward by
-    x1.1 per step until the next 429 -- the server's limit may have been raised, or the first
-    measurement was low. Near the ceiling this costs one small 429 episode per probe cycle.
+    *Increase.* After each quiet probe interval (``PROBE_EVERY`` = 5 s, or ``PROBE_STARTS``
+    starts' worth at low rates) in which the pacer was binding (demand used >= 80% of the rate:
+    raising a rate nobody uses learns nothing and allows a later burst), the rate halves its gap
+    to the rate that last failed (x1.25 at most per step): 90% -> 95% -> 97.5% -> 98.75% in 15 s.
+    Within 2% of it, it holds ``HOLD`` s (or one server window), then forgets it and probes past
+    it by x1.1 per server ``window`` (>= 5 s; 60 s for a minute window, which only answers an
+    overrun once its minute is full) until a 429 says where the limit is now -- it may have been
+    raised, or the first measurement was low. Near the ceiling that costs one small 429 episode
+    per probe cycle; each 429 is retried by the client, nothing is lost.
     """
 
     BETA = 0.9
@@ -178,6 +186,7 @@ class RateLearner:
     BINDING = 0.8
     MIN_SPAN = 1.0  # seconds: no server enforces a limit on a window shorter than this
     EPISODE = 2.0  # without start times: 429s this close to a cut belong to its episode
+    RELEASE_MARGIN = 0.1  # seconds: see on_limit
 
     def __init__(self) -> None:
         self.rpm: float | None = None
@@ -191,6 +200,10 @@ class RateLearner:
         self._resume_at = -math.inf  # start of the current probe interval
         self._edge_since: float | None = None
         self._release: deque[float] = deque()
+        # Length of the server's window, as the first (unthrottled) 429 showed it: probing past
+        # the known limit waits this long for the verdict (a 60 s window answers an overrun
+        # only once its minute is full; probing every 5 s would overshoot by x1.1^12 first).
+        self.window = self.PROBE_EVERY
 
     def _prune(self, now: float) -> None:
         while self._starts and now - self._starts[0][0] > _WINDOW:
@@ -247,47 +260,63 @@ class RateLearner:
             self._edge_since = None
         est, span, _ = self.capacity(now, retry_after, started_at)
         base = self._base
-        target = self.BETA * (est if base is None else min(base, est))
-        if base is not None:
-            target = max(target, self.MAX_CUT * base)
+        if base is None:
+            # Unthrottled: the burst filled the window, so `est` is the capacity itself.
+            target = self.BETA * est
+        else:
+            # Paced at `base` and rejected: `base` is about an upper bound of the capacity and
+            # `est`, what got through, about a lower one. Cut below the upper bound (AIMD), and
+            # to `est` if that is lower still (a probe that overshot far, a quota shared with
+            # another client) -- but never by more than half in one episode.
+            target = max(min(self.BETA * base, est), self.MAX_CUT * base)
         if same and self.rpm is not None:
             target = min(self.rpm, target)
         self.rpm = target
         # The rate that failed: the one in force, or -- unthrottled -- what the server took.
-        self._bad = base if base is not None else est
+        if base is not None:
+            self._bad = base
+        else:
+            self._bad = est if not same or self._bad is None else min(self._bad, est)
         self._resume_at = max(self._resume_at, now + retry_after)
         if base is None:
-            # Burst residue: the k-th accepted start leaves the window at its time + span.
-            self._release = deque(e[0] + span for e in self._starts if e[1] > 0.0 and e[0] + span > now)
+            self.window = min(max(self.PROBE_EVERY, span), _WINDOW)
+            # Burst residue: the k-th accepted start leaves the window at its time + span. The
+            # margin covers what our start times miss: a burst opens new connections, so the
+            # server counted its starts tens of ms after we recorded them (measured: a 1%
+            # margin still let a loaded machine overrun the 1 s window right after the cut).
+            free = span + self.RELEASE_MARGIN
+            self._release = deque(e[0] + free for e in self._starts if e[1] > 0.0 and e[0] + free > now)
         else:
             self._release.clear()
 
     def next_release(self, now: float) -> float:
-        """Earliest time the next start may go (burst residue); consumes one slot."""
-        while self._release:
-            at = self._release.popleft()
-            if at > now:
-                return at
-        return now
+        """Earliest time the next start may go (burst residue); each start takes one slot."""
+        return max(now, self._release.popleft()) if self._release else now
 
     def maybe_raise(self, now: float) -> None:
         """Raise the rate after a quiet, binding probe interval (see the class docstring)."""
         if self.rpm is None or now < self._resume_at:
             return
         elapsed = now - self._resume_at
-        if elapsed < max(self.PROBE_EVERY, self.PROBE_STARTS * 60.0 / self.rpm):
+        interval = max(self.PROBE_EVERY, self.PROBE_STARTS * 60.0 / self.rpm)
+        bad = self._bad
+        beyond = bad is None or self.rpm >= self.EDGE * bad
+        if beyond:
+            # Past the rate known to fail: one step per server window (see `window`).
+            interval = max(interval, self.window)
+        if elapsed < interval:
             return
         started = sum(1 for e in self._starts if e[0] >= self._resume_at)
         self._resume_at = now
         if started < self.BINDING * self.rpm * elapsed / 60.0:
             return  # demand, not the rate, is what binds: nothing learned
-        bad = self._bad
-        if bad is not None and self.rpm < self.EDGE * bad:
+        if not beyond:
+            assert bad is not None
             self.rpm = min(self.rpm * self.FAST, (self.rpm + bad) / 2.0)
         elif bad is not None:
             if self._edge_since is None:
                 self._edge_since = now
-            if now - self._edge_since < self.HOLD:
+            if now - self._edge_since < max(self.HOLD, self.window):
                 return
             self._bad = None
             self._edge_since = None
