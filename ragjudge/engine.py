@@ -99,6 +99,14 @@ def _hash_ids(ids: np.ndarray, width: int, seed: int) -> np.ndarray:
     return out
 
 
+def _slots(keys: np.ndarray, hb: np.uint64, mask: np.uint64) -> np.ndarray:
+    """Filter slot of every join key: its low hash bits XOR its group (the bits from ``hb``)."""
+    out = keys >> hb
+    out ^= keys
+    out &= mask
+    return out.view(np.int64)
+
+
 def _join(
     r_ids: np.ndarray,
     r_grp: np.ndarray,
@@ -131,12 +139,13 @@ def _join(
         rk >>= drop
         rk |= r_grp.view(np.uint64) << hb
         # Most run rows are unjudged: a direct-address filter on the low key bits (a one-hash
-        # Bloom filter, false-positive rate <= 1/8) spares them the binary search.
+        # Bloom filter, false-positive rate <= 1/8) spares them the binary search. The group
+        # is XORed into the slot: a document judged for another query must not pass the filter.
         bits = max(int(8 * len(sk) - 1).bit_length(), 10)
         mask = np.uint64((1 << bits) - 1)
         seen = np.zeros(1 << bits, dtype=bool)
-        seen[(sk & mask).view(np.int64)] = True
-        maybe = np.flatnonzero(seen[(rk & mask).view(np.int64)])
+        seen[_slots(sk, hb, mask)] = True
+        maybe = np.flatnonzero(seen[_slots(rk, hb, mask)])
         rk = rk[maybe]
         pos = np.searchsorted(sk, rk)
         pos[pos == len(sk)] = 0
