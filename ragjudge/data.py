@@ -358,6 +358,21 @@ class _Columnar:
     def __contains__(self, qid: object) -> bool:
         return isinstance(qid, str) and self._index(qid) is not None
 
+    def _qid_column(self) -> np.ndarray:
+        """The query id of every row (the grouped column expanded back)."""
+        return np.repeat(self._qids, np.diff(self._offsets))
+
+    def _frame(self, value_col: str) -> Any:
+        import pandas as pd  # optional dependency, imported only here
+
+        return pd.DataFrame(
+            {
+                "query_id": _decode_column(self._qid_column()),
+                "doc_id": _decode_column(self._docids),
+                value_col: self._values.copy(),
+            }
+        )
+
     def get(self, qid: str) -> dict[str, Any]:  # pragma: no cover - overridden
         raise NotImplementedError
 
@@ -612,20 +627,11 @@ class Qrels(_Columnar):
 
     def to_dataframe(self) -> Any:
         """A long DataFrame with columns ``query_id``, ``doc_id``, ``relevance`` (needs pandas)."""
-        import pandas as pd  # optional dependency, imported only here
-
-        return pd.DataFrame(
-            {
-                "query_id": _decode_column(np.repeat(self._qids, np.diff(self._offsets))),
-                "doc_id": _decode_column(self._docids),
-                "relevance": self._values.copy(),
-            }
-        )
+        return self._frame("relevance")
 
     def merge(self, other: Qrels) -> Qrels:
         """Union of two qrels; where both judge a pair, ``self`` (e.g. the human label) wins."""
-        q = np.concatenate((np.repeat(self._qids, np.diff(self._offsets)),
-                            np.repeat(other._qids, np.diff(other._offsets))))
+        q = np.concatenate((self._qid_column(), other._qid_column()))
         d = np.concatenate((self._docids, other._docids))
         g = np.concatenate((self._values, other._values))
         return Qrels.from_arrays(q, d, g, source=self.source, dedup="first")
@@ -886,15 +892,7 @@ class Run(_Columnar):
 
     def to_dataframe(self) -> Any:
         """A long DataFrame ``query_id``, ``doc_id``, ``score`` in rank order (needs pandas)."""
-        import pandas as pd  # optional dependency, imported only here
-
-        return pd.DataFrame(
-            {
-                "query_id": _decode_column(np.repeat(self._qids, np.diff(self._offsets))),
-                "doc_id": _decode_column(self._docids),
-                "score": self._values.copy(),
-            }
-        )
+        return self._frame("score")
 
     def with_name(self, name: str) -> Run:
         return Run(self._qids, self._offsets, self._docids, self._values, name=name, source=self.source)
