@@ -404,12 +404,18 @@ class LLMClient:
 
     async def _once(self, body: Mapping[str, Any], gate: Gate, observe: Observer | None,
                     attempts: int) -> Completion:
+        data, latency = await self._post(self.openai.chat.completions, body, gate, observe)
+        return Completion.from_dict(data, latency=latency, attempts=attempts)
+
+    async def _post(self, resource: Any, body: Mapping[str, Any], gate: Gate,
+                    observe: Observer | None) -> tuple[Mapping[str, Any], float]:
+        """One HTTP attempt on ``resource`` (chat completions or embeddings): the JSON object
+        of the reply and its latency; rate-limit headers go to ``observe``, 2xx bodies that
+        are not a JSON object raise ``_BadBody`` (retried like a 5xx)."""
         async with gate():
             start = time.monotonic()
             try:
-                raw = await self.openai.chat.completions.with_raw_response.create(
-                    **body, timeout=self.config.timeout
-                )
+                raw = await resource.with_raw_response.create(**body, timeout=self.config.timeout)
             except openai.APIStatusError as exc:
                 if observe is not None:
                     observe(exc.response.headers, exc.status_code)
@@ -423,29 +429,11 @@ class LLMClient:
             raise _BadBody("not JSON") from None
         if not isinstance(data, Mapping):
             raise _BadBody("not a JSON object")
-        return Completion.from_dict(data, latency=latency, attempts=attempts)
+        return data, latency
 
     async def _once_embed(self, body: Mapping[str, Any], gate: Gate, observe: Observer | None,
                           attempts: int) -> EmbeddingReply:
-        async with gate():
-            start = time.monotonic()
-            try:
-                raw = await self.openai.embeddings.with_raw_response.create(
-                    **body, timeout=self.config.timeout
-                )
-            except openai.APIStatusError as exc:
-                if observe is not None:
-                    observe(exc.response.headers, exc.status_code)
-                raise
-            latency = time.monotonic() - start
-            if observe is not None:
-                observe(raw.headers, raw.status_code)
-        try:
-            data = raw.http_response.json()
-        except ValueError:
-            raise _BadBody("not JSON") from None
-        if not isinstance(data, Mapping):
-            raise _BadBody("not a JSON object")
+        data, latency = await self._post(self.openai.embeddings, body, gate, observe)
         return EmbeddingReply.from_dict(data, expected=len(body.get("input") or ()),
                                         latency=latency, attempts=attempts)
 
