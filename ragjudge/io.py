@@ -545,6 +545,16 @@ def _detect_text_format(head: bytes, path: str | None, allowed: tuple[str, ...])
     return "trec"
 
 
+def _sniff_format(path: PathLike, src: str, allowed: tuple[str, ...]) -> str:
+    """The format of a file, from its name and first 64 KiB (see :func:`_detect_text_format`)."""
+    with _open_binary(path) as f:
+        try:
+            head = f.read(65536)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise InputError(f"cannot read file ({exc})", source=src) from None
+    return _detect_text_format(head, src, allowed)
+
+
 def _parse_beir_qrels(data: bytes, source: str | None, dedup: Dedup) -> Qrels:
     if data.startswith(_BOM):
         data = data[len(_BOM) :]
@@ -683,12 +693,7 @@ def read_qrels(path: PathLike, *, format: QrelsFormat = "auto", dedup: Dedup = "
         q, d, g, lines = _parse_trec_blocks(_blocks_from_file(path), "qrels", src)
         return Qrels._from_arrays(q, d, g, source=src, line_numbers=lines, dedup=dedup, copy=False)
     if format == "auto":
-        with _open_binary(path) as f:
-            try:
-                head = f.read(65536)
-            except (OSError, EOFError, zlib.error) as exc:
-                raise InputError(f"cannot read file ({exc})", source=src) from None
-        fmt = _detect_text_format(head, src, QRELS_FORMATS)
+        fmt = _sniff_format(path, src, QRELS_FORMATS)
         if fmt == "trec":
             return read_qrels(path, format="trec", dedup=dedup)
         format = fmt  # type: ignore[assignment]
@@ -752,12 +757,7 @@ def read_run(
     src = _source_name(path)
     run_name = name if name is not None else _run_name(path)
     if format == "auto":
-        with _open_binary(path) as f:
-            try:
-                head = f.read(65536)
-            except (OSError, EOFError, zlib.error) as exc:
-                raise InputError(f"cannot read file ({exc})", source=src) from None
-        format = _detect_text_format(head, src, RUN_FORMATS)  # type: ignore[assignment]
+        format = _sniff_format(path, src, RUN_FORMATS)  # type: ignore[assignment]
     if format == "trec":
         q, d, s, lines = _parse_trec_blocks(_blocks_from_file(path), "run", src)
         return Run._from_arrays(q, d, s, name=run_name, source=src, line_numbers=lines,
