@@ -76,6 +76,19 @@ HOST = "127.0.0.1"  # never anything else: this is a test fixture, not a service
 
 
 # ----------------------------------------------------------------------------- config
+#: The per-request fault probabilities of :class:`SimConfig` (each also a CLI flag).
+FAULT_PROBABILITIES = (
+    "p_5xx",
+    "p_hang",
+    "p_malformed",
+    "p_bad_body",
+    "p_truncate",
+    "p_refusal",
+    "p_429",
+    "batch_p_error",
+)
+
+
 @dataclasses.dataclass
 class SimConfig:
     """Everything that shapes the simulator's behaviour. Probabilities are per request."""
@@ -108,16 +121,7 @@ class SimConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in (
-            "p_5xx",
-            "p_hang",
-            "p_malformed",
-            "p_bad_body",
-            "p_truncate",
-            "p_refusal",
-            "p_429",
-            "batch_p_error",
-        ):
+        for name in FAULT_PROBABILITIES:
             p = getattr(self, name)
             if not 0.0 <= p <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {p}")
@@ -1202,16 +1206,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--window", type=float, default=d.window, help="sliding window in seconds (limits scale with it)"
     )
-    for name in (
-        "p_5xx",
-        "p_hang",
-        "p_malformed",
-        "p_bad_body",
-        "p_truncate",
-        "p_refusal",
-        "p_429",
-        "batch_p_error",
-    ):
+    for name in FAULT_PROBABILITIES:
         p.add_argument("--" + name.replace("_", "-"), dest=name, type=float, default=0.0)
     p.add_argument("--hang-seconds", type=float, default=d.hang_seconds)
     p.add_argument("--hang-first", type=int, default=0)

@@ -296,6 +296,24 @@ def _df_ids(values: np.ndarray) -> np.ndarray:
     return _to_bytes_array(values)
 
 
+def _df_long(
+    df: Any, qid_col: str, docid_col: str, value_col: str, source: str | None, bad_values: str,
+    *, to_float: bool = False,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The (query ids, doc ids, values) columns of a long DataFrame. Values are converted to
+    float64 when ``to_float`` or when they are Python objects (``bad_values`` names the
+    failure); integer grades stay integers so a fractional grade can still be named."""
+    q = _df_ids(_df_column(df, qid_col, source))
+    d = _df_ids(_df_column(df, docid_col, source))
+    v = _df_column(df, value_col, source)
+    if to_float or v.dtype == object:
+        try:
+            v = v.astype(np.float64)
+        except (TypeError, ValueError):
+            raise InputError(bad_values, source=source, field=value_col) from None
+    return q, d, v
+
+
 def _decode_column(ids: np.ndarray) -> np.ndarray:
     return np.char.decode(ids, "utf-8") if len(ids) else np.zeros(0, dtype="U1")
 
@@ -615,14 +633,7 @@ class Qrels(_Columnar):
     ) -> Qrels:
         """From a long pandas DataFrame, one row per judgment (ir_measures column names by
         default). Errors name the column and the 1-based row position as the "line"."""
-        q = _df_ids(_df_column(df, qid_col, source))
-        d = _df_ids(_df_column(df, docid_col, source))
-        g = _df_column(df, grade_col, source)
-        if g.dtype == object:
-            try:
-                g = g.astype(np.float64)
-            except (TypeError, ValueError):
-                raise InputError("grades must be integers", source=source, field=grade_col) from None
+        q, d, g = _df_long(df, qid_col, docid_col, grade_col, source, "grades must be integers")
         return cls.from_arrays(q, d, g, source=source, dedup=dedup)
 
     def to_dataframe(self) -> Any:
@@ -881,13 +892,8 @@ class Run(_Columnar):
         dedup: Dedup = "error",
     ) -> Run:
         """From a long pandas DataFrame, one row per retrieved document (any row order)."""
-        q = _df_ids(_df_column(df, qid_col, source))
-        d = _df_ids(_df_column(df, docid_col, source))
-        s = _df_column(df, score_col, source)
-        try:
-            s = s.astype(np.float64)
-        except (TypeError, ValueError):
-            raise InputError("scores must be numbers", source=source, field=score_col) from None
+        q, d, s = _df_long(df, qid_col, docid_col, score_col, source, "scores must be numbers",
+                           to_float=True)
         return cls.from_arrays(q, d, s, name=name, source=source, dedup=dedup)
 
     def to_dataframe(self) -> Any:
