@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -47,6 +47,16 @@ class TestResult(NamedTuple):
 
     statistic: float
     p_value: float
+
+
+def _finite_matrix(values: Any, what: str) -> np.ndarray:
+    """``values`` as a float64 (k, n) matrix of finite numbers, or a ValueError naming ``what``."""
+    m = np.asarray(values, dtype=np.float64)
+    if m.ndim != 2:
+        raise ValueError(f"{what} must be a (k, n) matrix, got shape {m.shape}")
+    if not np.isfinite(m).all():
+        raise ValueError(f"{what} must be finite")
+    return m
 
 
 def _as_1d(values: Sequence[float] | np.ndarray, what: str) -> np.ndarray:
@@ -190,11 +200,7 @@ def randomization_tests(
     All rows share the same sign vectors (one matrix product per chunk), so each result equals
     ``randomization_test(row, n_resamples=..., seed=...)``.
     """
-    D = np.asarray(differences, dtype=np.float64)
-    if D.ndim != 2:
-        raise ValueError(f"differences must be a (k, n) matrix, got shape {D.shape}")
-    if not np.isfinite(D).all():
-        raise ValueError("differences must be finite")
+    D = _finite_matrix(differences, "differences")
     k, n = D.shape
     if n < 1:
         raise ValueError("the randomization test needs at least 1 paired value")
@@ -265,11 +271,7 @@ def bootstrap_cis(
     the k resampled means are one matrix product c @ X.T / n; each result equals
     ``bootstrap_ci(row, ...)`` with the same seed.
     """
-    X = np.asarray(matrix, dtype=np.float64)
-    if X.ndim != 2:
-        raise ValueError(f"values must be a (k, n) matrix, got shape {X.shape}")
-    if not np.isfinite(X).all():
-        raise ValueError("values must be finite")
+    X = _finite_matrix(matrix, "values")
     k, n = X.shape
     if n < 1:
         raise ValueError("the bootstrap needs at least 1 value")
