@@ -15,7 +15,9 @@ from ..errors import RagjudgeError
 
 __all__ = ["main", "build_parser"]
 
-_SUBCOMMANDS = ("evaluate", "judge", "rag", "agree")
+# Module names under ragjudge/cli/; a module may register more than one command. Modules that
+# are not written yet are skipped, so parallel work can add a subcommand without touching this.
+_SUBCOMMANDS = ("evaluate", "judge", "rag", "agree", "trust", "synth", "serve", "fuse", "plot")
 
 
 def build_parser() -> argparse.ArgumentParser:
