@@ -16,6 +16,7 @@ from .agreement import AgreementReport, label_agreement, ranking_agreement
 from .data import Qrels, Run
 from .errors import InputError, LLMError, MetricError, RagjudgeError
 from .evaluate import compare, evaluate, evaluate_lists
+from .fuse import fuse
 from .io import (
     format_qrels,
     format_run,
@@ -86,6 +87,7 @@ __all__ = [
     "evaluate",
     "compare",
     "evaluate_lists",
+    "fuse",
     "Report",
     "CompareReport",
     # LLM judging

@@ -15,7 +15,7 @@ EXPECTED = {
     "parse_run", "read_run", "format_run", "write_run",
     "read_queries", "read_corpus",
     "Measure", "parse_measure", "known_measures",
-    "evaluate", "compare", "evaluate_lists", "Report", "CompareReport",
+    "evaluate", "compare", "evaluate_lists", "fuse", "Report", "CompareReport",
     "LLM", "Prompt", "load_prompt", "LLMRelevanceJudge", "Judgment", "JudgeResult",
     "evaluate_samples", "evaluate_samples_sync", "RagReport", "Sample",
     "label_agreement", "ranking_agreement", "AgreementReport",
