@@ -387,6 +387,13 @@ class Report:
         """Render as table | json | csv | markdown | latex | html | trec (trec_eval's output)."""
         return render_reports([self], fmt, per_query=per_query, digits=digits)
 
+    def plot(self, metric: str | None = None, *, kind: str = "hist", ax: Any = None) -> Any:
+        """Per-query distribution of ``metric`` (``kind="hist"`` or ``"box"``); returns the Axes.
+        Needs matplotlib (the ``plot`` extra)."""
+        from .plots import plot_distribution  # matplotlib is optional: loaded on first plot
+
+        return plot_distribution(self, metric, kind=kind, ax=ax)
+
     def _footer(self) -> str:
         m = self.meta
         parts = [f"{m.get('num_q', len(self.qids))} queries"]
@@ -556,6 +563,21 @@ class CompareReport:
         pd = _pandas()
         headers, rows = self.table()
         return pd.DataFrame(rows, columns=headers)
+
+    def plot(self, metric: str | None = None, *, kind: str = "means", run: str | None = None,
+             ax: Any = None) -> Any:
+        """``kind="means"``: forest plot of every run's mean and interval, significance against
+        the baseline marked; ``"differences"``: per-query differences of ``run`` (default the
+        first non-baseline run) against the baseline, sorted, with win/tie/loss counts;
+        ``"hist"``/``"box"``: per-query distributions. Returns the Axes (matplotlib needed)."""
+        from . import plots  # matplotlib is optional: loaded on first plot
+
+        if kind == "means":
+            return plots.plot_means(self, metric, ax=ax)
+        if kind == "differences":
+            others = [r for r in self.runs if r != self.baseline]
+            return plots.plot_differences(self, run or (others[0] if others else self.baseline), metric, ax=ax)
+        return plots.plot_distribution(self, metric, kind=kind, ax=ax)
 
     def render(self, fmt: str = "table", *, per_query: bool = False, digits: int = 4) -> str:
         """Render as table | json | csv | markdown | latex | html | trec.

@@ -1,0 +1,232 @@
+"""Figures for reports (matplotlib, the optional ``plot`` extra, imported on first use).
+
+Every function takes report values (never files), draws on ``ax=`` when given (else a new
+figure), and returns the ``Axes`` it drew on, so a figure can be composed and saved by the
+caller. Values that could not be computed are left out of a drawing and counted in its title
+or legend, never drawn as 0.
+
+* :func:`plot_means` -- forest plot of each run's mean with its 95% interval; runs that differ
+  significantly from the baseline (Holm-adjusted) are filled and starred.
+* :func:`plot_differences` -- per-query differences of a run against the baseline, sorted, with
+  win/tie/loss counts (the plot IR papers use).
+* :func:`plot_distribution` -- per-query values of one metric for one or more runs, as a
+  histogram or box plot.
+* :func:`plot_rag` -- RAG metrics: per-metric distributions with undetermined counts.
+* :func:`plot_sample_heatmap` -- RAG per-sample heatmap for a few metrics.
+* :func:`save_figure` -- write the figure of an ``Axes`` to ``.png`` / ``.svg`` / ``.pdf``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import InputError
+
+__all__ = [
+    "plot_means",
+    "plot_differences",
+    "plot_distribution",
+    "plot_rag",
+    "plot_sample_heatmap",
+    "save_figure",
+    "PLOT_FORMATS",
+]
+
+PLOT_FORMATS = (".png", ".svg", ".pdf")
+_WIN, _LOSS, _TIE = "#2a9d8f", "#e76f51", "#8d99ae"
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib.pyplot as plt  # optional dependency: only plotting needs it
+    except ImportError:  # pragma: no cover - depends on the environment
+        raise InputError(
+            "plotting needs matplotlib: pip install -e '.[plot]' (from the ragjudge checkout)"
+        ) from None
+    return plt
+
+
+def _axes(ax: Any, figsize: tuple[float, float]) -> Any:
+    if ax is not None:
+        return ax
+    fig, new_ax = _pyplot().subplots(figsize=figsize)
+    return new_ax
+
+
+def _check_metric(metric: str, metrics: Sequence[str]) -> None:
+    if metric not in metrics:
+        raise InputError(f"metric {metric!r} is not in the report (it has: {', '.join(metrics)})")
+
+
+def plot_means(report: Any, metric: str | None = None, *, ax: Any = None) -> Any:
+    """Forest plot of one metric of a ``CompareReport``: a dot per run at its mean, a bar for its
+    bootstrap interval; runs significantly different from the baseline are filled and starred.
+    """
+    metric = metric or report.metrics[0]
+    _check_metric(metric, report.metrics)
+    runs = report.runs
+    ax = _axes(ax, (6.0, 0.5 * len(runs) + 1.5))
+    ys = np.arange(len(runs))[::-1]
+    for y, run in zip(ys, runs):
+        mean = report.reports[run].mean[metric]
+        if mean is None:
+            continue
+        ci = report.ci.get(run, {}).get(metric)
+        sig = False
+        if run != report.baseline:
+            c = report.comparison(run, metric)
+            sig = bool(c.significant)
+        if ci is not None:
+            ax.hlines(y, ci[0], ci[1], color="#264653", linewidth=2)
+        ax.plot([mean], [y], "o", color="#264653", markersize=7,
+                markerfacecolor="#264653" if sig or run == report.baseline else "white")
+        if sig:
+            ax.annotate("*", (mean, y), textcoords="offset points", xytext=(0, 6), ha="center")
+    base = report.reports[report.baseline].mean[metric]
+    if base is not None:
+        ax.axvline(base, color=_TIE, linestyle="--", linewidth=1)
+    ax.set_yticks(ys)
+    ax.set_yticklabels([f"{r} (baseline)" if r == report.baseline else r for r in runs])
+    conf = int(round(100 * report.meta.get("confidence", 0.95)))
+    ax.set_xlabel(f"{metric} (mean, {conf}% bootstrap interval)")
+    ax.set_title(f"{metric}\n* significantly different from {report.baseline} (Holm)", fontsize=10)
+    return ax
+
+
+def plot_differences(report: Any, run: str, metric: str | None = None, *, ax: Any = None) -> Any:
+    """Per-query ``run - baseline`` differences of a ``CompareReport``, sorted, coloured as wins,
+    ties and losses, with the counts in the title. Queries where either value is undetermined
+    are left out and counted."""
+    metric = metric or report.metrics[0]
+    _check_metric(metric, report.metrics)
+    if run not in report.reports or run == report.baseline:
+        others = [r for r in report.runs if r != report.baseline]
+        raise InputError(f"run {run!r} is not a compared run (choose one of: {', '.join(others)})")
+    a = report.reports[run]
+    b = report.reports[report.baseline]
+    index = {q: i for i, q in enumerate(b.qids)}
+    pairs = [(a.values[metric][i], b.values[metric][index[q]]) for i, q in enumerate(a.qids) if q in index]
+    d = np.array([x - y for x, y in pairs], dtype=np.float64)
+    missing = int((~np.isfinite(d)).sum())
+    d = np.sort(d[np.isfinite(d)])[::-1]
+    ax = _axes(ax, (8.0, 3.5))
+    colors = [_WIN if v > 0 else _LOSS if v < 0 else _TIE for v in d]
+    ax.bar(np.arange(len(d)), d, color=colors, width=1.0)
+    ax.axhline(0, color="black", linewidth=0.8)
+    wins, losses = int((d > 0).sum()), int((d < 0).sum())
+    ties = len(d) - wins - losses
+    title = f"{run} vs {report.baseline} ({metric})\n{wins} wins, {ties} ties, {losses} losses"
+    if missing:
+        title += f" ({missing} undetermined left out)"
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel("queries, sorted by difference")
+    ax.set_ylabel(f"{metric} difference")
+    ax.set_xticks([])
+    return ax
+
+
+def plot_distribution(
+    reports: Any, metric: str | None = None, *, kind: str = "hist", bins: int = 20, ax: Any = None
+) -> Any:
+    """Per-query values of ``metric`` for one ``Report``, a list of them, or a ``CompareReport``:
+    overlaid histograms (``kind="hist"``) or side-by-side box plots (``kind="box"``)."""
+    if kind not in ("hist", "box"):
+        raise InputError(f"kind must be 'hist' or 'box', got {kind!r}")
+    if hasattr(reports, "reports"):
+        group = list(reports.reports.values())
+    elif isinstance(reports, (list, tuple)):
+        group = list(reports)
+    else:
+        group = [reports]
+    metric = metric or group[0].metrics[0]
+    for r in group:
+        _check_metric(metric, r.metrics)
+    data = [np.asarray(r.values[metric], dtype=np.float64) for r in group]
+    missing = sum(int((~np.isfinite(x)).sum()) for x in data)
+    data = [x[np.isfinite(x)] for x in data]
+    names = [r.run for r in group]
+    ax = _axes(ax, (6.0, 4.0))
+    if kind == "hist":
+        lo = min((float(x.min()) for x in data if len(x)), default=0.0)
+        hi = max((float(x.max()) for x in data if len(x)), default=1.0)
+        edges = np.linspace(lo, hi if hi > lo else lo + 1.0, bins + 1)
+        for x, name in zip(data, names):
+            ax.hist(x, bins=edges, alpha=0.5 if len(data) > 1 else 0.9, label=f"{name} (n={len(x)})")
+        ax.set_xlabel(metric)
+        ax.set_ylabel("queries")
+        if len(data) > 1:
+            ax.legend()
+    else:
+        ax.boxplot(data)
+        ax.set_xticks(np.arange(1, len(names) + 1))
+        ax.set_xticklabels(names)
+        ax.set_ylabel(metric)
+    title = f"per-query {metric}"
+    if missing:
+        title += f" ({missing} undetermined left out)"
+    ax.set_title(title)
+    return ax
+
+
+def _rag_values(report: Any, metric: str) -> np.ndarray:
+    return np.array([np.nan if v is None else float(v) for v in report.values(metric)], dtype=np.float64)
+
+
+def plot_rag(report: Any, metrics: Sequence[str] | None = None, *, ax: Any = None) -> Any:
+    """Box plots of RAG metrics (one per metric) over the samples; each tick label carries how
+    many samples were undetermined for that metric."""
+    metrics = list(metrics or report.metrics)
+    for m in metrics:
+        _check_metric(m, report.metrics)
+    values = [_rag_values(report, m) for m in metrics]
+    ax = _axes(ax, (1.6 * len(metrics) + 2.0, 4.0))
+    ax.boxplot([v[np.isfinite(v)] for v in values])
+    ax.set_xticks(np.arange(1, len(metrics) + 1))
+    labels = []
+    for m, v in zip(metrics, values):
+        und = int((~np.isfinite(v)).sum())
+        labels.append(f"{m}\n({und} undetermined)" if und else m)
+    ax.set_xticklabels(labels, rotation=0, fontsize=8)
+    ax.set_ylabel("score")
+    ax.set_title(f"RAG metrics over {len(values[0]) if values else 0} samples")
+    return ax
+
+
+def plot_sample_heatmap(
+    report: Any, metrics: Sequence[str] | None = None, *, max_samples: int = 50, ax: Any = None
+) -> Any:
+    """Heatmap of per-sample scores (rows: samples, columns: metrics); undetermined cells are
+    blank (masked), never coloured as 0."""
+    metrics = list(metrics or report.metrics)[:8]
+    for m in metrics:
+        _check_metric(m, report.metrics)
+    grid = np.column_stack([_rag_values(report, m) for m in metrics])[:max_samples]
+    ax = _axes(ax, (1.2 * len(metrics) + 2.0, 0.25 * len(grid) + 1.5))
+    masked = np.ma.masked_invalid(grid)
+    image = ax.imshow(masked, aspect="auto", cmap="viridis", vmin=0.0, vmax=1.0, interpolation="nearest")
+    ax.figure.colorbar(image, ax=ax)
+    ax.set_xticks(np.arange(len(metrics)))
+    ax.set_xticklabels(metrics, rotation=30, ha="right", fontsize=8)
+    ids = list(getattr(report, "sample_ids", None) or range(len(grid)))[: len(grid)]
+    ax.set_yticks(np.arange(len(grid)))
+    ax.set_yticklabels([str(i) for i in ids], fontsize=7)
+    ax.set_title("per-sample scores (blank = undetermined)")
+    return ax
+
+
+def save_figure(ax: Any, path: str | Path) -> Path:
+    """Save the figure ``ax`` belongs to; the suffix picks the format (png, svg or pdf)."""
+    p = Path(path)
+    if p.suffix.lower() not in PLOT_FORMATS:
+        raise InputError(f"{p}: plot file must end in {', '.join(PLOT_FORMATS)}")
+    if p.is_dir():
+        raise InputError(f"{p}: is a directory; give a file name for the plot")
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fig = ax.figure
+    fig.tight_layout()
+    fig.savefig(p, dpi=150)
+    return p
