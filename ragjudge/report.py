@@ -387,6 +387,10 @@ class Report:
         """Render as table | json | csv | markdown | latex | html | trec (trec_eval's output)."""
         return render_reports([self], fmt, per_query=per_query, digits=digits)
 
+    def to_latex(self, *, per_query: bool = False, digits: int = 4) -> str:
+        """A booktabs LaTeX table (``\\usepackage{booktabs}``) of the means (or per query)."""
+        return self.render("latex", per_query=per_query, digits=digits)
+
     def plot(self, metric: str | None = None, *, kind: str = "hist", ax: Any = None) -> Any:
         """Per-query distribution of ``metric`` (``kind="hist"`` or ``"box"``); returns the Axes.
         Needs matplotlib (the ``plot`` extra)."""
@@ -394,7 +398,7 @@ class Report:
 
         return plot_distribution(self, metric, kind=kind, ax=ax)
 
-    def _footer(self) -> str:
+    def footer(self) -> str:
         m = self.meta
         parts = [f"{m.get('num_q', len(self.qids))} queries"]
         if m.get("num_missing"):
@@ -407,7 +411,7 @@ class Report:
         return "; ".join(parts)
 
     def __str__(self) -> str:
-        return self.render("table") + self._footer() + "\n"
+        return self.render("table") + self.footer() + "\n"
 
     def __repr__(self) -> str:
         return f"<Report run={self.run!r}, {len(self.qids)} queries>\n{self}"
@@ -415,7 +419,7 @@ class Report:
     def _repr_html_(self) -> str:
         h, r = self.table()
         return render_table(h, r, "html", title=f"ragjudge: {self.run}") + (
-            f"<p><small>{html.escape(self._footer())}</small></p>"
+            f"<p><small>{html.escape(self.footer())}</small></p>"
         )
 
 
@@ -564,6 +568,56 @@ class CompareReport:
         headers, rows = self.table()
         return pd.DataFrame(rows, columns=headers)
 
+    def to_latex(self, metrics: Sequence[str] | None = None, *, digits: int = 3,
+                 caption: str | None = None, label: str | None = None) -> str:
+        """A paper-style booktabs table: runs as rows, metrics as columns, the best mean of each
+        metric in bold, and a dagger on runs significantly different from the baseline
+        (Holm-adjusted p <= alpha; an up/down arrow gives the direction). Needs
+        ``\\usepackage{booktabs}`` and ``amssymb``."""
+        metrics = list(metrics or self.metrics)
+        unknown = [m for m in metrics if m not in self.metrics]
+        if unknown:
+            raise InputError(f"metric(s) not in the report: {', '.join(unknown)}", field="metrics")
+        means = self.mean
+        best = {}
+        for m in metrics:
+            vals = [v for v in (means[r][m] for r in self.runs) if v is not None]
+            best[m] = max(vals) if vals else None
+        lines = ["\\begin{table}[t]", "\\centering"]
+        if caption is not None:
+            lines.append(f"\\caption{{{_latex_escape(caption)}}}")
+        if label is not None:
+            lines.append(f"\\label{{{label}}}")
+        lines += ["\\begin{tabular}{l" + "r" * len(metrics) + "}", "\\toprule"]
+        lines.append("Run & " + " & ".join(_latex_escape(m) for m in metrics) + " \\\\")
+        lines.append("\\midrule")
+        for run in self.runs:
+            cells = []
+            for m in metrics:
+                v = means[run][m]
+                if v is None:
+                    cells.append("--")
+                    continue
+                text = f"{v:.{digits}f}"
+                if best[m] is not None and round(v, digits) == round(best[m], digits):
+                    text = f"\\textbf{{{text}}}"
+                if run != self.baseline:
+                    c = self.comparison(run, m)
+                    if c.significant and c.delta is not None:
+                        arrow = "\\uparrow" if c.delta > 0 else "\\downarrow"
+                        text += f"$^{{\\dagger{arrow}}}$"
+                cells.append(text)
+            name = _latex_escape(run) + (" (baseline)" if run == self.baseline else "")
+            lines.append(name + " & " + " & ".join(cells) + " \\\\")
+        alpha = self.meta.get("alpha", 0.05)
+        lines += ["\\bottomrule", "\\end{tabular}"]
+        lines.append(
+            f"\\\\[2pt]\\footnotesize{{Best in bold; $^\\dagger$ significantly different from "
+            f"{_latex_escape(self.baseline)} (Holm-adjusted $p \\le {alpha:g}$).}}"
+        )
+        lines.append("\\end{table}")
+        return "\n".join(lines) + "\n"
+
     def plot(self, metric: str | None = None, *, kind: str = "means", run: str | None = None,
              ax: Any = None) -> Any:
         """``kind="means"``: forest plot of every run's mean and interval, significance against
@@ -590,10 +644,16 @@ class CompareReport:
                               allow_nan=False) + "\n"
         if fmt == TREC_FORMAT:
             return render_reports(list(self.reports.values()), fmt, per_query=per_query)
+        if fmt == "latex":
+            return self.to_latex(digits=min(digits, 4))
+        if fmt == "csv" and per_query:
+            # One well-formed table (pandas.read_csv reads it): per-query rows and an "all" row
+            # per run; the statistics are in the plain csv (without per_query).
+            return render_reports(list(self.reports.values()), fmt, per_query=True, digits=digits)
         headers, rows = self.table()
         return render_table(headers, rows, fmt, digits=digits)
 
-    def _footer(self) -> str:
+    def footer(self) -> str:
         m = self.meta
         conf = m.get("confidence", 0.95)
         test = m.get("test", "?")
@@ -609,7 +669,7 @@ class CompareReport:
         )
 
     def __str__(self) -> str:
-        return self.render("table") + self._footer() + "\n"
+        return self.render("table") + self.footer() + "\n"
 
     def __repr__(self) -> str:
         return f"<CompareReport runs={self.runs!r}, baseline={self.baseline!r}>\n{self}"
@@ -617,5 +677,5 @@ class CompareReport:
     def _repr_html_(self) -> str:
         h, r = self.table()
         return render_table(h, r, "html", title="ragjudge comparison") + (
-            f"<p><small>{html.escape(self._footer())}</small></p>"
+            f"<p><small>{html.escape(self.footer())}</small></p>"
         )

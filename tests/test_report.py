@@ -244,3 +244,40 @@ def test_machine_formats_round_trip_any_text() -> None:
         assert "<script" not in html.replace("&lt;script", "")
 
     check()
+
+
+def test_compare_to_latex_paper_style() -> None:
+    from ragjudge import Qrels, Run, compare
+
+    qrels = Qrels.from_dict({f"q{i}": {"d1": 1} for i in range(30)})
+    base = Run.from_dict({f"q{i}": {"d1": 2.0, "d2": 1.0} for i in range(30)}, name="base_line")
+    better = Run.from_dict({f"q{i}": {"d1": 2.0} for i in range(30)}, name="better")
+    worse = Run.from_dict({f"q{i}": {"d2": 2.0, "d1": 1.0} for i in range(30)}, name="worse")
+    cr = compare(qrels, [base, better, worse], ["mrr", "precision@1"], n_resamples=2000)
+    tex = cr.to_latex(caption="Results", label="tab:res")
+    lines = tex.splitlines()
+    assert lines[0] == "\\begin{table}[t]" and "\\toprule" in lines and "\\bottomrule" in lines
+    assert "\\caption{Results}" in lines and "\\label{tab:res}" in lines
+    assert "Run & mrr & precision@1 \\\\" in lines
+    assert "base\\_line (baseline) & \\textbf{1.000} & \\textbf{1.000} \\\\" in lines
+    assert "better & \\textbf{1.000} & \\textbf{1.000} \\\\" in lines  # equal to baseline: no mark
+    assert "worse & 0.500$^{\\dagger\\downarrow}$ & 0.000$^{\\dagger\\downarrow}$ \\\\" in lines
+    assert cr.render("latex") == cr.to_latex(digits=4)
+    with pytest.raises(InputError, match="not in the report"):
+        cr.to_latex(["map"])
+
+
+def test_compare_per_query_csv_is_one_table() -> None:
+    import csv as _csv
+    import io as _io
+
+    from ragjudge import Qrels, Run, compare
+
+    qrels = Qrels.from_dict({"q1": {"d1": 1}, "q2": {"d2": 1}})
+    a = Run.from_dict({"q1": {"d1": 1.0}, "q2": {"d1": 1.0}}, name="a")
+    b = Run.from_dict({"q1": {"d2": 1.0}, "q2": {"d2": 1.0}}, name="b")
+    text = compare(qrels, [a, b], ["mrr"], n_resamples=100).render("csv", per_query=True)
+    rows = list(_csv.reader(_io.StringIO(text)))
+    assert rows[0] == ["run", "qid", "mrr"]
+    assert all(len(r) == 3 for r in rows) and len(rows) == 1 + 2 * 3
+    assert ["a", "all", "0.5"] in rows and ["b", "q2", "1.0"] in rows

@@ -175,8 +175,8 @@ def _render(result: Report | CompareReport | list[Report], args: argparse.Namesp
             return result.render("json", per_query=True)
         text = result.render(fmt, per_query=pq, digits=digits)
         if fmt == "table":
-            text += result._footer() + "\n"
-        if pq and fmt not in ("trec", "json"):
+            text += result.footer() + "\n"
+        if pq and fmt not in ("trec", "json", "csv", "latex"):
             text += ("\n" if fmt == "table" else "") + render_reports(
                 list(result.reports.values()), fmt, per_query=True, digits=digits)
         return text
@@ -186,7 +186,7 @@ def _render(result: Report | CompareReport | list[Report], args: argparse.Namesp
     text = render_reports(reports, fmt, per_query=pq, digits=digits)
     if fmt == "table":
         text += "".join(
-            (f"{r.run}: " if len(reports) > 1 else "") + r._footer() + "\n" for r in reports
+            (f"{r.run}: " if len(reports) > 1 else "") + r.footer() + "\n" for r in reports
         )
     return text
 
