@@ -41,12 +41,18 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         module.register(sub)
+    # Kept so that main() can let the subcommand's own parser report a bad option: its usage
+    # line is the one that helps, not the top-level "ragjudge [-h] COMMAND ...".
+    parser.set_defaults(subparsers=sub.choices)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        sub = args.subparsers.get(args.command, parser)
+        sub.error("unrecognized arguments: " + " ".join(extra))
     try:
         return int(args.func(args) or 0)
     except RagjudgeError as exc:
