@@ -24,7 +24,7 @@ import numpy as np
 from . import __version__
 from .data import Dedup, Qrels, Run
 from .errors import InputError, MetricError
-from .measures import Measure, parse_measure, split_metric_list
+from .measures import Measure, parse_measure, spec_of, split_metric_list
 from .report import Comparison, CompareReport, Report
 from .stats import bootstrap_cis, holm, paired_t_test, randomization_tests
 
@@ -45,11 +45,9 @@ DEFAULT_LIST_METRICS: tuple[str, ...] = ("hit", "recall", "precision", "mrr", "n
 PathLike = Union[str, "os.PathLike[str]"]
 QrelsLike = Union[Qrels, Mapping[str, Mapping[str, int]], PathLike]
 RunLike = Union[Run, Mapping[str, Mapping[str, float]], PathLike]
-MetricsArg = Union[str, Measure, Sequence[Union[str, Measure]], None]
+MetricsArg = Union[str, Measure, Sequence[Union[str, Measure]], Mapping[str, Union[str, Measure]], None]
 TestName = Literal["randomization", "t"]
 TESTS: tuple[str, ...] = ("randomization", "t")
-# Counts that trec_eval aggregates by summing over queries rather than averaging.
-_SUMMED = frozenset({"num_ret", "num_rel", "num_rel_ret"})
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -84,7 +82,13 @@ def _load_run(run: RunLike, dedup: Dedup, name: str | None = None) -> Run:
 
 
 def _metric_keys(metrics: MetricsArg, rel: int | None) -> dict[str, Measure]:
-    """``{key as the user typed it: Measure}``; a string may be a comma-separated list."""
+    """``{key as the user typed it: Measure}``; a string may be a comma-separated list; a mapping
+    gives the keys itself (``{"P@10": Measure}``, how the CLI passes what it parsed)."""
+    if isinstance(metrics, Mapping):
+        out = {str(key): parse_measure(spec, rel=rel) for key, spec in metrics.items()}
+        if not out:
+            raise MetricError("no metrics given")
+        return out
     if metrics is None:
         items: list[str | Measure] = list(DEFAULT_METRICS)
     elif isinstance(metrics, (str, Measure)):
@@ -177,7 +181,7 @@ def _evaluate_loaded(
         "run_source": run.source,
         "ragjudge_version": __version__,
     }
-    summed = [key for key, m in measures.items() if m.name in _SUMMED]
+    summed = [key for key, m in measures.items() if spec_of(m).aggregate == "sum"]
     return Report(run.name, qids, values, meta, summed=summed)
 
 
@@ -469,13 +473,8 @@ def _spec_list(metrics: MetricsArg) -> list[str]:
 def _expandable(spec: str, rel: int | None) -> bool:
     """Whether ``spec`` has no cutoff yet (``P_10`` carries one in its name) but takes one
     (``rprec`` / ``bpref`` do not)."""
-    if parse_measure(spec, rel=rel).k is not None:
-        return False
-    try:
-        parse_measure(f"{spec}@1", rel=rel)
-    except MetricError:
-        return False
-    return True
+    m = parse_measure(spec, rel=rel)
+    return m.k is None and spec_of(m).cutoff
 
 
 def _has_gold(entry: Sequence[str] | Mapping[str, int]) -> bool:

@@ -15,7 +15,7 @@ from typing import Any
 from ..errors import InputError, MetricError
 from ..evaluate import DEFAULT_METRICS, TESTS, compare, evaluate
 from ..io import read_qrels
-from ..measures import parse_measure, split_metric_list
+from ..measures import Measure, parse_measure, split_metric_list
 from ..report import FORMATS, TREC_FORMAT, CompareReport, Report, render_reports
 
 __all__ = ["register"]
@@ -129,8 +129,11 @@ def _parse_gate(text: str) -> tuple[str, float]:
     return metric.strip(), threshold
 
 
-def _metric_list(args: argparse.Namespace, gates: list[tuple[str, float]]) -> tuple[list[str], list[str]]:
-    """Metric keys to evaluate, and for each gate the key it is checked against.
+def _metric_list(
+    args: argparse.Namespace, gates: list[tuple[str, float]]
+) -> tuple[dict[str, Measure], list[str]]:
+    """``{metric key: Measure}`` to evaluate (parsed here, once), and for each gate the key it is
+    checked against.
 
     A gate on a metric not requested with -m is evaluated as well (matched by canonical form,
     so ``--fail-under P_10=0.3`` checks ``-m p@10``).
@@ -140,20 +143,22 @@ def _metric_list(args: argparse.Namespace, gates: list[tuple[str, float]]) -> tu
         keys.extend(split_metric_list(value))
     if not keys:
         raise MetricError("no metrics given")
-    canon = {}
+    measures: dict[str, Measure] = {}
+    canon: dict[Measure, str] = {}
     for k in keys:
-        canon.setdefault(str(parse_measure(k, rel=args.rel)), k)
+        measures[k] = parse_measure(k, rel=args.rel)
+        canon.setdefault(measures[k], k)
     gate_keys: list[str] = []
     for metric, _ in gates:
-        if metric in keys:
+        if metric in measures:
             gate_keys.append(metric)
             continue
-        c = str(parse_measure(metric, rel=args.rel))
-        if c not in canon:
-            canon[c] = metric
-            keys.append(metric)
-        gate_keys.append(canon[c])
-    return keys, gate_keys
+        m = parse_measure(metric, rel=args.rel)
+        if m not in canon:
+            canon[m] = metric
+            measures[metric] = m
+        gate_keys.append(canon[m])
+    return measures, gate_keys
 
 
 def _write(text: str, output: str | None) -> None:

@@ -1,0 +1,239 @@
+"""Graded measures: ndcg, err, rbp.
+
+Each measure is one unit: its reference kernel (formula + source), its batch reduction over a
+:class:`~ragjudge.measures.layout.Layout`, and its registration.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..errors import MetricError
+from .common import P, REL
+from .grammar import Measure, MeasureSpec, Param, ParamValue, Ranked, choice, int_at_least, register
+from .layout import Layout, is_rel, seg_exclusive_cumprod, top, within_group_pos, safe_div
+
+__all__ = ["ndcg", "err", "rbp"]
+
+
+# ----------------------------------------------------------------------------- ndcg
+def _gain(g: int | None, kind: str) -> float:
+    if g is None or g <= 0:
+        return 0.0
+    return float(g) if kind == "linear" else float(2**g - 1)
+
+
+def _discount(rank: int, kind: str) -> float:
+    if kind == "jarvelin":
+        return 1.0 if rank == 1 else math.log2(rank)
+    return math.log2(rank + 1)
+
+
+def _dcg(gains: Sequence[float], discount: str) -> float:
+    return sum(g / _discount(i + 1, discount) for i, g in enumerate(gains) if g)
+
+
+def ndcg(
+    ranked: Ranked,
+    judged: Sequence[int],
+    k: int | None = None,
+    *,
+    gain: str = "linear",
+    ideal: str = "all",
+    discount: str = "log2",
+) -> float:
+    """nDCG@k = DCG@k / IDCG@k, 0 when IDCG = 0 (Jarvelin & Kekalainen, ACM TOIS 20(4), 2002).
+
+    DCG@k = sum_{r<=k} gain(g_r) / log2(r + 1); gain(g) = g (``linear``, trec_eval ``ndcg`` /
+    ``ndcg_cut_k``) or 2^g - 1 (``exp``, Burges et al. 2005); negative grades and unjudged
+    documents gain 0. ``discount="jarvelin"``: 1 at rank 1, log2(r) after (the original
+    paper). IDCG@k is the DCG@k of the ideal ranking: all qrels grades sorted descending
+    (``ideal="all"``, trec_eval) or the retrieved top-k grades sorted descending
+    (``ideal="retrieved"``).
+    """
+    tk = top(ranked, k)
+    dcg = _dcg([_gain(g, gain) for g in tk], discount)
+    if ideal == "all":
+        best = sorted((_gain(g, gain) for g in judged), reverse=True)
+    else:
+        best = sorted((_gain(g, gain) for g in tk), reverse=True)
+    idcg = _dcg(top(best, k), discount)
+    return dcg / idcg if idcg > 0 else 0.0
+
+
+def _gain_batch(lab: np.ndarray, kind: str) -> np.ndarray:
+    g = lab.astype(np.float64)
+    if kind == "exp":
+        g = np.exp2(g) - 1.0
+    return g
+
+
+def _discount_batch(pos: np.ndarray, kind: str) -> np.ndarray:
+    if kind == "jarvelin":
+        d = np.log2(pos.astype(np.float64) + 1.0)
+        d[pos == 0] = 1.0  # rank 1 is not discounted
+        return d
+    return np.log2(pos.astype(np.float64) + 2.0)
+
+
+def _ndcg_batch(L: Layout, m: Measure) -> np.ndarray:
+    k, gain, ideal, disc = m.k, m.get("gain"), m.get("ideal"), m.get("discount")
+    rows = L.in_cut(np.flatnonzero(L.jud & (L.lab > 0)), k)
+    g = L.grp[rows]
+    gains = _gain_batch(L.lab[rows], gain)
+    dcg = L.seg_sum(gains / _discount_batch(L.pos[rows], disc), g)
+    if ideal == "all":
+        sel = np.flatnonzero(L.qlab > 0)
+        ig = _gain_batch(L.qlab[sel], gain)
+        igrp = L.qgrp[sel]
+    else:
+        ig, igrp = gains, g
+    order = np.lexsort((-ig, igrp))
+    ig, igrp = ig[order], igrp[order]
+    ipos = within_group_pos(igrp)
+    if k is not None:
+        keep = ipos < k
+        ig, igrp, ipos = ig[keep], igrp[keep], ipos[keep]
+    idcg = L.seg_sum(ig / _discount_batch(ipos, disc), igrp)
+    return safe_div(dcg, idcg)
+
+
+_NDCG_PARAMS = {
+    "gain": Param("linear", choice("linear", "exp"), "linear or exp"),
+    "ideal": Param("all", choice("all", "retrieved"), "all or retrieved"),
+    "discount": Param("log2", choice("log2", "jarvelin"), "log2 or jarvelin"),
+}
+
+register(MeasureSpec(
+    "ndcg", _NDCG_PARAMS, cutoff=True, cut_names=("ndcg_cut",),
+    kernel=lambda m, ranked, judged, mg: ndcg(
+        ranked, judged, m.k, gain=m.get("gain"), ideal=m.get("ideal"), discount=m.get("discount")),
+    batch=_ndcg_batch,
+    examples=("ndcg", "ndcg@3", "ndcg(gain=exp)@4", "ndcg(ideal=retrieved,discount=jarvelin)@3",
+              "ndcg(discount=jarvelin)"),
+))
+
+
+# ----------------------------------------------------------------------------- err
+def err(ranked: Ranked, k: int | None = None, max_grade: int = 4) -> float:
+    """Expected Reciprocal Rank (Chapelle, Metzler, Zhang & Grinspan, CIKM 2009).
+
+    ERR@k = sum_{r<=k} (1/r) * R_r * prod_{i<r} (1 - R_i), R(g) = (2^g - 1) / 2^max_grade
+    (gdeval's convention, max_grade 4); unjudged / non-positive grades have R = 0.
+    """
+    total = 0.0
+    keep_going = 1.0
+    for i, g in enumerate(top(ranked, k)):
+        if g is not None and g > max_grade:
+            raise MetricError(f"err(max_grade={max_grade}) met grade {g}; raise max_grade")
+        r = (2.0**g - 1.0) / 2.0**max_grade if g is not None and g > 0 else 0.0
+        total += keep_going * r / (i + 1)
+        keep_going *= 1.0 - r
+    return total
+
+
+def _err_batch(L: Layout, m: Measure) -> np.ndarray:
+    k, max_grade = m.k, m.get("max_grade")
+    rows = L.in_cut(np.flatnonzero(L.jud & (L.lab > 0)), k)
+    lab = L.lab[rows]
+    if len(lab) and int(lab.max()) > max_grade:
+        raise MetricError(
+            f"{m} met grade {int(lab.max())} above max_grade={max_grade}; "
+            f"use err(max_grade={int(lab.max())})"
+        )
+    r = (np.exp2(lab.astype(np.float64)) - 1.0) / 2.0**max_grade
+    g = L.grp[rows]
+    stay = seg_exclusive_cumprod(1.0 - r, g)
+    return L.seg_sum(stay * r / (L.pos[rows] + 1.0), g)
+
+
+register(MeasureSpec(
+    "err", {"max_grade": Param(4, int_at_least(1), "an integer >= 1")}, cutoff=True,
+    kernel=lambda m, ranked, judged, mg: err(ranked, m.k, m.get("max_grade")),
+    batch=_err_batch, examples=("err@3", "err(max_grade=4)"),
+))
+
+
+# ----------------------------------------------------------------------------- rbp
+def rbp(
+    ranked: Ranked,
+    k: int | None = None,
+    *,
+    p: float = 0.8,
+    gain: str = "binary",
+    rel: int = 1,
+    max_grade: int | None = None,
+) -> float:
+    """Rank-Biased Precision (Moffat & Zobel, ACM TOIS 27(1), 2008).
+
+    RBP = (1 - p) * sum_{r<=k} u_r * p^(r-1); u_r = 1 if grade >= rel (``binary``) or
+    max(grade, 0) / max_grade (``graded``; max_grade defaults to the qrels' largest grade,
+    passed in by the caller). Unjudged documents have u = 0.
+    """
+    total = 0.0
+    for i, g in enumerate(top(ranked, k)):
+        if gain == "binary":
+            u = 1.0 if is_rel(g, rel) else 0.0
+        else:
+            if max_grade is None:
+                raise MetricError("rbp(gain=graded) needs max_grade")
+            if g is not None and g > max_grade:
+                raise MetricError(f"rbp(max_grade={max_grade}) met grade {g}; raise max_grade")
+            u = g / max_grade if g is not None and g > 0 and max_grade > 0 else 0.0
+        total += u * p**i
+    return (1.0 - p) * total
+
+
+def _rbp_batch(L: Layout, m: Measure) -> np.ndarray:
+    k, p = m.k, float(m.get("p"))
+    if m.get("gain") == "binary":
+        rows = L.rel_rows(int(m.get("rel")))
+    else:
+        rows = np.flatnonzero(L.jud & (L.lab > 0))
+    rows = L.in_cut(rows, k)
+    if m.get("gain") == "binary":
+        u = np.ones(len(rows))
+    else:
+        mg = m.get("max_grade")
+        mg = L.qrels_max_grade if mg is None else int(mg)
+        lab = L.lab[rows]
+        if len(lab) and int(lab.max()) > mg:
+            raise MetricError(
+                f"{m} met grade {int(lab.max())} above max_grade={mg}; raise max_grade"
+            )
+        u = lab / mg
+    w = np.power(p, L.pos[rows].astype(np.float64))
+    return (1.0 - p) * L.seg_sum(u * w, L.grp[rows])
+
+
+def _rbp_check(values: dict[str, ParamValue], given: set[str], spec: str) -> None:
+    if "max_grade" in values and values.get("gain", "binary") != "graded":
+        raise MetricError(f"parameter 'max_grade' of 'rbp' needs gain=graded, in {spec!r}")
+    if values.get("gain") == "graded" and "rel" in given:
+        raise MetricError(f"parameter 'rel' of 'rbp' only applies to gain=binary, in {spec!r}")
+    if values.get("gain") == "graded":
+        values.pop("rel", None)  # a CLI-wide --rel does not apply to graded gain
+
+
+def _rbp_kernel(m: Measure, ranked: Ranked, judged: Sequence[int], qrels_max_grade: int) -> float:
+    mg = m.get("max_grade")
+    binary = m.get("gain") == "binary"
+    return rbp(ranked, m.k, p=m.get("p"), gain=m.get("gain"), rel=m.get("rel") if binary else 1,
+               max_grade=mg if mg is not None else qrels_max_grade)
+
+
+register(MeasureSpec(
+    "rbp",
+    {
+        "p": P,
+        "gain": Param("binary", choice("binary", "graded"), "binary or graded"),
+        "max_grade": Param(None, int_at_least(1), "an integer >= 1 (only with gain=graded)"),
+        "rel": REL,
+    },
+    cutoff=True, check=_rbp_check, kernel=_rbp_kernel, batch=_rbp_batch,
+    examples=("rbp(p=0.5)", "rbp(p=0.8)@3", "rbp(p=0.7,gain=graded)",
+              "rbp(p=0.6,gain=graded,max_grade=5)@2", "rbp(p=0.8,rel=2)"),
+))
