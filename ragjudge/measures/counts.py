@@ -23,7 +23,7 @@ def _num_ret_batch(L: Layout, m: Measure) -> np.ndarray:
 
 
 register(MeasureSpec(
-    "num_ret", {}, cutoff=True, aggregate="sum",
+    "num_ret", {}, cutoff=True, aggregate="sum", unit=False,
     kernel=lambda m, ranked, judged, mg: num_ret(ranked, m.k),
     batch=_num_ret_batch, examples=("num_ret", "num_ret@2"),
 ))
@@ -39,7 +39,7 @@ def _num_rel_batch(L: Layout, m: Measure) -> np.ndarray:
 
 
 register(MeasureSpec(
-    "num_rel", {"rel": REL}, cutoff=False, aggregate="sum", depth="none",
+    "num_rel", {"rel": REL}, cutoff=False, aggregate="sum", unit=False, depth="none",
     kernel=lambda m, ranked, judged, mg: num_rel(judged, m.get("rel")),
     batch=_num_rel_batch, examples=("num_rel",),
 ))
@@ -56,7 +56,7 @@ def _num_rel_ret_batch(L: Layout, m: Measure) -> np.ndarray:
 
 
 register(MeasureSpec(
-    "num_rel_ret", {"rel": REL}, cutoff=True, aggregate="sum",
+    "num_rel_ret", {"rel": REL}, cutoff=True, aggregate="sum", unit=False,
     kernel=lambda m, ranked, judged, mg: num_rel_ret(ranked, m.k, m.get("rel")),
     batch=_num_rel_ret_batch, examples=("num_rel_ret", "num_rel_ret@3"),
 ))

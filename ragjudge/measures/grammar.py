@@ -170,6 +170,7 @@ class MeasureSpec:
     * ``check(values, given, spec)``: cross-parameter checks on the typed values (may drop
       values that do not apply), raising :class:`MetricError`;
     * ``cut_names``: trec_eval names that carry the cutoff (``P`` for ``P_10``);
+    * ``unit``: every value lies in [0, 1] (false for counts and unnormalised gains);
     * ``examples``: specs the property tests compare kernel and batch on.
     """
 
@@ -183,6 +184,7 @@ class MeasureSpec:
     depth: Depth = "cutoff"
     check: Callable[[dict[str, ParamValue], set[str], str], None] | None = None
     cut_names: tuple[str, ...] = ()
+    unit: bool = True
     examples: tuple[str, ...] = field(default=())
 
 
