@@ -1,4 +1,4 @@
-"""Graded measures: ndcg, err, rbp.
+"""Graded measures: ndcg, dcg, err, rbp.
 
 Each measure is one unit: its reference kernel (formula + source), its batch reduction over a
 :class:`~ragjudge.measures.layout.Layout`, and its registration.
@@ -16,7 +16,7 @@ from .common import P, REL
 from .grammar import Measure, MeasureSpec, Param, ParamValue, Ranked, choice, int_at_least, register
 from .layout import Layout, is_rel, seg_exclusive_cumprod, top, within_group_pos, safe_div
 
-__all__ = ["ndcg", "err", "rbp"]
+__all__ = ["ndcg", "dcg", "err", "rbp"]
 
 
 # ----------------------------------------------------------------------------- ndcg
@@ -79,12 +79,17 @@ def _discount_batch(pos: np.ndarray, kind: str) -> np.ndarray:
     return np.log2(pos.astype(np.float64) + 2.0)
 
 
+def _dcg_batch_parts(L: Layout, m: Measure) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(DCG@k per target, gain and target of each gaining ranked row within the cutoff)."""
+    rows = L.in_cut(np.flatnonzero(L.jud & (L.lab > 0)), m.k)
+    g = L.grp[rows]
+    gains = _gain_batch(L.lab[rows], m.get("gain"))
+    return L.seg_sum(gains / _discount_batch(L.pos[rows], m.get("discount")), g), gains, g
+
+
 def _ndcg_batch(L: Layout, m: Measure) -> np.ndarray:
     k, gain, ideal, disc = m.k, m.get("gain"), m.get("ideal"), m.get("discount")
-    rows = L.in_cut(np.flatnonzero(L.jud & (L.lab > 0)), k)
-    g = L.grp[rows]
-    gains = _gain_batch(L.lab[rows], gain)
-    dcg = L.seg_sum(gains / _discount_batch(L.pos[rows], disc), g)
+    dcg, gains, g = _dcg_batch_parts(L, m)
     if ideal == "all":
         sel = np.flatnonzero(L.qlab > 0)
         ig = _gain_batch(L.qlab[sel], gain)
@@ -114,6 +119,29 @@ register(MeasureSpec(
     batch=_ndcg_batch,
     examples=("ndcg", "ndcg@3", "ndcg(gain=exp)@4", "ndcg(ideal=retrieved,discount=jarvelin)@3",
               "ndcg(discount=jarvelin)"),
+))
+
+
+# ----------------------------------------------------------------------------- dcg
+def dcg(ranked: Ranked, k: int | None = None, *, gain: str = "linear", discount: str = "log2") -> float:
+    """Unnormalised DCG@k = sum_{r<=k} gain(g_r) / log2(r + 1) (Jarvelin & Kekalainen 2002).
+
+    Gain and discount as :func:`ndcg` (``linear`` = trec_eval ``dcg``; ``exp`` = 2^g - 1, ranx's
+    ``dcg_burges``); negative grades and unjudged documents gain 0.
+    """
+    return _dcg([_gain(g, gain) for g in top(ranked, k)], discount)
+
+
+def _dcg_batch(L: Layout, m: Measure) -> np.ndarray:
+    return _dcg_batch_parts(L, m)[0]
+
+
+register(MeasureSpec(
+    "dcg", {key: _NDCG_PARAMS[key] for key in ("gain", "discount")}, cutoff=True,
+    cut_names=("dcg_cut",), unit=False,
+    kernel=lambda m, ranked, judged, mg: dcg(
+        ranked, m.k, gain=m.get("gain"), discount=m.get("discount")),
+    batch=_dcg_batch, examples=("dcg", "dcg@3", "dcg(gain=exp)@4", "dcg(discount=jarvelin)@2"),
 ))
 
 
