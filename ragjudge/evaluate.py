@@ -181,8 +181,10 @@ def _evaluate_loaded(
         "run_source": run.source,
         "ragjudge_version": __version__,
     }
-    summed = [key for key, m in measures.items() if spec_of(m).aggregate == "sum"]
-    return Report(run.name, qids, values, meta, summed=summed)
+    kinds = {key: spec_of(m).aggregate for key, m in measures.items()}
+    return Report(run.name, qids, values, meta,
+                  summed=[k for k, a in kinds.items() if a == "sum"],
+                  geometric=[k for k, a in kinds.items() if a == "gmean"])
 
 
 def evaluate(
@@ -316,6 +318,8 @@ def compare(
                                      "statistic": None, "p_value": None, "note": None}
             if len(d) == 0:
                 entry["note"] = "no query scored by both runs"
+            elif key in base.geometric:
+                entry["note"] = "delta and test on the per-query values (arithmetic)"
             else:
                 entry["delta"] = float(d.mean()) * (len(d) if key in base.summed else 1)
                 diffs.append(d)

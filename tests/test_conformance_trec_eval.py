@@ -17,7 +17,7 @@ import pytest
 from ragjudge.data import Qrels, Run
 from ragjudge.engine import compute
 from ragjudge.io import read_qrels, read_run
-from ragjudge.measures import parse_measure, spec_of
+from ragjudge.measures import aggregate, parse_measure, spec_of
 
 from _pytrec import pytrec_eval_isolated
 
@@ -28,8 +28,10 @@ except ImportError:  # pragma: no cover - depends on the environment
 
 TOL = 5e-5
 
-_CUT = re.compile(r"^(P|recall|map_cut|ndcg_cut|success)_(\d+)$")
-_CUT_NAME = {"P": "p", "recall": "recall", "map_cut": "map", "ndcg_cut": "ndcg", "success": "hit"}
+_CUT = re.compile(r"^(P|recall|map_cut|ndcg_cut|success|unj)_(\d+)$")
+_CUT_NAME = {"P": "p", "recall": "recall", "map_cut": "map", "ndcg_cut": "ndcg", "success": "hit",
+             "unj": "unj"}
+_IPREC = re.compile(r"^iprec_at_recall_([01]\.\d+)$")
 _PLAIN = {
     "map": "map",
     "Rprec": "rprec",
@@ -41,7 +43,11 @@ _PLAIN = {
     "num_rel_ret": "num_rel_ret",
     "set_P": "precision",
     "set_recall": "recall",
-    "set_F": "f1",
+    "set_F": "set_f",
+    "infAP": "infap",
+    "gm_map": "gm_map",
+    "11pt_avg": "11pt_avg",
+    "ndcg_1=3,2=9,4=4.5": "ndcg(gains=1:3,2:9,4:4.5)",
 }
 
 # (expected output, qrels, run, --rel, -M depth, binary qrels (trec_eval rbp comparable))
@@ -63,6 +69,9 @@ def trec_name_to_spec(name: str, binary_qrels: bool) -> str | None:
     m = _CUT.match(name)
     if m:
         return f"{_CUT_NAME[m.group(1)]}@{m.group(2)}"
+    m = _IPREC.match(name)
+    if m:
+        return f"iprec_at_recall(recall={m.group(1)})"
     if name == "rbp" and binary_qrels:
         # trec_eval's rbp uses p = 0.9 and, for graded qrels, rescales gains with min/max
         # values it never initialises; with 0/1 qrels it is plain binary RBP.
@@ -106,7 +115,7 @@ def test_matches_trec_eval(conformance_dir, out, qrels_name, run_name, rel, dept
         v = values[m]
         for qid, want in expected[name].items():
             if qid == "all":
-                got = float(v.sum()) if spec_of(m).aggregate == "sum" else float(v.mean())
+                got = aggregate(spec_of(m).aggregate, v)
             else:
                 got = float(v[qids.index(qid)])
             compared += 1
@@ -213,3 +222,13 @@ def test_missing_query_gets_empty_ranking_value(conformance_dir):
     assert values[ms[2]][i] == len([g for g in qrels.get(missing[0]).values() if g >= 1])
     assert values[ms[4]][i] == 1.0  # nothing retrieved: all RBP weight is residual
     assert np.all(np.isfinite(values[ms[0]]))
+
+
+def test_trec_eval_measures_beyond_the_core_are_compared(conformance_dir):
+    # The cases above compare these against trec_eval; make sure they stay mapped.
+    expected = read_expected(conformance_dir / "out.test.aq")
+    for name in ("infAP", "gm_map", "unj_5", "iprec_at_recall_0.50", "11pt_avg", "set_F"):
+        assert name in expected and trec_name_to_spec(name, True) is not None, name
+    params = read_expected(conformance_dir / "out.test.meas_params")
+    assert trec_name_to_spec("ndcg_1=3,2=9,4=4.5", True) in (None, "ndcg(gains=1:3,2:9,4:4.5)")
+    assert "ndcg_1=3,2=9,4=4.5" in params

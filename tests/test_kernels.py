@@ -122,7 +122,8 @@ def test_bpref():
 def test_judged():
     assert K.judged(RANKED, 4) == approx(3 / 4)
     assert K.judged(RANKED, 10) == approx(4 / 6)  # divides by min(k, n)
-    assert K.judged([-1, 1], 2) == 0.5
+    assert K.judged([-1, 1], 2) == 1.0  # a negative label was assessed: judged
+    assert K.judged([-2, None], 2) == 0.5
     assert K.judged([], 5) == 0.0
 
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from . import counts, graded, judged, ranks, sets  # noqa: F401  (registration side effect)
 from .grammar import (
     Measure,
@@ -43,7 +45,22 @@ __all__ = [
     "registry",
     "spec_of",
     "reference_value",
+    "aggregate",
+    "MIN_GEO_MEAN",
 ]
+
+#: trec_eval's floor of a per-query value before the logarithm of a geometric mean (gm_map).
+MIN_GEO_MEAN = 1e-5
+
+
+def aggregate(kind: str, values: np.ndarray) -> float:
+    """One run value from determined per-query values: ``"mean"``, ``"sum"`` (trec_eval's
+    counts) or ``"gmean"`` (trec_eval's gm_*: exp of the mean log, values floored at 1e-5)."""
+    if kind == "sum":
+        return float(values.sum())
+    if kind == "gmean":
+        return float(np.exp(np.log(np.maximum(values, MIN_GEO_MEAN)).mean()))
+    return float(values.mean())
 
 
 def reference_value(

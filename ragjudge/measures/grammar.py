@@ -51,6 +51,7 @@ __all__ = [
     "probability",
     "choice",
     "positive_number",
+    "unit_number",
 ]
 
 ParamValue = Union[int, float, str]
@@ -109,6 +110,15 @@ def positive_number(text: str) -> ParamValue:
     want = "a number > 0"
     v = _float(text, want)
     if not 0.0 < v < float("inf"):
+        raise ValueError(want)
+    return v
+
+
+def unit_number(text: str) -> ParamValue:
+    """Converter to a number in [0, 1] (kept as a float)."""
+    want = "a number between 0 and 1"
+    v = _float(text, want)
+    if not 0.0 <= v <= 1.0:
         raise ValueError(want)
     return v
 
@@ -236,6 +246,8 @@ def format_spec(name: str, params: Sequence[tuple[str, Any]], k: int | None) -> 
 
 
 # ----------------------------------------------------------------------------- parsing
+#: The largest cutoff a spec may give (ranks are 64-bit integers in the engine).
+MAX_CUTOFF = 10**12
 _SPEC = re.compile(r"^\s*([A-Za-z0-9_][A-Za-z0-9_.\-]*)\s*(?:\((.*)\))?\s*(?:@\s*(.*?))?\s*$", re.S)
 
 
@@ -281,6 +293,8 @@ def parse_spec(text: str) -> tuple[str, dict[str, str], int | None]:
         k = int(k_text)
         if k <= 0:
             raise MetricError(f"cutoff in metric spec {text!r} must be a positive integer, got {k}")
+        if k > MAX_CUTOFF:  # array arithmetic on ranks is 64-bit
+            raise MetricError(f"cutoff in metric spec {text!r} must be at most {MAX_CUTOFF:,}")
     return name, params, k
 
 

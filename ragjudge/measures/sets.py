@@ -1,4 +1,4 @@
-"""Set-based binary measures: hit, recall, recall_all, precision, f1, rprec.
+"""Set-based binary measures: hit, recall, recall_all, precision, f1, set_f, rprec.
 
 Each measure is one unit: its reference kernel (formula + source), its batch reduction over a
 :class:`~ragjudge.measures.layout.Layout`, and its registration.
@@ -12,10 +12,10 @@ import numpy as np
 
 from .common import REL
 from .counts import num_rel, num_rel_ret
-from .grammar import Measure, MeasureSpec, Ranked, register
+from .grammar import Measure, MeasureSpec, Param, Ranked, positive_number, register
 from .layout import Layout, count_in_cut, safe_div
 
-__all__ = ["hit", "recall", "recall_all", "precision", "f1", "rprec"]
+__all__ = ["hit", "recall", "recall_all", "precision", "f1", "set_f", "rprec"]
 
 
 def _found(L: Layout, m: Measure) -> tuple[np.ndarray, np.ndarray]:
@@ -123,6 +123,40 @@ register(MeasureSpec(
     "f1", {"rel": REL}, cutoff=True,
     kernel=lambda m, ranked, judged, mg: f1(ranked, judged, m.k, m.get("rel")),
     batch=_f1_batch, examples=("f1@3", "f1"),
+))
+
+
+# ----------------------------------------------------------------------------- set_f
+def set_f(ranked: Ranked, judged: Sequence[int], beta: float = 1.0, rel: int = 1) -> float:
+    """trec_eval ``set_F.beta``: (beta + 1) * P * R / (beta * P + R) over the whole ranking.
+
+    P = |relevant retrieved| / n, R = |relevant retrieved| / R; 0 when nothing relevant is
+    retrieved. ``beta`` is trec_eval's (and ir_measures' ``SetF(beta=)``) parameter, the weight
+    of R relative to P: van Rijsbergen's F_b is ``set_f(beta=b*b)``. ``set_f`` = ``f1``.
+    """
+    found = num_rel_ret(ranked, None, rel)
+    if not found:
+        return 0.0
+    p = found / len(ranked)
+    r = found / num_rel(judged, rel)
+    return (beta + 1.0) * p * r / (beta * p + r)
+
+
+def _set_f_batch(L: Layout, m: Measure) -> np.ndarray:
+    beta = float(m.get("beta"))
+    found, R = _found(L, m)
+    out = np.zeros(L.nt, dtype=np.float64)
+    ok = found > 0
+    p = found[ok] / L.nret[ok].astype(np.float64)
+    r = found[ok] / R[ok]
+    out[ok] = (beta + 1.0) * p * r / (beta * p + r)
+    return out
+
+
+register(MeasureSpec(
+    "set_f", {"beta": Param(1.0, positive_number, "a number > 0"), "rel": REL}, cutoff=False,
+    kernel=lambda m, ranked, judged, mg: set_f(ranked, judged, m.get("beta"), m.get("rel")),
+    batch=_set_f_batch, examples=("set_f", "set_f(beta=0.5)", "set_f(beta=2,rel=2)"),
 ))
 
 
