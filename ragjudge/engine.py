@@ -249,12 +249,15 @@ def compute(
     measures: Iterable[Measure | str],
     *,
     qids: Iterable[str] | None = None,
+    judged_only: bool = False,
 ) -> dict[Measure, np.ndarray]:
     """Per-query values of every measure: ``{Measure: float64 array aligned with the queries}``.
 
     The queries are ``qids`` if given, else every qrels query in qrels order (``Qrels.query_ids``).
     A query absent from the run gets the value of an empty ranking (trec_eval ``-c``); run queries
     outside the evaluated set are ignored. Measures may be given as specs (``"ndcg@10"``).
+    ``judged_only`` (trec_eval ``-J``) first removes from every ranking the documents without a
+    qrels entry or with a negative label; the others move up.
     """
     if not isinstance(qrels, Qrels) or not isinstance(run, Run):
         raise InputError("compute() needs a Qrels and a Run")
@@ -268,8 +271,32 @@ def compute(
         if mm not in ms:
             ms.append(mm)
     targets = _targets(qrels, qids)
-    L = _layout(qrels, run, targets, _depth(qrels, ms))
+    depth = _depth(qrels, ms)
+    if judged_only:
+        # Cutoffs count judged documents only: lay out everything, drop, then cut.
+        L = _judged_only(_layout(qrels, run, targets, None), depth)
+    else:
+        L = _layout(qrels, run, targets, depth)
     return {m: spec_of(m).batch(L, m) for m in ms}
+
+
+def _judged_only(L: Layout, depth: int | None) -> Layout:
+    """The layout without the ranked documents that have no qrels entry or a negative label
+    (trec_eval -J), the others moved up, and cut at ``depth``."""
+    keep = L.jud & (L.lab >= 0)
+    grp = L.grp[keep]
+    nret = np.bincount(grp, minlength=L.nt).astype(np.int64)
+    toff = np.zeros(L.nt + 1, dtype=np.int64)
+    np.cumsum(nret, out=toff[1:])
+    pos = np.arange(len(grp), dtype=np.int64) - toff[grp]
+    lab, jud = L.lab[keep], L.jud[keep]
+    if depth is not None and len(pos) and int(pos.max()) >= depth:
+        cut = pos < depth
+        grp, pos, lab, jud = grp[cut], pos[cut], lab[cut], jud[cut]
+        nret = np.minimum(nret, depth)
+        toff[1:] = np.cumsum(nret)
+    return Layout(nt=L.nt, grp=grp, pos=pos, toff=toff, nret=nret, lab=lab, jud=jud,
+                  qgrp=L.qgrp, qlab=L.qlab, qrels_max_grade=L.qrels_max_grade)
 
 
 def _depth(qrels: Qrels, ms: Sequence[Measure]) -> int | None:

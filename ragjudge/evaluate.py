@@ -112,6 +112,11 @@ def _metric_keys(metrics: MetricsArg, rel: int | None) -> dict[str, Measure]:
     return out
 
 
+def _check_depth(depth: int | None) -> None:
+    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
+        raise InputError(f"depth must be a positive integer, got {depth!r}", field="depth")
+
+
 def _check_rel(rel: int | None) -> None:
     if rel is not None and (isinstance(rel, bool) or not isinstance(rel, int) or rel < 1):
         raise InputError(f"relevance threshold must be an integer >= 1, got {rel!r}", field="rel")
@@ -138,6 +143,8 @@ def _evaluate_loaded(
     *,
     rel: int | None,
     skip_missing: bool,
+    judged_only: bool = False,
+    depth: int | None = None,
 ) -> Report:
     from .engine import compute
 
@@ -164,7 +171,9 @@ def _evaluate_loaded(
             source=run.source,
         )
     unique = list(dict.fromkeys(measures.values()))
-    computed = compute(qrels, run, unique, qids=compute_qids)
+    if depth is not None:
+        run = run.top(depth)
+    computed = compute(qrels, run, unique, qids=compute_qids, judged_only=judged_only)
     values = {key: np.asarray(computed[m], dtype=np.float64) for key, m in measures.items()}
     meta: dict[str, Any] = {
         "num_q": len(qids),
@@ -175,6 +184,8 @@ def _evaluate_loaded(
         "missing_queries": missing,
         "ignored_queries": ignored,
         "skip_missing": skip_missing,
+        "judged_only": judged_only,
+        "depth": depth,
         "rel": rel,
         "measures": {key: str(m) for key, m in measures.items()},
         "qrels_source": qrels.source,
@@ -194,6 +205,8 @@ def evaluate(
     *,
     rel: int | None = None,
     skip_missing: bool = False,
+    judged_only: bool = False,
+    depth: int | None = None,
     dedup: Dedup = "error",
     name: str | None = None,
 ) -> Report:
@@ -205,13 +218,18 @@ def evaluate(
     :class:`Measure` objects; report keys are the specs exactly as given; default
     :data:`DEFAULT_METRICS`. ``rel``: default relevance threshold of measures that take one.
     ``skip_missing``: average over the queries in both qrels and run instead of scoring qrels
-    queries missing from the run as empty rankings. ``name`` renames the run.
+    queries missing from the run as empty rankings. ``judged_only`` (trec_eval ``-J``): drop
+    the documents without a qrels entry (or with a negative label) from every ranking first,
+    moving the others up. ``depth`` (trec_eval ``-M``): keep only each query's top ``depth``
+    documents (before ``judged_only``). ``name`` renames the run.
     """
     _check_rel(rel)
+    _check_depth(depth)
     measures = _metric_keys(metrics, rel)
     q = _load_qrels(qrels, dedup)
     r = _load_run(run, dedup, name)
-    return _evaluate_loaded(q, r, measures, rel=rel, skip_missing=skip_missing)
+    return _evaluate_loaded(q, r, measures, rel=rel, skip_missing=skip_missing,
+                            judged_only=judged_only, depth=depth)
 
 
 # ----------------------------------------------------------------------------- compare
@@ -247,6 +265,8 @@ def compare(
     confidence: float = 0.95,
     rel: int | None = None,
     skip_missing: bool = False,
+    judged_only: bool = False,
+    depth: int | None = None,
     dedup: Dedup = "error",
 ) -> CompareReport:
     """Evaluate several runs and test each against ``baseline`` (default: the first run).
@@ -272,6 +292,7 @@ def compare(
         raise InputError(f"n_resamples must be a positive integer, got {n_resamples!r}",
                          field="n_resamples")
     _check_rel(rel)
+    _check_depth(depth)
     measures = _metric_keys(metrics, rel)
     q = _load_qrels(qrels, dedup)
     loaded = _named_runs(runs, dedup)
@@ -284,7 +305,9 @@ def compare(
     # Baseline first, then the others in the given order.
     order = [baseline] + [n for n in loaded if n != baseline]
     reports = {
-        n: _evaluate_loaded(q, loaded[n], measures, rel=rel, skip_missing=skip_missing) for n in order
+        n: _evaluate_loaded(q, loaded[n], measures, rel=rel, skip_missing=skip_missing,
+                            judged_only=judged_only, depth=depth)
+        for n in order
     }
 
     boot = dict(n_resamples=n_resamples, confidence=confidence, seed=seed)
@@ -364,6 +387,8 @@ def compare(
         "family": "per metric: every run compared with the baseline",
         "ci_method": "percentile bootstrap",
         "skip_missing": skip_missing,
+        "judged_only": judged_only,
+        "depth": depth,
         "rel": rel,
         "qrels_source": q.source,
         "ragjudge_version": __version__,

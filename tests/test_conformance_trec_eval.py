@@ -232,3 +232,42 @@ def test_trec_eval_measures_beyond_the_core_are_compared(conformance_dir):
     params = read_expected(conformance_dir / "out.test.meas_params")
     assert trec_name_to_spec("ndcg_1=3,2=9,4=4.5", True) in (None, "ndcg(gains=1:3,2:9,4:4.5)")
     assert "ndcg_1=3,2=9,4=4.5" in params
+
+
+def test_depth_option_is_trec_eval_M(conformance_dir):
+    # trec_eval -c -M100 through evaluate(depth=100), not a pre-truncated run
+    from ragjudge import evaluate
+
+    qrels = read_qrels(conformance_dir / "qrels.test")
+    expected = read_expected(conformance_dir / "out.test.aqcM")
+    names = ["map", "P_100", "num_ret", "ndcg", "bpref", "recall_1000"]
+    rep = evaluate(qrels, conformance_dir / "results.trunc", [trec_name_to_spec(n, True) for n in names],
+                   depth=100)
+    for n in names:
+        for qid, want in expected[n].items():
+            key = trec_name_to_spec(n, True)
+            got = rep.mean[key] if qid == "all" else rep.per_query[qid][key]
+            assert abs(got - want) <= TOL, (n, qid, got, want)
+    assert rep.meta["depth"] == 100
+
+
+@pytest.mark.skipif(pytrec_eval is None, reason="pytrec_eval(-terrier) is not installed")
+@pytest.mark.parametrize(("qrels_name", "rel"), [("qrels.rel_level", None), ("qrels.rel_level", 2),
+                                                 ("qrels.test", None)])
+def test_judged_only_matches_pytrec_eval_J(conformance_dir, qrels_name, rel):
+    # trec_eval -J (judged documents only); pytrec_eval's judged_docs_only_flag is the same code
+    qrels, run = load(conformance_dir, qrels_name, "results.test", None)
+    pairs = [("map", "map"), ("ndcg@10", "ndcg_cut_10"), ("p@5", "P_5"), ("mrr", "recip_rank"),
+             ("bpref", "bpref"), ("num_ret", "num_ret"), ("rprec", "Rprec"), ("recall@100", "recall_100")]
+    ref = pytrec_eval_isolated(qrels.to_dict(), run.to_dict(),
+                               {"map", "ndcg_cut", "P", "recip_rank", "bpref", "num_ret", "Rprec",
+                                "recall"}, rel=rel, judged_only=True)
+    measures = {spec: parse_measure(spec, rel=rel) for spec, _ in pairs}
+    values = compute(qrels, run, list(measures.values()), judged_only=True)
+    plain = compute(qrels, run, [measures["num_ret"]])
+    index = {q: i for i, q in enumerate(qrels.query_ids)}
+    for spec, key in pairs:
+        for qid, scores in ref.items():
+            got = float(values[measures[spec]][index[qid]])
+            assert abs(got - scores[key]) <= 1e-9, (spec, qid, got, scores[key])
+    assert values[measures["num_ret"]].sum() < plain[measures["num_ret"]].sum()
