@@ -187,6 +187,8 @@ def _evaluate_loaded(
         "judged_only": judged_only,
         "depth": depth,
         "rel": rel,
+        # The scale of rbp(gain=graded) without max_grade: the largest grade of these qrels.
+        "qrels_max_grade": qrels.max_grade,
         "measures": {key: str(m) for key, m in measures.items()},
         "qrels_source": qrels.source,
         "run_source": run.source,

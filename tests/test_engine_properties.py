@@ -23,7 +23,7 @@ except ImportError:  # pragma: no cover - depends on the environment
 # without editing this file.
 SPECS = [ex for spec in registry().values() for ex in spec.examples]
 MEASURES = [parse_measure(s) for s in SPECS]
-UNIT = {m for m in MEASURES if spec_of(m).unit}
+UNIT = {m for m in MEASURES if spec_of(m).in_unit_interval(m)}
 
 QIDS = ["q1", "q10", "q2", "qa", "Q", "z"]
 DOCS = [f"d{i}" for i in range(12)] + ["D", "d", "dd"]

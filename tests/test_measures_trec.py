@@ -127,3 +127,19 @@ def test_cli_exit_2_not_1_on_overflow_edges(tmp_path, spec):
                            "-m", spec], capture_output=True, text=True)
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def test_rbp_raw_gain_and_the_scale_in_meta():
+    ranked = [3, None, 1]
+    p = 0.8
+    assert value("rbp(p=0.8,gain=raw)", ranked, [3, 1]) == approx((1 - p) * (3 + 1 * p**2))
+    assert value("rbp(p=0.8,gain=graded,max_grade=3)", ranked, [3, 1]) == approx(
+        (1 - p) * (1 + p**2 / 3))
+    with pytest.raises(MetricError, match="only applies to gain=binary"):
+        parse_measure("rbp(gain=raw,rel=2)")
+    with pytest.raises(MetricError, match="needs gain=graded"):
+        parse_measure("rbp(gain=raw,max_grade=3)")
+    assert str(parse_measure("rbp(gain=raw)", rel=2)) == "rbp(gain=raw,p=0.8)"  # --rel ignored
+    rep = evaluate({"q": {"a": 1}, "r": {"b": 3}}, {"q": {"a": 1.0}}, ["rbp(p=0.8,gain=graded)"])
+    assert rep.meta["qrels_max_grade"] == 3  # the scale graded RBP used, said in the output
+    assert rep.per_query["q"]["rbp(p=0.8,gain=graded)"] == approx(0.2 / 3)

@@ -278,14 +278,17 @@ def rbp(
 ) -> float:
     """Rank-Biased Precision (Moffat & Zobel, ACM TOIS 27(1), 2008).
 
-    RBP = (1 - p) * sum_{r<=k} u_r * p^(r-1); u_r = 1 if grade >= rel (``binary``) or
+    RBP = (1 - p) * sum_{r<=k} u_r * p^(r-1); u_r = 1 if grade >= rel (``binary``),
     max(grade, 0) / max_grade (``graded``; max_grade defaults to the qrels' largest grade,
-    passed in by the caller). Unjudged documents have u = 0.
+    passed in by the caller) or max(grade, 0) (``raw``: ir_measures' graded RBP, which
+    multiplies by the grade, so values can exceed 1). Unjudged documents have u = 0.
     """
     total = 0.0
     for i, g in enumerate(top(ranked, k)):
         if gain == "binary":
             u = 1.0 if is_rel(g, rel) else 0.0
+        elif gain == "raw":
+            u = float(g) if g is not None and g > 0 else 0.0
         else:
             if max_grade is None:
                 raise MetricError("rbp(gain=graded) needs max_grade")
@@ -305,6 +308,8 @@ def _rbp_batch(L: Layout, m: Measure) -> np.ndarray:
     rows = L.in_cut(rows, k)
     if m.get("gain") == "binary":
         u = np.ones(len(rows))
+    elif m.get("gain") == "raw":
+        u = L.lab[rows].astype(np.float64)
     else:
         mg = m.get("max_grade")
         mg = L.qrels_max_grade if mg is None else int(mg)
@@ -321,9 +326,9 @@ def _rbp_batch(L: Layout, m: Measure) -> np.ndarray:
 def _rbp_check(values: dict[str, ParamValue], given: set[str], spec: str) -> None:
     if "max_grade" in values and values.get("gain", "binary") != "graded":
         raise MetricError(f"parameter 'max_grade' of 'rbp' needs gain=graded, in {spec!r}")
-    if values.get("gain") == "graded" and "rel" in given:
+    if values.get("gain", "binary") != "binary" and "rel" in given:
         raise MetricError(f"parameter 'rel' of 'rbp' only applies to gain=binary, in {spec!r}")
-    if values.get("gain") == "graded":
+    if values.get("gain", "binary") != "binary":
         values.pop("rel", None)  # a CLI-wide --rel does not apply to graded gain
 
 
@@ -338,11 +343,12 @@ register(MeasureSpec(
     "rbp",
     {
         "p": P,
-        "gain": Param("binary", choice("binary", "graded"), "binary or graded"),
+        "gain": Param("binary", choice("binary", "graded", "raw"), "binary, graded or raw"),
         "max_grade": Param(None, int_at_least(1), "an integer >= 1 (only with gain=graded)"),
         "rel": REL,
     },
     cutoff=True, check=_rbp_check, kernel=_rbp_kernel, batch=_rbp_batch,
     examples=("rbp(p=0.5)", "rbp(p=0.8)@3", "rbp(p=0.7,gain=graded)",
-              "rbp(p=0.6,gain=graded,max_grade=5)@2", "rbp(p=0.8,rel=2)"),
+              "rbp(p=0.6,gain=graded,max_grade=5)@2", "rbp(p=0.8,rel=2)", "rbp(p=0.7,gain=raw)@4"),
+    unit=lambda m: m.get("gain") != "raw",  # raw multiplies by the grade
 ))

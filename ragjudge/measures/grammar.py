@@ -180,7 +180,8 @@ class MeasureSpec:
     * ``check(values, given, spec)``: cross-parameter checks on the typed values (may drop
       values that do not apply), raising :class:`MetricError`;
     * ``cut_names``: trec_eval names that carry the cutoff (``P`` for ``P_10``);
-    * ``unit``: every value lies in [0, 1] (false for counts and unnormalised gains);
+    * ``unit``: every value lies in [0, 1] (false for counts and unnormalised gains; may depend
+      on the parameters);
     * ``examples``: specs the property tests compare kernel and batch on.
     """
 
@@ -194,8 +195,12 @@ class MeasureSpec:
     depth: Depth = "cutoff"
     check: Callable[[dict[str, ParamValue], set[str], str], None] | None = None
     cut_names: tuple[str, ...] = ()
-    unit: bool = True
+    unit: bool | Callable[[Measure], bool] = True
     examples: tuple[str, ...] = field(default=())
+
+    def in_unit_interval(self, m: Measure) -> bool:
+        """Whether every value of ``m`` lies in [0, 1]."""
+        return self.unit(m) if callable(self.unit) else self.unit
 
 
 _REGISTRY: dict[str, MeasureSpec] = {}
