@@ -24,7 +24,7 @@ import numpy as np
 from . import __version__
 from .data import Dedup, Qrels, Run
 from .errors import InputError, MetricError
-from .measures import Measure, parse_measure, split_metric_list
+from .measures import Measure, parse_measure, spec_of, split_metric_list
 from .report import Comparison, CompareReport, Report
 from .stats import bootstrap_cis, holm, paired_t_test, randomization_tests
 
@@ -45,11 +45,9 @@ DEFAULT_LIST_METRICS: tuple[str, ...] = ("hit", "recall", "precision", "mrr", "n
 PathLike = Union[str, "os.PathLike[str]"]
 QrelsLike = Union[Qrels, Mapping[str, Mapping[str, int]], PathLike]
 RunLike = Union[Run, Mapping[str, Mapping[str, float]], PathLike]
-MetricsArg = Union[str, Measure, Sequence[Union[str, Measure]], None]
+MetricsArg = Union[str, Measure, Sequence[Union[str, Measure]], Mapping[str, Union[str, Measure]], None]
 TestName = Literal["randomization", "t"]
 TESTS: tuple[str, ...] = ("randomization", "t")
-# Counts that trec_eval aggregates by summing over queries rather than averaging.
-_SUMMED = frozenset({"num_ret", "num_rel", "num_rel_ret"})
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -84,7 +82,13 @@ def _load_run(run: RunLike, dedup: Dedup, name: str | None = None) -> Run:
 
 
 def _metric_keys(metrics: MetricsArg, rel: int | None) -> dict[str, Measure]:
-    """``{key as the user typed it: Measure}``; a string may be a comma-separated list."""
+    """``{key as the user typed it: Measure}``; a string may be a comma-separated list; a mapping
+    gives the keys itself (``{"P@10": Measure}``, how the CLI passes what it parsed)."""
+    if isinstance(metrics, Mapping):
+        out = {str(key): parse_measure(spec, rel=rel) for key, spec in metrics.items()}
+        if not out:
+            raise MetricError("no metrics given")
+        return out
     if metrics is None:
         items: list[str | Measure] = list(DEFAULT_METRICS)
     elif isinstance(metrics, (str, Measure)):
@@ -106,6 +110,11 @@ def _metric_keys(metrics: MetricsArg, rel: int | None) -> dict[str, Measure]:
     if not out:
         raise MetricError("no metrics given")
     return out
+
+
+def _check_depth(depth: int | None) -> None:
+    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
+        raise InputError(f"depth must be a positive integer, got {depth!r}", field="depth")
 
 
 def _check_rel(rel: int | None) -> None:
@@ -134,6 +143,8 @@ def _evaluate_loaded(
     *,
     rel: int | None,
     skip_missing: bool,
+    judged_only: bool = False,
+    depth: int | None = None,
 ) -> Report:
     from .engine import compute
 
@@ -160,7 +171,9 @@ def _evaluate_loaded(
             source=run.source,
         )
     unique = list(dict.fromkeys(measures.values()))
-    computed = compute(qrels, run, unique, qids=compute_qids)
+    if depth is not None:
+        run = run.top(depth)
+    computed = compute(qrels, run, unique, qids=compute_qids, judged_only=judged_only)
     values = {key: np.asarray(computed[m], dtype=np.float64) for key, m in measures.items()}
     meta: dict[str, Any] = {
         "num_q": len(qids),
@@ -171,14 +184,20 @@ def _evaluate_loaded(
         "missing_queries": missing,
         "ignored_queries": ignored,
         "skip_missing": skip_missing,
+        "judged_only": judged_only,
+        "depth": depth,
         "rel": rel,
+        # The scale of rbp(gain=graded) without max_grade: the largest grade of these qrels.
+        "qrels_max_grade": qrels.max_grade,
         "measures": {key: str(m) for key, m in measures.items()},
         "qrels_source": qrels.source,
         "run_source": run.source,
         "ragjudge_version": __version__,
     }
-    summed = [key for key, m in measures.items() if m.name in _SUMMED]
-    return Report(run.name, qids, values, meta, summed=summed)
+    kinds = {key: spec_of(m).aggregate for key, m in measures.items()}
+    return Report(run.name, qids, values, meta,
+                  summed=[k for k, a in kinds.items() if a == "sum"],
+                  geometric=[k for k, a in kinds.items() if a == "gmean"])
 
 
 def evaluate(
@@ -188,6 +207,8 @@ def evaluate(
     *,
     rel: int | None = None,
     skip_missing: bool = False,
+    judged_only: bool = False,
+    depth: int | None = None,
     dedup: Dedup = "error",
     name: str | None = None,
 ) -> Report:
@@ -199,13 +220,18 @@ def evaluate(
     :class:`Measure` objects; report keys are the specs exactly as given; default
     :data:`DEFAULT_METRICS`. ``rel``: default relevance threshold of measures that take one.
     ``skip_missing``: average over the queries in both qrels and run instead of scoring qrels
-    queries missing from the run as empty rankings. ``name`` renames the run.
+    queries missing from the run as empty rankings. ``judged_only`` (trec_eval ``-J``): drop
+    the documents without a qrels entry (or with a negative label) from every ranking first,
+    moving the others up. ``depth`` (trec_eval ``-M``): keep only each query's top ``depth``
+    documents (before ``judged_only``). ``name`` renames the run.
     """
     _check_rel(rel)
+    _check_depth(depth)
     measures = _metric_keys(metrics, rel)
     q = _load_qrels(qrels, dedup)
     r = _load_run(run, dedup, name)
-    return _evaluate_loaded(q, r, measures, rel=rel, skip_missing=skip_missing)
+    return _evaluate_loaded(q, r, measures, rel=rel, skip_missing=skip_missing,
+                            judged_only=judged_only, depth=depth)
 
 
 # ----------------------------------------------------------------------------- compare
@@ -241,6 +267,8 @@ def compare(
     confidence: float = 0.95,
     rel: int | None = None,
     skip_missing: bool = False,
+    judged_only: bool = False,
+    depth: int | None = None,
     dedup: Dedup = "error",
 ) -> CompareReport:
     """Evaluate several runs and test each against ``baseline`` (default: the first run).
@@ -266,6 +294,7 @@ def compare(
         raise InputError(f"n_resamples must be a positive integer, got {n_resamples!r}",
                          field="n_resamples")
     _check_rel(rel)
+    _check_depth(depth)
     measures = _metric_keys(metrics, rel)
     q = _load_qrels(qrels, dedup)
     loaded = _named_runs(runs, dedup)
@@ -278,7 +307,9 @@ def compare(
     # Baseline first, then the others in the given order.
     order = [baseline] + [n for n in loaded if n != baseline]
     reports = {
-        n: _evaluate_loaded(q, loaded[n], measures, rel=rel, skip_missing=skip_missing) for n in order
+        n: _evaluate_loaded(q, loaded[n], measures, rel=rel, skip_missing=skip_missing,
+                            judged_only=judged_only, depth=depth)
+        for n in order
     }
 
     boot = dict(n_resamples=n_resamples, confidence=confidence, seed=seed)
@@ -312,6 +343,8 @@ def compare(
                                      "statistic": None, "p_value": None, "note": None}
             if len(d) == 0:
                 entry["note"] = "no query scored by both runs"
+            elif key in base.geometric:
+                entry["note"] = "delta and test on the per-query values (arithmetic)"
             else:
                 entry["delta"] = float(d.mean()) * (len(d) if key in base.summed else 1)
                 diffs.append(d)
@@ -356,6 +389,8 @@ def compare(
         "family": "per metric: every run compared with the baseline",
         "ci_method": "percentile bootstrap",
         "skip_missing": skip_missing,
+        "judged_only": judged_only,
+        "depth": depth,
         "rel": rel,
         "qrels_source": q.source,
         "ragjudge_version": __version__,
@@ -469,13 +504,8 @@ def _spec_list(metrics: MetricsArg) -> list[str]:
 def _expandable(spec: str, rel: int | None) -> bool:
     """Whether ``spec`` has no cutoff yet (``P_10`` carries one in its name) but takes one
     (``rprec`` / ``bpref`` do not)."""
-    if parse_measure(spec, rel=rel).k is not None:
-        return False
-    try:
-        parse_measure(f"{spec}@1", rel=rel)
-    except MetricError:
-        return False
-    return True
+    m = parse_measure(spec, rel=rel)
+    return m.k is None and spec_of(m).cutoff
 
 
 def _has_gold(entry: Sequence[str] | Mapping[str, int]) -> bool:

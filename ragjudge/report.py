@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from .errors import InputError
+from .measures import aggregate
 
 __all__ = [
     "FORMATS",
@@ -285,7 +286,8 @@ class Report:
     * ``run`` -- the run's name; ``metrics`` -- the metric keys exactly as requested;
     * ``mean`` -- ``{metric: float}``: the mean over the evaluated queries (``None`` when no
       query could be scored); the counts ``num_ret``, ``num_rel``, ``num_rel_ret`` are summed,
-      as trec_eval does (their keys are listed in ``summed``);
+      as trec_eval does (their keys are listed in ``summed``), and ``gm_map`` is a geometric
+      mean (keys in ``geometric``);
     * ``per_query`` -- ``{qid: {metric: float}}`` in trec_eval query order;
     * ``meta`` -- ``num_q``, the queries missing from the run / only in the run, ``rel``,
       ``skip_missing``, sources, canonical measure specs, ...
@@ -304,6 +306,7 @@ class Report:
         meta: Mapping[str, Any] | None = None,
         *,
         summed: Sequence[str] = (),
+        geometric: Sequence[str] = (),
     ) -> None:
         self.run = run
         self.qids: list[str] = list(qids)
@@ -321,13 +324,16 @@ class Report:
         }
         #: Metrics aggregated by a sum instead of a mean (trec_eval's counts num_ret, ...).
         self.summed: list[str] = [k for k in self.metrics if k in set(summed)]
+        #: Metrics aggregated by a geometric mean (trec_eval's gm_map).
+        self.geometric: list[str] = [k for k in self.metrics if k in set(geometric)]
         self.mean: dict[str, float | None] = {}
         for k, a in arrays.items():
             ok = a[np.isfinite(a)]
             if not len(ok):
                 self.mean[k] = None
             else:
-                self.mean[k] = float(ok.sum()) if k in self.summed else float(ok.mean())
+                kind = "sum" if k in self.summed else "gmean" if k in self.geometric else "mean"
+                self.mean[k] = aggregate(kind, ok)
         self.meta: dict[str, Any] = dict(meta or {})
         self.meta.setdefault("num_q", len(self.qids))
         if self.undetermined:

@@ -20,6 +20,8 @@ import json, sys
 import pytrec_eval
 args = json.load(sys.stdin)
 kw = {} if args["rel"] is None else {"relevance_level": args["rel"]}
+if args.get("judged_only"):
+    kw["judged_docs_only_flag"] = True
 ev = pytrec_eval.RelevanceEvaluator(args["qrels"], set(args["measures"]), **kw)
 json.dump(ev.evaluate(args["run"]), sys.stdout)
 """
@@ -31,9 +33,11 @@ def pytrec_eval_isolated(
     measures: set[str],
     rel: int | None = None,
     timeout: float = 120.0,
+    judged_only: bool = False,
 ) -> dict[str, dict[str, Any]]:
     """``RelevanceEvaluator(qrels, measures).evaluate(run)`` in a subprocess."""
-    payload = json.dumps({"qrels": qrels, "run": run, "measures": sorted(measures), "rel": rel})
+    payload = json.dumps({"qrels": qrels, "run": run, "measures": sorted(measures), "rel": rel,
+                          "judged_only": judged_only})
     try:
         out = subprocess.run([sys.executable, "-c", _SCRIPT], input=payload, capture_output=True,
                              text=True, timeout=timeout)

@@ -17,7 +17,7 @@ import pytest
 from ragjudge.data import Qrels, Run
 from ragjudge.engine import compute
 from ragjudge.io import read_qrels, read_run
-from ragjudge.measures import parse_measure
+from ragjudge.measures import aggregate, parse_measure, spec_of
 
 from _pytrec import pytrec_eval_isolated
 
@@ -28,8 +28,10 @@ except ImportError:  # pragma: no cover - depends on the environment
 
 TOL = 5e-5
 
-_CUT = re.compile(r"^(P|recall|map_cut|ndcg_cut|success)_(\d+)$")
-_CUT_NAME = {"P": "p", "recall": "recall", "map_cut": "map", "ndcg_cut": "ndcg", "success": "hit"}
+_CUT = re.compile(r"^(P|recall|map_cut|ndcg_cut|success|unj)_(\d+)$")
+_CUT_NAME = {"P": "p", "recall": "recall", "map_cut": "map", "ndcg_cut": "ndcg", "success": "hit",
+             "unj": "unj"}
+_IPREC = re.compile(r"^iprec_at_recall_([01]\.\d+)$")
 _PLAIN = {
     "map": "map",
     "Rprec": "rprec",
@@ -41,9 +43,12 @@ _PLAIN = {
     "num_rel_ret": "num_rel_ret",
     "set_P": "precision",
     "set_recall": "recall",
-    "set_F": "f1",
+    "set_F": "set_f",
+    "infAP": "infap",
+    "gm_map": "gm_map",
+    "11pt_avg": "11pt_avg",
+    "ndcg_1=3,2=9,4=4.5": "ndcg(gains=1:3,2:9,4:4.5)",
 }
-_SUMMED = {"num_ret", "num_rel", "num_rel_ret"}
 
 # (expected output, qrels, run, --rel, -M depth, binary qrels (trec_eval rbp comparable))
 CASES = [
@@ -64,6 +69,9 @@ def trec_name_to_spec(name: str, binary_qrels: bool) -> str | None:
     m = _CUT.match(name)
     if m:
         return f"{_CUT_NAME[m.group(1)]}@{m.group(2)}"
+    m = _IPREC.match(name)
+    if m:
+        return f"iprec_at_recall(recall={m.group(1)})"
     if name == "rbp" and binary_qrels:
         # trec_eval's rbp uses p = 0.9 and, for graded qrels, rescales gains with min/max
         # values it never initialises; with 0/1 qrels it is plain binary RBP.
@@ -107,7 +115,7 @@ def test_matches_trec_eval(conformance_dir, out, qrels_name, run_name, rel, dept
         v = values[m]
         for qid, want in expected[name].items():
             if qid == "all":
-                got = float(v.sum()) if m.name in _SUMMED else float(v.mean())
+                got = aggregate(spec_of(m).aggregate, v)
             else:
                 got = float(v[qids.index(qid)])
             compared += 1
@@ -214,3 +222,52 @@ def test_missing_query_gets_empty_ranking_value(conformance_dir):
     assert values[ms[2]][i] == len([g for g in qrels.get(missing[0]).values() if g >= 1])
     assert values[ms[4]][i] == 1.0  # nothing retrieved: all RBP weight is residual
     assert np.all(np.isfinite(values[ms[0]]))
+
+
+def test_trec_eval_measures_beyond_the_core_are_compared(conformance_dir):
+    # The cases above compare these against trec_eval; make sure they stay mapped.
+    expected = read_expected(conformance_dir / "out.test.aq")
+    for name in ("infAP", "gm_map", "unj_5", "iprec_at_recall_0.50", "11pt_avg", "set_F"):
+        assert name in expected and trec_name_to_spec(name, True) is not None, name
+    params = read_expected(conformance_dir / "out.test.meas_params")
+    assert trec_name_to_spec("ndcg_1=3,2=9,4=4.5", True) in (None, "ndcg(gains=1:3,2:9,4:4.5)")
+    assert "ndcg_1=3,2=9,4=4.5" in params
+
+
+def test_depth_option_is_trec_eval_M(conformance_dir):
+    # trec_eval -c -M100 through evaluate(depth=100), not a pre-truncated run
+    from ragjudge import evaluate
+
+    qrels = read_qrels(conformance_dir / "qrels.test")
+    expected = read_expected(conformance_dir / "out.test.aqcM")
+    names = ["map", "P_100", "num_ret", "ndcg", "bpref", "recall_1000"]
+    rep = evaluate(qrels, conformance_dir / "results.trunc", [trec_name_to_spec(n, True) for n in names],
+                   depth=100)
+    for n in names:
+        for qid, want in expected[n].items():
+            key = trec_name_to_spec(n, True)
+            got = rep.mean[key] if qid == "all" else rep.per_query[qid][key]
+            assert abs(got - want) <= TOL, (n, qid, got, want)
+    assert rep.meta["depth"] == 100
+
+
+@pytest.mark.skipif(pytrec_eval is None, reason="pytrec_eval(-terrier) is not installed")
+@pytest.mark.parametrize(("qrels_name", "rel"), [("qrels.rel_level", None), ("qrels.rel_level", 2),
+                                                 ("qrels.test", None)])
+def test_judged_only_matches_pytrec_eval_J(conformance_dir, qrels_name, rel):
+    # trec_eval -J (judged documents only); pytrec_eval's judged_docs_only_flag is the same code
+    qrels, run = load(conformance_dir, qrels_name, "results.test", None)
+    pairs = [("map", "map"), ("ndcg@10", "ndcg_cut_10"), ("p@5", "P_5"), ("mrr", "recip_rank"),
+             ("bpref", "bpref"), ("num_ret", "num_ret"), ("rprec", "Rprec"), ("recall@100", "recall_100")]
+    ref = pytrec_eval_isolated(qrels.to_dict(), run.to_dict(),
+                               {"map", "ndcg_cut", "P", "recip_rank", "bpref", "num_ret", "Rprec",
+                                "recall"}, rel=rel, judged_only=True)
+    measures = {spec: parse_measure(spec, rel=rel) for spec, _ in pairs}
+    values = compute(qrels, run, list(measures.values()), judged_only=True)
+    plain = compute(qrels, run, [measures["num_ret"]])
+    index = {q: i for i, q in enumerate(qrels.query_ids)}
+    for spec, key in pairs:
+        for qid, scores in ref.items():
+            got = float(values[measures[spec]][index[qid]])
+            assert abs(got - scores[key]) <= 1e-9, (spec, qid, got, scores[key])
+    assert values[measures["num_ret"]].sum() < plain[measures["num_ret"]].sum()

@@ -122,7 +122,8 @@ def test_bpref():
 def test_judged():
     assert K.judged(RANKED, 4) == approx(3 / 4)
     assert K.judged(RANKED, 10) == approx(4 / 6)  # divides by min(k, n)
-    assert K.judged([-1, 1], 2) == 0.5
+    assert K.judged([-1, 1], 2) == 1.0  # a negative label was assessed: judged
+    assert K.judged([-2, None], 2) == 0.5
     assert K.judged([], 5) == 0.0
 
 
@@ -135,3 +136,25 @@ def test_evaluate_dispatches_every_measure():
     assert K.evaluate(parse_measure("map@4"), RANKED, JUDGED) == K.average_precision(RANKED, JUDGED, 4)
     graded = K.evaluate(parse_measure("rbp(p=0.5,gain=graded)"), RANKED, JUDGED, qrels_max_grade=2)
     assert graded == K.rbp(RANKED, p=0.5, gain="graded", max_grade=2)
+
+
+def test_dcg_unnormalised():
+    from ragjudge import evaluate
+
+    want = 1.0 + 2 / math.log2(5) + 1 / math.log2(7)
+    m = parse_measure("dcg")
+    assert K.evaluate(m, RANKED, JUDGED) == approx(want)
+    assert K.evaluate(parse_measure("dcg@3"), RANKED, JUDGED) == approx(1.0)
+    assert K.evaluate(parse_measure("dcg(gain=exp)"), RANKED, JUDGED) == approx(
+        1.0 + 3 / math.log2(5) + 1 / math.log2(7))
+    assert K.evaluate(parse_measure("dcg(discount=jarvelin)@4"), RANKED, JUDGED) == approx(2.0)
+    assert str(parse_measure("dcg_cut_10")) == "dcg@10"
+    with pytest.raises(MetricError):
+        parse_measure("dcg(ideal=all)")  # there is no ideal ranking to choose
+    # Through the engine: the same value, and nDCG = DCG / IDCG on the same data.
+    qrels = {"q": {"a": 1, "b": 0, "c": 2, "d": 3}}
+    run = {"q": {"a": 3.0, "x": 2.0, "c": 1.0}}
+    rep = evaluate(qrels, run, ["dcg@3", "ndcg@3"])
+    idcg = 3 + 2 / math.log2(3) + 1 / 2
+    assert rep.mean["dcg@3"] == approx(1 + 2 / 2)
+    assert rep.mean["ndcg@3"] == approx((1 + 2 / 2) / idcg)

@@ -78,7 +78,7 @@ def test_default_rel():
 def test_errors_are_helpful():
     with pytest.raises(MetricError, match=r"did you mean 'ndcg'.*known metrics: .*map"):
         parse_measure("ndgc@10")
-    with pytest.raises(MetricError, match=r"unknown parameter 'foo'.*allowed: discount, gain, ideal"):
+    with pytest.raises(MetricError, match=r"unknown parameter 'foo'.*allowed: discount, gain, gains, ideal"):
         parse_measure("ndcg(foo=1)@10")
     with pytest.raises(MetricError, match=r"'gain'.*expected one of linear, exp"):
         parse_measure("ndcg(gain=cubic)")

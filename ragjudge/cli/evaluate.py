@@ -15,7 +15,7 @@ from typing import Any
 from ..errors import InputError, MetricError
 from ..evaluate import DEFAULT_METRICS, TESTS, compare, evaluate
 from ..io import read_qrels
-from ..measures import parse_measure, split_metric_list
+from ..measures import Measure, parse_measure, split_metric_list
 from ..report import FORMATS, TREC_FORMAT, CompareReport, Report, render_reports
 
 __all__ = ["register"]
@@ -50,6 +50,11 @@ def _add_arguments(p: argparse.ArgumentParser, *, min_runs: int) -> None:
                    help="average over queries in both qrels and run (trec_eval 9 / pytrec_eval)")
     p.add_argument("--rel", type=int, metavar="N",
                    help="minimum grade counted as relevant by binary metrics (default 1)")
+    p.add_argument("-J", "--judged-only", action="store_true",
+                   help="drop unjudged documents (no qrels entry or a negative label) from every "
+                        "ranking first, moving the others up (trec_eval -J)")
+    p.add_argument("-M", "--depth", type=int, metavar="N",
+                   help="keep only the top N documents of every query (trec_eval -M)")
     p.add_argument("--dedup", choices=("error", "first"), default="error",
                    help="duplicate (query, doc) lines: error (default) or keep the first")
     p.add_argument("-f", "--format", choices=_OUTPUT_FORMATS, default="table",
@@ -129,8 +134,11 @@ def _parse_gate(text: str) -> tuple[str, float]:
     return metric.strip(), threshold
 
 
-def _metric_list(args: argparse.Namespace, gates: list[tuple[str, float]]) -> tuple[list[str], list[str]]:
-    """Metric keys to evaluate, and for each gate the key it is checked against.
+def _metric_list(
+    args: argparse.Namespace, gates: list[tuple[str, float]]
+) -> tuple[dict[str, Measure], list[str]]:
+    """``{metric key: Measure}`` to evaluate (parsed here, once), and for each gate the key it is
+    checked against.
 
     A gate on a metric not requested with -m is evaluated as well (matched by canonical form,
     so ``--fail-under P_10=0.3`` checks ``-m p@10``).
@@ -140,20 +148,22 @@ def _metric_list(args: argparse.Namespace, gates: list[tuple[str, float]]) -> tu
         keys.extend(split_metric_list(value))
     if not keys:
         raise MetricError("no metrics given")
-    canon = {}
+    measures: dict[str, Measure] = {}
+    canon: dict[Measure, str] = {}
     for k in keys:
-        canon.setdefault(str(parse_measure(k, rel=args.rel)), k)
+        measures[k] = parse_measure(k, rel=args.rel)
+        canon.setdefault(measures[k], k)
     gate_keys: list[str] = []
     for metric, _ in gates:
-        if metric in keys:
+        if metric in measures:
             gate_keys.append(metric)
             continue
-        c = str(parse_measure(metric, rel=args.rel))
-        if c not in canon:
-            canon[c] = metric
-            keys.append(metric)
-        gate_keys.append(canon[c])
-    return keys, gate_keys
+        m = parse_measure(metric, rel=args.rel)
+        if m not in canon:
+            canon[m] = metric
+            measures[metric] = m
+        gate_keys.append(canon[m])
+    return measures, gate_keys
 
 
 def _write(text: str, output: str | None) -> None:
@@ -240,6 +250,8 @@ def _run(args: argparse.Namespace) -> int:
             alpha=args.alpha,
             rel=args.rel,
             skip_missing=args.skip_missing,
+            judged_only=args.judged_only,
+            depth=args.depth,
             dedup=args.dedup,
         )
         reports = list(result.reports.values())
@@ -247,7 +259,7 @@ def _run(args: argparse.Namespace) -> int:
         qrels = read_qrels(args.qrels, dedup=args.dedup)  # read once for every run
         reports = [
             evaluate(qrels, path, metrics, rel=args.rel, skip_missing=args.skip_missing,
-                     dedup=args.dedup, name=name)
+                     judged_only=args.judged_only, depth=args.depth, dedup=args.dedup, name=name)
             for name, path in zip(names, args.runs)
         ]
         result = reports[0] if len(reports) == 1 else reports
