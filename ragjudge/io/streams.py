@@ -245,7 +245,7 @@ def check_output_path(path: PathLike) -> None:
     if name == "-":
         return
     if os.path.isdir(name):
-        raise InputError("is a directory; give a file name", source=name, field="-o")
+        raise InputError("cannot write output: it is a directory; give a file name", source=name)
     parent = os.path.dirname(os.path.abspath(name))
     if not os.path.isdir(parent):
-        raise InputError(f"folder {parent} does not exist", source=name, field="-o")
+        raise InputError(f"cannot write output: folder {parent} does not exist", source=name)
