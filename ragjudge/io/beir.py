@@ -11,7 +11,7 @@ import numpy as np
 
 from ..data import Dedup, Qrels
 from ..errors import InputError
-from .numbers import is_number, parse_int
+from .numbers import parse_int
 from .streams import Input, PathLike, decode_text, opened
 from .texts import read_corpus, read_queries
 
@@ -47,9 +47,9 @@ def parse_beir_qrels(
         qid, docid, grade = fields[0].strip(), fields[1].strip(), fields[2].strip()
         if not seen_data:
             seen_data = True
-            # Only a non-numeric score marks a header: a first row "q1 d1 0.5" is data (and an
-            # error below), never silently dropped.
-            if not is_number(grade):
+            # Only a score without a digit marks a header ("score"): a first row "q1 d1 0.5"
+            # or "q1 d1 1_0" is data (and an error below), never silently dropped.
+            if not any(c.isdigit() for c in grade):
                 continue
         for name, value in (("query-id", qid), ("corpus-id", docid)):
             if not value:

@@ -40,9 +40,9 @@ def as_qrels(obj: Any, *, dedup: Dedup = "error", format: QrelsFormat = "auto") 
     if is_dataframe(obj):
         return qrels_from_dataframe(obj, dedup=dedup)
     kind = ranx_kind(obj)
-    if kind == "Qrels":
+    if kind is not None:
         return qrels_from_ranx(obj)
-    if kind is None and not isinstance(obj, Run) and _iterable(obj):
+    if not isinstance(obj, Run) and _iterable(obj):
         return qrels_from_records(obj, dedup=dedup)
     raise InputError(
         "qrels must be " + _ACCEPTED.format("Qrels", "grade", "Qrels", "Qrel")
@@ -65,9 +65,9 @@ def as_run(
     if is_dataframe(obj):
         return run_from_dataframe(obj, name=name or "run", dedup=dedup)
     kind = ranx_kind(obj)
-    if kind == "Run":
+    if kind is not None:
         return run_from_ranx(obj, name=name)
-    if kind is None and not isinstance(obj, Qrels) and _iterable(obj):
+    if not isinstance(obj, Qrels) and _iterable(obj):
         return run_from_records(obj, name=name or "run", dedup=dedup)
     raise InputError(
         "run must be " + _ACCEPTED.format("Run", "score", "Run", "ScoredDoc")

@@ -26,14 +26,14 @@ def ranx_kind(obj: Any) -> str | None:
 def qrels_from_ranx(obj: Any) -> Qrels:
     """Qrels from a ``ranx.Qrels``."""
     if ranx_kind(obj) != "Qrels":
-        raise InputError(f"expected a ranx Qrels, got {type(obj).__name__}", field="qrels")
+        raise InputError(f"expected a ranx Qrels, got a ranx {type(obj).__name__}", field="qrels")
     return Qrels.from_dict(obj.to_dict(), source=getattr(obj, "name", None) or "ranx.Qrels")
 
 
 def run_from_ranx(obj: Any, *, name: str | None = None) -> Run:
     """A run from a ``ranx.Run``; ``name`` defaults to the ranx run's name."""
     if ranx_kind(obj) != "Run":
-        raise InputError(f"expected a ranx Run, got {type(obj).__name__}", field="run")
+        raise InputError(f"expected a ranx Run, got a ranx {type(obj).__name__}", field="run")
     return Run.from_dict(obj.to_dict(), name=name or getattr(obj, "name", None) or "run",
                          source="ranx.Run")
 
