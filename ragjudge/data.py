@@ -247,7 +247,7 @@ class Qrels(_Columnar):
     ) -> Qrels:
         # copy=False only for arrays nobody else holds (the readers'): saves two full copies.
         q = to_bytes_array(qids)
-        d = to_bytes_array(docids)
+        d = to_bytes_array(docids, compact=True)
         g = np.asarray(grades)
         if not (len(q) == len(d) == len(g)):
             raise InputError(
@@ -501,7 +501,7 @@ class Run(_Columnar):
     ) -> Run:
         # copy=False only for arrays nobody else holds (the readers'): saves two full copies.
         q = to_bytes_array(qids)
-        d = to_bytes_array(docids)
+        d = to_bytes_array(docids, compact=True)
         try:
             s = np.asarray(scores, dtype=np.float64)
         except (TypeError, ValueError) as exc:

@@ -11,6 +11,7 @@ exact whatever the hash does.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -19,6 +20,7 @@ import numpy as np
 from .errors import InputError
 
 __all__ = [
+    "LONG_ID", "long_key", "full_id", "is_key", "key_rows", "compact_ids",
     "to_bytes_array", "decode_id", "decode_column", "group_sorted", "id_words", "sort_keys",
     "fmix", "hash_ids", "pair_hash", "join_ids", "target_ids", "locate", "qid_runs",
     "run_permutation", "row_codes", "sort_distinct", "sort_by_code_then_id", "first_duplicate",
@@ -31,27 +33,92 @@ _K = np.uint64(0x9E3779B97F4A7C15)
 _S33 = np.uint64(33)
 
 
+# ----------------------------------------------------------------------------- long ids
+#: Document ids longer than this many bytes are stored as a key of exactly this width, so one
+#: long id cannot widen a whole fixed-width column (numpy ``S`` arrays are as wide as their
+#: longest value: one 1 KB id in a 2M-row column would cost 2 GB).
+LONG_ID = 64
+_PREFIX = LONG_ID - 17
+# Process-wide intern table key -> full id. Keys are content-derived (the id's first 47 bytes, a
+# NUL, a 128-bit BLAKE2b digest of the whole id), so the same id gets the same key in every
+# Qrels and Run, and joins and duplicate checks compare keys as they compare ids. Only ids over
+# LONG_ID bytes enter it, so it stays small.
+_LONG: dict[bytes, bytes] = {}
+
+
+def long_key(raw: bytes) -> bytes:
+    """The stored key of an id longer than :data:`LONG_ID` bytes (registered for decoding)."""
+    # numpy S arrays drop trailing NULs, so the key is stored (and looked up) without them.
+    key = (raw[:_PREFIX] + b"\x00" + hashlib.blake2b(raw, digest_size=16).digest()).rstrip(b"\x00")
+    _LONG.setdefault(key, raw)
+    return key
+
+
+def full_id(b: bytes) -> bytes:
+    """The id a stored value stands for (itself unless it is a long-id key)."""
+    if len(b) > _PREFIX and _LONG:
+        return _LONG.get(b, b)
+    return b
+
+
+def is_key(b: bytes) -> bool:
+    """Whether a stored value is a long-id key (a NUL right after the kept prefix)."""
+    return len(b) > _PREFIX and b[_PREFIX] == 0
+
+
+def key_rows(ids: np.ndarray) -> np.ndarray:
+    """Mask of the long-id keys in an ``S`` array (vectorized :func:`is_key`)."""
+    if ids.dtype.itemsize <= _PREFIX + 1:
+        return np.zeros(len(ids), dtype=bool)
+    raw = np.ascontiguousarray(ids).view(np.uint8).reshape(len(ids), ids.dtype.itemsize)
+    return (raw[:, _PREFIX] == 0) & (raw[:, _PREFIX + 1 :] != 0).any(axis=1)
+
+
+def compact_ids(ids: np.ndarray) -> np.ndarray:
+    """``ids`` (an ``S`` array) with every id over :data:`LONG_ID` bytes replaced by its key;
+    the array itself when none is that long."""
+    if ids.dtype.itemsize <= LONG_ID or not len(ids):
+        return ids
+    lengths = np.char.str_len(ids)
+    long = np.flatnonzero(lengths > LONG_ID)
+    if not len(long):
+        return ids
+    out = ids.astype(f"S{LONG_ID}")  # truncates the long ones, replaced below
+    out[long] = [long_key(b) for b in ids[long].tolist()]
+    return out
+
+
 # ----------------------------------------------------------------------------- conversion
-
-
-def to_bytes_array(values: Iterable[Any] | np.ndarray) -> np.ndarray:
-    """Ids as a numpy ``S`` array of UTF-8 bytes."""
+def to_bytes_array(values: Iterable[Any] | np.ndarray, *, compact: bool = False) -> np.ndarray:
+    """Ids as a numpy ``S`` array of UTF-8 bytes; ``compact`` stores ids over :data:`LONG_ID`
+    bytes as keys (document ids)."""
     if isinstance(values, np.ndarray) and values.dtype.kind == "S":
-        return values
-    if isinstance(values, np.ndarray) and values.dtype.kind == "U":
-        return np.char.encode(values, "utf-8") if values.size else values.astype("S1")
-    items = [v if isinstance(v, bytes) else str(v).encode("utf-8") for v in values]
-    if not items:
-        return np.zeros(0, dtype="S1")
-    return np.array(items, dtype=bytes)
+        out = values
+    elif isinstance(values, np.ndarray) and values.dtype.kind == "U":
+        out = np.char.encode(values, "utf-8") if values.size else values.astype("S1")
+    else:
+        items = [v if isinstance(v, bytes) else str(v).encode("utf-8") for v in values]
+        if not items:
+            return np.zeros(0, dtype="S1")
+        if compact:
+            items = [long_key(b) if len(b) > LONG_ID else b for b in items]
+        return np.array(items, dtype=bytes)
+    return compact_ids(out) if compact else out
 
 
 def decode_id(b: bytes) -> str:
-    return b.decode("utf-8")
+    """A stored id as text (long-id keys resolved)."""
+    return full_id(b).decode("utf-8")
 
 
 def decode_column(ids: np.ndarray) -> np.ndarray:
-    return np.char.decode(ids, "utf-8") if len(ids) else np.zeros(0, dtype="U1")
+    """Stored ids as a numpy ``U`` array (``object`` when long-id keys had to be resolved)."""
+    if not len(ids):
+        return np.zeros(0, dtype="U1")
+    if ids.dtype.itemsize > _PREFIX and _LONG:
+        if key_rows(ids).any():
+            return np.array([decode_id(b) for b in ids.tolist()], dtype=object)
+    return np.char.decode(ids, "utf-8")
 
 
 # ----------------------------------------------------------------------------- sorting
@@ -179,10 +246,12 @@ def break_ties(offsets: np.ndarray, d: np.ndarray, s: np.ndarray) -> tuple[np.nd
     pairs = np.flatnonzero(tie)
     if not len(pairs):
         return d, s
+    # Long-id keys do not order like their ids: ties involving one are ordered exactly below.
+    keyed = bool(_LONG) and bool(key_rows(d[np.union1d(pairs, pairs + 1)]).any())
     left, right = d[pairs], d[pairs + 1]
-    if bool((left > right).all()):
+    if not keyed and bool((left > right).all()):
         return d, s
-    reverse = bool((left < right).all())
+    reverse = not keyed and bool((left < right).all())
     del left, right
     in_tie = np.zeros(n, dtype=bool)
     in_tie[pairs] = True
@@ -202,6 +271,12 @@ def break_ties(offsets: np.ndarray, d: np.ndarray, s: np.ndarray) -> tuple[np.nd
         order = bstart[b] + bend[b] - pos
     else:
         order = sort_distinct((*sort_keys(d[rows], descending=True), block))
+    if keyed:
+        dr = d[rows].tolist()
+        for b in np.unique(block[key_rows(d[rows])]).tolist():
+            at = np.flatnonzero(block == b)  # a block's rows are contiguous, so is its order
+            lo, hi = int(at[0]), int(at[-1]) + 1
+            order[lo:hi] = sorted(range(lo, hi), key=lambda i: full_id(dr[i]), reverse=True)
     d[rows] = d[rows][order]
     # Scores compare equal within a block, but 0.0 and -0.0 differ in bits: move them too.
     s[rows] = s[rows][order]

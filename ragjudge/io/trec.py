@@ -25,6 +25,7 @@ import numpy as np
 
 from ..data import Dedup, Qrels, Run
 from ..errors import InputError
+from ..ids import LONG_ID, long_key
 from .numbers import parse_float, parse_int
 from .streams import BOM, Input, PathLike, as_bytes, blocks_from_bytes, check_utf8, opened, source_name
 
@@ -226,6 +227,8 @@ def _scan_block(block: bytes, kind: str) -> tuple | None:
         vs = starts[f + vcol]
         vlen = ends[f + vcol] - vs
     del starts, ends, f, flips
+    if len(dlen) and int(dlen.max()) > LONG_ID:
+        return None  # a rare long document id: the exact path stores it as a key
     # _gather reads whole 8-byte words: pad to a multiple of 8 past the widest token.
     pad = (max(int(qlen.max()), int(dlen.max()), int(vlen.max())) if len(qs) else 1) + 15 & ~7
     padded = np.empty(len(buf) + pad, dtype=np.uint8)
@@ -285,6 +288,8 @@ def _scan_block_exact(block: bytes, first_line: int, kind: str, source: str | No
         tok = parts[vcol]
         value = parse_int(tok, source, lineno, field) if ints else parse_float(tok, source, lineno, field)
         doc = parts[dcol]
+        if len(doc) > LONG_ID:
+            doc = long_key(doc)  # one long id must not widen the whole column
         qs.append(parts[qcol])
         ds.append(doc)
         vs.append(value)

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..data import Qrels, Run
 from ..errors import InputError
+from ..ids import LONG_ID, decode_id, full_id, key_rows
 from .sniff import QRELS_FORMATS
 from .streams import PathLike, source_name
 
@@ -35,6 +36,16 @@ def _check_ids(ids: np.ndarray, what: str, fmt: str, *, hash_ok: bool) -> None:
     n = len(ids)
     if not n:
         return
+    if ids.dtype.itemsize > LONG_ID - 17:
+        # Long-id keys stand for ids: check the ids themselves (few; the others stay vectorized).
+        keys = key_rows(ids)
+        if keys.any():
+            full = np.array([full_id(b) for b in ids[keys].tolist()], dtype=bytes)
+            _check_ids(full, what, fmt, hash_ok=hash_ok)
+            ids = ids[~keys]
+            n = len(ids)
+            if not n:
+                return
     width = ids.dtype.itemsize
     raw = ids.view(np.uint8).reshape(n, width)
     tabs_only = fmt == "BEIR TSV"
@@ -76,7 +87,7 @@ def _qrels_chunks(qrels: Qrels, format: str) -> Iterator[str]:
         qs = q.decode("utf-8")
         lo, hi = ol[i], ol[i + 1]
         yield "".join(
-            f"{qs}{mid}{d.decode('utf-8')}{sep}{g}\n"
+            f"{qs}{mid}{decode_id(d)}{sep}{g}\n"
             for d, g in zip(docids[lo:hi].tolist(), grades[lo:hi].tolist())
         )
 
@@ -101,7 +112,7 @@ def _run_chunks(run: Run, format: str, tag: str | None) -> Iterator[str]:
         lo, hi = ol[i], ol[i + 1]
         # repr(float) is the shortest text that reads back to the identical float.
         yield "".join(
-            f"{qs} Q0 {d.decode('utf-8')} {r} {x!r} {tag}\n"
+            f"{qs} Q0 {decode_id(d)} {r} {x!r} {tag}\n"
             for r, (d, x) in enumerate(zip(docids[lo:hi].tolist(), scores[lo:hi].tolist()), 1)
         )
 
