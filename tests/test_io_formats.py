@@ -229,6 +229,7 @@ def test_read_beir_folder(tmp_path):
     assert ds.corpus["d1"] == "Td1\ntext d1" and len(ds.corpus) == 3
     assert ds.qrels.to_dict() == {"q1": {"d1": 1}, "q2": {"d3": 2}}
     assert io.read_beir(root, "train", corpus=False).corpus == {}
+    assert set(io.read_beir(root, all_queries=True).queries) == {"q1", "q2", "q3"}
     e = err(io.read_beir, root, split="dev")
     assert e.field == "split" and "test, train" in str(e)
     assert "not a folder" in str(err(io.read_beir, root / "corpus.jsonl"))
@@ -289,3 +290,18 @@ def test_as_qrels_and_as_run_refuse_other_things():
     assert "got Qrels" in str(err(io.as_run, Qrels.from_dict(QD)))
     assert isinstance(io.as_run(RD, name="x"), Run) and io.as_run(RD, name="x").name == "x"
     assert np.array_equal(io.as_qrels(Qrels.from_dict(QD)).arrays[0], Qrels.from_dict(QD).arrays[0])
+
+
+def test_judge_beir_dry_run(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    root = _beir(tmp_path)
+    run = tmp_path / "run.dev.tsv"
+    run.write_text("q1\td1\t1\nq1\td2\t2\nq2\td3\t1\nq3\td2\t1\n")  # MS MARCO run; q3 not in test
+    base = ["judge", "--run", str(run), "--depth", "2", "--model", "gpt-4o-mini", "--dry-run",
+            "--cache", str(tmp_path / "c.sqlite"), "--no-progress"]
+    code, out, e = cli(capsys, *base, "--beir", str(root), "--split", "test")
+    assert code == 0, e
+    assert "4 requests" in out  # q1 x 2, q2, q3: the runs decide which queries are judged
+    code, _, e = cli(capsys, *base)
+    assert code == 2 and "--queries is required (or --beir DIR)" in e

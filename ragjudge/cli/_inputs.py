@@ -63,10 +63,11 @@ def read_run_arg(
 
 
 def beir_from_args(
-    args: argparse.Namespace, *, corpus: bool = True, dedup: Dedup = "error"
+    args: argparse.Namespace, *, corpus: bool = True, all_queries: bool = False,
+    dedup: Dedup = "error",
 ) -> BeirDataset | None:
     """The BEIR folder given with ``--beir`` (None without it)."""
     folder = getattr(args, "beir", None)
     if folder is None:
         return None
-    return read_beir(folder, split=args.split, corpus=corpus, dedup=dedup)
+    return read_beir(folder, split=args.split, corpus=corpus, all_queries=all_queries, dedup=dedup)

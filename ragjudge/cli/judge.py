@@ -57,7 +57,7 @@ def register(subparsers: Any) -> None:
     io.add_argument("--corpus", metavar="FILE",
                     help="documents: BEIR JSONL (_id, title, text) or TSV id<TAB>text (required "
                          "unless --beir)")
-    add_beir_options(io, "queries of the split and corpus, instead of --queries/--corpus")
+    add_beir_options(io, "its queries and corpus, instead of --queries/--corpus")
     add_format_options(io)
     io.add_argument("--run", dest="runs", action="append", required=True, metavar="RUN",
                     help="TREC run to pool from; repeat for several runs")
@@ -102,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
         missing = "--queries" if args.queries is None else "--corpus"
         raise InputError(f"{missing} is required (or --beir DIR)", field=missing)
     check_inputs([p for p in (args.queries, args.corpus, *args.runs, args.fill) if p])
-    beir = beir_from_args(args, corpus=args.corpus is None)
+    # Every query of the folder: the runs decide which are judged (--split checks the qrels).
+    beir = beir_from_args(args, corpus=args.corpus is None, all_queries=True)
     queries = read_queries(args.queries) if args.queries else beir.queries  # type: ignore[union-attr]
     corpus = read_corpus(args.corpus) if args.corpus else beir.corpus  # type: ignore[union-attr]
     runs = [read_run_arg(path, args) for path in args.runs]

@@ -78,7 +78,8 @@ def read_beir_qrels(path: PathLike | Input, *, dedup: Dedup = "error") -> Qrels:
 class BeirDataset:
     """A BEIR dataset split: ``corpus`` and ``queries`` as ``{id: text}``, ``qrels`` of the split.
 
-    ``queries`` holds only the queries judged in the split (as BEIR's own loader does).
+    ``queries`` holds only the queries judged in the split (as BEIR's own loader does) unless
+    read with ``all_queries=True``.
     """
 
     corpus: dict[str, str]
@@ -96,10 +97,16 @@ def _find(folder: Path, stem: str) -> Path | None:
 
 
 def read_beir(
-    path: PathLike, split: str = "test", *, corpus: bool = True, dedup: Dedup = "error"
+    path: PathLike,
+    split: str = "test",
+    *,
+    corpus: bool = True,
+    all_queries: bool = False,
+    dedup: Dedup = "error",
 ) -> BeirDataset:
     """Read a BEIR dataset folder in one call: ``corpus.jsonl``, ``queries.jsonl`` and
-    ``qrels/{split}.tsv`` (each may be ``.gz``). ``corpus=False`` skips the (large) corpus."""
+    ``qrels/{split}.tsv`` (each may be ``.gz``). ``corpus=False`` skips the (large) corpus;
+    ``all_queries=True`` keeps every query, not only those judged in the split."""
     folder = Path(os.fspath(path))
     if not folder.is_dir():
         raise InputError("not a folder (expected a BEIR dataset folder)", source=str(folder))
@@ -113,14 +120,14 @@ def read_beir(
     if missing:
         raise InputError(f"missing {', '.join(missing)}", source=str(folder))
     qrels = read_beir_qrels(qrels_file, dedup=dedup)
-    all_queries = read_queries(_find(folder, "queries.jsonl"), format="jsonl")  # type: ignore[arg-type]
+    texts = read_queries(_find(folder, "queries.jsonl"), format="jsonl")  # type: ignore[arg-type]
     judged = set(qrels.query_ids)
-    unknown = sorted(judged - set(all_queries))
+    unknown = sorted(judged - set(texts))
     if unknown:
         raise InputError(
             f"{len(unknown)} judged queries have no text in queries.jsonl (e.g. {unknown[0]!r})",
             source=str(qrels_file), field="query-id",
         )
-    queries = {q: t for q, t in all_queries.items() if q in judged}
+    queries = texts if all_queries else {q: t for q, t in texts.items() if q in judged}
     docs = read_corpus(_find(folder, "corpus.jsonl"), format="jsonl") if corpus else {}  # type: ignore[arg-type]
     return BeirDataset(corpus=docs, queries=queries, qrels=qrels, split=split, path=str(folder))

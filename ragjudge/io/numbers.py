@@ -8,6 +8,7 @@ non-finite values are refused, naming the file, line and field.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from ..errors import InputError
 
@@ -25,16 +26,20 @@ def _plain(tok: bytes) -> bool:
     return tok.isascii() and b"_" not in tok
 
 
-def parse_int(tok: bytes, source: str | None, line: int | None, field: str) -> int:
-    """An integer token (``[+-]digits``) that fits in int64."""
+def _read(tok: bytes, conv: type, kind: str, source: str | None, line: int | None, field: str) -> Any:
     try:
         if not _plain(tok):
             raise ValueError
-        value = int(tok)
+        value = conv(tok)
     except ValueError:
-        raise InputError(
-            f"must be an integer, got {_text(tok)!r}", source=source, line=line, field=field
-        ) from None
+        raise InputError(f"must be {kind}, got {_text(tok)!r}", source=source, line=line,
+                         field=field) from None
+    return value
+
+
+def parse_int(tok: bytes, source: str | None, line: int | None, field: str) -> int:
+    """An integer token (``[+-]digits``) that fits in int64."""
+    value = _read(tok, int, "an integer", source, line, field)
     if abs(value) > INT64_MAX:
         raise InputError(
             f"integer out of range, got {_text(tok)!r}", source=source, line=line, field=field
@@ -44,14 +49,7 @@ def parse_int(tok: bytes, source: str | None, line: int | None, field: str) -> i
 
 def parse_float(tok: bytes, source: str | None, line: int | None, field: str) -> float:
     """A finite decimal number token."""
-    try:
-        if not _plain(tok):
-            raise ValueError
-        value = float(tok)
-    except ValueError:
-        raise InputError(
-            f"must be a number, got {_text(tok)!r}", source=source, line=line, field=field
-        ) from None
+    value = _read(tok, float, "a number", source, line, field)
     if not math.isfinite(value):
         raise InputError(
             f"must be a finite number, got {_text(tok)!r}", source=source, line=line, field=field

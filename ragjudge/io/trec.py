@@ -427,11 +427,15 @@ def parse_trec_run(
     return _run(scan_trec(_blocks(text), "run", source), source, name, dedup, "run")
 
 
+def _read_run(path: PathLike | Input, name: str | None, dedup: Dedup, kind: str) -> Run:
+    with opened(path) as inp:
+        cols = scan_trec(inp.blocks(BLOCK), kind, inp.source)
+        return _run(cols, inp.source, name if name is not None else run_name(inp.source), dedup, kind)
+
+
 def read_trec_run(path: PathLike | Input, *, name: str | None = None, dedup: Dedup = "error") -> Run:
     """A TREC run from a file, ``.gz``, pipe or ``-``; ``name`` defaults to the file stem."""
-    with opened(path) as inp:
-        cols = scan_trec(inp.blocks(BLOCK), "run", inp.source)
-        return _run(cols, inp.source, name if name is not None else run_name(inp.source), dedup, "run")
+    return _read_run(path, name, dedup, "run")
 
 
 def parse_msmarco_run(
@@ -443,9 +447,7 @@ def parse_msmarco_run(
 
 def read_msmarco_run(path: PathLike | Input, *, name: str | None = None, dedup: Dedup = "error") -> Run:
     """An MS MARCO run from a file (``qid<TAB>docid<TAB>rank``; score = 1 / rank)."""
-    with opened(path) as inp:
-        cols = scan_trec(inp.blocks(BLOCK), "msmarco", inp.source)
-        return _run(cols, inp.source, name if name is not None else run_name(inp.source), dedup, "msmarco")
+    return _read_run(path, name, dedup, "msmarco")
 
 
 def parse_trec_exact(text: str | bytes, kind: str, source: str | None = None) -> tuple:
