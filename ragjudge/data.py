@@ -25,6 +25,21 @@ from typing import Any, Literal
 import numpy as np
 
 from .errors import InputError
+from .ids import (
+    break_ties,
+    decode_column,
+    decode_id,
+    df_long,
+    first_duplicate,
+    group_sorted,
+    pair_hash,
+    qid_runs,
+    row_codes,
+    run_permutation,
+    sort_by_code_then_id,
+    sort_distinct,
+    to_bytes_array,
+)
 
 __all__ = ["Qrels", "Run", "Dedup"]
 
@@ -32,168 +47,13 @@ Dedup = Literal["error", "first"]
 
 
 # ----------------------------------------------------------------------------- helpers
-def _to_bytes_array(values: Iterable[Any] | np.ndarray) -> np.ndarray:
-    """Ids as a numpy ``S`` array of UTF-8 bytes."""
-    if isinstance(values, np.ndarray) and values.dtype.kind == "S":
-        return values
-    if isinstance(values, np.ndarray) and values.dtype.kind == "U":
-        return np.char.encode(values, "utf-8") if values.size else values.astype("S1")
-    items = [v if isinstance(v, bytes) else str(v).encode("utf-8") for v in values]
-    if not items:
-        return np.zeros(0, dtype="S1")
-    return np.array(items, dtype=bytes)
-
-
-def _decode(b: bytes) -> str:
-    return b.decode("utf-8")
-
-
 def _freeze(*arrays: np.ndarray) -> None:
     for a in arrays:
         a.flags.writeable = False
 
 
-def _group(sorted_qids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Unique query ids and offsets of a qid column that is already grouped and sorted."""
-    n = len(sorted_qids)
-    if n == 0:
-        return np.zeros(0, dtype="S1"), np.zeros(1, dtype=np.int64)
-    starts = np.flatnonzero(np.concatenate(([True], sorted_qids[1:] != sorted_qids[:-1])))
-    offsets = np.empty(len(starts) + 1, dtype=np.int64)
-    offsets[:-1] = starts
-    offsets[-1] = n
-    return sorted_qids[starts], offsets
-
-
 def _line_of(index: int, line_numbers: np.ndarray | None) -> int:
     return int(line_numbers[index]) if line_numbers is not None else index + 1
-
-
-def _id_words(ids: np.ndarray) -> np.ndarray:
-    """``(n, k)`` native uint64 words of an ``S`` array, NUL-padded to a multiple of 8 bytes.
-
-    Read big-endian, so comparing the rows word by word is ``strcmp`` order (shorter ids are
-    NUL-padded and sort first, as in C). Sorting integer words is several times faster than
-    sorting ``S`` values.
-    """
-    n = len(ids)
-    width = ids.dtype.itemsize
-    w8 = -(-width // 8) * 8
-    raw = np.ascontiguousarray(ids).view(np.uint8).reshape(n, width)
-    if w8 != width:
-        padded = np.zeros((n, w8), dtype=np.uint8)
-        padded[:, :width] = raw
-        raw = padded
-    return raw.view(">u8").astype(np.uint64)
-
-
-def _words_keys(ids: np.ndarray, descending: bool = False) -> list[np.ndarray]:
-    """Sort keys for ``np.lexsort`` (least significant first) ordering ids by ``strcmp``."""
-    words = _id_words(ids)
-    cols = [words[:, j] for j in range(words.shape[1] - 1, -1, -1)]
-    if descending:
-        cols = [~c for c in cols]
-    return cols
-
-
-_M1 = np.uint64(0x9E3779B97F4A7C15)
-_M2 = np.uint64(0xBF58476D1CE4E5B9)
-
-
-def _pair_hash(codes: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """A 64-bit hash of every (query code, id) pair; equal pairs always hash equal."""
-    n = len(ids)
-    width = ids.dtype.itemsize
-    w8 = -(-width // 8) * 8
-    out = np.empty(n, dtype=np.uint64)
-    step = 1 << 20  # rows per slice: the NUL-padded copy of the ids stays small
-    for lo in range(0, n, step):
-        hi = min(n, lo + step)
-        raw = np.ascontiguousarray(ids[lo:hi]).view(np.uint8).reshape(hi - lo, width)
-        if w8 != width:
-            padded = np.zeros((hi - lo, w8), dtype=np.uint8)
-            padded[:, :width] = raw
-            raw = padded
-        words = raw.view(np.uint64)
-        # codes are int64 >= 0; spread them over all 64 bits before mixing in the id words.
-        h = codes[lo:hi].view(np.uint64) * _M1
-        for j in range(words.shape[1]):
-            h ^= words[:, j]
-            h *= _M2
-        h ^= h >> np.uint64(32)
-        out[lo:hi] = h
-    return out
-
-
-def _qid_runs(q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Factorize a qid column by runs of equal neighbours (files are grouped by query).
-
-    Returns ``(unique_qids_sorted, run_starts, run_lengths, run_codes)``; a query is contiguous
-    iff it forms a single run.
-    """
-    n = len(q)
-    change = np.flatnonzero(q[1:] != q[:-1])
-    starts = np.empty(len(change) + 1, dtype=np.int64)
-    starts[0] = 0
-    starts[1:] = change + 1
-    lengths = np.diff(np.append(starts, n))
-    uq, codes = np.unique(q[starts], return_inverse=True)
-    return uq, starts, lengths, codes.reshape(-1).astype(np.int64)
-
-
-def _run_permutation(
-    starts: np.ndarray, lengths: np.ndarray, run_codes: np.ndarray, n: int
-) -> tuple[np.ndarray | None, np.ndarray]:
-    """Row order putting contiguous runs in code order (None if already) and the offsets."""
-    perm = np.argsort(run_codes, kind="stable")
-    ordered_lengths = lengths[perm]
-    offsets = np.zeros(len(perm) + 1, dtype=np.int64)
-    np.cumsum(ordered_lengths, out=offsets[1:])
-    if len(run_codes) < 2 or bool((np.diff(run_codes) > 0).all()):
-        return None, offsets
-    shift = starts[perm] - offsets[:-1]
-    idx = np.repeat(shift, ordered_lengths)
-    idx += np.arange(n, dtype=np.int64)
-    return idx, offsets
-
-
-def _row_codes(lengths: np.ndarray, run_codes: np.ndarray) -> np.ndarray:
-    return np.repeat(run_codes, lengths)
-
-
-def _sort_distinct(keys: Sequence[np.ndarray]) -> np.ndarray:
-    """``np.lexsort(keys)`` for rows that are distinct on all keys (or whose relative order does
-    not matter when equal). The least significant key may then use numpy's fast unstable sort;
-    the others are stable passes, cheap on the nearly sorted query codes."""
-    order = np.argsort(keys[0])
-    for key in keys[1:]:
-        order = order[np.argsort(key[order], kind="stable")]
-    return order
-
-
-def _sort_by_code_then_id(codes: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """Row order by (code, id) for rows distinct on (code, id): the ids' rank (any order among
-    equal ids) combined with the code into one int64 key, so both passes are numpy's fast
-    unstable sort (a stable pass over the codes costs twice as much)."""
-    n = len(ids)
-    if n >= 1 << 31:  # code * n + rank must fit in int64
-        return _sort_distinct((*_words_keys(ids), codes))
-    by_id = _sort_distinct(_words_keys(ids))
-    key = np.empty(n, dtype=np.int64)
-    key[by_id] = np.arange(n, dtype=np.int64)
-    key += codes * n
-    return np.argsort(key)
-
-
-def _first_duplicate(
-    codes: np.ndarray, docids: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Rows sorted by (query, docid, position) and the mask of rows repeating their predecessor."""
-    order = np.lexsort((*_words_keys(docids), codes))
-    c = codes[order]
-    d = docids[order]
-    dup = (c[1:] == c[:-1]) & (d[1:] == d[:-1])
-    return order, dup
 
 
 def _dedup(
@@ -207,7 +67,7 @@ def _dedup(
 ) -> np.ndarray | None:
     """Exact duplicate check. Returns None when there are no duplicates, else the boolean
     mask of rows to keep (first occurrence wins), or raises for ``dedup="error"``."""
-    order, dup = _first_duplicate(codes, docids)
+    order, dup = first_duplicate(codes, docids)
     if not dup.any():
         return None
     if dedup == "error":
@@ -221,8 +81,8 @@ def _dedup(
         first = _line_of(int(order[head]), line_numbers)
         row = int(order[i])
         raise InputError(
-            f"duplicate {kind} entry for query {_decode(qids[row])!r}, document "
-            f"{_decode(docids[row])!r} (first seen at line {first}; use dedup='first' / "
+            f"duplicate {kind} entry for query {decode_id(qids[row])!r}, document "
+            f"{decode_id(docids[row])!r} (first seen at line {first}; use dedup='first' / "
             "--dedup first to keep the first)",
             source=source,
             line=_line_of(row, line_numbers),
@@ -231,91 +91,6 @@ def _dedup(
     keep = np.ones(len(docids), dtype=bool)
     keep[order[1:][dup]] = False
     return keep
-
-
-def _break_ties(offsets: np.ndarray, d: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Rows already sorted by (query, score desc): order equal-score blocks by docid descending
-    (trec_eval's tie-breaking). Only rows inside ties are touched; ``d`` and ``s`` must be
-    arrays this module owns (they are permuted in place)."""
-    n = len(d)
-    if n < 2:
-        return d, s
-    tie = s[1:] == s[:-1]
-    tie[offsets[1:-1] - 1] = False  # no tie across two queries
-    pairs = np.flatnonzero(tie)
-    if not len(pairs):
-        return d, s
-    left, right = d[pairs], d[pairs + 1]
-    if bool((left > right).all()):
-        return d, s
-    reverse = bool((left < right).all())
-    del left, right
-    in_tie = np.zeros(n, dtype=bool)
-    in_tie[pairs] = True
-    in_tie[pairs + 1] = True
-    rows = np.flatnonzero(in_tie)
-    del in_tie
-    # Block id: a new block starts at a tied row that does not continue the previous tie.
-    cont = np.zeros(len(rows), dtype=bool)
-    cont[1:] = (rows[1:] == rows[:-1] + 1) & tie[rows[:-1]]
-    block = np.cumsum(~cont)
-    if reverse:
-        # Ties written docid-ascending (Anserini / Pyserini): reverse each block, no sort.
-        bstart = np.flatnonzero(~cont)
-        bend = np.append(bstart[1:], len(rows)) - 1
-        pos = np.arange(len(rows), dtype=np.int64)
-        b = block - 1
-        order = bstart[b] + bend[b] - pos
-    else:
-        order = _sort_distinct((*_words_keys(d[rows], descending=True), block))
-    d[rows] = d[rows][order]
-    # Scores compare equal within a block, but 0.0 and -0.0 differ in bits: move them too.
-    s[rows] = s[rows][order]
-    return d, s
-
-
-def _df_column(df: Any, col: str, source: str | None) -> np.ndarray:
-    """One DataFrame column as a numpy array; a missing column or value is an InputError."""
-    if col not in df.columns:
-        raise InputError(
-            f"column {col!r} not found; columns are {[str(c) for c in df.columns]}",
-            source=source,
-            field=col,
-        )
-    series = df[col]
-    missing = series.isna().to_numpy()
-    if missing.any():
-        row = int(np.flatnonzero(missing)[0])
-        raise InputError("missing value", source=source, line=row + 1, field=col)
-    return series.to_numpy()
-
-
-def _df_ids(values: np.ndarray) -> np.ndarray:
-    if values.dtype.kind in "iu":
-        return values.astype("S")
-    return _to_bytes_array(values)
-
-
-def _df_long(
-    df: Any, qid_col: str, docid_col: str, value_col: str, source: str | None, bad_values: str,
-    *, to_float: bool = False,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The (query ids, doc ids, values) columns of a long DataFrame. Values are converted to
-    float64 when ``to_float`` or when they are Python objects (``bad_values`` names the
-    failure); integer grades stay integers so a fractional grade can still be named."""
-    q = _df_ids(_df_column(df, qid_col, source))
-    d = _df_ids(_df_column(df, docid_col, source))
-    v = _df_column(df, value_col, source)
-    if to_float or v.dtype == object:
-        try:
-            v = v.astype(np.float64)
-        except (TypeError, ValueError):
-            raise InputError(bad_values, source=source, field=value_col) from None
-    return q, d, v
-
-
-def _decode_column(ids: np.ndarray) -> np.ndarray:
-    return np.char.decode(ids, "utf-8") if len(ids) else np.zeros(0, dtype="U1")
 
 
 def _check_dedup_arg(dedup: str) -> None:
@@ -353,7 +128,7 @@ class _Columnar:
     @property
     def query_ids(self) -> list[str]:
         """Query ids in trec_eval order (byte-wise ascending)."""
-        return [_decode(q) for q in self._qids.tolist()]
+        return [decode_id(q) for q in self._qids.tolist()]
 
     @property
     def num_queries(self) -> int:
@@ -385,8 +160,8 @@ class _Columnar:
 
         return pd.DataFrame(
             {
-                "query_id": _decode_column(self._qid_column()),
-                "doc_id": _decode_column(self._docids),
+                "query_id": decode_column(self._qid_column()),
+                "doc_id": decode_column(self._docids),
                 value_col: self._values.copy(),
             }
         )
@@ -446,14 +221,17 @@ class Qrels(_Columnar):
         source: str | None = None,
         line_numbers: np.ndarray | None = None,
         dedup: Dedup = "error",
+        copy: bool = True,
     ) -> Qrels:
         """Build from three parallel columns (one row per judgment, any order).
 
         A duplicate (query, document) pair raises :class:`InputError` naming ``source`` and the
         line (``line_numbers[i]``, or ``i + 1``); ``dedup="first"`` keeps the first row instead.
+        ``copy=False`` lets the result take (and freeze) fresh arrays nobody else holds, such as
+        a reader's, saving two full copies.
         """
         return cls._from_arrays(qids, docids, grades, source=source, line_numbers=line_numbers,
-                                dedup=dedup, copy=True)
+                                dedup=dedup, copy=copy)
 
     @classmethod
     def _from_arrays(
@@ -468,8 +246,8 @@ class Qrels(_Columnar):
         copy: bool,
     ) -> Qrels:
         # copy=False only for arrays nobody else holds (the readers'): saves two full copies.
-        q = _to_bytes_array(qids)
-        d = _to_bytes_array(docids)
+        q = to_bytes_array(qids)
+        d = to_bytes_array(docids, compact=True)
         g = np.asarray(grades)
         if not (len(q) == len(d) == len(g)):
             raise InputError(
@@ -492,9 +270,9 @@ class Qrels(_Columnar):
         _check_dedup_arg(dedup)
         n = len(q)
         if n == 0:
-            uq, offsets = _group(q)
+            uq, offsets = group_sorted(q)
             return cls(uq, offsets, d.copy(), g.copy(), source=source)
-        uq, starts, lengths, run_codes = _qid_runs(q)
+        uq, starts, lengths, run_codes = qid_runs(q)
         if len(uq) == len(starts):
             # Fast path: every query is one run; if its docids are strictly ascending there
             # can be no duplicate and only the runs need reordering.
@@ -502,22 +280,22 @@ class Qrels(_Columnar):
             same[starts[1:] - 1] = False
             ascending = d[1:] > d[:-1]
             if bool((ascending | ~same).all()):
-                idx, offsets = _run_permutation(starts, lengths, run_codes, n)
+                idx, offsets = run_permutation(starts, lengths, run_codes, n)
                 if idx is None:
                     d2, g2 = (d.copy(), g.copy()) if copy else (d, g)
                 else:
                     d2, g2 = d[idx], g[idx]
                 return cls(uq, offsets, d2, g2, source=source)
-        codes = _row_codes(lengths, run_codes)
+        codes = row_codes(lengths, run_codes)
         # Same duplicate screen as Run: hash sort first, exact (stable) check only on collision.
-        h = _pair_hash(codes, d)
+        h = pair_hash(codes, d)
         h.sort()  # in place: a fresh array, so no second 10M-element copy
         if bool((h[1:] == h[:-1]).any()):
             keep = _dedup(q, codes, d, dedup, source, line_numbers, "qrels")
             if keep is not None:
                 codes, d, g = codes[keep], d[keep], g[keep]
         del h
-        order = _sort_by_code_then_id(codes, d)
+        order = sort_by_code_then_id(codes, d)
         d, g = d[order], g[order]
         counts = np.bincount(codes, minlength=len(uq))
         offsets = np.zeros(len(uq) + 1, dtype=np.int64)
@@ -594,7 +372,7 @@ class Qrels(_Columnar):
             return {}
         s, e = int(self._offsets[i]), int(self._offsets[i + 1])
         return {
-            _decode(d): int(g)
+            decode_id(d): int(g)
             for d, g in zip(self._docids[s:e].tolist(), self._values[s:e].tolist())
         }
 
@@ -605,8 +383,8 @@ class Qrels(_Columnar):
         grades = self._values.tolist()
         offs = self._offsets.tolist()
         for i, q in enumerate(self._qids.tolist()):
-            out[_decode(q)] = {
-                _decode(docids[j]): grades[j] for j in range(offs[i], offs[i + 1])
+            out[decode_id(q)] = {
+                decode_id(docids[j]): grades[j] for j in range(offs[i], offs[i + 1])
             }
         return out
 
@@ -616,9 +394,9 @@ class Qrels(_Columnar):
         grades = self._values.tolist()
         offs = self._offsets.tolist()
         for i, q in enumerate(self._qids.tolist()):
-            qs = _decode(q)
+            qs = decode_id(q)
             for j in range(offs[i], offs[i + 1]):
-                yield qs, _decode(docids[j]), grades[j]
+                yield qs, decode_id(docids[j]), grades[j]
 
     @classmethod
     def from_dataframe(
@@ -633,7 +411,7 @@ class Qrels(_Columnar):
     ) -> Qrels:
         """From a long pandas DataFrame, one row per judgment (ir_measures column names by
         default). Errors name the column and the 1-based row position as the "line"."""
-        q, d, g = _df_long(df, qid_col, docid_col, grade_col, source, "grades must be integers")
+        q, d, g = df_long(df, qid_col, docid_col, grade_col, source, "grades must be integers")
         return cls.from_arrays(q, d, g, source=source, dedup=dedup)
 
     def to_dataframe(self) -> Any:
@@ -697,14 +475,16 @@ class Run(_Columnar):
         source: str | None = None,
         line_numbers: np.ndarray | None = None,
         dedup: Dedup = "error",
+        copy: bool = True,
     ) -> Run:
         """Build from three parallel columns (one row per retrieved document, any order).
 
         Rows end up in trec_eval rank order; a duplicate (query, document) pair raises
-        :class:`InputError` naming the line unless ``dedup="first"``.
+        :class:`InputError` naming the line unless ``dedup="first"``. ``copy=False`` as in
+        :meth:`Qrels.from_arrays`.
         """
         return cls._from_arrays(qids, docids, scores, name=name, source=source,
-                                line_numbers=line_numbers, dedup=dedup, copy=True)
+                                line_numbers=line_numbers, dedup=dedup, copy=copy)
 
     @classmethod
     def _from_arrays(
@@ -720,8 +500,8 @@ class Run(_Columnar):
         copy: bool,
     ) -> Run:
         # copy=False only for arrays nobody else holds (the readers'): saves two full copies.
-        q = _to_bytes_array(qids)
-        d = _to_bytes_array(docids)
+        q = to_bytes_array(qids)
+        d = to_bytes_array(docids, compact=True)
         try:
             s = np.asarray(scores, dtype=np.float64)
         except (TypeError, ValueError) as exc:
@@ -743,20 +523,20 @@ class Run(_Columnar):
         _check_dedup_arg(dedup)
         n = len(q)
         if n == 0:
-            uq, offsets = _group(q)
+            uq, offsets = group_sorted(q)
             return cls(uq, offsets, d.copy(), s.copy(), name=name, source=source)
-        uq, starts, lengths, run_codes = _qid_runs(q)
-        codes = _row_codes(lengths, run_codes)
+        uq, starts, lengths, run_codes = qid_runs(q)
+        codes = row_codes(lengths, run_codes)
         # Duplicates: a 64-bit hash of every (query, doc) pair sorts fast; only if two hashes
         # collide do we pay for the exact check (which names the line).
-        h = _pair_hash(codes, d)
+        h = pair_hash(codes, d)
         h.sort()  # in place: a fresh array, so no second 10M-element copy
         if bool((h[1:] == h[:-1]).any()):
             keep = _dedup(q, codes, d, dedup, source, line_numbers, "run")
             if keep is not None:
                 q, d, s = q[keep], d[keep], s[keep]
-                uq, starts, lengths, run_codes = _qid_runs(q)
-                codes = _row_codes(lengths, run_codes)
+                uq, starts, lengths, run_codes = qid_runs(q)
+                codes = row_codes(lengths, run_codes)
                 n = len(q)
         del h
         same = np.ones(n - 1, dtype=bool)
@@ -764,21 +544,21 @@ class Run(_Columnar):
         nonincreasing = bool(((s[1:] <= s[:-1]) | ~same).all())
         if len(uq) == len(starts) and nonincreasing:
             # Fast path (files in rank order): reorder whole runs only.
-            idx, offsets = _run_permutation(starts, lengths, run_codes, n)
+            idx, offsets = run_permutation(starts, lengths, run_codes, n)
             if idx is None:
                 if copy:  # never share (and freeze) the caller's arrays
                     d, s = d.copy(), s.copy()
             else:
                 d, s = d[idx], s[idx]
         else:
-            # Rows of equal (query, score) may come out in any order: _break_ties orders them.
-            order = _sort_distinct((-s, codes))
+            # Rows of equal (query, score) may come out in any order: break_ties orders them.
+            order = sort_distinct((-s, codes))
             d, s = d[order], s[order]
             counts = np.bincount(codes, minlength=len(uq))
             offsets = np.zeros(len(uq) + 1, dtype=np.int64)
             np.cumsum(counts, out=offsets[1:])
         del codes
-        d, s = _break_ties(offsets, d, s)
+        d, s = break_ties(offsets, d, s)
         return cls(uq, offsets, np.ascontiguousarray(d), np.ascontiguousarray(s), name=name, source=source)
 
     @classmethod
@@ -848,7 +628,7 @@ class Run(_Columnar):
         s, e = int(self._offsets[i]), int(self._offsets[i + 1])
         if depth is not None:
             e = min(e, s + depth)
-        return [(_decode(d), float(x)) for d, x in zip(self._docids[s:e].tolist(), self._values[s:e].tolist())]
+        return [(decode_id(d), float(x)) for d, x in zip(self._docids[s:e].tolist(), self._values[s:e].tolist())]
 
     def get(self, qid: str) -> dict[str, float]:
         return dict(self.ranked(qid))
@@ -863,9 +643,9 @@ class Run(_Columnar):
         scores = self._values.tolist()
         offs = self._offsets.tolist()
         for i, q in enumerate(self._qids.tolist()):
-            qs = _decode(q)
+            qs = decode_id(q)
             for r, j in enumerate(range(offs[i], offs[i + 1]), start=1):
-                yield qs, _decode(docids[j]), r, scores[j]
+                yield qs, decode_id(docids[j]), r, scores[j]
 
     def top(self, depth: int) -> Run:
         """The first ``depth`` documents of every query."""
@@ -892,7 +672,7 @@ class Run(_Columnar):
         dedup: Dedup = "error",
     ) -> Run:
         """From a long pandas DataFrame, one row per retrieved document (any row order)."""
-        q, d, s = _df_long(df, qid_col, docid_col, score_col, source, "scores must be numbers",
+        q, d, s = df_long(df, qid_col, docid_col, score_col, source, "scores must be numbers",
                            to_float=True)
         return cls.from_arrays(q, d, s, name=name, source=source, dedup=dedup)
 

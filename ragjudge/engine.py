@@ -29,160 +29,13 @@ import numpy as np
 
 from .data import Qrels, Run
 from .errors import InputError, MetricError
+from .ids import join_ids, locate, target_ids
 from .measures import Measure, parse_measure, spec_of
 from .measures.layout import Layout
 
 __all__ = ["compute"]
 
-_M1 = np.uint64(0xFF51AFD7ED558CCD)
-_M2 = np.uint64(0xC4CEB9FE1A85EC53)
-_K = np.uint64(0x9E3779B97F4A7C15)
-_S33 = np.uint64(33)
-
-
-# ----------------------------------------------------------------------------- hashing / join
-def _fmix(x: np.ndarray) -> np.ndarray:
-    """MurmurHash3's 64-bit finalizer, in place (uint64 arithmetic wraps modulo 2^64)."""
-    x ^= x >> _S33
-    x *= _M1
-    x ^= x >> _S33
-    x *= _M2
-    x ^= x >> _S33
-    return x
-
-
-def _words(ids: np.ndarray, width: int) -> list[np.ndarray | None]:
-    """The ids as ``width // 8`` little-endian uint64 words each, zero-padded (None = all zero).
-
-    Read in place through strided views (no padded copy of the id bytes): the last partial
-    word is read as the 8 bytes ending at the id's end and shifted down past the overlap.
-    """
-    w = ids.dtype.itemsize
-    if w < 8:
-        ids, w = ids.astype("S8"), 8
-    ids = np.ascontiguousarray(ids)
-    n = len(ids)
-    out: list[np.ndarray | None] = [
-        np.ndarray((n,), dtype="<u8", buffer=ids, offset=8 * j, strides=(w,)) for j in range(w // 8)
-    ]
-    if w % 8:
-        tail = np.ndarray((n,), dtype="<u8", buffer=ids, offset=w - 8, strides=(w,))
-        out.append(tail >> np.uint64(8 * (8 - w % 8)))
-    out += [None] * (width // 8 - len(out))
-    return out
-
-
-def _hash_ids(ids: np.ndarray, width: int, seed: int) -> np.ndarray:
-    """uint64 hash of every id of an ``S`` array; equal strings hash equally at any dtype width.
-
-    ``width`` (a multiple of 8, >= every id's length) is the common zero-padded width.
-    """
-    n = len(ids)
-    out = np.empty(n, dtype=np.uint64)
-    # Slices of 2^17 rows keep every temporary of the mixing in the CPU cache: the same
-    # arithmetic over the whole 10M-row column at once is memory-bound and ~3x slower.
-    step = 1 << 17
-    mult = np.uint64(seed * 2 + 1)
-    with np.errstate(over="ignore"):
-        for lo in range(0, n, step):
-            words = _words(ids[lo : lo + step], width)
-            first = words[0]
-            h = out[lo : lo + step]
-            if first is None:
-                h[:] = 0
-            else:
-                np.multiply(first, mult, out=h)
-            h += _K
-            for wj in words[1:]:
-                h *= _K  # a polynomial in the 8-byte words; hits are verified, so weakness is harmless
-                if wj is not None:
-                    h += wj
-            _fmix(h)
-    return out
-
-
-def _slots(keys: np.ndarray, hb: np.uint64, mask: np.uint64) -> np.ndarray:
-    """Filter slot of every join key: its low hash bits XOR its group (the bits from ``hb``)."""
-    out = keys >> hb
-    out ^= keys
-    out &= mask
-    return out.view(np.int64)
-
-
-def _join(
-    r_ids: np.ndarray,
-    r_grp: np.ndarray,
-    q_ids: np.ndarray,
-    q_grp: np.ndarray,
-    n_groups: int,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Matching pairs ``(run rows, qrels rows)`` with the same (group, id), run rows ascending.
-
-    Keys are ``group << hb | top hb bits of hash(id)``: sorted qrels keys stay grouped by
-    target, and run rows come grouped by target too, so the binary searches of consecutive
-    rows touch the same small part of the table (cache friendly).
-    """
-    if len(r_ids) == 0 or len(q_ids) == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    width = max(r_ids.dtype.itemsize, q_ids.dtype.itemsize, 1)
-    width = (width + 7) // 8 * 8
-    gbits = max(int(n_groups - 1).bit_length(), 1)
-    hb = np.uint64(64 - gbits)
-    drop = np.uint64(gbits)
-    for seed in range(8):
-        qk = _hash_ids(q_ids, width, seed)
-        qk >>= drop
-        qk |= q_grp.view(np.uint64) << hb
-        order = np.argsort(qk, kind="stable")
-        sk = qk[order]
-        if len(sk) > 1 and bool((sk[1:] == sk[:-1]).any()):
-            continue  # two qrels keys collide: an ambiguous lookup, so try another seed
-        rk = _hash_ids(r_ids, width, seed)
-        rk >>= drop
-        rk |= r_grp.view(np.uint64) << hb
-        # Most run rows are unjudged: a direct-address filter on the low key bits (a one-hash
-        # Bloom filter, false-positive rate <= 1/8) spares them the binary search. The group
-        # is XORed into the slot: a document judged for another query must not pass the filter.
-        bits = max(int(8 * len(sk) - 1).bit_length(), 10)
-        mask = np.uint64((1 << bits) - 1)
-        seen = np.zeros(1 << bits, dtype=bool)
-        seen[_slots(sk, hb, mask)] = True
-        maybe = np.flatnonzero(seen[_slots(rk, hb, mask)])
-        rk = rk[maybe]
-        pos = np.searchsorted(sk, rk)
-        pos[pos == len(sk)] = 0
-        hit = sk[pos] == rk
-        cand = maybe[hit]
-        qrow = order[pos[hit]]
-        # Exactness: a hash hit is a match only if group and bytes agree.
-        ok = (q_grp[qrow] == r_grp[cand]) & (q_ids[qrow] == r_ids[cand])
-        return cand[ok], qrow[ok]
-    raise RuntimeError("hash join failed with 8 seeds")  # pragma: no cover - astronomically rare
-
-
 # ----------------------------------------------------------------------------- layout
-def _targets(qrels: Qrels, qids: Sequence[str] | Iterable[str] | None) -> np.ndarray:
-    qq = qrels.arrays[0]
-    if qids is None:
-        return qq
-    items = [q.encode("utf-8") if isinstance(q, str) else bytes(q) for q in qids]
-    if not items:
-        return np.zeros(0, dtype="S1")
-    arr = np.array(items, dtype=bytes)
-    if len(arr) == len(qq) and np.array_equal(arr, qq):
-        return qq  # the default order after all: keeps the gather-free path
-    return arr
-
-
-def _locate(keys: np.ndarray, table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Index of each key in the sorted unique ``table`` and whether it was found."""
-    if len(table) == 0:
-        return np.zeros(len(keys), dtype=np.int64), np.zeros(len(keys), dtype=bool)
-    i = np.searchsorted(table, keys)
-    i[i == len(table)] = 0
-    return i.astype(np.int64), table[i] == keys
-
-
 def _lengths(offsets: np.ndarray, i: np.ndarray, found: np.ndarray) -> np.ndarray:
     """Segment length of each located key (0 where not found)."""
     if len(offsets) < 2:
@@ -205,7 +58,7 @@ def _layout(qrels: Qrels, run: Run, targets: np.ndarray, depth: int | None) -> L
     rq, roff, rdoc, _ = run.arrays
     nt = len(targets)
 
-    qi, qfound = _locate(targets, qq)
+    qi, qfound = locate(targets, qq)
     qlen = _lengths(qoff, qi, qfound)
     if targets is qq:  # the default: every qrels query, in qrels order -- no gather needed
         qgrp = np.repeat(np.arange(nt, dtype=np.int64), qlen)
@@ -213,7 +66,7 @@ def _layout(qrels: Qrels, run: Run, targets: np.ndarray, depth: int | None) -> L
     else:
         qgrp, _, qrows = _expand(qoff[:-1][qi] if len(qoff) > 1 else qi, qlen)
 
-    ri, rfound = _locate(targets, rq)
+    ri, rfound = locate(targets, rq)
     full = _lengths(roff, ri, rfound)
     rlen = full if depth is None else np.minimum(full, depth)
     toff = np.zeros(nt + 1, dtype=np.int64)
@@ -231,7 +84,7 @@ def _layout(qrels: Qrels, run: Run, targets: np.ndarray, depth: int | None) -> L
 
     q_ids = qdoc if qrows is None else qdoc[qrows]
     q_lab = qgr if qrows is None else qgr[qrows]
-    rows, qrow = _join(r_ids, grp, q_ids, qgrp, nt)
+    rows, qrow = join_ids(r_ids, grp, q_ids, qgrp, nt)
     jud = np.zeros(len(grp), dtype=bool)
     jud[rows] = True
     lab = np.zeros(len(grp), dtype=np.int64)
@@ -270,7 +123,7 @@ def compute(
             )
         if mm not in ms:
             ms.append(mm)
-    targets = _targets(qrels, qids)
+    targets = target_ids(qids, qrels.arrays[0])
     depth = _depth(qrels, ms)
     if judged_only:
         # Cutoffs count judged documents only: lay out everything, drop, then cut.

@@ -24,6 +24,7 @@ import numpy as np
 from . import __version__
 from .data import Dedup, Qrels, Run
 from .errors import InputError, MetricError
+from .io.coerce import as_qrels, as_run
 from .measures import Measure, parse_measure, spec_of, split_metric_list
 from .report import Comparison, CompareReport, Report
 from .stats import bootstrap_cis, holm, paired_t_test, randomization_tests
@@ -43,8 +44,10 @@ DEFAULT_METRICS: tuple[str, ...] = ("map", "mrr", "ndcg@10", "p@10", "recall@100
 DEFAULT_LIST_METRICS: tuple[str, ...] = ("hit", "recall", "precision", "mrr", "ndcg")
 
 PathLike = Union[str, "os.PathLike[str]"]
-QrelsLike = Union[Qrels, Mapping[str, Mapping[str, int]], PathLike]
-RunLike = Union[Run, Mapping[str, Mapping[str, float]], PathLike]
+# Also accepted (see ragjudge.io.coerce): pandas DataFrames, ranx Qrels / Run objects and
+# ir_measures iterables of Qrel / ScoredDoc namedtuples.
+QrelsLike = Union[Qrels, Mapping[str, Mapping[str, int]], PathLike, Any]
+RunLike = Union[Run, Mapping[str, Mapping[str, float]], PathLike, Any]
 MetricsArg = Union[str, Measure, Sequence[Union[str, Measure]], Mapping[str, Union[str, Measure]], None]
 TestName = Literal["randomization", "t"]
 TESTS: tuple[str, ...] = ("randomization", "t")
@@ -52,33 +55,13 @@ TESTS: tuple[str, ...] = ("randomization", "t")
 
 # ----------------------------------------------------------------------------- inputs
 def _load_qrels(qrels: QrelsLike, dedup: Dedup) -> Qrels:
-    if isinstance(qrels, Qrels):
-        return qrels
-    if isinstance(qrels, (str, os.PathLike)):
-        from .io import read_qrels
-
-        return read_qrels(qrels, dedup=dedup)
-    if isinstance(qrels, Mapping):
-        return Qrels.from_dict(qrels)
-    raise InputError(
-        f"qrels must be a Qrels, a {{qid: {{docid: grade}}}} dict or a path, got {type(qrels).__name__}",
-        field="qrels",
-    )
+    # Qrels, path, dict, DataFrame, ranx Qrels or ir_measures Qrel iterable: see io.coerce.
+    return as_qrels(qrels, dedup=dedup)
 
 
 def _load_run(run: RunLike, dedup: Dedup, name: str | None = None) -> Run:
-    if isinstance(run, Run):
-        return run if name is None or name == run.name else run.with_name(name)
-    if isinstance(run, (str, os.PathLike)):
-        from .io import read_run
-
-        return read_run(run, name=name, dedup=dedup)
-    if isinstance(run, Mapping):
-        return Run.from_dict(run, name=name or "run")
-    raise InputError(
-        f"run must be a Run, a {{qid: {{docid: score}}}} dict or a path, got {type(run).__name__}",
-        field="run",
-    )
+    # Run, path, dict, DataFrame, ranx Run or ir_measures ScoredDoc iterable: see io.coerce.
+    return as_run(run, dedup=dedup, name=name)
 
 
 def _metric_keys(metrics: MetricsArg, rel: int | None) -> dict[str, Measure]:

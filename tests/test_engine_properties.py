@@ -188,7 +188,9 @@ def test_hash_join_retries_on_collisions_and_verifies_bytes(monkeypatch):
     rd = {"a": {"a2": 3.0, "b1": 2.0, "a1": 1.0, "c9": 0.5}, "b": {"a1": 1.0, "a3": 2.0}}
     qrels, run = build(qd, rd)
     want = engine.compute(qrels, run, MEASURES)
-    real = engine._hash_ids
+    from ragjudge import ids
+
+    real = ids.hash_ids
 
     def weak(ids, width, seed):
         if seed == 0:  # every key collides: the join must move on to another seed
@@ -196,9 +198,9 @@ def test_hash_join_retries_on_collisions_and_verifies_bytes(monkeypatch):
         # the first byte only: "a2" looks like "a1"; the byte check must reject it
         return ids.astype("S1").view(np.uint8).astype(np.uint64) << np.uint64(56)
 
-    monkeypatch.setattr(engine, "_hash_ids", weak)
+    monkeypatch.setattr(ids, "hash_ids", weak)
     got = engine.compute(qrels, run, MEASURES)
-    monkeypatch.setattr(engine, "_hash_ids", real)
+    monkeypatch.setattr(ids, "hash_ids", real)
     for m in MEASURES:
         np.testing.assert_array_equal(got[m], want[m], err_msg=str(m))
     ref = reference_values(qd, rd, qrels.query_ids)

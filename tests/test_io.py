@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ragjudge import io
+from ragjudge.io import streams, trec
 from ragjudge.data import Qrels, Run
 from ragjudge.errors import InputError
 
@@ -80,8 +81,8 @@ def test_conformance_files_parse(tmp_path):
     for name, kind in [("results.test", "run"), ("qrels.comments.123", "qrels"),
                        ("results.comment.test", "run"), ("qrels.comment.test", "qrels")]:
         data = conformance(name).read_bytes()
-        fast = io._parse_trec_blocks(io._blocks_from_bytes(data), kind, name)
-        exact = io._parse_trec_exact(data, kind, name)
+        fast = trec.scan_trec(streams.blocks_from_bytes(data, trec.BLOCK), kind, name)
+        exact = trec.parse_trec_exact(data, kind, name)
         assert_same_columns(fast, exact)
     # Round trip through our writer keeps every float bit-exact.
     out = tmp_path / "r.trec"
@@ -161,7 +162,7 @@ def test_empty_and_missing_files(tmp_path):
 
 
 def test_block_boundaries_keep_line_numbers(monkeypatch):
-    monkeypatch.setattr(io, "_BLOCK", 37)  # many tiny blocks: lines straddle every boundary
+    monkeypatch.setattr(trec, "BLOCK", 37)  # many tiny blocks: lines straddle every boundary
     lines = []
     for i in range(200):
         if i % 7 == 0:
@@ -171,13 +172,13 @@ def test_block_boundaries_keep_line_numbers(monkeypatch):
         lines.append(f"q{i % 5} Q0 doc{i} {i} {i / 7!r} tag")
     text = "\n".join(lines) + "\n"
     run = io.parse_run(text)
-    monkeypatch.setattr(io, "_BLOCK", 1 << 22)
+    monkeypatch.setattr(trec, "BLOCK", 1 << 22)
     assert run == io.parse_run(text)
-    monkeypatch.setattr(io, "_BLOCK", 37)
+    monkeypatch.setattr(trec, "BLOCK", 37)
     for workers in (1, 3):  # the thread-pool path gives the same result, in file order
-        monkeypatch.setattr(io, "_workers", lambda w=workers: w)
+        monkeypatch.setattr(trec, "_workers", lambda w=workers: w)
         assert io.parse_run(text) == run
-    monkeypatch.setattr(io, "_BLOCK", 37)
+    monkeypatch.setattr(trec, "BLOCK", 37)
     bad = text + "q0 Q0 doc5 1 1.0 tag\n"
     e = err(io.parse_run, bad)
     assert e.line == len(lines) + 1
@@ -245,9 +246,9 @@ def test_fast_path_equals_exact_path(data):
     kind = data.draw(st.sampled_from(["qrels", "run"]))
     text = data.draw(trec_text(kind)).encode("utf-8")
     block = data.draw(st.sampled_from([16, 64, 1 << 20]))
-    fast = outcome(lambda: io._parse_trec_blocks(io._blocks_from_bytes(text, block), kind, "f"))
-    exact = outcome(lambda: io._parse_trec_blocks(io._blocks_from_bytes(text, block), kind, "f",
-                                                  exact=True))
+    fast = outcome(lambda: trec.scan_trec(streams.blocks_from_bytes(text, block), kind, "f"))
+    exact = outcome(lambda: trec.scan_trec(streams.blocks_from_bytes(text, block), kind, "f",
+                                            exact=True))
     assert fast[0] == exact[0], (fast, exact)
     if fast[0] == "ok":
         assert_same_columns(fast[1], exact[1])
@@ -257,14 +258,14 @@ def test_fast_path_equals_exact_path(data):
 
 def test_fast_path_is_taken_on_regular_input():
     block = b"q1 Q0 d1 1 2.5 s\n# c\n\nq1 Q0 d2 2 1 s x y\r\n"
-    assert io._scan_block(block, "run") is not None
-    assert io._scan_block(b"q 0 d 1\n", "qrels") is not None
-    assert io._scan_block(b"q 0 d 1.5\n", "qrels") is None
-    uniform = io._scan_block(b"q Q0 d 1 2 s\r\nq\tQ0 e 2 1 s\n", "run")
+    assert trec._scan_block(block, "run") is not None
+    assert trec._scan_block(b"q 0 d 1\n", "qrels") is not None
+    assert trec._scan_block(b"q 0 d 1.5\n", "qrels") is None
+    uniform = trec._scan_block(b"q Q0 d 1 2 s\r\nq\tQ0 e 2 1 s\n", "run")
     assert uniform is not None and uniform[3] is None and uniform[4] == 2
     assert uniform[1].tolist() == [b"d", b"e"] and uniform[2].tolist() == [2.0, 1.0]
     # 7 tokens on each line, but one line is a comment: the general path must skip it.
-    mixed = io._scan_block(b"# a b c d e f\nq Q0 d 1 2 s x\n", "run")
+    mixed = trec._scan_block(b"# a b c d e f\nq Q0 d 1 2 s x\n", "run")
     assert mixed is not None and mixed[3].tolist() == [1]
 
 

@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from ._inputs import add_format_options, check_inputs, read_qrels_arg, read_run_arg
+
 __all__ = ["register"]
 
 
@@ -29,23 +31,24 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--rel", type=int, default=1, help="binary relevance threshold (default 1)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("-o", "--output", help="write to this file instead of stdout")
+    add_format_options(p)
     p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
     from ..agreement import label_agreement, ranking_agreement
-    from ..io import read_qrels, read_run
     from ..measures import parse_measure, split_metric_list
 
-    reference = read_qrels(args.reference)
-    candidate = read_qrels(args.candidate)
+    check_inputs([args.reference, args.candidate, *args.run])
+    reference = read_qrels_arg(args.reference, args)
+    candidate = read_qrels_arg(args.candidate, args)
     if args.run:
         metrics = [m for value in (args.metric or ["ndcg@10"]) for m in split_metric_list(value)]
         for m in metrics:
             parse_measure(m)  # fail on a bad spec before any work
         runs = {}
         for path in args.run:
-            run = read_run(path)
+            run = read_run_arg(path, args)
             runs[run.name if run.name not in runs else Path(path).name] = run
         report = ranking_agreement(reference, candidate, runs, metrics, rel=args.rel)
     else:

@@ -7,16 +7,23 @@ Only argument parsing and output here; the work is :func:`ragjudge.evaluate.eval
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from ..errors import InputError, MetricError
 from ..evaluate import DEFAULT_METRICS, TESTS, compare, evaluate
-from ..io import read_qrels
+from ..io import check_output_path
 from ..measures import Measure, parse_measure, split_metric_list
 from ..report import FORMATS, TREC_FORMAT, CompareReport, Report, render_reports
+from ._inputs import (
+    add_beir_options,
+    add_format_options,
+    beir_from_args,
+    check_inputs,
+    read_qrels_arg,
+    read_run_arg,
+)
 
 __all__ = ["register"]
 
@@ -40,8 +47,13 @@ exit status: 0 ok; 1 a --fail-under gate failed; 2 bad input (one-line message).
 
 
 def _add_arguments(p: argparse.ArgumentParser, *, min_runs: int) -> None:
-    p.add_argument("qrels", metavar="QRELS", help="relevance judgments (TREC, BEIR TSV or JSON; .gz ok)")
-    p.add_argument("runs", metavar="RUN", nargs="+", help="run file(s) (TREC or JSON; .gz ok)")
+    p.add_argument("qrels", metavar="QRELS", help="relevance judgments (TREC, BEIR TSV or JSON; .gz, "
+                   "- for stdin); with --beir, the first run")
+    p.add_argument("runs", metavar="RUN", nargs="*",
+                   help="run file(s) (TREC, MS MARCO qid/docid/rank or JSON; .gz, pipes ok)")
+    add_format_options(p)
+    add_beir_options(p, "its qrels replace QRELS")
+    p.set_defaults(parser=p)  # usage errors found after parsing (RUN missing) exit like argparse's
     p.add_argument("-m", "--metric", dest="metrics", action="append", metavar="METRIC",
                    help="metric spec or comma-separated list; repeatable")
     p.add_argument("-q", "--per-query", action="store_true",
@@ -217,6 +229,12 @@ def _check_gates(
 
 # ----------------------------------------------------------------------------- command
 def _run(args: argparse.Namespace) -> int:
+    if args.beir is not None:  # every positional is a run
+        args.runs = [args.qrels, *args.runs]
+    if not args.runs:
+        args.parser.error("the following arguments are required: RUN (or --beir DIR RUN)")
+    if args.output is not None:
+        check_output_path(args.output)  # before any work, not after it
     if len(args.runs) < args.min_runs:
         raise InputError(f"compare needs at least {args.min_runs} runs, got {len(args.runs)}",
                          field="RUN")
@@ -232,16 +250,18 @@ def _run(args: argparse.Namespace) -> int:
             f"baseline {args.baseline!r} is not one of the runs: {', '.join(names)}",
             field="--baseline",
         )
-    for path in [args.qrels, *args.runs]:
-        # A clear message before any parsing work for the commonest mistake.
-        if not os.path.exists(path):
-            raise InputError("file not found", source=path)
+    # A clear message before any parsing work for the commonest mistake.
+    check_inputs(args.runs if args.beir is not None else [args.qrels, *args.runs])
+    beir = beir_from_args(args, corpus=False, dedup=args.dedup)
+    # Read once for every run.
+    qrels = beir.qrels if beir is not None else read_qrels_arg(args.qrels, args, dedup=args.dedup)
 
     result: Report | CompareReport | list[Report]
     if len(args.runs) > 1 and not getattr(args, "no_stats", False):
         result = compare(
-            args.qrels,
-            dict(zip(names, args.runs)),
+            qrels,
+            {name: read_run_arg(path, args, name=name, dedup=args.dedup)
+             for name, path in zip(names, args.runs)},
             metrics,
             baseline=args.baseline,
             test=args.test,
@@ -256,10 +276,10 @@ def _run(args: argparse.Namespace) -> int:
         )
         reports = list(result.reports.values())
     else:
-        qrels = read_qrels(args.qrels, dedup=args.dedup)  # read once for every run
         reports = [
-            evaluate(qrels, path, metrics, rel=args.rel, skip_missing=args.skip_missing,
-                     judged_only=args.judged_only, depth=args.depth, dedup=args.dedup, name=name)
+            evaluate(qrels, read_run_arg(path, args, name=name, dedup=args.dedup), metrics,
+                     rel=args.rel, skip_missing=args.skip_missing, judged_only=args.judged_only,
+                     depth=args.depth, dedup=args.dedup, name=name)
             for name, path in zip(names, args.runs)
         ]
         result = reports[0] if len(reports) == 1 else reports

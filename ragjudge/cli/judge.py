@@ -12,6 +12,14 @@ from typing import Any
 
 from .._sync import run_sync
 from ..errors import InputError, LLMError
+from ._inputs import (
+    add_beir_options,
+    add_format_options,
+    beir_from_args,
+    check_inputs,
+    read_qrels_arg,
+    read_run_arg,
+)
 from ._llm import add_llm_options, llm_from_args
 
 __all__ = ["register"]
@@ -43,10 +51,14 @@ def register(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     io = p.add_argument_group("input and output")
-    io.add_argument("--queries", required=True, metavar="FILE",
-                    help="queries: BEIR JSONL (_id, text) or TSV id<TAB>text")
-    io.add_argument("--corpus", required=True, metavar="FILE",
-                    help="documents: BEIR JSONL (_id, title, text) or TSV id<TAB>text")
+    io.add_argument("--queries", metavar="FILE",
+                    help="queries: BEIR JSONL (_id, text) or TSV id<TAB>text (required "
+                         "unless --beir)")
+    io.add_argument("--corpus", metavar="FILE",
+                    help="documents: BEIR JSONL (_id, title, text) or TSV id<TAB>text (required "
+                         "unless --beir)")
+    add_beir_options(io, "its queries and corpus, instead of --queries/--corpus")
+    add_format_options(io)
     io.add_argument("--run", dest="runs", action="append", required=True, metavar="RUN",
                     help="TREC run to pool from; repeat for several runs")
     io.add_argument("--depth", type=int, default=20, metavar="K",
@@ -75,7 +87,7 @@ def _say(msg: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..io import read_corpus, read_qrels, read_queries, read_run, write_qrels
+    from ..io import read_corpus, read_queries, write_qrels
     from ..judges import LLMRelevanceJudge
 
     llm = llm_from_args(args)
@@ -86,10 +98,16 @@ def run(args: argparse.Namespace) -> int:
     if args.all_queries and not args.fill:
         raise InputError("--all-queries only makes sense with --fill", field="--all-queries")
 
-    queries = read_queries(args.queries)
-    corpus = read_corpus(args.corpus)
-    runs = [read_run(path) for path in args.runs]
-    human = read_qrels(args.fill) if args.fill else None
+    if args.beir is None and (args.queries is None or args.corpus is None):
+        missing = "--queries" if args.queries is None else "--corpus"
+        raise InputError(f"{missing} is required (or --beir DIR)", field=missing)
+    check_inputs([p for p in (args.queries, args.corpus, *args.runs, args.fill) if p])
+    # Every query of the folder: the runs decide which are judged (--split checks the qrels).
+    beir = beir_from_args(args, corpus=args.corpus is None, all_queries=True)
+    queries = read_queries(args.queries) if args.queries else beir.queries  # type: ignore[union-attr]
+    corpus = read_corpus(args.corpus) if args.corpus else beir.corpus  # type: ignore[union-attr]
+    runs = [read_run_arg(path, args) for path in args.runs]
+    human = read_qrels_arg(args.fill, args) if args.fill else None
 
     judge = LLMRelevanceJudge(llm=llm, prompt=args.prompt, progress=not args.no_progress)
 

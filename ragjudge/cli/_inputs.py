@@ -1,0 +1,73 @@
+"""Reading the qrels, runs and BEIR folders named on a command line, the same way in every
+subcommand: ``--qrels-format`` / ``--run-format`` override the sniffed format, ``-`` (or
+``/dev/stdin``) is standard input, named pipes and ``<(zcat run.gz)`` work, and
+``--beir DIR --split NAME`` reads a BEIR dataset folder."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from ..data import Dedup, Qrels, Run
+from ..errors import InputError
+from ..io import QRELS_FORMATS, RUN_FORMATS, BeirDataset, read_beir, read_qrels, read_run
+from ..io.streams import STDIN
+
+__all__ = [
+    "add_format_options",
+    "add_beir_options",
+    "check_inputs",
+    "read_qrels_arg",
+    "read_run_arg",
+    "beir_from_args",
+]
+
+
+def add_format_options(p: Any, *, qrels: bool = True, runs: bool = True) -> None:
+    """``--qrels-format`` and/or ``--run-format`` (default ``auto``: sniffed from the content)."""
+    if qrels:
+        p.add_argument("--qrels-format", choices=("auto", *QRELS_FORMATS), default="auto",
+                       help="qrels file format (default auto: from the content, then the name)")
+    if runs:
+        p.add_argument("--run-format", choices=("auto", *RUN_FORMATS), default="auto",
+                       help="run file format; msmarco = 'qid docid rank' (default auto)")
+
+
+def add_beir_options(p: Any, what: str) -> None:
+    """``--beir DIR`` and ``--split NAME`` (default ``test``)."""
+    p.add_argument("--beir", metavar="DIR",
+                   help=f"a BEIR dataset folder (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv): {what}")
+    p.add_argument("--split", default="test", metavar="NAME",
+                   help="with --beir: the qrels split to read (default test)")
+
+
+def check_inputs(paths: list[str]) -> None:
+    """Fail early and in one line on a missing input, or on standard input named twice."""
+    stdin = [p for p in paths if p in STDIN]
+    if len(stdin) > 1:
+        raise InputError("standard input ('-') can be read only once", source=stdin[0])
+    for path in paths:
+        if path not in STDIN and not os.path.exists(path):
+            raise InputError("file not found", source=path)
+
+
+def read_qrels_arg(path: str, args: argparse.Namespace, *, dedup: Dedup = "error") -> Qrels:
+    return read_qrels(path, format=getattr(args, "qrels_format", "auto"), dedup=dedup)
+
+
+def read_run_arg(
+    path: str, args: argparse.Namespace, *, name: str | None = None, dedup: Dedup = "error"
+) -> Run:
+    return read_run(path, name=name, format=getattr(args, "run_format", "auto"), dedup=dedup)
+
+
+def beir_from_args(
+    args: argparse.Namespace, *, corpus: bool = True, all_queries: bool = False,
+    dedup: Dedup = "error",
+) -> BeirDataset | None:
+    """The BEIR folder given with ``--beir`` (None without it)."""
+    folder = getattr(args, "beir", None)
+    if folder is None:
+        return None
+    return read_beir(folder, split=args.split, corpus=corpus, all_queries=all_queries, dedup=dedup)

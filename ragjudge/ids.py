@@ -1,0 +1,484 @@
+"""Id columns: the hashing, sorting and joining kernels of :mod:`ragjudge.data` and
+:mod:`ragjudge.engine`.
+
+Ids are numpy ``S`` arrays of UTF-8 bytes. Byte order is ``strcmp`` order, which is trec_eval's
+query order and tie-breaking order, so sorting ids means sorting their bytes: as big-endian
+uint64 words (:func:`sort_keys`), several times faster than sorting ``S`` values. Equality
+tests go through one 64-bit hash (:func:`hash_ids`, read in place 8 bytes at a time, equal for
+equal strings at any dtype width); every hash hit is verified byte for byte, so results are
+exact whatever the hash does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .errors import InputError
+
+__all__ = [
+    "LONG_ID", "long_key", "full_id", "is_key", "key_rows", "compact_ids",
+    "to_bytes_array", "decode_id", "decode_column", "group_sorted", "id_words", "sort_keys",
+    "fmix", "hash_ids", "pair_hash", "join_ids", "target_ids", "locate", "qid_runs",
+    "run_permutation", "row_codes", "sort_distinct", "sort_by_code_then_id", "first_duplicate",
+    "break_ties", "df_column", "df_ids", "df_long",
+]
+
+_M1 = np.uint64(0xFF51AFD7ED558CCD)
+_M2 = np.uint64(0xC4CEB9FE1A85EC53)
+_K = np.uint64(0x9E3779B97F4A7C15)
+_S33 = np.uint64(33)
+
+
+# ----------------------------------------------------------------------------- long ids
+#: Document ids longer than this many bytes are stored as a key of exactly this width, so one
+#: long id cannot widen a whole fixed-width column (numpy ``S`` arrays are as wide as their
+#: longest value: one 1 KB id in a 2M-row column would cost 2 GB).
+LONG_ID = 64
+_PREFIX = LONG_ID - 17
+# Process-wide intern table key -> full id. Keys are content-derived (the id's first 47 bytes, a
+# NUL, a 128-bit BLAKE2b digest of the whole id), so the same id gets the same key in every
+# Qrels and Run, and joins and duplicate checks compare keys as they compare ids. Only ids over
+# LONG_ID bytes enter it, so it stays small.
+_LONG: dict[bytes, bytes] = {}
+
+
+def long_key(raw: bytes) -> bytes:
+    """The stored key of an id longer than :data:`LONG_ID` bytes (registered for decoding)."""
+    # numpy S arrays drop trailing NULs, so the key is stored (and looked up) without them.
+    key = (raw[:_PREFIX] + b"\x00" + hashlib.blake2b(raw, digest_size=16).digest()).rstrip(b"\x00")
+    _LONG.setdefault(key, raw)
+    return key
+
+
+def full_id(b: bytes) -> bytes:
+    """The id a stored value stands for (itself unless it is a long-id key)."""
+    if len(b) > _PREFIX and _LONG:
+        return _LONG.get(b, b)
+    return b
+
+
+def is_key(b: bytes) -> bool:
+    """Whether a stored value is a long-id key (a NUL right after the kept prefix)."""
+    return len(b) > _PREFIX and b[_PREFIX] == 0
+
+
+def key_rows(ids: np.ndarray) -> np.ndarray:
+    """Mask of the long-id keys in an ``S`` array (vectorized :func:`is_key`)."""
+    if ids.dtype.itemsize <= _PREFIX + 1:
+        return np.zeros(len(ids), dtype=bool)
+    raw = np.ascontiguousarray(ids).view(np.uint8).reshape(len(ids), ids.dtype.itemsize)
+    return (raw[:, _PREFIX] == 0) & (raw[:, _PREFIX + 1 :] != 0).any(axis=1)
+
+
+def compact_ids(ids: np.ndarray) -> np.ndarray:
+    """``ids`` (an ``S`` array) with every id over :data:`LONG_ID` bytes replaced by its key;
+    the array itself when none is that long."""
+    if ids.dtype.itemsize <= LONG_ID or not len(ids):
+        return ids
+    lengths = np.char.str_len(ids)
+    long = np.flatnonzero(lengths > LONG_ID)
+    if not len(long):
+        return ids
+    out = ids.astype(f"S{LONG_ID}")  # truncates the long ones, replaced below
+    out[long] = [long_key(b) for b in ids[long].tolist()]
+    return out
+
+
+# ----------------------------------------------------------------------------- conversion
+def to_bytes_array(values: Iterable[Any] | np.ndarray, *, compact: bool = False) -> np.ndarray:
+    """Ids as a numpy ``S`` array of UTF-8 bytes; ``compact`` stores ids over :data:`LONG_ID`
+    bytes as keys (document ids)."""
+    if isinstance(values, np.ndarray) and values.dtype.kind == "S":
+        out = values
+    elif isinstance(values, np.ndarray) and values.dtype.kind == "U":
+        out = np.char.encode(values, "utf-8") if values.size else values.astype("S1")
+    else:
+        items = [v if isinstance(v, bytes) else str(v).encode("utf-8") for v in values]
+        if not items:
+            return np.zeros(0, dtype="S1")
+        if compact:
+            items = [long_key(b) if len(b) > LONG_ID else b for b in items]
+        return np.array(items, dtype=bytes)
+    return compact_ids(out) if compact else out
+
+
+def decode_id(b: bytes) -> str:
+    """A stored id as text (long-id keys resolved)."""
+    return full_id(b).decode("utf-8")
+
+
+def decode_column(ids: np.ndarray) -> np.ndarray:
+    """Stored ids as a numpy ``U`` array (``object`` when long-id keys had to be resolved)."""
+    if not len(ids):
+        return np.zeros(0, dtype="U1")
+    if ids.dtype.itemsize > _PREFIX and _LONG:
+        if key_rows(ids).any():
+            return np.array([decode_id(b) for b in ids.tolist()], dtype=object)
+    return np.char.decode(ids, "utf-8")
+
+
+# ----------------------------------------------------------------------------- sorting
+
+
+def group_sorted(sorted_qids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Unique query ids and offsets of a qid column that is already grouped and sorted."""
+    n = len(sorted_qids)
+    if n == 0:
+        return np.zeros(0, dtype="S1"), np.zeros(1, dtype=np.int64)
+    starts = np.flatnonzero(np.concatenate(([True], sorted_qids[1:] != sorted_qids[:-1])))
+    offsets = np.empty(len(starts) + 1, dtype=np.int64)
+    offsets[:-1] = starts
+    offsets[-1] = n
+    return sorted_qids[starts], offsets
+
+
+def id_words(ids: np.ndarray) -> np.ndarray:
+    """``(n, k)`` native uint64 words of an ``S`` array, NUL-padded to a multiple of 8 bytes.
+
+    Read big-endian, so comparing the rows word by word is ``strcmp`` order (shorter ids are
+    NUL-padded and sort first, as in C). Sorting integer words is several times faster than
+    sorting ``S`` values.
+    """
+    n = len(ids)
+    width = ids.dtype.itemsize
+    w8 = -(-width // 8) * 8
+    raw = np.ascontiguousarray(ids).view(np.uint8).reshape(n, width)
+    if w8 != width:
+        padded = np.zeros((n, w8), dtype=np.uint8)
+        padded[:, :width] = raw
+        raw = padded
+    return raw.view(">u8").astype(np.uint64)
+
+
+def sort_keys(ids: np.ndarray, descending: bool = False) -> list[np.ndarray]:
+    """Sort keys for ``np.lexsort`` (least significant first) ordering ids by ``strcmp``."""
+    words = id_words(ids)
+    cols = [words[:, j] for j in range(words.shape[1] - 1, -1, -1)]
+    if descending:
+        cols = [~c for c in cols]
+    return cols
+
+
+def qid_runs(q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Factorize a qid column by runs of equal neighbours (files are grouped by query).
+
+    Returns ``(unique_qids_sorted, run_starts, run_lengths, run_codes)``; a query is contiguous
+    iff it forms a single run.
+    """
+    n = len(q)
+    change = np.flatnonzero(q[1:] != q[:-1])
+    starts = np.empty(len(change) + 1, dtype=np.int64)
+    starts[0] = 0
+    starts[1:] = change + 1
+    lengths = np.diff(np.append(starts, n))
+    uq, codes = np.unique(q[starts], return_inverse=True)
+    return uq, starts, lengths, codes.reshape(-1).astype(np.int64)
+
+
+def run_permutation(
+    starts: np.ndarray, lengths: np.ndarray, run_codes: np.ndarray, n: int
+) -> tuple[np.ndarray | None, np.ndarray]:
+    """Row order putting contiguous runs in code order (None if already) and the offsets."""
+    perm = np.argsort(run_codes, kind="stable")
+    ordered_lengths = lengths[perm]
+    offsets = np.zeros(len(perm) + 1, dtype=np.int64)
+    np.cumsum(ordered_lengths, out=offsets[1:])
+    if len(run_codes) < 2 or bool((np.diff(run_codes) > 0).all()):
+        return None, offsets
+    shift = starts[perm] - offsets[:-1]
+    idx = np.repeat(shift, ordered_lengths)
+    idx += np.arange(n, dtype=np.int64)
+    return idx, offsets
+
+
+def row_codes(lengths: np.ndarray, run_codes: np.ndarray) -> np.ndarray:
+    return np.repeat(run_codes, lengths)
+
+
+def sort_distinct(keys: Sequence[np.ndarray]) -> np.ndarray:
+    """``np.lexsort(keys)`` for rows that are distinct on all keys (or whose relative order does
+    not matter when equal). The least significant key may then use numpy's fast unstable sort;
+    the others are stable passes, cheap on the nearly sorted query codes."""
+    order = np.argsort(keys[0])
+    for key in keys[1:]:
+        order = order[np.argsort(key[order], kind="stable")]
+    return order
+
+
+def sort_by_code_then_id(codes: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Row order by (code, id) for rows distinct on (code, id): the ids' rank (any order among
+    equal ids) combined with the code into one int64 key, so both passes are numpy's fast
+    unstable sort (a stable pass over the codes costs twice as much)."""
+    n = len(ids)
+    if n >= 1 << 31:  # code * n + rank must fit in int64
+        return sort_distinct((*sort_keys(ids), codes))
+    by_id = sort_distinct(sort_keys(ids))
+    key = np.empty(n, dtype=np.int64)
+    key[by_id] = np.arange(n, dtype=np.int64)
+    key += codes * n
+    return np.argsort(key)
+
+
+def first_duplicate(
+    codes: np.ndarray, docids: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rows sorted by (query, docid, position) and the mask of rows repeating their predecessor."""
+    order = np.lexsort((*sort_keys(docids), codes))
+    c = codes[order]
+    d = docids[order]
+    dup = (c[1:] == c[:-1]) & (d[1:] == d[:-1])
+    return order, dup
+
+
+def break_ties(offsets: np.ndarray, d: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows already sorted by (query, score desc): order equal-score blocks by docid descending
+    (trec_eval's tie-breaking). Only rows inside ties are touched; ``d`` and ``s`` must be
+    arrays this module owns (they are permuted in place)."""
+    n = len(d)
+    if n < 2:
+        return d, s
+    tie = s[1:] == s[:-1]
+    tie[offsets[1:-1] - 1] = False  # no tie across two queries
+    pairs = np.flatnonzero(tie)
+    if not len(pairs):
+        return d, s
+    # Long-id keys do not order like their ids: ties involving one are ordered exactly below.
+    keyed = bool(_LONG) and bool(key_rows(d[np.union1d(pairs, pairs + 1)]).any())
+    left, right = d[pairs], d[pairs + 1]
+    if not keyed and bool((left > right).all()):
+        return d, s
+    reverse = not keyed and bool((left < right).all())
+    del left, right
+    in_tie = np.zeros(n, dtype=bool)
+    in_tie[pairs] = True
+    in_tie[pairs + 1] = True
+    rows = np.flatnonzero(in_tie)
+    del in_tie
+    # Block id: a new block starts at a tied row that does not continue the previous tie.
+    cont = np.zeros(len(rows), dtype=bool)
+    cont[1:] = (rows[1:] == rows[:-1] + 1) & tie[rows[:-1]]
+    block = np.cumsum(~cont)
+    if reverse:
+        # Ties written docid-ascending (Anserini / Pyserini): reverse each block, no sort.
+        bstart = np.flatnonzero(~cont)
+        bend = np.append(bstart[1:], len(rows)) - 1
+        pos = np.arange(len(rows), dtype=np.int64)
+        b = block - 1
+        order = bstart[b] + bend[b] - pos
+    else:
+        order = sort_distinct((*sort_keys(d[rows], descending=True), block))
+    if keyed:
+        dr = d[rows].tolist()
+        for b in np.unique(block[key_rows(d[rows])]).tolist():
+            at = np.flatnonzero(block == b)  # a block's rows are contiguous, so is its order
+            lo, hi = int(at[0]), int(at[-1]) + 1
+            order[lo:hi] = sorted(range(lo, hi), key=lambda i: full_id(dr[i]), reverse=True)
+    d[rows] = d[rows][order]
+    # Scores compare equal within a block, but 0.0 and -0.0 differ in bits: move them too.
+    s[rows] = s[rows][order]
+    return d, s
+
+
+# ----------------------------------------------------------------------------- hashing / join
+
+
+def fmix(x: np.ndarray) -> np.ndarray:
+    """MurmurHash3's 64-bit finalizer, in place (uint64 arithmetic wraps modulo 2^64)."""
+    x ^= x >> _S33
+    x *= _M1
+    x ^= x >> _S33
+    x *= _M2
+    x ^= x >> _S33
+    return x
+
+
+def _words(ids: np.ndarray, width: int) -> list[np.ndarray | None]:
+    """The ids as ``width // 8`` little-endian uint64 words each, zero-padded (None = all zero).
+
+    Read in place through strided views (no padded copy of the id bytes): the last partial
+    word is read as the 8 bytes ending at the id's end and shifted down past the overlap.
+    """
+    w = ids.dtype.itemsize
+    if w < 8:
+        ids, w = ids.astype("S8"), 8
+    ids = np.ascontiguousarray(ids)
+    n = len(ids)
+    out: list[np.ndarray | None] = [
+        np.ndarray((n,), dtype="<u8", buffer=ids, offset=8 * j, strides=(w,)) for j in range(w // 8)
+    ]
+    if w % 8:
+        tail = np.ndarray((n,), dtype="<u8", buffer=ids, offset=w - 8, strides=(w,))
+        out.append(tail >> np.uint64(8 * (8 - w % 8)))
+    out += [None] * (width // 8 - len(out))
+    return out
+
+
+def hash_ids(ids: np.ndarray, width: int, seed: int) -> np.ndarray:
+    """uint64 hash of every id of an ``S`` array; equal strings hash equally at any dtype width.
+
+    ``width`` (a multiple of 8, >= every id's length) is the common zero-padded width.
+    """
+    n = len(ids)
+    out = np.empty(n, dtype=np.uint64)
+    # Slices of 2^17 rows keep every temporary of the mixing in the CPU cache: the same
+    # arithmetic over the whole 10M-row column at once is memory-bound and ~3x slower.
+    step = 1 << 17
+    mult = np.uint64(seed * 2 + 1)
+    with np.errstate(over="ignore"):
+        for lo in range(0, n, step):
+            words = _words(ids[lo : lo + step], width)
+            first = words[0]
+            h = out[lo : lo + step]
+            if first is None:
+                h[:] = 0
+            else:
+                np.multiply(first, mult, out=h)
+            h += _K
+            for wj in words[1:]:
+                h *= _K  # a polynomial in the 8-byte words; hits are verified, so weakness is harmless
+                if wj is not None:
+                    h += wj
+            fmix(h)
+    return out
+
+
+def pair_hash(codes: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """A 64-bit hash of every (query code, id) pair; equal pairs always hash equal.
+
+    The id hash of :func:`hash_ids` with the code (int64 >= 0) mixed in: one hashing scheme
+    for the duplicate screen of :mod:`ragjudge.data` and the join of :mod:`ragjudge.engine`.
+    """
+    width = max(ids.dtype.itemsize, 1)
+    h = hash_ids(ids, (width + 7) // 8 * 8, 0)
+    with np.errstate(over="ignore"):
+        h += codes.view(np.uint64) * _K
+    return fmix(h)
+
+
+def _slots(keys: np.ndarray, hb: np.uint64, mask: np.uint64) -> np.ndarray:
+    """Filter slot of every join key: its low hash bits XOR its group (the bits from ``hb``)."""
+    out = keys >> hb
+    out ^= keys
+    out &= mask
+    return out.view(np.int64)
+
+
+def join_ids(
+    r_ids: np.ndarray,
+    r_grp: np.ndarray,
+    q_ids: np.ndarray,
+    q_grp: np.ndarray,
+    n_groups: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Matching pairs ``(run rows, qrels rows)`` with the same (group, id), run rows ascending.
+
+    Keys are ``group << hb | top hb bits of hash(id)``: sorted qrels keys stay grouped by
+    target, and run rows come grouped by target too, so the binary searches of consecutive
+    rows touch the same small part of the table (cache friendly).
+    """
+    if len(r_ids) == 0 or len(q_ids) == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    width = max(r_ids.dtype.itemsize, q_ids.dtype.itemsize, 1)
+    width = (width + 7) // 8 * 8
+    gbits = max(int(n_groups - 1).bit_length(), 1)
+    hb = np.uint64(64 - gbits)
+    drop = np.uint64(gbits)
+    for seed in range(8):
+        qk = hash_ids(q_ids, width, seed)
+        qk >>= drop
+        qk |= q_grp.view(np.uint64) << hb
+        order = np.argsort(qk, kind="stable")
+        sk = qk[order]
+        if len(sk) > 1 and bool((sk[1:] == sk[:-1]).any()):
+            continue  # two qrels keys collide: an ambiguous lookup, so try another seed
+        rk = hash_ids(r_ids, width, seed)
+        rk >>= drop
+        rk |= r_grp.view(np.uint64) << hb
+        # Most run rows are unjudged: a direct-address filter on the low key bits (a one-hash
+        # Bloom filter, false-positive rate <= 1/8) spares them the binary search. The group
+        # is XORed into the slot: a document judged for another query must not pass the filter.
+        bits = max(int(8 * len(sk) - 1).bit_length(), 10)
+        mask = np.uint64((1 << bits) - 1)
+        seen = np.zeros(1 << bits, dtype=bool)
+        seen[_slots(sk, hb, mask)] = True
+        maybe = np.flatnonzero(seen[_slots(rk, hb, mask)])
+        rk = rk[maybe]
+        pos = np.searchsorted(sk, rk)
+        pos[pos == len(sk)] = 0
+        hit = sk[pos] == rk
+        cand = maybe[hit]
+        qrow = order[pos[hit]]
+        # Exactness: a hash hit is a match only if group and bytes agree.
+        ok = (q_grp[qrow] == r_grp[cand]) & (q_ids[qrow] == r_ids[cand])
+        return cand[ok], qrow[ok]
+    raise RuntimeError("hash join failed with 8 seeds")  # pragma: no cover - astronomically rare
+
+
+def target_ids(qids: Iterable[Any] | None, default: np.ndarray) -> np.ndarray:
+    """The evaluated query ids as an ``S`` array: ``default`` (the sorted qrels query ids,
+    returned as is) when ``qids`` is None or lists exactly those ids in that order."""
+    if qids is None:
+        return default
+    items = [q.encode("utf-8") if isinstance(q, str) else bytes(q) for q in qids]
+    if not items:
+        return np.zeros(0, dtype="S1")
+    arr = np.array(items, dtype=bytes)
+    if len(arr) == len(default) and np.array_equal(arr, default):
+        return default  # the default order after all: keeps the gather-free path
+    return arr
+
+
+def locate(keys: np.ndarray, table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Index of each key in the sorted unique ``table`` and whether it was found."""
+    if len(table) == 0:
+        return np.zeros(len(keys), dtype=np.int64), np.zeros(len(keys), dtype=bool)
+    i = np.searchsorted(table, keys)
+    i[i == len(table)] = 0
+    return i.astype(np.int64), table[i] == keys
+
+
+# ----------------------------------------------------------------------------- DataFrame columns
+
+
+def df_column(df: Any, col: str, source: str | None) -> np.ndarray:
+    """One DataFrame column as a numpy array; a missing column or value is an InputError."""
+    if col not in df.columns:
+        raise InputError(
+            f"column {col!r} not found; columns are {[str(c) for c in df.columns]}",
+            source=source,
+            field=col,
+        )
+    series = df[col]
+    missing = series.isna().to_numpy()
+    if missing.any():
+        row = int(np.flatnonzero(missing)[0])
+        raise InputError("missing value", source=source, line=row + 1, field=col)
+    return series.to_numpy()
+
+
+def df_ids(values: np.ndarray) -> np.ndarray:
+    if values.dtype.kind in "iu":
+        return values.astype("S")
+    return to_bytes_array(values)
+
+
+def df_long(
+    df: Any, qid_col: str, docid_col: str, value_col: str, source: str | None, bad_values: str,
+    *, to_float: bool = False,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The (query ids, doc ids, values) columns of a long DataFrame. Values are converted to
+    float64 when ``to_float`` or when they are Python objects (``bad_values`` names the
+    failure); integer grades stay integers so a fractional grade can still be named."""
+    q = df_ids(df_column(df, qid_col, source))
+    d = df_ids(df_column(df, docid_col, source))
+    v = df_column(df, value_col, source)
+    if to_float or v.dtype == object:
+        try:
+            v = v.astype(np.float64)
+        except (TypeError, ValueError):
+            raise InputError(bad_values, source=source, field=value_col) from None
+    return q, d, v
