@@ -110,7 +110,8 @@ class RagReport:
 
     # -- tables --------------------------------------------------------------------------
     def aggregate_rows(self) -> tuple[list[str], list[list[Any]]]:
-        headers = ["metric", "mean", "ci95_low", "ci95_high", "n", "undetermined"]
+        # The interval columns are named as in ``ragjudge evaluate``/``compare`` output.
+        headers = ["metric", "mean", "ci_low", "ci_high", "n", "undetermined"]
         rows = []
         for m in self.metrics:
             s = self.summaries[m]
@@ -152,7 +153,7 @@ class RagReport:
                 {
                     "metric": m,
                     "mean": s.mean,
-                    "ci95": None if s.mean is None else [s.ci_low, s.ci_high],
+                    "ci": None if s.mean is None else [s.ci_low, s.ci_high],
                     "n": s.n,
                     "undetermined": s.undetermined,
                     "undetermined_reasons": dict(s.reasons),
