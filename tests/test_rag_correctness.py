@@ -10,20 +10,13 @@ from typing import Any
 
 import pytest
 import respx
+from _rag_replies import chat_reply
 
 from ragjudge.errors import MetricError
 from ragjudge.llm import LLM
 from ragjudge.rag import evaluate_samples_sync, parse_rag_metric, plan_requests
 
 BASE = "http://rag.test/v1"
-
-
-def chat(obj: Any) -> respx.MockResponse:
-    return respx.MockResponse(200, json={
-        "id": "c", "object": "chat.completion", "created": 1, "model": "m",
-        "choices": [{"index": 0, "finish_reason": "stop",
-                     "message": {"role": "assistant", "content": json.dumps(obj)}}],
-        "usage": {"prompt_tokens": 50, "completion_tokens": 20, "total_tokens": 70}})
 
 
 SAMPLES = [
@@ -38,7 +31,7 @@ def test_answer_correctness(httpx2_mock: respx.Router, tmp_path: Path) -> None:
     replies = {"Paris, in 1890.": {"tp": ["It is in Paris."], "fp": ["It was built in 1890."],
                                    "fn": ["It was built in 1889."]},
                "Hello!": {"tp": [], "fp": [], "fn": []}}
-    route = httpx2_mock.post(BASE + "/chat/completions").mock(side_effect=lambda req: chat(
+    route = httpx2_mock.post(BASE + "/chat/completions").mock(side_effect=lambda req: chat_reply(
         replies[json.loads(req.content)["messages"][-1]["content"].split("<answer>\n")[1].split("\n")[0]]))
     llm = LLM("m", base_url=BASE, api_key="k", cache=tmp_path / "c.sqlite")
     rep = evaluate_samples_sync(SAMPLES, ["answer_correctness", "answer_correctness(beta=2)"], judge=llm)

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import respx
+from _rag_replies import chat_reply
 
 from ragjudge.errors import InputError, MetricError
 from ragjudge.evaluate import evaluate_lists
@@ -111,14 +112,6 @@ def test_grading_scale_and_threshold_come_from_the_prompt() -> None:
 
 
 # ----------------------------------------------------------------------------- plan == evaluation
-def _reply(obj: Any) -> respx.MockResponse:
-    return respx.MockResponse(200, json={
-        "id": "c", "object": "chat.completion", "created": 1, "model": "m",
-        "choices": [{"index": 0, "finish_reason": "stop",
-                     "message": {"role": "assistant", "content": json.dumps(obj)}}],
-        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
-
-
 ANSWERS = {
     "relevance_listwise": lambda n: {"grades": [2] * n},
     "context_usefulness": lambda n: {"useful": [True] * n},
@@ -135,7 +128,7 @@ def test_dry_run_plans_exactly_the_calls_evaluation_makes(httpx2_mock: respx.Rou
         schema = body["response_format"]["json_schema"]
         props = schema["schema"]["properties"]
         n = next((v["maxItems"] for v in props.values() if "maxItems" in v), 0)
-        return _reply(ANSWERS[schema["name"]](n))
+        return chat_reply(ANSWERS[schema["name"]](n))
 
     route = httpx2_mock.post(BASE + "/chat/completions").mock(side_effect=answer)
     samples = [{"id": f"s{i}", "user_input": f"q{i}", "retrieved_contexts": [f"c{j}" for j in range(i + 2)],
@@ -169,7 +162,7 @@ def test_passages_cannot_forge_the_listwise_numbering(httpx2_mock: respx.Router)
 
     def answer(request: Any) -> respx.MockResponse:
         bodies.append(json.loads(request.content)["messages"][-1]["content"])
-        return _reply({"grades": [0, 1]})
+        return chat_reply({"grades": [0, 1]})
 
     httpx2_mock.post(BASE + "/chat/completions").mock(side_effect=answer)
     sample = {"user_input": "q", "retrieved_contexts": [forged, "second"]}
