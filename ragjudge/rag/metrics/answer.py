@@ -17,16 +17,8 @@ from ...errors import MetricError
 from ..report import Score
 from ..samples import Sample
 from .base import (
-    LLMMetric,
-    RagMetric,
-    Request,
-    Setup,
-    chat,
-    missing_text,
-    present,
-    prompt,
-    register,
-    top_grade,
+    LLMMetric, RagMetric, Request, Setup, chat, missing_text, present, prompt, register,
+    top_grade
 )
 
 __all__ = ["AnswerRelevance", "cosine", "mean_cosine"]

@@ -20,15 +20,7 @@ from ...measures import Measure, parse_measure
 from ..report import Score, undetermined
 from ..samples import Sample
 from .base import (
-    LLMMetric,
-    RagMetric,
-    Request,
-    Setup,
-    chat,
-    format_passages,
-    present,
-    register,
-    sized,
+    LLMMetric, RagMetric, Request, Setup, chat, format_passages, present, register, sized
 )
 
 __all__ = [

@@ -13,19 +13,8 @@ from typing import Any
 from ..report import Score
 from ..samples import Sample
 from .base import (
-    LLMMetric,
-    RagMetric,
-    Request,
-    Setup,
-    chat,
-    format_claims,
-    format_passages,
-    fraction_true,
-    missing_text,
-    present,
-    prompt,
-    register,
-    sized,
+    LLMMetric, RagMetric, Request, Setup, chat, format_claims, format_passages, fraction_true,
+    missing_text, present, prompt, register, sized
 )
 
 __all__ = ["Faithfulness"]
