@@ -440,10 +440,10 @@ def evaluate_lists(
     gold = [check_gold(g, f"gold_docs[{i}]") for i, g in enumerate(gold_docs)]
     rankings = [check_ranking(r, f"retrieved_docs[{i}]") for i, r in enumerate(retrieved_docs)]
     got = score_lists(gold, rankings, list(dict.fromkeys(measures.values())))
-    per_example: list[dict[str, float | None]] = [
-        {key: (v if isinstance(v := got[m][i], float) else None) for key, m in measures.items()}
-        for i in range(n)
-    ]
+    columns = [[v if isinstance(v, float) else None for v in got[m]] for m in measures.values()]
+    per_example: list[dict[str, float | None]] = [dict(zip(measures, row)) for row in zip(*columns)]
+    if not columns:
+        per_example = [{} for _ in range(n)]
     pooled: dict[str, float | None] = {}
     reasons: dict[str, int] = {}
     for key, m in measures.items():

@@ -38,6 +38,8 @@ _REPEAT = "\x00repeat{}"
 
 
 def _id(value: Any, where: str) -> str:
+    if type(value) is str and value and not value.isspace():  # the common case, fast
+        return value
     if value is None:
         raise InputError(f"{where} is None (an id must be a string or an integer)", field=where)
     if isinstance(value, bool) or not isinstance(value, (str, int, np.integer)):
@@ -77,10 +79,15 @@ def check_ranking(entry: Sequence[Any], where: str = "retrieved") -> list[str]:
         raise InputError(f"{where} is None (give a list of ranked ids)", field=where)
     if isinstance(entry, (str, bytes)) or isinstance(entry, Mapping):
         raise InputError(f"{where} must be a list of ids, not a {type(entry).__name__}", field=where)
+    ids = list(entry)
+    # Fast path (C loops) for the common case: non-blank strings.
+    if not (set(map(type, ids)) <= {str} and all(map(str.strip, ids))):
+        ids = [_id(value, f"{where}[{i}]") for i, value in enumerate(ids)]
+    if len(set(ids)) == len(ids):
+        return ids
     seen: set[str] = set()
     out: list[str] = []
-    for rank, value in enumerate(entry, start=1):
-        doc = _id(value, f"{where}[{rank - 1}]")
+    for rank, doc in enumerate(ids, start=1):
         out.append(doc if doc not in seen else _REPEAT.format(rank))
         seen.add(doc)
     return out
@@ -117,30 +124,39 @@ def score_lists(
     """Per example and measure: the value, or the reason (a ``str``) it is undetermined.
 
     ``gold`` and ``rankings`` are already checked (:func:`check_gold`, :func:`check_ranking`).
+    Measures that score the same examples share one call of the core.
     """
-    out: dict[Measure, list[float | str]] = {}
+    out: dict[Measure, list[float | str]] = {m: [""] * len(gold) for m in measures}
+    tops = [max(g.values(), default=0) for g in gold]
+    # (examples scored) -> [(measure as asked, measure as computed)]
+    work: dict[tuple[int, ...], list[tuple[Measure, Measure]]] = {}
     for m in measures:
         rel = relevance_threshold(m)
-        values: list[float | str] = [""] * len(gold)
-        groups: dict[Measure, list[int]] = {}
-        for i, g in enumerate(gold):
-            top = max(g.values(), default=0)
-            if top < rel:
-                values[i] = ("no relevant gold document" if rel <= 1
-                             else f"no gold document with grade >= {rel}")
+        reason = "no relevant gold document" if rel <= 1 else f"no gold document with grade >= {rel}"
+        keep = [i for i, top in enumerate(tops) if top >= rel]
+        if len(keep) < len(tops):
+            out[m] = [reason] * len(tops)
+        if not _own_scale(m):
+            work.setdefault(tuple(keep), []).append((m, m))
+            continue
+        by_top: dict[int, list[int]] = {}
+        for i in keep:
+            by_top.setdefault(tops[i], []).append(i)
+        for top, idx in by_top.items():
+            work.setdefault(tuple(idx), []).append((m, _with_max_grade(m, top)))
+    for idx, pairs in work.items():
+        if not idx:
+            continue
+        qids = [f"{i:09d}" for i in range(len(idx))]
+        qrels = Qrels.from_lists([gold[i] for i in idx], qids)
+        run = Run.from_lists([rankings[i] for i in idx], qids, name="lists")
+        values = compute(qrels, run, list(dict.fromkeys(f for _, f in pairs)), qids=qids)
+        for m, filled in pairs:
+            col = values[filled].tolist()
+            if len(idx) == len(gold):
+                out[m] = col
                 continue
-            groups.setdefault(_with_max_grade(m, top) if _own_scale(m) else m, []).append(i)
-        for mm, idx in groups.items():
-            values_of = _compute([gold[i] for i in idx], [rankings[i] for i in idx], mm)
-            for i, v in zip(idx, values_of):
-                values[i] = v
-        out[m] = values
+            target = out[m]
+            for i, v in zip(idx, col):
+                target[i] = v
     return out
-
-
-def _compute(gold: list[dict[str, int]], rankings: list[list[str]], measure: Measure) -> list[float]:
-    qids = [f"{i:09d}" for i in range(len(gold))]
-    qrels = Qrels.from_lists(gold, qids)
-    run = Run.from_lists(rankings, qids, name="lists")
-    return [float(v) for v in compute(qrels, run, [measure], qids=qids)[measure].tolist()]
-
