@@ -20,7 +20,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from ...errors import MetricError
@@ -98,13 +98,11 @@ def sized(name: str, array: str, n: int) -> Any:
     key = (p.sha256, array, n)
     got = _SIZED.get(key)
     if got is None:
-        import dataclasses
-
         schema = dict(p.output_schema)
         props = dict(schema["properties"])
         props[array] = {**props[array], "minItems": n, "maxItems": n}
         schema["properties"] = props
-        got = dataclasses.replace(p, output_schema=schema)
+        got = replace(p, output_schema=schema)
         _SIZED[key] = got
     return got
 
