@@ -52,7 +52,7 @@ def test_none_is_a_one_line_error_not_the_string_none() -> None:
 
 
 def test_graded_rbp_of_a_sample_does_not_depend_on_the_batch() -> None:
-    metric = "rbp(gain=graded,p=0.8)"
+    metric = "rbp(p=0.8,gain=graded)"  # any spelling finds its column
     alone = {"id": "a", "retrieved": ["d1"], "relevant": {"d1": 1}}
     other = {"id": "b", "retrieved": ["d9"], "relevant": {"d9": 3}}
     assert evaluate_samples_sync([alone], [metric]).values(metric) == [pytest.approx(0.2)]
@@ -60,7 +60,7 @@ def test_graded_rbp_of_a_sample_does_not_depend_on_the_batch() -> None:
     _, per = evaluate_lists([{"d1": 1}, {"d9": 3}], [["d1"], ["d9"]], [metric], k_list=None)
     assert [p[metric] for p in per] == [pytest.approx(0.2)] * 2
     # an explicit max_grade is the scale
-    explicit = "rbp(gain=graded,max_grade=3,p=0.8)"
+    explicit = "rbp(p=0.8,gain=graded,max_grade=3)"
     assert evaluate_samples_sync([alone], [explicit]).values(explicit) == [pytest.approx(0.2 / 3)]
 
 
