@@ -164,3 +164,11 @@ def test_real_hugging_face_dataset() -> None:
     ds = datasets.Dataset.from_list([{"user_input": Q, "retrieved_contexts": CTX, "response": RESP,
                                       "reference": REF}])
     _same(_one(ds))
+
+
+def test_csv_cells_longer_than_the_csv_module_default(tmp_path: Path) -> None:
+    path = tmp_path / "s.csv"
+    path.write_text("user_input,retrieved_contexts,response\nq,\"['" + "x" * 200_000 + "']\",r\n",
+                    encoding="utf-8")
+    (s,) = read_samples(path)
+    assert len(s.context_texts[0]) == 200_000

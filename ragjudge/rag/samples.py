@@ -517,10 +517,23 @@ def parse_samples(
         records = data
         lines = []
     elif format == "csv":
-        reader = csv.DictReader(io.StringIO(text))
-        if reader.fieldnames is None:
+        # Contexts can be long: lift the csv module's 131,072-character cell limit.
+        csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        try:
+            header = reader.fieldnames
+        except csv.Error as exc:
+            raise InputError(f"invalid CSV ({exc})", source=source, line=1) from None
+        if header is None:
             raise InputError("empty CSV file (no header)", source=source, line=1)
-        for row in reader:
+        rows = iter(reader)
+        while True:
+            try:
+                row = next(rows)
+            except StopIteration:
+                break
+            except csv.Error as exc:
+                raise InputError(f"invalid CSV ({exc})", source=source, line=reader.line_num) from None
             rec: dict[str, Any] = {}
             for key, value in row.items():
                 if key is None:
