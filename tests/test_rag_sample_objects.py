@@ -14,6 +14,7 @@ from typing import Any, Optional
 import pytest
 from pydantic import BaseModel, Field
 
+from ragjudge.errors import InputError
 from ragjudge.rag import as_samples, evaluate_samples_sync, read_samples
 
 Q, CTX, RESP, REF = "Where is the tower?", ["It is in Paris.", "Paris is in France."], "In Paris.", "Paris"
@@ -172,3 +173,24 @@ def test_csv_cells_longer_than_the_csv_module_default(tmp_path: Path) -> None:
                     encoding="utf-8")
     (s,) = read_samples(path)
     assert len(s.context_texts[0]) == 200_000
+
+
+def test_gzip_and_pipes_are_read_as_streams(tmp_path: Path) -> None:
+    import gzip
+    import os
+    import threading
+
+    line = json.dumps({"id": "p", "user_input": Q, "retrieved_contexts": CTX}) + "\n"
+    gz = tmp_path / "s.jsonl.gz"
+    gz.write_bytes(gzip.compress(line.encode("utf-8")))
+    assert [s.id for s in read_samples(gz)] == ["p"]
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_bytes(gzip.compress(line.encode("utf-8"))))
+    writer.start()
+    try:
+        assert [s.id for s in read_samples(fifo)] == ["p"]
+    finally:
+        writer.join()
+    with pytest.raises(InputError, match="is a directory"):
+        read_samples(tmp_path)

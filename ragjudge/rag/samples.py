@@ -559,27 +559,55 @@ def parse_samples(
 _EXTENSIONS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv"}
 
 
+def _sniff(text: str) -> str:
+    """The format of samples text whose name says nothing (a pipe, ``/dev/stdin``): a JSON
+    array or ``{"samples": ...}`` document, JSONL (one object per line), else CSV."""
+    head = text.lstrip("\ufeff \t\r\n")
+    if head.startswith("["):
+        return "json"
+    if head.startswith("{"):
+        first = head.split("\n", 1)[0].strip()
+        try:
+            obj = json.loads(first)
+        except (ValueError, RecursionError):
+            return "json"  # an object spread over several lines
+        return "json" if isinstance(obj, dict) and isinstance(obj.get("samples"), list) else "jsonl"
+    return "csv"
+
+
 def read_samples(
     path: str | Path, *, format: str | None = None, skip_invalid: bool = False
 ) -> SampleSet:
-    """Samples from a file; the format follows the extension unless given (``-`` is stdin JSONL)."""
+    """Samples from a file; the format follows the extension (``.jsonl``, ``.json``, ``.csv``,
+    each optionally ``.gz``) unless given, else the content. ``-`` is standard input; named
+    pipes and process substitution (``<(zcat s.jsonl.gz)``) are read as streams."""
+    import gzip
     import sys
 
     p = str(path)
-    if p == "-":
-        return parse_samples(sys.stdin.read(), format=format or "jsonl", source="<stdin>",
-                             skip_invalid=skip_invalid)
-    fmt = format or _EXTENSIONS.get(Path(p).suffix.lower())
-    if fmt is None:
-        raise InputError(
-            "cannot tell the samples format from the extension (use .jsonl, .json or .csv)", source=p
-        )
+    name = p[:-3] if p.lower().endswith(".gz") else p
     try:
-        text = Path(p).read_text(encoding="utf-8")
+        if p in ("-", "/dev/stdin"):
+            data, p = sys.stdin.buffer.read(), "<stdin>"
+        else:
+            with open(p, "rb") as fh:  # one sequential read: pipes cannot seek
+                data = fh.read()
     except FileNotFoundError:
         raise InputError("no such file", source=p) from None
+    except IsADirectoryError:
+        raise InputError("is a directory, not a samples file", source=p) from None
+    except OSError as exc:
+        raise InputError(f"cannot read ({exc.strerror or exc})", source=p) from None
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as exc:
+            raise InputError(f"corrupt gzip data ({exc})", source=p) from None
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(f"not UTF-8 text ({exc.reason})", source=p) from None
+    fmt = format or _EXTENSIONS.get(Path(name).suffix.lower()) or _sniff(text)
     return parse_samples(text, format=fmt, source=p, skip_invalid=skip_invalid)
 
 
