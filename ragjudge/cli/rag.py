@@ -63,7 +63,8 @@ def register(subparsers: Any) -> None:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("samples", metavar="SAMPLES", help="samples file (.jsonl, .json, .csv; - for stdin JSONL)")
+    p.add_argument("samples", metavar="SAMPLES", help="samples file (.jsonl, .json, .csv, each optionally .gz; - for stdin; "
+                   "pipes such as <(zcat s.jsonl.gz) work; other names: format from the content)")
     p.add_argument("-m", "--metric", dest="metrics", action="append", metavar="METRIC", required=True,
                    help="metric spec or comma-separated list; repeatable")
     p.add_argument("-k", dest="default_k", type=int, default=5, metavar="K",
