@@ -16,6 +16,7 @@ Query semantics (the same as ``trec_eval -c``):
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Union
 
@@ -25,6 +26,7 @@ from . import __version__
 from .data import Dedup, Qrels, Run
 from .errors import InputError, MetricError
 from .io.coerce import as_qrels, as_run
+from .lists import check_gold, check_ranking, score_lists
 from .measures import Measure, parse_measure, spec_of, split_metric_list
 from .report import Comparison, CompareReport, Report
 from .stats import bootstrap_cis, holm, paired_t_test, randomization_tests
@@ -421,14 +423,18 @@ def evaluate_lists(
     """Evaluate parallel lists, the shape RAG toolkits use: one entry per example.
 
     ``gold_docs[i]``: the relevant ids of example ``i`` (or ``{id: grade}``);
-    ``retrieved_docs[i]``: its ranked ids, best first (a repeated id keeps its first rank).
-    Metric specs without a cutoff are expanded over ``k_list`` (``"recall"`` ->
-    ``recall@1, recall@3, ...``); specs with ``@k`` are kept as is; ``k_list=None`` expands
-    nothing. Default metrics: :data:`DEFAULT_LIST_METRICS`.
+    ``retrieved_docs[i]``: its ranked ids, best first. Metric specs without a cutoff are
+    expanded over ``k_list`` (``"recall"`` -> ``recall@1, recall@3, ...``); specs with ``@k``
+    are kept as is; ``k_list=None`` expands nothing. Default metrics: :data:`DEFAULT_LIST_METRICS`.
+
+    The semantics are those of the RAG samples (:mod:`ragjudge.lists`): a repeated id keeps
+    its rank and counts once; an example whose gold has no relevant id (none with grade >= the
+    measure's ``rel``) is undetermined -- its value is ``None``, it is left out of the pooled
+    mean (``None`` if no example is determined) and a warning gives the reason; a ``None``
+    entry or id is an :class:`InputError`; a value never depends on the other examples.
 
     Returns ``(pooled, per_example)``: ``{metric: mean}`` and a list (input order) of
-    ``{metric: value}``. An example without any gold id is undetermined: its values are
-    ``None`` and it is left out of the pooled mean (which is ``None`` if no example has gold).
+    ``{metric: value}``.
     """
     if isinstance(gold_docs, (str, bytes)) or isinstance(retrieved_docs, (str, bytes)):
         raise InputError("gold_docs and retrieved_docs must be lists of lists", field="gold_docs")
@@ -449,29 +455,25 @@ def evaluate_lists(
         else:
             specs.append(spec)
     measures = _metric_keys(specs, rel)
-    if n == 0:
-        return {key: None for key in measures}, []
-    # Zero-padded ids sort (bytewise, like every Qrels/Run) in input order: "10" < "2" otherwise.
-    width = len(str(n - 1))
-    qids = [f"{i:0{width}d}" for i in range(n)]
-    qrels = Qrels.from_lists(gold_docs, qids)
-    run = Run.from_lists(retrieved_docs, qids, name="lists")
-    judged = set(qrels.query_ids)
-    with_gold = [q for q in qids if q in judged and _has_gold(gold_docs[int(q)])]
-    if not with_gold:
-        return {key: None for key in measures}, [{key: None for key in measures} for _ in range(n)]
-    from .engine import compute
-
-    unique = list(dict.fromkeys(measures.values()))
-    computed = compute(qrels, run, unique, qids=with_gold)
-    index = {q: i for i, q in enumerate(with_gold)}
-    per_example: list[dict[str, float | None]] = []
-    for q in qids:
-        i = index.get(q)
-        per_example.append(
-            {key: (None if i is None else float(computed[m][i])) for key, m in measures.items()}
-        )
-    pooled = {key: float(np.mean(computed[m])) for key, m in measures.items()}
+    gold = [check_gold(g, f"gold_docs[{i}]") for i, g in enumerate(gold_docs)]
+    rankings = [check_ranking(r, f"retrieved_docs[{i}]") for i, r in enumerate(retrieved_docs)]
+    got = score_lists(gold, rankings, list(dict.fromkeys(measures.values())))
+    columns = [[v if isinstance(v, float) else None for v in got[m]] for m in measures.values()]
+    per_example: list[dict[str, float | None]] = [dict(zip(measures, row)) for row in zip(*columns)]
+    if not columns:
+        per_example = [{} for _ in range(n)]
+    pooled: dict[str, float | None] = {}
+    reasons: dict[str, int] = {}
+    for key, m in measures.items():
+        values = [v for v in got[m] if isinstance(v, float)]
+        pooled[key] = float(np.mean(values)) if values else None
+        for v in got[m]:
+            if isinstance(v, str):
+                reasons[v] = reasons.get(v, 0) + 1
+    if reasons:
+        why = "; ".join(f"{reason}: {count}" for reason, count in reasons.items())
+        warnings.warn(f"evaluate_lists: undetermined values (None, left out of the means): {why}",
+                      stacklevel=2)
     return pooled, per_example
 
 
@@ -489,7 +491,3 @@ def _expandable(spec: str, rel: int | None) -> bool:
     (``rprec`` / ``bpref`` do not)."""
     m = parse_measure(spec, rel=rel)
     return m.k is None and spec_of(m).cutoff
-
-
-def _has_gold(entry: Sequence[str] | Mapping[str, int]) -> bool:
-    return len(entry) > 0

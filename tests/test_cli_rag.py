@@ -141,3 +141,55 @@ def test_answer_relevance_by_embedding(tmp_path: Path, capsys: pytest.CaptureFix
     agg = {a["metric"]: a["mean"] for a in json.loads(cap.out)["aggregates"]}
     assert agg["answer_relevance(by=embedding)"] == pytest.approx((1 + 0 + 0.6) / 3)
     assert "9 embedding tokens" in cap.err
+
+
+def test_fail_under_gates(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = write(tmp_path, ROWS)
+    assert main(["rag", str(p), "-m", "hit@5", "--fail-under", "hit@5=0.5"]) == 0
+    capsys.readouterr()
+    # a gate on a metric not in -m is evaluated too; canonical names match (success@5 = hit@5)
+    assert main(["rag", str(p), "-m", "hit@5", "--fail-under", "mrr=0.3", "--fail-under", "success@5=0.4"]) == 1
+    err = capsys.readouterr().err
+    assert "fail-under: mrr = 0.2500 < 0.3" in err and "hit@5" not in err
+    # a metric with no determined value fails its gate; a bad gate is a usage error
+    q = write(tmp_path, [{"id": "x", "retrieved": ["a"]}], "nogold.jsonl")
+    assert main(["rag", str(q), "-m", "hit@5", "--fail-under", "hit@5=0.1"]) == 1
+    assert "no determined value" in capsys.readouterr().err
+    for bad in ["hit@5", "hit@5=abc", "hit@5=nan"]:
+        assert main(["rag", str(p), "-m", "hit@5", "--fail-under", bad]) == 2
+        assert "--fail-under" in capsys.readouterr().err
+
+
+def test_interval_columns_match_evaluate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["rag", str(write(tmp_path, ROWS)), "-m", "hit@5", "-f", "csv"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "metric,mean,ci_low,ci_high,n,undetermined"
+
+
+def test_deepeval_camel_case_file_and_unknown_keys_warning(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = [{"input": "Where?", "actualOutput": "Paris.", "expectedOutput": "Paris",
+             "retrievalContext": ["It is in Paris."], "additionalMetadata": {"a": 1}, "comments": None},
+            {"input": "When?", "actualOutput": "1889", "expectedOutput": "It was finished in March 1889 "
+             "after two years, two months and five days of construction.", "retrievalContext": ["In 1889."]}]
+    p = tmp_path / "deepeval.json"
+    p.write_text(json.dumps(rows), encoding="utf-8")
+    assert main(["rag", str(p), "-m", "containment@1", "-f", "json", "-q"]) == 0
+    cap = capsys.readouterr()
+    assert cap.err.count("ragjudge: warning: ignored unrecognised sample field(s)") == 1
+    assert "additionalMetadata" in cap.err and "comments" not in cap.err
+    data = json.loads(cap.out)
+    assert data["samples"][0]["scores"]["containment@1"] == {"value": 1.0}
+    # a long reference alone: undetermined with the reason, not a silent 0
+    second = data["samples"][1]["scores"]["containment@1"]
+    assert second["value"] is None and "whole reference" in second["reason"]
+
+
+def test_mostly_failed_run_exits_non_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                          httpx2_mock: respx.Router, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAG_TEST_KEY", "sk-test")
+    httpx2_mock.post(URL).mock(return_value=respx.MockResponse(503, json={"error": {"message": "down"}}))
+    p = write(tmp_path, [{"id": str(i), "user_input": "q", "response": "r"} for i in range(3)])
+    argv = ["rag", str(p), "-m", "answer_relevance", "--model", "m", "--base-url", BASE,
+            "--api-key-env", "RAG_TEST_KEY", "--no-cache", "--max-attempts", "1"]
+    assert main(argv) == 3
+    err = capsys.readouterr().err
+    assert "3 of 3 LLM requests failed" in err and "answer_relevance call failed" in err

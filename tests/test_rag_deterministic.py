@@ -125,7 +125,7 @@ def test_metric_specs():
         (m,) = parse_rag_metric(spec)
         assert str(m) == spec and parse_rag_metric(str(m)) == [m]
     assert [str(m) for m in parse_rag_metrics(["ndcg@5,faithfulness", "ndcg@5"])] == ["ndcg@5", "faithfulness"]
-    for bad in ["faithfulness@5", "context_precision(threshold=9)", "nope", "ndcg(match=fuzzy)",
+    for bad in ["faithfulness@5", "context_precision(threshold=0)", "nope", "ndcg(match=fuzzy)",
                 "containment(x=1)", "context_precision(by=reference,threshold=2)"]:
         with pytest.raises(MetricError):
             parse_rag_metric(bad)

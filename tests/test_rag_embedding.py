@@ -15,7 +15,7 @@ from ragjudge.errors import MetricError
 from ragjudge.llm import LLM
 from ragjudge.rag import evaluate_samples_sync
 from ragjudge.rag.evaluate import plan_requests
-from ragjudge.rag.llm_metrics import cosine, mean_cosine
+from ragjudge.rag.metrics.answer import cosine, mean_cosine
 from ragjudge.rag.metrics import definition, parse_rag_metric
 
 BASE = "http://emb.test/v1"

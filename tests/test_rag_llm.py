@@ -16,7 +16,7 @@ import respx
 from ragjudge.llm import LLM
 from ragjudge.rag import evaluate_samples, evaluate_samples_sync
 from ragjudge.rag.evaluate import plan_requests
-from ragjudge.rag.llm_metrics import context_precision_value, mean_normalized_grade
+from ragjudge.rag.metrics.context import context_precision_value, mean_normalized_grade
 
 BASE = "http://rag.test/v1"
 URL = BASE + "/chat/completions"

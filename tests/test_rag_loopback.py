@@ -42,3 +42,17 @@ def test_faults_are_retried_and_never_nan() -> None:
     assert sum(s.n for s in rep.summaries.values()) >= 0.9 * 10 * len(rep.metrics)
     # 4 calls per sample with listwise grading, plus the retried attempts
     assert stats["paid"] == 40
+
+
+def test_rag_metrics_are_as_robust_as_the_judge_under_faults() -> None:
+    # Issue: 10% 5xx + 5% malformed replies left values undetermined on the RAG path. Every RAG
+    # call goes through LLM.structured (the judge's retry and repair policy): none is lost.
+    with simulator_thread(latency=0.002, p_5xx=0.10, p_malformed=0.05, seed=7) as sim:
+        llm = LLM("sim-model", base_url=sim.base_url, api_key="sim", cache=False, backoff_base=0.001)
+        rep = evaluate_samples_sync(
+            _samples(60), ["context_precision", "context_recall", "faithfulness"], judge=llm
+        )
+        stats = sim.stats()
+    assert stats["errors_5xx"] > 0 and stats["malformed"] > 0
+    assert [s.reason for m in rep.metrics for s in rep[m] if s.value is None] == []
+    assert rep.usage["requests_asked"] == 240 and rep.usage["requests_failed"] == 0

@@ -39,7 +39,7 @@ def test_renderers_never_emit_nan():
     table = r.render("table", per_sample=True)
     assert "faithfulness: no claims in the response" in table
     csv = r.render("csv")
-    assert csv.splitlines()[0] == "metric,mean,ci95_low,ci95_high,n,undetermined"
+    assert csv.splitlines()[0] == "metric,mean,ci_low,ci_high,n,undetermined"
     assert "| metric |" in r.render("markdown")
     assert "<table" in r._repr_html_()
     assert "nan" not in table.lower()
@@ -59,5 +59,5 @@ def test_to_dataframe():
 def test_all_undetermined_has_no_mean():
     r = RagReport(["m"], ["a"], {"m": [undetermined("x")]})
     assert r.summaries["m"].mean is None
-    assert json.loads(r.render("json"))["aggregates"][0]["ci95"] is None
+    assert json.loads(r.render("json"))["aggregates"][0]["ci"] is None
     assert "m=-" in repr(r)

@@ -156,8 +156,14 @@ def test_json_array_and_samples_key(tmp_path):
     p = tmp_path / "s.json"
     p.write_text(json.dumps({"samples": [{"id": "z", "retrieved": ["a"]}]}), encoding="utf-8")
     assert [s.id for s in read_samples(p)] == ["z"]
-    with pytest.raises(InputError, match="extension"):
-        read_samples(tmp_path / "s.txt")
+    # a name without a known extension (a pipe, /dev/stdin, .txt): the content decides
+    (tmp_path / "s.txt").write_text(p.read_text(encoding="utf-8"), encoding="utf-8")
+    assert [s.id for s in read_samples(tmp_path / "s.txt")] == ["z"]
+    (tmp_path / "l.txt").write_text('{"id": "a", "retrieved": ["x"]}\n{"id": "b", "retrieved": ["y"]}\n',
+                                    encoding="utf-8")
+    assert [s.id for s in read_samples(tmp_path / "l.txt")] == ["a", "b"]
+    (tmp_path / "c.txt").write_text("id,retrieved\nc,\"['x']\"\n", encoding="utf-8")
+    assert [s.id for s in read_samples(tmp_path / "c.txt")] == ["c"]
     with pytest.raises(InputError, match="no such file"):
         read_samples(tmp_path / "missing.jsonl")
 

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
 from ..errors import InputError, MetricError
 from ._llm import add_llm_options, llm_from_args
+from .gates import parse_gate
 
 __all__ = ["register"]
 
@@ -21,12 +23,18 @@ _EPILOG = """\
 metrics (-m, repeatable, comma lists allowed):
   no LLM:   hit, recall, recall_all, precision, mrr, map, ndcg, err, rbp (any ranking metric)
             with @k and match=auto|id|text|normalized|chunk; containment@k
-  LLM:      context_relevance, context_precision(threshold=2, norm=ragas|ir, by=relevance|reference),
+  LLM:      context_relevance, context_precision(threshold=T, norm=ragas|ir, by=relevance|reference),
             context_recall, faithfulness, answer_relevance(by=llm|embedding),
-            context_ndcg / context_err / context_rbp
+            answer_correctness(beta=1, similarity=W), context_ndcg / context_err / context_rbp
+  grading scale: the top grade and the default relevance threshold T come from the grading
+  prompt's labels (0-3 and 2 with the shipped prompts).
   answer_relevance(by=embedding) (RAGAS-style): the LLM writes 3 questions the response answers;
   the score is their mean cosine similarity to the question, with --embedding-model M served
   by the same endpoint (e.g. text-embedding-3-small).
+  answer_correctness (RAGAS-style): response and reference statements sorted into TP/FP/FN in
+  one call; F1 = TP / (TP + (FP + FN) / 2); similarity=W blends in the embedding cosine.
+  containment@k: an expected answer (answers, else a reference of at most 8 words) occurs in a
+  top-k passage; a longer reference alone is undetermined, never a silent 0.
   context_precision without norm= prints both normalisations: RAGAS's (divide by the relevant
   chunks retrieved in the top k) and the IR one, context_precision(norm=ir) (divide by the
   relevant chunks known).
@@ -40,7 +48,8 @@ context_recall + faithfulness cost 4 requests per sample; pointwise grades each 
 undetermined: a score that cannot be computed (no claims, empty response, failed call...) is
 counted beside the mean with its reason (-q lists them per sample), never averaged as 0.
 
-exit status: 0 ok; 2 bad input (one-line message).
+exit status: 0 ok; 1 a --fail-under gate failed; 2 bad input (one-line message);
+3 most LLM requests failed (summary on stderr).
 """
 
 
@@ -54,7 +63,8 @@ def register(subparsers: Any) -> None:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("samples", metavar="SAMPLES", help="samples file (.jsonl, .json, .csv; - for stdin JSONL)")
+    p.add_argument("samples", metavar="SAMPLES", help="samples file (.jsonl, .json, .csv, each optionally .gz; - for stdin; "
+                   "pipes such as <(zcat s.jsonl.gz) work; other names: format from the content)")
     p.add_argument("-m", "--metric", dest="metrics", action="append", metavar="METRIC", required=True,
                    help="metric spec or comma-separated list; repeatable")
     p.add_argument("-k", dest="default_k", type=int, default=5, metavar="K",
@@ -71,6 +81,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("-f", "--format", choices=_FORMATS, default="table", help="output format")
     p.add_argument("-o", "--output", metavar="FILE", help="write the output to FILE")
     p.add_argument("--digits", type=int, default=4, metavar="N", help="decimals (default 4)")
+    p.add_argument("--fail-under", action="append", default=[], metavar="METRIC=VALUE",
+                   help="exit 1 when METRIC's mean is below VALUE (or not determined); repeatable; "
+                   "a metric not given with -m is evaluated too")
     add_llm_options(p)
     p.add_argument("--embedding-model", metavar="M",
                    help="embeddings model of answer_relevance(by=embedding), e.g. text-embedding-3-small "
@@ -83,7 +96,8 @@ def _run(args: argparse.Namespace) -> int:
     from ..rag.evaluate import plan_requests
     from ..rag.metrics import parse_rag_metrics
 
-    metrics = parse_rag_metrics(args.metrics)
+    gates = [parse_gate(g) for g in args.fail_under]
+    metrics = parse_rag_metrics([*args.metrics, *(m for m, _ in gates)])
     needs_llm = [m for m in metrics if m.needs_llm]
     if needs_llm and not args.model:
         raise MetricError(
@@ -94,11 +108,16 @@ def _run(args: argparse.Namespace) -> int:
 
     check_embedding_model(metrics, args.embedding_model)
     if args.embedding_model and not needs_embeddings(metrics):
-        raise InputError("no metric uses it (only answer_relevance(by=embedding) does)",
+        raise InputError("no metric uses it (e.g. answer_relevance(by=embedding) or "
+                         "answer_correctness(similarity=0.25) does)",
                          field="--embedding-model")
     if args.default_k < 1:
         raise InputError("must be a positive integer", field="-k")
-    samples = read_samples(args.samples, skip_invalid=args.skip_invalid)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        samples = read_samples(args.samples, skip_invalid=args.skip_invalid)
+    for w in caught:
+        print(f"ragjudge: warning: {w.message}", file=sys.stderr)
     for err in samples.invalid:
         print(f"ragjudge: skipped invalid sample: {err}", file=sys.stderr)
     llm = llm_from_args(args) if needs_llm else None
@@ -136,14 +155,49 @@ def _run(args: argparse.Namespace) -> int:
         )
     if samples.invalid:
         print(f"ragjudge: {len(samples.invalid)} invalid sample(s) skipped", file=sys.stderr)
-    return 0
+    asked, failed = report.usage.get("requests_asked", 0), report.usage.get("requests_failed", 0)
+    if asked and failed * 2 > asked:
+        reasons = _failure_reasons(report)
+        print(f"ragjudge: error: {failed} of {asked} LLM requests failed; "
+              f"most common: {reasons}", file=sys.stderr)
+        return 3
+    failures = _check_gates(report, gates)
+    for msg in failures:
+        print(f"ragjudge: fail-under: {msg}", file=sys.stderr)
+    return 1 if failures else 0
+
+
+def _check_gates(report: Any, gates: list[tuple[str, float]]) -> list[str]:
+    from ..rag.metrics import parse_rag_metric
+
+    out = []
+    for spec, threshold in gates:
+        for m in parse_rag_metric(spec):
+            mean = report.mean(str(m))
+            if mean is None:
+                out.append(f"{m} has no determined value (threshold {threshold:g})")
+            elif mean < threshold:
+                out.append(f"{m} = {mean:.4f} < {threshold:g}")
+    return out
+
+
+def _failure_reasons(report: Any) -> str:
+    """The most frequent reasons of undetermined LLM values (what to fix first)."""
+    counts: dict[str, int] = {}
+    for summary in report.summaries.values():
+        for reason, n in summary.reasons.items():
+            if "failed" in reason:
+                counts[reason] = counts.get(reason, 0) + n
+    top = sorted(counts.items(), key=lambda kv: -kv[1])[:3]
+    return "; ".join(f"{reason} ({n}x)" for reason, n in top) or "see -q"
 
 
 def _dry_run(llm: Any, samples: Any, metrics: Any, args: argparse.Namespace, plan: Any) -> int:
     if llm is None:
         print("dry run: no LLM metric requested; nothing would be sent")
         return 0
-    calls = plan(samples, metrics, grading=args.grading, default_k=args.default_k, llm=llm)
+    calls = plan(samples, metrics, grading=args.grading, default_k=args.default_k, llm=llm,
+                 embedding_model=args.embedding_model)
     by_prompt: dict[str, list[tuple[Any, dict[str, str]]]] = {}
     for prompt, variables in calls:
         by_prompt.setdefault(prompt.name, []).append((prompt, variables))

@@ -3,7 +3,8 @@
 Deterministic metrics (``hit, recall, recall_all, precision, mrr, map, ndcg, err, rbp`` at k,
 ``containment@k``) come from the ranking core on ids or matched contents; LLM metrics
 (``context_relevance``, ``context_precision``, ``context_recall``, ``faithfulness``,
-``answer_relevance``, ``context_ndcg/err/rbp``) share the LLM layer's client, runner and cache.
+``answer_relevance``, ``context_ndcg/err/rbp``...) share the LLM layer's
+client, runner and cache. Each metric is one unit of the registry :mod:`ragjudge.rag.metrics`.
 
     from ragjudge.rag import evaluate_samples_sync
     report = evaluate_samples_sync("samples.jsonl", ["ndcg@5", "faithfulness"], judge=LLM("gpt-4o-mini"))

@@ -1,40 +1,39 @@
-"""Evaluate RAG samples: :func:`evaluate_samples` (async) and :func:`evaluate_samples_sync`.
+"""Evaluate RAG samples: :func:`evaluate_samples` (async) and :func:`evaluate_samples_sync`,
+and the dry-run planner :func:`plan_requests`.
 
-Deterministic metrics run on the ranking core with no LLM; LLM metrics share one
-:class:`ragjudge.llm.LLM` session (client, runner, cache, budget). Within a sample the calls
-that do not depend on each other run concurrently; the runner bounds the total. Grades are
-asked once per sample and reused by every grade-based metric.
+Both drive the metrics of :mod:`ragjudge.rag.metrics` through the same loop: a metric's
+:meth:`~ragjudge.rag.metrics.LLMMetric.requests` says what to ask for a sample given the
+answers so far; the evaluator asks (every request at most once per sample, shared between
+metrics: one grading feeds context_relevance, context_precision and context_ndcg), the planner
+supposes the answers (cached ones, else the metric's stand-in). So a dry run counts exactly
+the calls an evaluation makes, as far as answers can be foreseen.
+
+LLM calls go through :meth:`ragjudge.llm.LLM.structured` -- the judge's client, retry and
+repair policy, runner, cache and budget -- and embeddings through :meth:`ragjudge.llm.LLM.embed`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .._sync import run_sync
 from ..errors import MetricError
-from .deterministic import containment_scores, ranking_scores
-from .llm_metrics import (
-    Grades,
-    answer_relevance_embedding_score,
-    answer_relevance_score,
-    context_precision_value,
-    context_recall_score,
-    faithfulness_score,
-    grade_listwise,
-    grade_pointwise,
-    graded_measure,
-    max_grade,
-    mean_normalized_grade,
-    usefulness,
-)
-from .metrics import RagMetric, definition, parse_rag_metrics
-from .report import RagReport, Score, undetermined
+from .metrics import DeterministicMetric, LLMMetric, RagMetric, Request, Setup, definition, parse_rag_metrics
+from .report import RagReport, Score
 from .samples import DEFAULT_K, Sample, SampleSet, as_samples
 
-__all__ = ["evaluate_samples", "evaluate_samples_sync", "plan_requests", "GRADING_MODES", "DEFAULT_GRADING"]
+__all__ = [
+    "evaluate_samples",
+    "evaluate_samples_sync",
+    "plan_requests",
+    "check_embedding_model",
+    "needs_embeddings",
+    "GRADING_MODES",
+    "DEFAULT_GRADING",
+]
 
 GRADING_MODES = ("listwise", "pointwise")
 #: Listwise by default: context_precision + context_recall + faithfulness then need 4 calls per
@@ -59,130 +58,87 @@ def _resolve_llm(judge: Any) -> tuple[Any, Any]:
     raise MetricError(f"judge must be an LLM session, a judge with .llm, or a model name; got {judge!r}")
 
 
-class _SampleRun:
-    """All LLM work for one sample, every call at most once."""
+@dataclass(frozen=True)
+class _Answer:
+    value: Any
+    error: str | None
 
-    def __init__(self, llm: Any, sample: Sample, grading: str, judge: Any = None,
-                 embedding_model: str | None = None) -> None:
+
+class _Asker:
+    """Asks requests: each identity once per sample (a task shared by the metrics that need
+    it), and counts what was asked and what failed."""
+
+    def __init__(self, llm: Any, judge: Any) -> None:
         self.llm = llm
-        self.embedding_model = embedding_model
-        self._answer_emb: asyncio.Task[Score] | None = None
         self.judge = judge
-        self.s = sample
-        self.grading = grading
-        self._grades: asyncio.Task[Grades] | None = None
-        self._useful: asyncio.Task[Any] | None = None
-        self._recall: dict[int, asyncio.Task[Score]] = {}
-        self._faith: asyncio.Task[Score] | None = None
-        self._answer: asyncio.Task[Score] | None = None
+        self.asked = 0
+        self.failed = 0
 
-    def grades(self) -> asyncio.Task[Grades]:
-        if self._grades is None:
-            self._grades = asyncio.ensure_future(self._grade())
-        return self._grades
+    def for_sample(self) -> Any:
+        memo: dict[tuple[Any, ...], asyncio.Task[_Answer]] = {}
 
-    async def _grade(self) -> Grades:
-        s = self.s
-        texts = s.context_texts
-        if texts is None:
-            return Grades(None, "no retrieved texts" if s.contexts is None
-                          else "some retrieved chunks have no text")
-        if not texts:
-            return Grades(None, "no retrieved chunks")
-        if not s.question or not s.question.strip():
-            return Grades(None, "no question")
-        if self.grading == "listwise":
-            return await grade_listwise(self.llm, s.question, texts)
-        return await grade_pointwise(self.llm, s.question, texts, judge=self.judge)
+        def ask(r: Request) -> asyncio.Task[_Answer]:
+            task = memo.get(r.identity)
+            if task is None:
+                task = memo[r.identity] = asyncio.ensure_future(self._ask(r))
+            return task
 
-    def useful(self) -> asyncio.Task[Any]:
-        if self._useful is None:
-            self._useful = asyncio.ensure_future(self._use())
-        return self._useful
+        return ask
 
-    async def _use(self) -> Grades:
-        s = self.s
-        texts = s.context_texts
-        if not texts:
-            return Grades(None, "no retrieved texts")
-        if not s.reference or not s.reference.strip():
-            return Grades(None, "no reference")
-        got = await usefulness(self.llm, s.question or "", s.reference, texts)
-        if isinstance(got, str):
-            return Grades(None, got)
-        return Grades(tuple(int(u) for u in got))
+    async def _ask(self, r: Request) -> _Answer:
+        self.asked += 1
+        got = await self._send(r)
+        if got.error is not None:
+            self.failed += 1
+        return got
 
-    def recall(self, k: int) -> asyncio.Task[Score]:
-        if k not in self._recall:
-            self._recall[k] = asyncio.ensure_future(context_recall_score(self.llm, self.s, k))
-        return self._recall[k]
-
-    def faithfulness(self) -> asyncio.Task[Score]:
-        if self._faith is None:
-            self._faith = asyncio.ensure_future(faithfulness_score(self.llm, self.s))
-        return self._faith
-
-    def answer(self) -> asyncio.Task[Score]:
-        if self._answer is None:
-            self._answer = asyncio.ensure_future(answer_relevance_score(self.llm, self.s, max_grade("answer")))
-        return self._answer
+    async def _send(self, r: Request) -> _Answer:
+        variables = dict(r.variables)
+        if r.embed is not None:
+            emb = await self.llm.embed(list(r.embed), model=r.model)
+            return _Answer(emb.vectors, None) if emb.ok else _Answer(None, emb.error)
+        if r.pair and self.judge is not None:
+            j = await self.judge.judge(variables["query"], variables["passage"])
+            return _Answer(int(j.grade), None) if j.ok else _Answer(None, j.error or "failed")
+        o = await self.llm.structured(r.prompt, variables, validate=r.parse)
+        return _Answer(o.value, None) if o.ok else _Answer(None, o.error or "failed")
 
 
-    def answer_embedding(self) -> asyncio.Task[Score]:
-        if self._answer_emb is None:
-            assert self.embedding_model is not None
-            self._answer_emb = asyncio.ensure_future(
-                answer_relevance_embedding_score(self.llm, self.s, self.embedding_model))
-        return self._answer_emb
+def _failure(todo: Sequence[Request], answers: Sequence[_Answer]) -> str | None:
+    """The reason a stage failed: ``"<what> call failed: <error>"``, or for a group of like
+    requests ``"2 of 5 chunk grades failed: <first error>"``."""
+    failed = [(r, a) for r, a in zip(todo, answers) if a.error is not None]
+    if not failed:
+        return None
+    r, a = failed[0]
+    error = a.error or ""
+    if r.group is not None:
+        n = sum(1 for q in todo if q.group == r.group)
+        return f"{len(failed)} of {n} {r.group} failed: {error}"
+    prefix = f"{r.what} call failed"
+    return error if error.startswith(prefix) else f"{prefix}: {error}"
 
 
-def _from_grades(m: RagMetric, g: Grades, k: int, top: int) -> Score:
-    if g.grades is None:
-        return undetermined(g.reason or "no grades")
-    grades = list(g.grades)
-    if m.name == "context_relevance":
-        return Score(mean_normalized_grade(grades, k, top), detail={"k": k, "grades": grades})
-    if m.name == "context_precision":
-        by_ref = m.get("by") == "reference"
-        threshold = 1 if by_ref else int(m.get("threshold", 2))
-        norm = m.get("norm", "ragas")
-        v = context_precision_value(grades, k, threshold, norm)
-        return Score(v, detail={"k": k, "grades": grades})
-    # context_ndcg / context_err / context_rbp: the ranking core with the grades as qrels.
-    # All grades 0: nothing relevant was retrieved; the ranking core scores that 0 (the grades
-    # only cover retrieved chunks, so this is the retriever's miss, not missing gold).
-    assert m.measure is not None
-    return Score(graded_measure(grades, dataclasses.replace(m.measure, k=k)),
-                 detail={"k": k, "grades": grades})
+async def _score(unit: LLMMetric, m: RagMetric, s: Sample, k: int, setup: Setup, ask: Any) -> Score:
+    got: dict[str, Any] = {}
+    while True:
+        reqs = unit.requests(m, s, k, setup, got)
+        if isinstance(reqs, str):
+            return Score(None, reqs, dict(got))
+        todo = [r for r in reqs if r.key not in got]
+        if not todo:
+            return unit.score(m, s, k, setup, got)
+        answers = await asyncio.gather(*(ask(r) for r in todo))
+        reason = _failure(todo, answers)
+        if reason is not None:
+            return Score(None, reason, dict(got))
+        got.update((r.key, a.value) for r, a in zip(todo, answers))
 
 
-async def _sample_scores(run: _SampleRun, metrics: Sequence[RagMetric], default_k: int) -> list[Score]:
-    s = run.s
-    pending: list[Any] = []
-    for m in metrics:
-        k = s.cutoff(m.k, default_k)
-        if m.name == "faithfulness":
-            pending.append(run.faithfulness())
-        elif m.name == "answer_relevance":
-            pending.append(run.answer_embedding() if m.get("by") == "embedding" else run.answer())
-        elif m.name == "context_recall":
-            pending.append(run.recall(k))
-        elif m.name == "context_precision" and m.get("by") == "reference":
-            pending.append(run.useful())
-        else:
-            pending.append(run.grades())
-    done = await asyncio.gather(*pending)
-    out: list[Score] = []
-    if run.grading == "pointwise" and run.judge is not None:
-        top = max(int(v) for v in run.judge.prompt.label_values)
-    else:
-        top = max_grade("listwise" if run.grading == "listwise" else "pointwise")
-    for m, got in zip(metrics, done):
-        if isinstance(got, Score):
-            out.append(got)
-        else:
-            out.append(_from_grades(m, got, s.cutoff(m.k, default_k), top))
-    return out
+def _setup(grading: str, judge: Any, embedding_model: str | None) -> Setup:
+    if grading not in GRADING_MODES:
+        raise MetricError(f"grading must be listwise or pointwise, got {grading!r}")
+    return Setup(grading, getattr(judge, "prompt", None) if judge is not None else None, embedding_model)
 
 
 async def evaluate_samples(
@@ -200,53 +156,53 @@ async def evaluate_samples(
     """Evaluate RAG samples on ``metrics`` (specs such as ``"faithfulness"``, ``"ndcg@5"``,
     ``"context_precision(threshold=2)"``).
 
-    ``samples``: a path, a :class:`SampleSet`, :class:`Sample` objects, dicts or a DataFrame.
+    ``samples``: a path, a :class:`SampleSet`, :class:`Sample` objects, dicts, a DataFrame, or
+    the objects of RAGAS / DeepEval / Hugging Face datasets (see :func:`as_samples`).
     ``judge``: an :class:`ragjudge.llm.LLM` session (or a judge holding one, or a model name),
     needed only by LLM metrics. ``grading``: ``listwise`` (all chunks of a sample in one call)
     or ``pointwise`` (one call per chunk, shared with ``ragjudge judge``'s cache). ``match``
     sets the matching mode of ranking metrics that do not set ``match=`` themselves.
     ``default_k`` is the cutoff when neither the sample nor the metric gives one.
-    ``embedding_model``: the embeddings model of ``answer_relevance(by=embedding)`` (served by
-    the judge's endpoint; needed only by that metric).
+    ``embedding_model``: the embeddings model of the metrics that use one, such as
+    ``answer_relevance(by=embedding)`` (served by the judge's endpoint).
     Never raises for a per-sample problem: it becomes an undetermined score with its reason.
     """
-    if grading not in GRADING_MODES:
-        raise MetricError(f"grading must be listwise or pointwise, got {grading!r}")
     if isinstance(default_k, bool) or not isinstance(default_k, int) or default_k < 1:
         raise MetricError(f"default k must be a positive integer, got {default_k!r}")
     data: SampleSet = as_samples(samples, skip_invalid=skip_invalid)
     parsed = parse_rag_metrics(metrics)
     llm_metrics = [m for m in parsed if m.needs_llm]
     llm, rel_judge = _resolve_llm(judge)
+    setup = _setup(grading, rel_judge, embedding_model)
     if llm_metrics and llm is None:
         names = ", ".join(str(m) for m in llm_metrics)
         raise MetricError(f"{names} need an LLM judge: pass judge=LLM(model) (CLI: --model M)")
+    for m in parsed:
+        m.unit.check(m, setup)
     _check_fields(data, llm_metrics)
-    check_embedding_model(parsed, embedding_model)
 
     columns: dict[str, list[Score]] = {}
     for m in parsed:
-        if m.kind == "ranking":
-            mode = m.get("match", match or "auto")
-            assert m.measure is not None
-            columns[str(m)] = ranking_scores(data, _with_k(m.measure, m.k), match=mode,
-                                             default_k=default_k)
-        elif m.kind == "containment":
-            columns[str(m)] = containment_scores(data, m.k, default_k=default_k)
+        unit = m.unit
+        if isinstance(unit, DeterministicMetric):
+            columns[str(m)] = unit.scores(m, data, match=match, default_k=default_k)
 
     usage_before = _usage(llm) if llm is not None else None
+    asker = _Asker(llm, rel_judge)
     if llm_metrics:
-        runs = [_SampleRun(llm, s, grading, rel_judge, embedding_model) for s in data]
-        bar = _bar(len(runs), progress)
+        bar = _bar(len(data), progress)
 
-        async def one(r: _SampleRun) -> list[Score]:
-            got = await _sample_scores(r, llm_metrics, default_k)
+        async def one(s: Sample) -> list[Score]:
+            ask = asker.for_sample()
+            got = await asyncio.gather(*(
+                _score(m.unit, m, s, s.cutoff(m.k, default_k), setup, ask)  # type: ignore[arg-type]
+                for m in llm_metrics))
             if bar is not None:
                 bar.update(1)
-            return got
+            return list(got)
 
         try:
-            results = await asyncio.gather(*(one(r) for r in runs))
+            results = await asyncio.gather(*(one(s) for s in data))
         finally:
             if bar is not None:
                 bar.close()
@@ -262,6 +218,8 @@ async def evaluate_samples(
         usage["model"] = getattr(llm, "model", None)
         usage["cost_usd"] = getattr(llm, "cost", None)
         usage["samples"] = len(data)
+        usage["requests_asked"] = asker.asked
+        usage["requests_failed"] = asker.failed
     return RagReport(
         [str(m) for m in parsed],
         [s.id for s in data],
@@ -274,20 +232,15 @@ async def evaluate_samples(
 
 
 def needs_embeddings(metrics: Iterable[RagMetric]) -> list[RagMetric]:
-    """The metrics that need an embeddings model (``answer_relevance(by=embedding)``)."""
-    return [m for m in metrics if m.name == "answer_relevance" and m.get("by") == "embedding"]
+    """The metrics that need an embeddings model."""
+    return [m for m in metrics if m.unit.uses_embeddings(m)]
 
 
 def check_embedding_model(metrics: Sequence[RagMetric], embedding_model: str | None) -> None:
     """A metric that uses embeddings needs an embeddings model (a clear error before any call)."""
-    wanted = needs_embeddings(metrics)
-    if wanted and not embedding_model:
-        raise MetricError(f"{', '.join(str(m) for m in wanted)} needs an embeddings model: pass "
-                          "embedding_model= (CLI: --embedding-model M, e.g. text-embedding-3-small)")
-
-
-def _with_k(measure: Any, k: int | None) -> Any:
-    return dataclasses.replace(measure, k=k)
+    setup = Setup(embedding_model=embedding_model)
+    for m in needs_embeddings(metrics):
+        m.unit.check(m, setup)
 
 
 def _usage(llm: Any) -> dict[str, Any]:
@@ -314,10 +267,12 @@ def _bar(total: int, enabled: bool) -> Any:
     return tqdm(total=total, desc="rag samples", unit="sample", leave=False)
 
 
-_NEEDS = {
-    "faithfulness": ("response", "response / actual_output"),
-    "answer_relevance": ("response", "response / actual_output"),
-    "context_recall": ("reference", "reference / expected_output"),
+#: How a sample field is named in messages (the accepted input names).
+_FIELD_NAMES = {
+    "question": "a question (user_input / input / question)",
+    "contexts": "retrieved contexts",
+    "response": "response / actual_output",
+    "reference": "reference / expected_output",
 }
 
 
@@ -326,13 +281,10 @@ def _check_fields(data: SampleSet, metrics: Sequence[RagMetric]) -> None:
     if not len(data):
         return
     for m in metrics:
-        need = _NEEDS.get(m.name)
-        if m.name == "context_precision" and m.get("by") == "reference":
-            need = ("reference", "reference / expected_output")
-        if need is not None and all(getattr(s, need[0]) is None for s in data):
-            raise MetricError(f"{m} needs {need[1]} in the samples, and none of them has it")
-        if all(s.contexts is None for s in data) and m.name != "answer_relevance":
-            raise MetricError(f"{m} needs retrieved contexts in the samples, and none of them has them")
+        for name in m.unit.fields(m):
+            if all(getattr(s, name) is None for s in data):
+                raise MetricError(f"{m} needs {_FIELD_NAMES.get(name, name)} in the samples, "
+                                  "and none of them has it")
 
 
 def evaluate_samples_sync(samples: Any, metrics: Any, **kwargs: Any) -> RagReport:
@@ -341,7 +293,7 @@ def evaluate_samples_sync(samples: Any, metrics: Any, **kwargs: Any) -> RagRepor
 
     async def main() -> RagReport:
         llm, _ = _resolve_llm(kwargs.get("judge"))
-        if llm is not None and kwargs.get("judge") is not llm and isinstance(kwargs.get("judge"), str):
+        if llm is not None and isinstance(kwargs.get("judge"), str):
             kwargs["judge"] = llm  # a model name: build the session once, here
         try:
             return await evaluate_samples(samples, metrics, **kwargs)
@@ -352,6 +304,21 @@ def evaluate_samples_sync(samples: Any, metrics: Any, **kwargs: Any) -> RagRepor
     return run_sync(main())
 
 
+_UNKNOWN = object()
+
+
+def _supposed(r: Request, llm: Any) -> Any:
+    """The answer a dry run supposes: the cached one when ``llm`` has it, else ``r.assume``."""
+    if llm is not None and r.prompt is not None and r.parse is not None:
+        hit = llm.prepare(r.prompt, dict(r.variables)).cached
+        if hit is not None and isinstance(hit.obj, Mapping):
+            try:
+                return r.parse(hit.obj)
+            except (KeyError, TypeError, ValueError):
+                pass
+    return _UNKNOWN if r.assume is None else r.assume
+
+
 def plan_requests(
     samples: Any,
     metrics: str | Iterable[str | RagMetric],
@@ -359,67 +326,37 @@ def plan_requests(
     grading: str = DEFAULT_GRADING,
     default_k: int = DEFAULT_K,
     llm: Any = None,
+    judge: Any = None,
+    embedding_model: str | None = None,
 ) -> list[tuple[Any, dict[str, str]]]:
-    """The ``(prompt, variables)`` of every LLM request an evaluation would make, for a dry run.
+    """The ``(prompt, variables)`` of every chat request an evaluation would make, for a dry
+    run -- from the metrics' own :meth:`requests`, so it counts what evaluation asks.
 
-    Claim verification depends on the claims the model will extract: with ``llm`` given and
-    the claims already in its cache they are used; otherwise the response stands in for its
-    claims (one claim), so that estimate is approximate.
+    A request that depends on an earlier answer (claim verification needs the claims) uses the
+    answer in ``llm``'s cache when there is one, else the metric's stand-in (the response as
+    one claim), so that part is approximate. Embeddings requests are not listed.
     """
-    from .llm_metrics import LISTWISE_WINDOW, _prompt, _sized, format_claims, format_passages
-
     data = as_samples(samples)
+    setup = _setup(grading, judge, embedding_model)
     parsed = [m for m in parse_rag_metrics(metrics) if m.needs_llm]
     out: list[tuple[Any, dict[str, str]]] = []
     for s in data:
-        texts = s.context_texts or []
-        q = s.question or ""
-        grades = useful = faith = answer = questions = False
-        recall_ks: set[int] = set()
+        seen: set[tuple[Any, ...]] = set()
         for m in parsed:
-            if m.name == "faithfulness":
-                faith = True
-            elif m.name == "answer_relevance" and m.get("by") == "embedding":
-                questions = True
-            elif m.name == "answer_relevance":
-                answer = True
-            elif m.name == "context_recall":
-                recall_ks.add(s.cutoff(m.k, default_k))
-            elif m.name == "context_precision" and m.get("by") == "reference":
-                useful = True
-            else:
-                grades = True
-        if grades and texts and q.strip():
-            if grading == "listwise":
-                for i in range(0, len(texts), LISTWISE_WINDOW):
-                    w = texts[i : i + LISTWISE_WINDOW]
-                    out.append((_sized("listwise", "grades", len(w)),
-                                {"query": q, "passages": format_passages(w), "count": str(len(w))}))
-            else:
-                out.extend((_prompt("pointwise"), {"query": q, "passage": t}) for t in texts)
-        if useful and texts and s.reference:
-            out.append((_sized("usefulness", "useful", len(texts)),
-                        {"question": q, "reference": s.reference,
-                         "passages": format_passages(texts), "count": str(len(texts))}))
-        if s.reference and s.reference.strip() and texts:
-            for k in sorted(recall_ks):
-                out.append((_prompt("recall"), {"question": q, "reference": s.reference,
-                                                "contexts": format_passages(texts[:k])}))
-        if faith and s.response and s.response.strip() and texts:
-            cv = {"question": q, "response": s.response}
-            out.append((_prompt("claims"), cv))
-            claims = [s.response]
-            if llm is not None:
-                hit = llm.prepare(_prompt("claims"), cv).cached
-                if hit is not None and isinstance(hit.obj, dict):
-                    claims = [c.strip() for c in hit.obj.get("claims", []) if c.strip()]
-            if claims:
-                out.append((_sized("verify", "verdicts", len(claims)),
-                            {"contexts": format_passages(texts), "claims": format_claims(claims),
-                             "count": str(len(claims))}))
-        if answer and q.strip() and s.response and s.response.strip():
-            out.append((_prompt("answer"), {"question": q, "response": s.response}))
-        if questions and q.strip() and s.response and s.response.strip():
-            # The embeddings request that follows is not counted (tiny next to the chat calls).
-            out.append((_prompt("questions"), {"response": s.response}))
+            unit = m.unit
+            assert isinstance(unit, LLMMetric)
+            k = s.cutoff(m.k, default_k)
+            got: dict[str, Any] = {}
+            while True:
+                reqs = unit.requests(m, s, k, setup, got)
+                todo = [] if isinstance(reqs, str) else [r for r in reqs if r.key not in got]
+                if not todo:
+                    break
+                for r in todo:
+                    if r.prompt is not None and r.identity not in seen:
+                        seen.add(r.identity)
+                        out.append((r.prompt, dict(r.variables)))
+                    got[r.key] = _supposed(r, llm)
+                if any(got[r.key] is _UNKNOWN for r in todo):
+                    break
     return out

@@ -24,6 +24,7 @@ import unicodedata
 from collections.abc import Sequence
 
 from ..errors import InputError, MetricError
+from ..lists import check_ranking
 from .samples import Sample
 
 __all__ = [
@@ -137,13 +138,8 @@ def gold_and_ranking(
         ids = sample.context_ids
         if ids is None:
             return "no retrieved ids" if sample.contexts is None else "some retrieved chunks have no id"
-        seen: set[str] = set()
-        ranking: list[str] = []
-        for rank, doc in enumerate(ids, start=1):
-            # A repeated id counts once (as trec_eval would after dedup) without moving ranks.
-            ranking.append(doc if doc not in seen else f"\x00dup{rank}")
-            seen.add(doc)
-        return dict(sample.relevant), ranking
+        # A repeated id counts once without moving later ranks (one rule with evaluate_lists).
+        return dict(sample.relevant), check_ranking(ids, "retrieved")
     if sample.reference_contexts is None:
         return "no gold texts (reference_contexts)"
     texts = sample.context_texts

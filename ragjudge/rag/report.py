@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import MetricError
 from ..report import render_table
 
 __all__ = ["Score", "Summary", "RagReport", "undetermined"]
@@ -98,19 +99,35 @@ class RagReport:
         self.summaries = {m: _summarize(m, self.scores[m]) for m in self.metrics}
 
     # -- access ------------------------------------------------------------------------
+    def key(self, metric: str) -> str:
+        """The column of ``metric`` as typed in any spelling (``P_10``, ``rbp(p=0.8,gain=graded)``)."""
+        if metric in self.scores:
+            return metric
+        # Imported here: the metrics package imports this module (Score) at load time.
+        from .metrics import parse_rag_metric
+
+        try:
+            parsed = parse_rag_metric(metric)
+        except MetricError:
+            raise KeyError(metric) from None
+        if len(parsed) != 1 or str(parsed[0]) not in self.scores:
+            raise KeyError(metric)
+        return str(parsed[0])
+
     def mean(self, metric: str) -> float | None:
         """Mean over determined samples (``None`` if none was determined)."""
-        return self.summaries[metric].mean
+        return self.summaries[self.key(metric)].mean
 
     def __getitem__(self, metric: str) -> list[Score]:
-        return self.scores[metric]
+        return self.scores[self.key(metric)]
 
     def values(self, metric: str) -> list[float | None]:
-        return [s.value for s in self.scores[metric]]
+        return [s.value for s in self.scores[self.key(metric)]]
 
     # -- tables --------------------------------------------------------------------------
     def aggregate_rows(self) -> tuple[list[str], list[list[Any]]]:
-        headers = ["metric", "mean", "ci95_low", "ci95_high", "n", "undetermined"]
+        # The interval columns are named as in ``ragjudge evaluate``/``compare`` output.
+        headers = ["metric", "mean", "ci_low", "ci_high", "n", "undetermined"]
         rows = []
         for m in self.metrics:
             s = self.summaries[m]
@@ -152,7 +169,7 @@ class RagReport:
                 {
                     "metric": m,
                     "mean": s.mean,
-                    "ci95": None if s.mean is None else [s.ci_low, s.ci_high],
+                    "ci": None if s.mean is None else [s.ci_low, s.ci_high],
                     "n": s.n,
                     "undetermined": s.undetermined,
                     "undetermined_reasons": dict(s.reasons),

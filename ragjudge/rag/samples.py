@@ -11,9 +11,14 @@ Samples come in the shapes people already have:
   and an optional ``metadata.k``.
 
 ``expected_output`` is the reference answer when it is a string and the gold ids when it is a
-list or a map. Files are JSONL, a JSON array (or ``{"samples": [...]}``) or CSV (list cells as
-JSON or Python literals, as ``DataFrame.to_csv`` writes them); pandas DataFrames and lists of
-dicts are read the same way. A bad value raises :class:`~ragjudge.errors.InputError` naming the
+list or a map. DeepEval's camelCase JSON keys (``actualOutput``, ``retrievalContext``,
+``expectedOutput``...) are read as their snake_case names. Files are JSONL, a JSON array (or
+``{"samples": [...]}``) or CSV (list cells as JSON or Python literals, as ``DataFrame.to_csv``
+writes them). Objects are read by duck typing, with no dependency on their libraries: pandas
+and polars DataFrames, Hugging Face ``datasets.Dataset``, RAGAS ``EvaluationDataset`` /
+``SingleTurnSample``, DeepEval ``EvaluationDataset`` / ``LLMTestCase``, and any pydantic model
+(``model_dump()``), dataclass (``asdict``) or mapping. Keys that no accepted name matches are
+ignored, with one warning listing them. A bad value raises :class:`~ragjudge.errors.InputError` naming the
 source, line, sample and field; with ``skip_invalid=True`` bad samples are collected in
 :attr:`SampleSet.invalid` instead.
 """
@@ -22,9 +27,12 @@ from __future__ import annotations
 
 import ast
 import csv
+import dataclasses
 import io
 import json
 import math
+import re
+import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +67,49 @@ _KNOWN = set(
     + _GOLD_TEXT_FIELDS + _GOLD_ID_FIELDS
     + ("expected_output", "retrieved", "retrieved_context_ids", "answers", "metadata")
 )
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def _snake(key: str) -> str:
+    """``actualOutput`` -> ``actual_output`` (DeepEval's JSON keys)."""
+    return _CAMEL.sub("_", key).lower()
+
+
+def _record(item: Any) -> Any:
+    """One sample as a mapping with accepted key names: a mapping, a pydantic model
+    (``model_dump()``, v1 ``dict()``), a dataclass (``asdict``) or a namedtuple; camelCase keys
+    that are accepted names in snake_case are renamed. Anything else is returned as is (and
+    rejected by :func:`_build`)."""
+    if not isinstance(item, Mapping):
+        if callable(getattr(item, "model_dump", None)):
+            item = item.model_dump()
+        elif dataclasses.is_dataclass(item) and not isinstance(item, type):
+            item = dataclasses.asdict(item)
+        elif callable(getattr(item, "_asdict", None)):
+            item = item._asdict()
+        elif callable(getattr(item, "dict", None)) and hasattr(item, "__fields__"):
+            item = item.dict()
+        else:
+            return item
+    if all(key in _KNOWN for key in item if isinstance(key, str)):
+        return item
+    out: dict[Any, Any] = {}
+    for key, value in item.items():
+        name = key
+        if isinstance(key, str) and key not in _KNOWN and _snake(key) in _KNOWN:
+            name = _snake(key)
+            if name in item:
+                continue  # both spellings: the snake_case one wins
+        out[name] = value
+    return out
+
+
+def _unrecognised(record: Any) -> set[str]:
+    """Keys of a record that no accepted name matches and that hold a value."""
+    if not isinstance(record, Mapping):
+        return set()
+    return {str(k) for k, v in record.items()
+            if k not in _KNOWN and not _missing(v) and v != [] and v != {} and v != ""}
 
 
 @dataclass(frozen=True)
@@ -378,9 +429,12 @@ def samples_from_records(
     good: list[Sample] = []
     bad: list[InputError] = []
     seen: dict[str, int | None] = {}
+    ignored: set[str] = set()
     for i, record in enumerate(records):
         index = i + 1
         line = line_numbers[i] if line_numbers is not None else None
+        record = _record(record)
+        ignored |= _unrecognised(record)
         try:
             sample = _build(record, index)
             if sample.id in seen:
@@ -395,6 +449,10 @@ def samples_from_records(
             continue
         seen[sample.id] = line
         good.append(sample)
+    if ignored:
+        where = f" in {source}" if source else ""
+        warnings.warn(f"ignored unrecognised sample field(s){where}: {', '.join(sorted(ignored))}",
+                      UserWarning, stacklevel=2)
     return SampleSet(good, bad, source=source)
 
 
@@ -427,13 +485,19 @@ def parse_samples(
     records: list[Any] = []
     lines: list[int] = []
     bad: list[InputError] = []
+    if text.startswith("\ufeff"):  # a byte-order mark is not part of the data
+        text = text[1:]
     if format == "jsonl":
-        for n, raw in enumerate(text.splitlines(), start=1):
+        # Lines end at "\n" only: U+2028/U+2029, form feeds... are valid inside JSON strings
+        # and str.splitlines() would cut records there.
+        for n, raw in enumerate(text.split("\n"), start=1):
             if not raw.strip():
                 continue
             try:
                 records.append(json.loads(raw))
                 lines.append(n)
+            except RecursionError:
+                raise InputError("JSON nested too deeply", source=source, line=n) from None
             except json.JSONDecodeError as exc:
                 err = InputError(f"invalid JSON ({exc.msg}, column {exc.colno})", source=source, line=n)
                 if not skip_invalid:
@@ -442,6 +506,8 @@ def parse_samples(
     elif format == "json":
         try:
             data = json.loads(text)
+        except RecursionError:
+            raise InputError("JSON nested too deeply", source=source) from None
         except json.JSONDecodeError as exc:
             raise InputError(f"invalid JSON ({exc.msg})", source=source, line=exc.lineno) from None
         if isinstance(data, Mapping) and "samples" in data:
@@ -451,10 +517,23 @@ def parse_samples(
         records = data
         lines = []
     elif format == "csv":
-        reader = csv.DictReader(io.StringIO(text))
-        if reader.fieldnames is None:
+        # Contexts can be long: lift the csv module's 131,072-character cell limit.
+        csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        try:
+            header = reader.fieldnames
+        except csv.Error as exc:
+            raise InputError(f"invalid CSV ({exc})", source=source, line=1) from None
+        if header is None:
             raise InputError("empty CSV file (no header)", source=source, line=1)
-        for row in reader:
+        rows = iter(reader)
+        while True:
+            try:
+                row = next(rows)
+            except StopIteration:
+                break
+            except csv.Error as exc:
+                raise InputError(f"invalid CSV ({exc})", source=source, line=reader.line_num) from None
             rec: dict[str, Any] = {}
             for key, value in row.items():
                 if key is None:
@@ -480,27 +559,55 @@ def parse_samples(
 _EXTENSIONS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv"}
 
 
+def _sniff(text: str) -> str:
+    """The format of samples text whose name says nothing (a pipe, ``/dev/stdin``): a JSON
+    array or ``{"samples": ...}`` document, JSONL (one object per line), else CSV."""
+    head = text.lstrip("\ufeff \t\r\n")
+    if head.startswith("["):
+        return "json"
+    if head.startswith("{"):
+        first = head.split("\n", 1)[0].strip()
+        try:
+            obj = json.loads(first)
+        except (ValueError, RecursionError):
+            return "json"  # an object spread over several lines
+        return "json" if isinstance(obj, dict) and isinstance(obj.get("samples"), list) else "jsonl"
+    return "csv"
+
+
 def read_samples(
     path: str | Path, *, format: str | None = None, skip_invalid: bool = False
 ) -> SampleSet:
-    """Samples from a file; the format follows the extension unless given (``-`` is stdin JSONL)."""
+    """Samples from a file; the format follows the extension (``.jsonl``, ``.json``, ``.csv``,
+    each optionally ``.gz``) unless given, else the content. ``-`` is standard input; named
+    pipes and process substitution (``<(zcat s.jsonl.gz)``) are read as streams."""
+    import gzip
     import sys
 
     p = str(path)
-    if p == "-":
-        return parse_samples(sys.stdin.read(), format=format or "jsonl", source="<stdin>",
-                             skip_invalid=skip_invalid)
-    fmt = format or _EXTENSIONS.get(Path(p).suffix.lower())
-    if fmt is None:
-        raise InputError(
-            "cannot tell the samples format from the extension (use .jsonl, .json or .csv)", source=p
-        )
+    name = p[:-3] if p.lower().endswith(".gz") else p
     try:
-        text = Path(p).read_text(encoding="utf-8")
+        if p in ("-", "/dev/stdin"):
+            data, p = sys.stdin.buffer.read(), "<stdin>"
+        else:
+            with open(p, "rb") as fh:  # one sequential read: pipes cannot seek
+                data = fh.read()
     except FileNotFoundError:
         raise InputError("no such file", source=p) from None
+    except IsADirectoryError:
+        raise InputError("is a directory, not a samples file", source=p) from None
+    except OSError as exc:
+        raise InputError(f"cannot read ({exc.strerror or exc})", source=p) from None
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as exc:
+            raise InputError(f"corrupt gzip data ({exc})", source=p) from None
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(f"not UTF-8 text ({exc.reason})", source=p) from None
+    fmt = format or _EXTENSIONS.get(Path(name).suffix.lower()) or _sniff(text)
     return parse_samples(text, format=fmt, source=p, skip_invalid=skip_invalid)
 
 
@@ -513,15 +620,30 @@ def samples_from_dataframe(df: Any, *, skip_invalid: bool = False) -> SampleSet:
 
 
 def as_samples(data: Any, *, skip_invalid: bool = False) -> SampleSet:
-    """Whatever the API was given as samples: a SampleSet, Samples, dicts, a DataFrame or a path."""
+    """Whatever the API was given as samples: a SampleSet, Samples, a path, a pandas or polars
+    DataFrame, a Hugging Face ``Dataset``, a RAGAS ``EvaluationDataset`` (``.samples``), a
+    DeepEval ``EvaluationDataset`` (``.test_cases``, else ``.goldens``), or an iterable of
+    dicts, pydantic models, dataclasses or namedtuples (RAGAS ``SingleTurnSample``, DeepEval
+    ``LLMTestCase``...). Duck typed: none of those libraries is imported."""
     if isinstance(data, SampleSet):
         return data
     if isinstance(data, (str, Path)):
         return read_samples(data, skip_invalid=skip_invalid)
-    if hasattr(data, "to_dict") and hasattr(data, "columns"):
+    if hasattr(data, "to_dict") and hasattr(data, "columns") and hasattr(data, "iloc"):
         return samples_from_dataframe(data, skip_invalid=skip_invalid)
+    if callable(getattr(data, "to_dicts", None)) and hasattr(data, "columns"):  # polars
+        return samples_from_records(data.to_dicts(), source="<DataFrame>", skip_invalid=skip_invalid)
     if isinstance(data, Sample):
         return SampleSet([data])
+    for attr in ("samples", "test_cases", "goldens"):  # RAGAS / DeepEval datasets
+        inner = getattr(data, attr, None)
+        if isinstance(inner, Sequence) and not isinstance(inner, (str, bytes)) and (
+                inner or attr == "goldens"):
+            data = inner
+            break
+    if isinstance(data, Mapping) or not isinstance(data, Iterable) or hasattr(data, "model_dump") \
+            or (dataclasses.is_dataclass(data) and not isinstance(data, type)):
+        data = [data]  # one sample object (a dict, a SingleTurnSample, an LLMTestCase...)
     items = list(data)
     if items and all(isinstance(s, Sample) for s in items):
         ids = [s.id for s in items]

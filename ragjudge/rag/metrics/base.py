@@ -1,0 +1,308 @@
+"""The one interface of a RAG metric, the values it passes around, and the registry.
+
+A RAG metric is one :class:`MetricUnit` in its family's module. The unit says
+
+* which names it answers to and how its spec parses (:meth:`MetricUnit.parse`),
+* which sample fields it needs (:attr:`MetricUnit.needs`),
+* for an LLM metric, the requests it makes for a sample (:meth:`LLMMetric.requests`), asked
+  again with the answers so far until it needs nothing more -- the evaluator *and* the dry-run
+  planner both drive this one method, so they cannot disagree -- and how it scores from the
+  answers (:meth:`LLMMetric.score`);
+* for a deterministic metric, its scores on all samples at once (:meth:`DeterministicMetric.scores`).
+
+Grading scales are never literals: the top grade and the "relevant from" threshold come from
+the grading prompt's front-matter (:class:`Setup`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar
+
+from ...errors import MetricError
+from ...measures import Measure, format_spec
+from ..report import Score
+from ..samples import DEFAULT_K, Sample
+
+__all__ = [
+    "RagMetric",
+    "Request",
+    "Setup",
+    "MetricUnit",
+    "LLMMetric",
+    "DeterministicMetric",
+    "register",
+    "unit_of",
+    "units",
+    "prompt",
+    "sized",
+    "format_passages",
+    "format_claims",
+    "fraction_true",
+    "present",
+    "missing_text",
+]
+
+
+@dataclass(frozen=True)
+class RagMetric:
+    """One RAG metric: ``name``, typed non-default ``params`` (sorted), cutoff ``k``.
+
+    ``measure`` is the ranking measure behind ``hit``/``ndcg``/``context_ndcg``... (its ``k``
+    is ``None``: the cutoff is resolved per sample). ``str()`` is the canonical spec, which
+    parses back to an equal value.
+    """
+
+    name: str
+    params: tuple[tuple[str, Any], ...] = ()
+    k: int | None = None
+    measure: Measure | None = None
+
+    def get(self, key: str, default: Any = None) -> Any:
+        for pk, pv in self.params:
+            if pk == key:
+                return pv
+        return default
+
+    @property
+    def unit(self) -> MetricUnit:
+        return unit_of(self.name)
+
+    @property
+    def needs_llm(self) -> bool:
+        return isinstance(self.unit, LLMMetric)
+
+    def __str__(self) -> str:
+        return format_spec(self.name, self.params, self.k)
+
+
+# ----------------------------------------------------------------------------- prompts
+_SIZED: dict[tuple[str, str, int], Any] = {}
+
+
+def prompt(name: str) -> Any:
+    """A shipped prompt template by name (``"faithfulness_claims.v1"``)."""
+    from ...llm.prompts import load_prompt
+
+    return load_prompt(name)
+
+
+def sized(name: str, array: str, n: int) -> Any:
+    """The prompt with its reply array ``array`` pinned to exactly ``n`` items (``minItems`` =
+    ``maxItems``), so strict structured output and local validation both enforce the count."""
+    p = prompt(name)
+    key = (p.sha256, array, n)
+    got = _SIZED.get(key)
+    if got is None:
+        schema = dict(p.output_schema)
+        props = dict(schema["properties"])
+        props[array] = {**props[array], "minItems": n, "maxItems": n}
+        schema["properties"] = props
+        got = replace(p, output_schema=schema)
+        _SIZED[key] = got
+    return got
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What a metric needs to know about the run beyond the sample: the chunk grading mode,
+    the relevance judge's prompt (pointwise grading through a judge), the embeddings model."""
+
+    grading: str = "listwise"
+    judge_prompt: Any = None
+    embedding_model: str | None = None
+
+    #: Prompts of the two chunk-grading modes.
+    LISTWISE: ClassVar[str] = "relevance_listwise.v1"
+    POINTWISE: ClassVar[str] = "relevance.v1"
+
+    @property
+    def grading_prompt(self) -> Any:
+        if self.grading == "pointwise":
+            return self.judge_prompt if self.judge_prompt is not None else prompt(self.POINTWISE)
+        return prompt(self.LISTWISE)
+
+    @property
+    def top_grade(self) -> int:
+        """The top of the grading prompt's label scale (its front-matter ``labels``)."""
+        return top_grade(self.grading_prompt)
+
+    @property
+    def relevant_from(self) -> int:
+        """The lowest grade that counts as relevant: the prompt's ``relevant_from`` front-matter
+        key, else the upper half of its scale (``ceil((top + 1) / 2)``: 2 on 0-3, 3 on 0-4)."""
+        p = self.grading_prompt
+        given = p.meta.get("relevant_from") if isinstance(getattr(p, "meta", None), Mapping) else None
+        if isinstance(given, int) and not isinstance(given, bool):
+            return given
+        return math.ceil((self.top_grade + 1) / 2)
+
+
+def top_grade(p: Any) -> int:
+    """Largest label of a prompt's integer label scale."""
+    values = [v for v in p.label_values if isinstance(v, int) and not isinstance(v, bool)]
+    if not values:
+        raise MetricError(f"prompt {p.name} has no integer label scale")
+    return max(values)
+
+
+# ----------------------------------------------------------------------------- requests
+@dataclass(frozen=True)
+class Request:
+    """One LLM request a metric makes for a sample; its answer is stored under ``key``.
+
+    A chat request has ``prompt`` + ``variables`` and ``parse`` (reply object -> value; raise
+    ``ValueError`` to have the reply repaired/re-asked by :meth:`ragjudge.llm.LLM.structured`).
+    An embeddings request has ``embed`` (texts) and ``model``. ``pair`` marks a pointwise
+    (query, passage) relevance grade that a given relevance judge answers itself. ``assume``
+    is the answer the dry-run planner supposes when it is not cached (``None``: unknown, the
+    plan stops there). ``what`` names the call in failure reasons; ``group`` counts failures
+    over a batch of like requests ("2 of 5 chunk grades failed").
+    """
+
+    key: str
+    what: str
+    prompt: Any = field(default=None, compare=False)
+    variables: tuple[tuple[str, str], ...] = ()
+    parse: Callable[[Any], Any] | None = field(default=None, compare=False)
+    embed: tuple[str, ...] | None = None
+    model: str | None = None
+    pair: bool = False
+    group: str | None = None
+    assume: Any = field(default=None, compare=False)
+
+    @property
+    def identity(self) -> tuple[Any, ...]:
+        """Two requests with the same identity are one request (asked once per sample)."""
+        schema = None if self.prompt is None else json.dumps(self.prompt.output_schema, sort_keys=True)
+        sha = None if self.prompt is None else self.prompt.sha256
+        return (sha, schema, self.variables, self.embed, self.model, self.pair)
+
+
+def chat(key: str, what: str, p: Any, variables: Mapping[str, str], parse: Callable[[Any], Any],
+         **kw: Any) -> Request:
+    """A chat :class:`Request` (variables sorted, so equal requests have equal identities)."""
+    return Request(key, what, p, tuple(sorted(variables.items())), parse, **kw)
+
+
+# ----------------------------------------------------------------------------- units
+class MetricUnit:
+    """A RAG metric. Subclass :class:`LLMMetric` or :class:`DeterministicMetric`."""
+
+    #: Spec names this unit answers to.
+    names: ClassVar[tuple[str, ...]] = ()
+    #: Sample fields it needs (``question``, ``contexts``, ``response``, ``reference``...):
+    #: a metric whose field no sample has is a usage error before any call.
+    needs: ClassVar[tuple[str, ...]] = ()
+    #: Whether the spec takes ``@k``.
+    takes_k: ClassVar[bool] = False
+
+    def parse(self, name: str, raw: dict[str, str], k: int | None, spec: str) -> list[RagMetric]:
+        """The metric(s) a spec reports (a spec may give several columns)."""
+        if raw:
+            raise MetricError(f"metric {name!r} takes no parameters, got {spec!r}")
+        return [RagMetric(name, (), k)]
+
+    def fields(self, m: RagMetric) -> tuple[str, ...]:
+        """Sample fields ``m`` needs (a parameter may change them)."""
+        return self.needs
+
+    def check(self, m: RagMetric, setup: Setup) -> None:
+        """Raise :class:`MetricError` when ``m`` cannot run with ``setup`` (before any call)."""
+        if self.uses_embeddings(m) and not setup.embedding_model:
+            raise MetricError(f"{m} needs an embeddings model: pass embedding_model= "
+                              "(CLI: --embedding-model M, e.g. text-embedding-3-small)")
+
+    def uses_embeddings(self, m: RagMetric) -> bool:
+        """Whether ``m`` makes an embeddings request (then it needs an embeddings model)."""
+        return False
+
+    def definition(self, m: RagMetric) -> str:
+        raise NotImplementedError
+
+
+class LLMMetric(MetricUnit):
+    """A metric scored from LLM answers, one sample at a time."""
+
+    def requests(self, m: RagMetric, s: Sample, k: int, setup: Setup,
+                 got: Mapping[str, Any]) -> list[Request] | str:
+        """The requests for sample ``s`` given the answers ``got`` so far (keyed by
+        :attr:`Request.key`), or the reason ``s`` is undetermined. The evaluator asks the ones
+        not yet answered and calls again; an answered list means: score now."""
+        raise NotImplementedError
+
+    def score(self, m: RagMetric, s: Sample, k: int, setup: Setup, got: Mapping[str, Any]) -> Score:
+        """The score from the answers (every request of the last :meth:`requests` answered)."""
+        raise NotImplementedError
+
+
+class DeterministicMetric(MetricUnit):
+    """A metric computed without an LLM, on all samples at once (batched by the core)."""
+
+    def scores(self, m: RagMetric, samples: Sequence[Sample], *, match: str | None,
+               default_k: int = DEFAULT_K) -> list[Score]:
+        raise NotImplementedError
+
+
+_REGISTRY: dict[str, MetricUnit] = {}
+
+
+def register(unit_class: type[MetricUnit]) -> type[MetricUnit]:
+    """Class decorator: add a unit (one instance) under each of its names."""
+    unit = unit_class()
+    for name in unit.names:
+        if name in _REGISTRY:
+            raise RuntimeError(f"RAG metric {name!r} registered twice")
+        _REGISTRY[name] = unit
+    return unit_class
+
+
+def unit_of(name: str) -> MetricUnit:
+    """The unit of a metric name (ranking measures fall back to the ranking unit, ``"*"``)."""
+    return _REGISTRY.get(name) or _REGISTRY["*"]
+
+
+def units() -> dict[str, MetricUnit]:
+    return dict(_REGISTRY)
+
+
+# ----------------------------------------------------------------------------- shared helpers
+# A bracketed number (any bracket style) inside a passage, and blank-line runs.
+_MARKER = re.compile(r"[\[［【〔(（]\s*(\d+)\s*[\]］】〕)）]")
+_BLANK = re.compile(r"\n\s*\n")
+
+
+def _unnumber(text: str) -> str:
+    """Neutralise ``[k]`` markers inside a passage so it cannot forge the listwise numbering:
+    ``[2]`` (any brackets, digits, spacing) becomes ``(2)``; blank-line runs inside a passage
+    become one newline, so a passage cannot open a block of its own."""
+    return _BLANK.sub("\n", _MARKER.sub(r"(\1)", text.strip()))
+
+
+def format_passages(texts: Sequence[str]) -> str:
+    """``[1] text`` blocks separated by blank lines (how prompts number passages and claims);
+    numbering inside the texts is neutralised (:func:`_unnumber`)."""
+    return "\n\n".join(f"[{i}] {_unnumber(t)}" for i, t in enumerate(texts, start=1))
+
+
+def format_claims(claims: Sequence[str]) -> str:
+    return "\n".join(f"{i}. {' '.join(c.split())}" for i, c in enumerate(claims, start=1))
+
+
+def fraction_true(flags: Sequence[bool]) -> float:
+    """sum(flags) / len(flags): faithfulness = supported claims / claims; context_recall =
+    attributed statements / statements."""
+    return sum(1 for f in flags if f) / len(flags)
+
+
+def present(text: str | None) -> bool:
+    return text is not None and bool(text.strip())
+
+
+def missing_text(what: str, text: str | None) -> str:
+    """``"empty response"`` / ``"no response"``: the reason a text field is unusable."""
+    return f"empty {what}" if text is not None else f"no {what}"

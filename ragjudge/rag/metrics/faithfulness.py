@@ -1,0 +1,54 @@
+"""``faithfulness``: the share of the response's claims that the retrieved contexts support.
+
+Two calls: the response's atomic claims (``faithfulness_claims.v1``), then all claims verified
+together against every retrieved chunk -- what the generator saw (``faithfulness_verify.v1``).
+faithfulness = supported claims / claims (RAGAS's faithfulness).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..report import Score
+from ..samples import Sample
+from .base import (
+    LLMMetric, RagMetric, Request, Setup, chat, format_claims, format_passages, fraction_true,
+    missing_text, present, prompt, register, sized
+)
+
+__all__ = ["Faithfulness"]
+
+
+@register
+class Faithfulness(LLMMetric):
+    names = ("faithfulness",)
+    needs = ("contexts", "response")
+
+    def requests(self, m: RagMetric, s: Sample, k: int, setup: Setup,
+                 got: Mapping[str, Any]) -> list[Request] | str:
+        if not present(s.response):
+            return missing_text("response", s.response)
+        texts = s.context_texts
+        if not texts:
+            return "no retrieved texts"
+        if "claims" not in got:
+            # Unknown to a dry run until answered: the response stands in for one claim.
+            return [chat("claims", "claim extraction", prompt("faithfulness_claims.v1"),
+                         {"question": s.question or "", "response": s.response or ""},
+                         lambda obj: [c.strip() for c in obj["claims"] if c.strip()],
+                         assume=[s.response])]
+        claims = got["claims"]
+        if not claims:
+            return "no claims in the response"
+        return [chat("verdicts", "claim verification", sized("faithfulness_verify.v1", "verdicts", len(claims)),
+                     {"contexts": format_passages(texts), "claims": format_claims(claims),
+                      "count": str(len(claims))},
+                     lambda obj: [bool(v) for v in obj["verdicts"]])]
+
+    def score(self, m: RagMetric, s: Sample, k: int, setup: Setup, got: Mapping[str, Any]) -> Score:
+        claims, verdicts = got["claims"], got["verdicts"]
+        return Score(fraction_true(verdicts), detail={"claims": list(zip(claims, verdicts))})
+
+    def definition(self, m: RagMetric) -> str:
+        return "response claims supported by the retrieved contexts / response claims"
