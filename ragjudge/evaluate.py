@@ -21,7 +21,7 @@ from typing import Any, Literal, Union
 
 import numpy as np
 
-from . import __version__
+from ._version import __version__
 from .data import Dedup, Qrels, Run
 from .errors import InputError, MetricError
 from .measures import Measure, parse_measure, split_metric_list
