@@ -7,7 +7,7 @@ and a CI job that only scores runs should not pay it.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 from importlib import import_module
 from typing import TYPE_CHECKING, Any

@@ -22,7 +22,7 @@ from typing import Any, Literal, Union
 
 import numpy as np
 
-from . import __version__
+from ._version import __version__
 from .data import Dedup, Qrels, Run
 from .errors import InputError, MetricError
 from .io.coerce import as_qrels, as_run

@@ -13,14 +13,13 @@ from _loopback import simulator_thread
 
 from ragjudge.data import Qrels, Run
 from ragjudge.errors import LLMError
-from ragjudge.judges import LLMRelevanceJudge
+from ragjudge.judges import LLMRelevanceJudge, judge_with_batch
 from ragjudge.llm import LLM
 from ragjudge.llm.batch import (
     BatchOptions,
     BatchStore,
     build_requests,
     chunk_requests,
-    judge_with_batch,
     parse_result_files,
     run_batch,
 )
@@ -217,7 +216,7 @@ def test_crash_between_create_and_record_adopts_the_batch(tmp_path: Path) -> Non
         data = b"".join(build_requests((c.key, c.body) for c in calls))
 
         async def upload_and_create() -> str:
-            client = llm._client().openai
+            client = llm.client().openai
             try:
                 f = await client.files.create(file=("in.jsonl", data), purpose="batch")
                 await client.batches.create(
@@ -252,7 +251,7 @@ def test_budget_limits_what_is_submitted(tmp_path: Path) -> None:
     prices = tmp_path / "prices.json"
     prices.write_text(json.dumps({"sim-model": {"input": 1000.0, "output": 1000.0}}))
     with simulator_thread(latency=0.0, batch_seconds=0.1) as sim:
-        llm = make_llm(sim, tmp_path, prices=prices, max_cost=0.5)
+        llm = make_llm(sim, tmp_path, prices=prices, max_cost=3.0)
         outs = go(llm, variables(10))
         skipped = [o for o in outs if o.skipped]
         assert skipped and len(skipped) < 10

@@ -16,7 +16,7 @@ from test_llm_fakes import (
 )
 
 from ragjudge.errors import InputError, LLMError
-from ragjudge.llm import LLM, BUDGET_REASON, Cache, PriceTable, load_prompt, parse_reply
+from ragjudge.llm import LLM, BUDGET_REASON, Cache, FailureKind, PriceTable, load_prompt, parse_reply
 from ragjudge.llm.cost import Price, Usage
 
 VARS = {"query": "what is the boiling point of water", "passage": "Water boils at 100 C."}
@@ -185,10 +185,13 @@ def test_truncated_reply_is_a_failure(httpx2_mock: respx.Router, tmp_path: Path)
     route = httpx2_mock.post(URL).mock(
         return_value=ok(completion('{"reasoning": "long', finish_reason="length")))
     out = ask(make_llm(tmp_path))
-    assert out.value is None
-    assert out.error == "truncated reply (finish_reason=length, also with max_tokens=600)"
-    # Asked again once with twice the budget, then given up.
-    assert [body_of(c)["max_tokens"] for c in route.calls] == [300, 600] and out.usage.calls == 2
+    assert out.value is None and out.failure is FailureKind.TRUNCATED
+    assert out.error == ("truncated reply (finish_reason=length, also with max_tokens=600 "
+                         "and without reasoning)")
+    # Asked again for the grade alone, then with twice the budget, then given up.
+    assert [body_of(c)["max_tokens"] for c in route.calls] == [300, 300, 600] and out.usage.calls == 3
+    schemas = [body_of(c)["response_format"]["json_schema"]["schema"] for c in route.calls]
+    assert [sorted(s["properties"]) for s in schemas] == [["grade", "reasoning"], ["grade"], ["grade"]]
 
 
 def test_transient_truncation_and_malformed_replies_are_recovered(

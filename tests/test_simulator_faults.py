@@ -163,15 +163,15 @@ def test_retry_after_is_honoured_and_rate_limits_respected(tmp_path: Path) -> No
 def test_truncation_and_refusal_are_recorded_failures_not_retried_forever(tmp_path: Path) -> None:
     with simulator_thread(latency=0.0, p_truncate=0.5, p_refusal=0.5, seed=3) as sim:
         judge = make_judge(sim, tmp_path, concurrency=4)
-        judgments = judge.sync.judge_many(pairs(10))
+        judgments = judge.sync.judge_many(pairs(30))
         stats = sim.stats()
     assert all(j.grade is None for j in judgments)
     reasons = {j.error.split(":")[0].split(" (")[0] for j in judgments}
     assert reasons <= {"refusal", "truncated reply"} and len(reasons) == 2
-    # each failure costs a bounded number of distinct calls (a truncation may be re-asked once
-    # with more room), never the same request twice
+    # each failure costs a bounded number of distinct calls (a truncation is re-asked for the
+    # grade alone, then with more room), never the same request twice
     assert stats["duplicate_paid"] == 0 and stats["paid"] == judge.llm.usage.calls
-    assert all(1 <= j.usage.calls <= 2 for j in judgments)
+    assert all(1 <= j.usage.calls <= 3 for j in judgments)
 
 
 def test_in_process_simulator_on_the_running_loop(tmp_path: Path) -> None:

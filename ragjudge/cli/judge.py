@@ -140,12 +140,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_batch(args: argparse.Namespace, judge: Any, queries: Any, corpus: Any, runs: Any,
                human: Any) -> Any:
-    try:
-        from ..llm import batch
-    except ModuleNotFoundError as exc:
-        if exc.name and exc.name.endswith("llm.batch"):
-            raise LLMError("--batch is not available in this build (ragjudge.llm.batch is missing)") from None
-        raise
+    from ..judges import batch
+
     return batch.judge_with_batch(judge, queries, corpus, runs, args.depth, qrels=human,
                                   all_queries=args.all_queries, state_path=args.batch_state)
 

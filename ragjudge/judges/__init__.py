@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
-from .relevance import JudgeResult, Judgment, LLMRelevanceJudge, Pair, holes, pool_pairs
+from .batch import ajudge_with_batch, judge_with_batch
+from .relevance import (
+    JudgeResult, Judgment, LLMRelevanceJudge, Pair, holes, pool_pairs, qrels_from_judgments,
+)
 
-__all__ = ["LLMRelevanceJudge", "Judgment", "JudgeResult", "Pair", "holes", "pool_pairs"]
+__all__ = ["LLMRelevanceJudge", "Judgment", "JudgeResult", "Pair", "holes", "pool_pairs",
+           "qrels_from_judgments", "ajudge_with_batch", "judge_with_batch"]
+

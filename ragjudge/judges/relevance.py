@@ -1,7 +1,8 @@
 """The LLM relevance judge: graded (query, passage) labels that become ordinary :class:`Qrels`.
 
-Built entirely on :meth:`ragjudge.llm.LLM.structured`; this module only pools pairs from
-runs, turns outcomes into :class:`Judgment` records and judgments into qrels. The label
+Built entirely on a :class:`~ragjudge.llm.StructuredSession` (by default
+:class:`ragjudge.llm.LLM`); this module only pools pairs from runs, turns outcomes into
+:class:`Judgment` records and judgments into qrels. Batch API mode: :mod:`.batch`. The label
 scale lives in the prompt's front-matter (``prompts/relevance.v1.md``), nowhere here.
 """
 
@@ -21,10 +22,13 @@ from ..data import Qrels, Run
 from ..errors import InputError
 from ..llm.cost import Usage
 from ..llm.prompts import Prompt, load_prompt
-from ..llm.session import BUDGET_REASON as _BUDGET
-from ..llm.session import LLM, DryRun, Outcome
+from ..llm.protocols import StructuredSession
+from ..llm.provenance import FailureKind, Provenance
+from ..llm.session import LLM
+from ..llm.values import DryRun, Outcome
 
-__all__ = ["LLMRelevanceJudge", "Judgment", "JudgeResult", "Pair", "pool_pairs", "holes"]
+__all__ = ["LLMRelevanceJudge", "Judgment", "JudgeResult", "Pair", "pool_pairs", "holes",
+           "qrels_from_judgments"]
 
 T = TypeVar("T")
 
@@ -41,32 +45,63 @@ class Pair:
 
 @dataclass(frozen=True)
 class Judgment:
-    """One graded pair with full provenance. ``grade is None`` exactly when ``error`` is set."""
+    """One graded pair with full provenance. ``grade is None`` exactly when ``error`` is set
+    (``failure`` then says which kind of failure). ``reasoning_dropped``: the model kept
+    running out of tokens, so the grade was asked for alone."""
 
     qid: str
     docid: str
     grade: int | None
     probs: dict[int, float] | None
     reasoning: str | None
-    model: str
-    prompt_id: str
-    prompt_sha: str
-    params: dict[str, Any]
+    provenance: Provenance
     usage: Usage
     latency: float
     error: str | None
+    failure: FailureKind | None = None
     expected: float | None = None
-    prompt_version: str = ""
     cached: bool = False
-    served_model: str | None = None
-    system_fingerprint: str | None = None
+    reasoning_dropped: bool = False
+
+    def __post_init__(self) -> None:
+        if self.error is not None and self.failure is None:
+            object.__setattr__(self, "failure", FailureKind.OTHER)
 
     @property
     def ok(self) -> bool:
         return self.error is None
 
+    # Provenance fields, readable directly.
+    @property
+    def model(self) -> str:
+        return self.provenance.model
+
+    @property
+    def prompt_id(self) -> str:
+        return self.provenance.prompt_id
+
+    @property
+    def prompt_version(self) -> str:
+        return self.provenance.prompt_version
+
+    @property
+    def prompt_sha(self) -> str:
+        return self.provenance.prompt_sha
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return dict(self.provenance.params)
+
+    @property
+    def served_model(self) -> str | None:
+        return self.provenance.served_model
+
+    @property
+    def system_fingerprint(self) -> str | None:
+        return self.provenance.system_fingerprint
+
     @classmethod
-    def from_outcome(cls, pair: Pair, out: Outcome, label_field: str) -> Judgment:
+    def from_outcome(cls, pair: Pair, out: Outcome, label_field: str = "") -> Judgment:
         obj = out.obj or {}
         reasoning = obj.get("reasoning") if isinstance(obj.get("reasoning"), str) else None
         probs = None
@@ -78,23 +113,19 @@ class Judgment:
             grade=out.value if out.ok else None,
             probs=probs,
             reasoning=reasoning,
-            model=out.model,
-            prompt_id=out.prompt_id,
-            prompt_sha=out.prompt_sha,
-            params=dict(out.params),
+            provenance=out.provenance,
             usage=out.usage,
             latency=out.latency,
             error=out.error,
+            failure=out.failure,
             expected=out.expected,
-            prompt_version=out.prompt_version,
             cached=out.cached,
-            served_model=out.served_model,
-            system_fingerprint=out.system_fingerprint,
+            reasoning_dropped="reasoning" in out.dropped,
         )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready record (one line of ``--judgments OUT.jsonl``)."""
-        return {
+        d: dict[str, Any] = {
             "qid": self.qid,
             "docid": self.docid,
             "grade": self.grade,
@@ -102,17 +133,13 @@ class Judgment:
             "expected": self.expected,
             "reasoning": self.reasoning,
             "error": self.error,
-            "model": self.model,
-            "served_model": self.served_model,
-            "system_fingerprint": self.system_fingerprint,
-            "prompt_id": self.prompt_id,
-            "prompt_version": self.prompt_version,
-            "prompt_sha": self.prompt_sha,
-            "params": self.params,
-            "usage": self.usage.to_dict(),
-            "latency": self.latency,
-            "cached": self.cached,
+            "failure": None if self.failure is None else self.failure.value,
         }
+        d.update(self.provenance.to_dict())
+        d.update({"usage": self.usage.to_dict(), "latency": self.latency, "cached": self.cached})
+        if self.reasoning_dropped:
+            d["reasoning_dropped"] = True
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Judgment:
@@ -120,17 +147,17 @@ class Judgment:
         return cls(
             qid=str(d["qid"]), docid=str(d["docid"]), grade=d.get("grade"),
             probs=None if probs is None else {int(k): float(v) for k, v in probs.items()},
-            reasoning=d.get("reasoning"), model=str(d.get("model", "")),
-            prompt_id=str(d.get("prompt_id", "")), prompt_sha=str(d.get("prompt_sha", "")),
-            params=dict(d.get("params") or {}), usage=Usage.from_dict(d.get("usage") or {}),
+            reasoning=d.get("reasoning"), provenance=Provenance.from_dict(d),
+            usage=Usage.from_dict(d.get("usage") or {}),
             latency=float(d.get("latency") or 0.0), error=d.get("error"),
-            expected=d.get("expected"), prompt_version=str(d.get("prompt_version", "")),
-            cached=bool(d.get("cached")), served_model=d.get("served_model"),
-            system_fingerprint=d.get("system_fingerprint"),
+            failure=FailureKind.parse(d.get("failure")) if d.get("error") is not None else None,
+            expected=d.get("expected"), cached=bool(d.get("cached")),
+            reasoning_dropped=bool(d.get("reasoning_dropped")),
         )
 
 
-def _qrels_from(judgments: Iterable[Judgment], source: str) -> Qrels:
+def qrels_from_judgments(judgments: Iterable[Judgment], source: str) -> Qrels:
+    """Qrels of the successful judgments (the first grade of a repeated pair wins)."""
     ok = [j for j in judgments if j.grade is not None]
     return Qrels.from_arrays([j.qid for j in ok], [j.docid for j in ok],
                              np.array([j.grade for j in ok], dtype=np.int64), source=source,
@@ -154,11 +181,18 @@ class JudgeResult:
 
     @property
     def failed(self) -> list[Judgment]:
-        return [j for j in self.judgments if not j.ok and j.error != _BUDGET]
+        return [j for j in self.judgments if not j.ok and j.failure is not FailureKind.BUDGET]
 
     @property
     def skipped(self) -> list[Judgment]:
-        return [j for j in self.judgments if j.error == _BUDGET]
+        return [j for j in self.judgments if j.failure is FailureKind.BUDGET]
+
+    @property
+    def mostly_failed(self) -> bool:
+        """More than half of the judgments attempted (budget skips aside) failed: the qrels
+        say little, and the CLI exits non-zero."""
+        attempted = len(self.judgments) - len(self.skipped)
+        return attempted > 0 and 2 * len(self.failed) > attempted
 
     def provenance(self, qid: str, docid: str) -> str | None:
         """Where the label of a pair came from: ``"human"``, ``"llm"`` or ``None`` (no label)."""
@@ -168,7 +202,7 @@ class JudgeResult:
 
     def summary(self) -> dict[str, Any]:
         """Counts for reports: every failure is counted, with its reason."""
-        reasons = Counter(_reason_kind(j.error) for j in self.failed)
+        reasons = Counter(str(j.failure) for j in self.failed)
         return {
             "pairs": len(self.judgments),
             "judged": sum(1 for j in self.judgments if j.ok),
@@ -183,6 +217,7 @@ class JudgeResult:
             "cached_prompt_tokens": self.usage.cached_tokens,
             "completion_tokens": self.usage.completion_tokens,
             "cost_usd": self.cost,
+            "reasoning_dropped": sum(1 for j in self.judgments if j.reasoning_dropped),
         }
 
     def write_judgments(self, path: str | Path) -> None:
@@ -193,28 +228,6 @@ class JudgeResult:
                     f.write(json.dumps(j.to_dict(), ensure_ascii=False) + "\n")
         except OSError as exc:
             raise InputError(f"cannot write judgments: {exc.strerror}", source=str(path)) from None
-
-
-_KINDS = (
-    ("unparsable", "unparsable"),
-    ("invalid reply", "unparsable"),
-    ("truncated", "truncated"),
-    ("refusal", "refusal"),
-    ("gave up after", "retries exhausted"),
-    ("prompt too long", "prompt too long"),
-    ("malformed reply", "malformed reply"),
-    ("batch", "batch error"),
-)
-
-
-def _reason_kind(error: str | None) -> str:
-    """A stable category of a failure reason, for counts in reports."""
-    if not error:
-        return ""
-    for prefix, kind in _KINDS:
-        if error.startswith(prefix):
-            return kind
-    return "other"
 
 
 # ----------------------------------------------------------------------------- pooling
@@ -329,7 +342,7 @@ class LLMRelevanceJudge:
         self,
         model: str | None = None,
         *,
-        llm: LLM | None = None,
+        llm: StructuredSession | None = None,
         prompt: str | Path | Prompt = "relevance.v1",
         progress: bool = True,
         **llm_options: Any,
@@ -337,7 +350,7 @@ class LLMRelevanceJudge:
         if llm is None:
             if not model:
                 raise InputError("no model given (pass --model)", field="model")
-            llm = LLM(model, **llm_options)
+            llm = LLM(model, **llm_options)  # the default session; any StructuredSession works
         elif llm_options or (model and model != llm.model):
             raise InputError("pass either llm= or model/options, not both", field="llm")
         self.llm = llm
@@ -360,7 +373,9 @@ class LLMRelevanceJudge:
     def __repr__(self) -> str:
         return f"LLMRelevanceJudge({self.llm!r}, prompt={self.prompt.name!r})"
 
-    def _grade(self, obj: Any) -> int:
+    def grade_of(self, obj: Any) -> int:
+        """The grade in a reply object (the validator of every call this judge makes);
+        ``ValueError`` naming the problem when it holds no valid grade."""
         value = obj.get(self.prompt.label_field) if isinstance(obj, dict) else None
         # bool is an int subclass in Python but not a JSON number
         if isinstance(value, bool) or str(value) not in self._grades:
@@ -378,7 +393,7 @@ class LLMRelevanceJudge:
         """Grade one pair."""
         pair = Pair(qid, docid, query, passage)
         out = await self.llm.structured(self.prompt, {"query": query, "passage": passage},
-                                        validate=self._grade)
+                                        validate=self.grade_of)
         return Judgment.from_outcome(pair, out, self.prompt.label_field or "")
 
     async def judge_many(self, pairs: Iterable[Any], *, progress: bool | None = None) -> list[Judgment]:
@@ -388,7 +403,7 @@ class LLMRelevanceJudge:
         outs = await self.llm.structured_many(
             self.prompt,
             [{"query": p.query, "passage": p.passage} for p in items],
-            validate=self._grade,
+            validate=self.grade_of,
             desc=f"judging ({self.llm.model})",
             progress=self.progress if progress is None else progress,
         )
@@ -428,9 +443,9 @@ class LLMRelevanceJudge:
     async def _result(self, pairs: list[Pair], human: Qrels | None) -> JudgeResult:
         before_usage = self.llm.usage
         judgments = await self.judge_many(pairs)
-        usage = _minus(self.llm.usage, before_usage)
-        cost = self.llm.prices.cost(self.llm.model, usage)
-        llm_qrels = _qrels_from(judgments, source=f"llm:{self.llm.model}:{self.prompt.name}")
+        usage = self.llm.usage - before_usage
+        cost = self.llm.cost_of(usage)
+        llm_qrels = qrels_from_judgments(judgments, source=f"llm:{self.llm.model}:{self.prompt.name}")
         if human is None:
             return JudgeResult(llm_qrels, judgments, usage, cost)
         merged = human.merge(llm_qrels)
@@ -451,11 +466,6 @@ class LLMRelevanceJudge:
         """Dry run of :meth:`judge_run` (or :meth:`fill_holes` with ``qrels``): no network."""
         pairs = pool_pairs(queries, corpus, runs, depth, skip=qrels, all_queries=all_queries)
         return self.llm.estimate(self.prompt, [{"query": p.query, "passage": p.passage} for p in pairs])
-
-
-def _minus(a: Usage, b: Usage) -> Usage:
-    return Usage(a.calls - b.calls, a.prompt_tokens - b.prompt_tokens,
-                 a.cached_tokens - b.cached_tokens, a.completion_tokens - b.completion_tokens)
 
 
 class _SyncJudge:

@@ -42,9 +42,13 @@ import openai
 from ..errors import LLMError
 from .cache import default_cache_path
 from .client import redact
+from .budget import worst_case_prompt_tokens
 from .cost import Usage
 from .prompts import Prompt, load_prompt
-from .session import BUDGET_REASON, LLM, Outcome, PreparedCall
+from .provenance import FailureKind
+from .replies import apply_validate
+from .session import LLM
+from .values import BUDGET_REASON, Outcome, PreparedCall, Validator
 
 __all__ = [
     "BatchOptions",
@@ -54,8 +58,6 @@ __all__ = [
     "chunk_requests",
     "parse_result_files",
     "run_batch",
-    "ajudge_with_batch",
-    "judge_with_batch",
     "default_state_path",
 ]
 
@@ -289,23 +291,7 @@ def parse_result_files(*texts: str | None) -> dict[str, BatchResult]:
 Progress = Callable[[str], None]
 
 
-def _failure(llm: LLM, call: PreparedCall, reason: str) -> Outcome:
-    """A failed :class:`Outcome` for ``call`` with the session's provenance fields."""
-    p = call.prompt
-    return Outcome(
-        value=None,
-        error=reason,
-        model=llm.model,
-        prompt_id=p.id,
-        prompt_version=p.version,
-        prompt_sha=p.sha256,
-        params=llm.params(p),
-        key=call.key,
-        response_format=(call.body.get("response_format") or {}).get("type", "text"),
-    )
-
-
-def _state_path(llm: Any, state_path: str | Path | None) -> Path:
+def _state_path(llm: LLM, state_path: str | Path | None) -> Path:
     if state_path is not None:
         return Path(state_path).expanduser()
     cache_path = getattr(llm.cache, "path", None)
@@ -329,7 +315,7 @@ class _BatchRunner:
         self.store = store
         self.options = options
         self.progress = progress or (lambda msg: None)
-        client = llm._client()  # the session's per-loop client (max_retries=0 on the SDK)
+        client = llm.client()  # the session's per-loop client (max_retries=0 on the SDK)
         self.api = client.openai.with_options(max_retries=options.management_retries)
         self.create_api = client.openai.with_options(max_retries=0)
         self.endpoint = "/chat/completions" if llm.config.azure_endpoint else ENDPOINT
@@ -463,7 +449,7 @@ async def run_batch(
     prompt: Prompt | str | Path,
     variables: Iterable[Mapping[str, Any]],
     *,
-    validate: Callable[[Any], Any] | None = None,
+    validate: Validator | None = None,
     state_path: str | Path | None = None,
     options: BatchOptions | None = None,
     progress: Progress | None = None,
@@ -494,15 +480,12 @@ async def run_batch(
         spent = llm.cost or 0.0
         within: dict[str, PreparedCall] = {}
         for key, call in pending.items():
-            est = Usage(
-                1,
-                call.estimated_prompt_tokens,
-                0,
-                min(call.prompt.expected_output_tokens, llm.params(call.prompt)["max_tokens"]),
-            )
-            spent += llm.prices.cost(llm.model, est, batch=True) or 0.0
+            # The worst case, as online: the prompt's upper bound and every token allowed.
+            est = Usage(1, worst_case_prompt_tokens(call.messages, call.body.get("response_format")),
+                        0, llm.params(call.prompt)["max_tokens"])
+            spent += llm.cost_of(est, batch=True) or 0.0
             if spent > llm.max_cost:
-                results[key] = _failure(llm, call, BUDGET_REASON)
+                results[key] = llm.failure(call, FailureKind.BUDGET, BUDGET_REASON)
                 llm.stats.skipped += 1
             else:
                 within[key] = call
@@ -513,7 +496,7 @@ async def run_batch(
     out = []
     for call in calls:
         if call.cached is not None:
-            out.append(llm._apply_validate(call.cached, validate))  # same rule as the online path
+            out.append(apply_validate(call.cached, validate))  # same rule as the online path
         else:
             out.append(results[call.key])
     return out
@@ -523,7 +506,7 @@ async def _submit_and_join(
     llm: LLM,
     pending: dict[str, PreparedCall],
     results: dict[str, Outcome],
-    validate: Callable[[Any], Any] | None,
+    validate: Validator | None,
     state_path: Path,
     options: BatchOptions,
     progress: Progress | None,
@@ -564,7 +547,7 @@ async def _submit_and_join(
                     elif rounds < options.resubmit_failed and job.batch.status != "failed":
                         retry[key] = call
                     elif key not in retry:
-                        results[key] = _failure(llm, call, res.error or "batch: no result")
+                        results[key] = llm.failure(call, FailureKind.BATCH, res.error or "batch: no result")
                         llm.stats.failed += 1
                 store.finish(job.job, job.batch.status)
             retry = {k: c for k, c in retry.items() if k not in results}
@@ -574,69 +557,3 @@ async def _submit_and_join(
             rounds += 1
     finally:
         store.close()
-
-
-async def ajudge_with_batch(
-    judge: Any,
-    queries: Mapping[str, str],
-    corpus: Mapping[str, str],
-    runs: Any,
-    depth: int = 20,
-    *,
-    qrels: Any = None,
-    all_queries: bool = False,
-    state_path: str | Path | None = None,
-    options: BatchOptions | None = None,
-    progress: Progress | None = None,
-) -> Any:
-    """:meth:`LLMRelevanceJudge.judge_run` (or ``fill_holes`` with ``qrels``) through the Batch
-    API; returns the same :class:`JudgeResult`."""
-    from ..judges.relevance import JudgeResult, Judgment, _minus, _qrels_from, pool_pairs
-
-    llm = judge.llm
-    pairs = pool_pairs(queries, corpus, runs, depth, skip=qrels, all_queries=all_queries)
-    before = llm.usage
-    try:
-        outs = await run_batch(
-            llm,
-            judge.prompt,
-            [{"query": p.query, "passage": p.passage} for p in pairs],
-            validate=judge._grade,
-            state_path=state_path,
-            options=options,
-            progress=progress,
-        )
-    finally:
-        await llm.aclose()
-    label_field = judge.prompt.label_field or ""
-    judgments = [Judgment.from_outcome(p, o, label_field) for p, o in zip(pairs, outs)]
-    usage = _minus(llm.usage, before)
-    cost = llm.prices.cost(llm.model, usage, batch=True)
-    llm_qrels = _qrels_from(judgments, source=f"llm:{llm.model}:{judge.prompt.name}:batch")
-    if qrels is None:
-        return JudgeResult(llm_qrels, judgments, usage, cost)
-    return JudgeResult(
-        qrels.merge(llm_qrels),
-        judgments,
-        usage,
-        cost,
-        human_pairs=frozenset((q, d) for q, d, _ in qrels.rows()),
-    )
-
-
-def judge_with_batch(
-    judge: Any,
-    queries: Mapping[str, str],
-    corpus: Mapping[str, str],
-    runs: Any,
-    depth: int = 20,
-    **kwargs: Any,
-) -> Any:
-    """Blocking :func:`ajudge_with_batch` (also inside a running event loop); progress lines
-    go to stderr unless ``progress=`` is given."""
-    import sys
-
-    from .._sync import run_sync
-
-    kwargs.setdefault("progress", lambda msg: print(msg, file=sys.stderr, flush=True))
-    return run_sync(ajudge_with_batch(judge, queries, corpus, runs, depth, **kwargs))

@@ -15,6 +15,7 @@ place that knows about it.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,61 +31,95 @@ BATCH_DISCOUNT = 0.5
 
 @dataclass(frozen=True)
 class Usage:
-    """Tokens and calls; ``a + b`` adds them."""
+    """Tokens and calls; ``a + b`` adds them.
+
+    ``completion_tokens`` is what the completion is billed for, hidden reasoning included
+    (``reasoning_tokens`` records how many of them were reasoning). ``unknown`` counts calls
+    whose reply carried no readable ``usage``: their tokens are the session's conservative
+    stand-in (the call's worst case), never zero.
+    """
 
     calls: int = 0
     prompt_tokens: int = 0
     cached_tokens: int = 0
     completion_tokens: int = 0
+    reasoning_tokens: int = 0
+    unknown: int = 0
 
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            self.calls + other.calls,
-            self.prompt_tokens + other.prompt_tokens,
-            self.cached_tokens + other.cached_tokens,
-            self.completion_tokens + other.completion_tokens,
-        )
+        return Usage(*(a + b for a, b in zip(self._tuple(), other._tuple())))
 
     def __sub__(self, other: Usage) -> Usage:
-        return Usage(
-            self.calls - other.calls,
-            self.prompt_tokens - other.prompt_tokens,
-            self.cached_tokens - other.cached_tokens,
-            self.completion_tokens - other.completion_tokens,
-        )
+        return Usage(*(a - b for a, b in zip(self._tuple(), other._tuple())))
+
+    def _tuple(self) -> tuple[int, ...]:
+        return (self.calls, self.prompt_tokens, self.cached_tokens, self.completion_tokens,
+                self.reasoning_tokens, self.unknown)
 
     @classmethod
     def from_openai(cls, usage: Any) -> Usage:
-        """From a reply's ``usage`` (dict or openai model); missing fields count 0."""
-        if usage is None:
-            return cls(calls=1)
+        """From a reply's ``usage`` (dict or openai model). Never raises: a missing block or
+        a field that is not a count gives ``Usage(calls=1, unknown=1)`` (the caller substitutes
+        a conservative estimate). Reasoning tokens that a server reports *beside* rather than
+        inside ``completion_tokens`` (more reasoning than completion) are added to it."""
+        if usage is not None and not isinstance(usage, Mapping):
+            try:
+                usage = usage.model_dump() if hasattr(usage, "model_dump") else dict(vars(usage))
+            except Exception:  # an object we cannot read is an unknown usage, not a crash
+                usage = None
         if not isinstance(usage, Mapping):
-            usage = usage.model_dump() if hasattr(usage, "model_dump") else dict(vars(usage))
-        details = usage.get("prompt_tokens_details") or {}
-        cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
-        return cls(
-            calls=1,
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            cached_tokens=int(cached or 0),
-            completion_tokens=int(usage.get("completion_tokens") or 0),
-        )
+            return cls(calls=1, unknown=1)
+        prompt = _count(usage.get("prompt_tokens"))
+        completion = _count(usage.get("completion_tokens"))
+        if prompt is None or completion is None:
+            return cls(calls=1, unknown=1)
+        details = usage.get("prompt_tokens_details")
+        cached = _count(details.get("cached_tokens")) if isinstance(details, Mapping) else None
+        cdetails = usage.get("completion_tokens_details")
+        reasoning = _count(cdetails.get("reasoning_tokens")) if isinstance(cdetails, Mapping) else None
+        reasoning = reasoning or 0
+        if reasoning > completion:
+            completion += reasoning
+        return cls(calls=1, prompt_tokens=prompt, cached_tokens=min(cached or 0, prompt),
+                   completion_tokens=completion, reasoning_tokens=reasoning)
 
     def to_dict(self) -> dict[str, int]:
-        return {
+        d = {
             "calls": self.calls,
             "prompt_tokens": self.prompt_tokens,
             "cached_tokens": self.cached_tokens,
             "completion_tokens": self.completion_tokens,
         }
+        if self.reasoning_tokens:
+            d["reasoning_tokens"] = self.reasoning_tokens
+        if self.unknown:
+            d["unknown"] = self.unknown
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Usage:
-        return cls(int(d.get("calls", 0)), int(d.get("prompt_tokens", 0)),
-                   int(d.get("cached_tokens", 0)), int(d.get("completion_tokens", 0)))
+        return cls(*(_count(d.get(k)) or 0 for k in (
+            "calls", "prompt_tokens", "cached_tokens", "completion_tokens", "reasoning_tokens",
+            "unknown")))
+
+
+def _count(v: Any) -> int | None:
+    """A token count from JSON: a non-negative integer (also ``12.0`` or ``"12"``), else
+    ``None``."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, str):
+        v = v.strip()
+        return int(v) if v.isdigit() else None
+    if isinstance(v, int):
+        return v if v >= 0 else None
+    if isinstance(v, float) and math.isfinite(v) and v >= 0 and v == int(v):
+        return int(v)
+    return None
 
 
 @dataclass(frozen=True)
@@ -145,14 +180,23 @@ class PriceTable:
             if not isinstance(spec, Mapping) or "input" not in spec or "output" not in spec:
                 raise InputError(f"price of {model!r} needs 'input' and 'output' (USD per 1M tokens)",
                                  source=source, field=str(model))
-            try:
-                prices[str(model)] = Price(
-                    float(spec["input"]), float(spec["output"]),
-                    None if spec.get("cached_input") is None else float(spec["cached_input"]),
-                )
-            except (TypeError, ValueError):
-                raise InputError(f"prices of {model!r} must be numbers", source=source,
-                                 field=str(model)) from None
+            rates: dict[str, float | None] = {}
+            for name in ("input", "output", "cached_input"):
+                raw = spec.get(name)
+                if raw is None and name == "cached_input":
+                    rates[name] = None
+                    continue
+                try:
+                    value = float(raw)
+                except (TypeError, ValueError):
+                    value = math.nan
+                # A NaN or negative price would silently disable --max-cost (every comparison
+                # with NaN is false): refuse it.
+                if isinstance(raw, bool) or not math.isfinite(value) or value < 0:
+                    raise InputError(f"price {name!r} of {model!r} must be a finite number >= 0, "
+                                     f"got {raw!r}", source=source, field=f"{model}.{name}")
+                rates[name] = value
+            prices[str(model)] = Price(rates["input"], rates["output"], rates["cached_input"])  # type: ignore[arg-type]
         return cls(prices)
 
     @classmethod

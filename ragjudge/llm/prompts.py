@@ -8,8 +8,13 @@ then the messages. Each message starts with a line ``<!-- role: system -->`` (or
 * ``variables`` -- the names the caller must supply (required; unknown/missing ones are errors);
 * ``output_schema`` -- JSON Schema of the reply (required); sent as a strict ``json_schema``
   response format and enforced locally by :meth:`Prompt.validate`;
-* ``labels`` -- optional ``{"0": "description", ...}`` label scale; ``{{labels}}`` renders it;
+* ``labels`` -- optional ``{"0": "description", ...}`` label scale, the only place a prompt
+  states its scale: ``{{labels}}`` renders it (one line per label) and ``{{label_choices}}``
+  the bare values ("0, 1, 2 or 3"); the template must render it and must not spell the
+  values out itself;
 * ``label_field`` -- the reply field holding the label (for logprobs -> probability per label);
+  its schema (or its items' schema, for a list of labels) must have an ``enum`` of exactly
+  the labels, of the labels' type -- checked when the prompt is parsed;
 * ``max_tokens``, ``expected_output_tokens`` -- reply budget and the dry-run estimate.
 
 JSON rather than YAML front-matter: it needs no dependency, has one reading (no implicit
@@ -17,8 +22,9 @@ typing: ``no`` stays a string, ``3`` is a number), and the output schema is JSON
 
 Variables are substituted in a single pass, so text inside a value (a passage containing
 ``{{query}}`` or ``</passage>``) is never interpreted; any tag of the template that
-delimits data (``<passage>``...) is escaped inside values so a passage cannot close its own
-delimiter and pose as instructions.
+delimits data (``<passage>``...) is escaped inside values -- in every spelling a model might
+read as the tag (``</passage >``, ``</ passage>``, ``< /PASSAGE>``, ``<passage id=1>``) -- so a
+passage cannot close its own delimiter and pose as instructions.
 """
 
 from __future__ import annotations
@@ -39,7 +45,13 @@ __all__ = ["Prompt", "load_prompt", "parse_prompt", "list_prompts"]
 _VAR = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 _ROLE = re.compile(r"^<!--\s*role:\s*(system|user|assistant)\s*-->\s*$", re.MULTILINE)
 _TAG = re.compile(r"</?([A-Za-z][A-Za-z0-9_-]*)>")
-_RESERVED = {"labels"}
+# A tag-like run in a *value*: "<", optional "/" and whitespace anywhere before the name,
+# then anything up to the end of the name. Matches what a reader would take for the tag.
+_VALUE_TAG = re.compile(r"<\s*/?\s*([A-Za-z][A-Za-z0-9_-]*)")
+_RESERVED = {"labels", "label_choices"}
+# Schema keywords a strict structured-output provider may refuse (Azure/OpenAI strict mode
+# rejects length and pattern constraints; llama.cpp and vLLM grammars enforce them).
+_BASIC_DROP = frozenset({"maxLength", "minLength", "pattern", "format"})
 
 
 @dataclass(frozen=True)
@@ -77,6 +89,10 @@ class Prompt:
             return ""
         return "\n".join(f"{k} = {v}" for k, v in self.labels.items())
 
+    def render_label_choices(self) -> str:
+        """The label values as prose: ``"0, 1, 2 or 3"``."""
+        return _choices(list(self.labels or ()))
+
     def render(self, **variables: Any) -> list[dict[str, str]]:
         """Chat messages with the variables inserted (single pass; data tags escaped)."""
         missing = [v for v in self.variables if v not in variables]
@@ -91,6 +107,7 @@ class Prompt:
         tags = self._data_tags()
         values = {k: _escape_tags(str(v), tags) for k, v in variables.items()}
         values["labels"] = self.render_labels()
+        values["label_choices"] = self.render_label_choices()
         return [
             {"role": role, "content": _VAR.sub(lambda m: values[m.group(1)], text)}
             for role, text in self.messages
@@ -102,14 +119,16 @@ class Prompt:
             found.update(m.group(1).lower() for m in _TAG.finditer(text))
         return frozenset(found)
 
-    def response_format(self, kind: str) -> dict[str, Any] | None:
-        """The ``response_format`` request field for ``"json_schema"``, ``"json_object"`` or ``"text"``."""
+    def response_format(self, kind: str, *, basic: bool = False) -> dict[str, Any] | None:
+        """The ``response_format`` request field for ``"json_schema"``, ``"json_object"`` or
+        ``"text"``. ``basic=True``: the schema without length/pattern keywords, for servers
+        whose strict mode refuses them."""
         if kind == "json_schema":
             return {
                 "type": "json_schema",
                 "json_schema": {
                     "name": re.sub(r"[^A-Za-z0-9_-]", "_", self.id)[:64] or "reply",
-                    "schema": self.output_schema,
+                    "schema": _basic(self.output_schema) if basic else self.output_schema,
                     "strict": True,
                 },
             }
@@ -140,7 +159,57 @@ def _escape_tags(text: str, tags: frozenset[str]) -> str:
     def esc(m: re.Match[str]) -> str:
         return "&lt;" + m.group(0)[1:] if m.group(1).lower() in tags else m.group(0)
 
-    return _TAG.sub(esc, text)
+    return _VALUE_TAG.sub(esc, text)
+
+
+def _choices(values: list[str]) -> str:
+    if len(values) <= 1:
+        return "".join(values)
+    return ", ".join(values[:-1]) + " or " + values[-1]
+
+
+def _basic(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        return {k: _basic(v) for k, v in schema.items() if k not in _BASIC_DROP}
+    if isinstance(schema, list):
+        return [_basic(v) for v in schema]
+    return schema
+
+
+def _check_scale(labels: dict[str, Any], label_field: Any, schema: Mapping[str, Any],
+                 messages: list[tuple[str, str]], source: str) -> None:
+    """The label scale is stated once (front-matter ``labels``): the schema's enum of the
+    label field must be exactly those labels, and the template renders them rather than
+    spelling them out."""
+    props = schema.get("properties") if isinstance(schema.get("properties"), Mapping) else {}
+    field_schema = props.get(label_field) if isinstance(label_field, str) else None
+    if not isinstance(field_schema, Mapping):
+        raise InputError(f"label_field {label_field!r} is not a property of output_schema",
+                         source=source, field="label_field")
+    if field_schema.get("type") == "array" and isinstance(field_schema.get("items"), Mapping):
+        field_schema = field_schema["items"]
+    enum = field_schema.get("enum")
+    keys = [str(k) for k in labels]
+    integer = all(re.fullmatch(r"-?\d+", k) for k in keys)
+    want = [int(k) for k in keys] if integer else keys
+    if not isinstance(enum, list) or len(enum) != len(want) \
+            or not all(any(_same(e, w) for e in enum) for w in want):
+        raise InputError(f"output_schema enum of {label_field!r} is {enum!r} but the labels are "
+                         f"{want!r}: state the scale once, in 'labels', and make the enum match",
+                         source=source, field="output_schema")
+    if field_schema.get("type") not in (("integer", "number") if integer else ("string",)):
+        raise InputError(f"{label_field!r} has type {field_schema.get('type')!r} but the labels "
+                         f"are {'integers' if integer else 'strings'}", source=source,
+                         field="output_schema")
+    text = "".join(t for _, t in messages)
+    if not re.search(r"\{\{\s*labels\s*\}\}", text):
+        raise InputError("a prompt with labels must render them with {{labels}}", source=source,
+                         field="labels")
+    spelled = _choices(keys)
+    if len(keys) > 1 and spelled in text:
+        raise InputError(f"the template spells the label values out ({spelled!r}); write "
+                         "{{label_choices}} so the scale lives only in the front-matter",
+                         source=source, field="labels")
 
 
 # ------------------------------------------------------------------------ schema subset
@@ -257,6 +326,8 @@ def parse_prompt(text: str, *, source: str = "<prompt>") -> Prompt:
     if labels and label_field is None:
         raise InputError("labels need a label_field naming the reply field", source=source,
                          field="label_field")
+    if label_field is not None and not labels:
+        raise InputError("label_field needs a 'labels' scale", source=source, field="labels")
 
     body = "".join(lines[end + 1:])
     marks = list(_ROLE.finditer(body))
@@ -278,6 +349,8 @@ def parse_prompt(text: str, *, source: str = "<prompt>") -> Prompt:
     if unused:
         raise InputError(f"declared variable(s) never used: {', '.join(sorted(unused))}",
                          source=source, field="variables")
+    if labels:
+        _check_scale(labels, label_field, meta["output_schema"], messages, source)
     return Prompt(
         id=str(meta["id"]),
         version=str(meta["version"]),

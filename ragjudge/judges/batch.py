@@ -1,0 +1,83 @@
+"""The relevance judge through the OpenAI Batch API (``ragjudge judge --batch``).
+
+The generic, resumable Batch API flow (prepare, upload, poll, join, accept) lives in
+:func:`ragjudge.llm.batch.run_batch`; this module only pools the pairs, hands the judge's
+prompt and grade validator to it and turns the outcomes into a :class:`JudgeResult`.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .._sync import run_sync
+from ..data import Qrels, Run
+from ..errors import InputError
+from ..llm.batch import BatchOptions, Progress, run_batch
+from ..llm.session import LLM
+from .relevance import JudgeResult, Judgment, LLMRelevanceJudge, pool_pairs, qrels_from_judgments
+
+__all__ = ["ajudge_with_batch", "judge_with_batch"]
+
+
+async def ajudge_with_batch(
+    judge: LLMRelevanceJudge,
+    queries: Mapping[str, str],
+    corpus: Mapping[str, str],
+    runs: Run | Sequence[Run],
+    depth: int = 20,
+    *,
+    qrels: Qrels | None = None,
+    all_queries: bool = False,
+    state_path: str | Path | None = None,
+    options: BatchOptions | None = None,
+    progress: Progress | None = None,
+) -> JudgeResult:
+    """:meth:`LLMRelevanceJudge.judge_run` (or ``fill_holes`` with ``qrels``) through the Batch
+    API; returns the same :class:`JudgeResult`."""
+    llm = judge.llm
+    if not isinstance(llm, LLM):
+        raise InputError("batch mode needs the judge's session to be a ragjudge.llm.LLM", field="llm")
+    pairs = pool_pairs(queries, corpus, runs, depth, skip=qrels, all_queries=all_queries)
+    before = llm.usage
+    try:
+        outs = await run_batch(
+            llm,
+            judge.prompt,
+            [{"query": p.query, "passage": p.passage} for p in pairs],
+            validate=judge.grade_of,
+            state_path=state_path,
+            options=options,
+            progress=progress,
+        )
+    finally:
+        await llm.aclose()
+    judgments = [Judgment.from_outcome(p, o) for p, o in zip(pairs, outs)]
+    usage = llm.usage - before
+    cost = llm.cost_of(usage, batch=True)
+    llm_qrels = qrels_from_judgments(judgments, source=f"llm:{llm.model}:{judge.prompt.name}:batch")
+    if qrels is None:
+        return JudgeResult(llm_qrels, judgments, usage, cost)
+    return JudgeResult(
+        qrels.merge(llm_qrels),
+        judgments,
+        usage,
+        cost,
+        human_pairs=frozenset((q, d) for q, d, _ in qrels.rows()),
+    )
+
+
+def judge_with_batch(
+    judge: LLMRelevanceJudge,
+    queries: Mapping[str, str],
+    corpus: Mapping[str, str],
+    runs: Run | Sequence[Run],
+    depth: int = 20,
+    **kwargs: Any,
+) -> JudgeResult:
+    """Blocking :func:`ajudge_with_batch` (also inside a running event loop); progress lines
+    go to stderr unless ``progress=`` is given."""
+    kwargs.setdefault("progress", lambda msg: print(msg, file=sys.stderr, flush=True))
+    return run_sync(ajudge_with_batch(judge, queries, corpus, runs, depth, **kwargs))
