@@ -108,6 +108,21 @@ def test_max_tokens_renamed_for_models_that_want_max_completion_tokens(
     assert "max_tokens" not in body_of(route.calls[1])
 
 
+def test_a_short_api_key_does_not_hide_an_unsupported_feature(
+    httpx2_mock: respx.Router, tmp_path: Path
+) -> None:
+    # Redaction of a one-letter key used to cut "max_tokens" apart before the message was
+    # classified, so the rename was never tried (the error text is classified unredacted).
+    route = httpx2_mock.post(URL)
+    route.side_effect = [
+        error(400, "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                   "Use 'max_completion_tokens' instead."),
+        ok(grade_reply(2)),
+    ]
+    assert ask(make_llm(tmp_path, api_key="k")).ok
+    assert body_of(route.calls[1])["max_completion_tokens"] == 300
+
+
 def test_unsupported_feature_twice_is_fatal(httpx2_mock: respx.Router, tmp_path: Path) -> None:
     httpx2_mock.post(URL).mock(return_value=error(400, "seed is not allowed"))
     with pytest.raises(LLMError, match="seed"):

@@ -269,17 +269,19 @@ def _error_code(exc: openai.APIStatusError) -> str:
     return ""
 
 
-def _server_message(exc: BaseException) -> str:
+def _raw_server_message(exc: BaseException) -> str:
+    """The server's error text as sent: classify on this, show only :func:`redact`-ed text (a
+    short configured key such as "k" would otherwise cut words like "max_tokens" apart)."""
     if isinstance(exc, openai.APIStatusError):
         body = exc.body
         if isinstance(body, Mapping):
             err = body.get("error", body)
             if isinstance(err, Mapping) and err.get("message"):
-                return redact(str(err["message"]))
+                return str(err["message"])
             if isinstance(err, str):
-                return redact(err)
-        return redact(str(exc.message))
-    return redact(str(exc))
+                return err
+        return str(exc.message)
+    return str(exc)
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -302,7 +304,7 @@ def _describe(exc: BaseException) -> str:
         return f"malformed reply body ({exc})"
     status = _status(exc)
     if status is not None:
-        return f"HTTP {status}: {_server_message(exc)}"
+        return f"HTTP {status}: {redact(_raw_server_message(exc))}"
     return redact(f"{type(exc).__name__}: {exc}")
 
 
@@ -444,11 +446,12 @@ class LLMClient:
             return CallFailed(f"gave up after {attempts} attempt(s): {_describe(exc)}", attempts=attempts)
         if status is None:  # an SDK error without an HTTP status: this item fails, the run goes on
             return CallFailed(f"client error: {_describe(exc)}", attempts=attempts)
-        message = _server_message(exc)
+        raw = _raw_server_message(exc)
+        message = redact(raw)
         where = f"{self.endpoint} (model {self.config.model!r})"
         code = _error_code(exc) if isinstance(exc, openai.APIStatusError) else ""
         if status in (400, 422):
-            lowered = message.lower()
+            lowered = raw.lower()
             if code == "context_length_exceeded" or "context length" in lowered \
                     or "maximum context" in lowered or "too many tokens" in lowered:
                 return CallFailed(f"prompt too long for the model: {message}", attempts=attempts)
