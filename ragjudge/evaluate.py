@@ -91,8 +91,8 @@ def _metric_keys(metrics: MetricsArg, rel: int | None) -> dict[str, Measure]:
         return out
     if metrics is None:
         items: list[str | Measure] = list(DEFAULT_METRICS)
-    elif isinstance(metrics, (str, Measure)):
-        items = [metrics]
+    elif isinstance(metrics, (str, Measure)) or hasattr(metrics, "NAME"):
+        items = [metrics]  # type: ignore[list-item]
     else:
         items = list(metrics)
     out: dict[str, Measure] = {}
@@ -101,6 +101,8 @@ def _metric_keys(metrics: MetricsArg, rel: int | None) -> dict[str, Measure]:
             specs: list[str | Measure] = [item]
         elif isinstance(item, str):
             specs = list(split_metric_list(item))
+        elif hasattr(item, "NAME"):  # an ir_measures measure object: str() is its spec
+            specs = [str(item)]
         else:
             raise MetricError(f"a metric must be a spec string or a Measure, got {item!r}")
         for spec in specs:

@@ -59,7 +59,7 @@ def _unj_batch(L: Layout, m: Measure) -> np.ndarray:
 
 
 register(MeasureSpec(
-    "unj", {}, cutoff=True,
+    "unj", {}, cutoff=True, cut_names=("unj",),
     kernel=lambda m, ranked, judged_grades, mg: unj(ranked, m.k),
     batch=_unj_batch, examples=("unj@3", "unj@20", "unj"),
 ))
