@@ -23,7 +23,8 @@ TRANSLATIONS = [
     ("nDCG(gains={0:0,1:1,2:3})@5", "ndcg(gains=0:0,1:1,2:3)@5"),
     ("NumRet", "num_ret"), ("NumRel", "num_rel"), ("NumRelRet", "num_rel_ret"),
     ("SetP", "precision"), ("SetR", "recall"), ("SetF(beta=0.5)", "set_f(beta=0.5)"),
-    ("IPrec@0.5", "iprec_at_recall(recall=0.5)"), ("Rprec", "rprec"), ("Bpref", "bpref"),
+    ("IPrec@0.5", "iprec_at_recall(recall=0.5,rounding=trec9)"), ("Rprec", "rprec"),
+    ("Bpref", "bpref"),
     ("infAP", "infap"), ("Success@10", "hit@10"), ("Judged@10", "judged@10"), ("ERR@20", "err@20"),
     ("RBP", "rbp(gain=raw,p=0.8)"), ("RBP(rel=2)", "rbp(p=0.8,rel=2)"),
     ("RBP(p=0.9)@10", "rbp(gain=raw,p=0.9)@10"),
@@ -90,7 +91,7 @@ def test_ir_measures_values(conformance_dir):
     run = read_run(conformance_dir / "results.test").to_dict()
     names = ["AP", "AP(rel=2)", "RR", "RR@10", "R@100", "P(rel=2)@10", "nDCG@10", "nDCG",
              "NumRet", "NumRel", "NumRelRet", "SetP", "IPrec@0.5", "Rprec", "Bpref", "Success@10",
-             "infAP", "P@5", "SetF", "Judged@10"]
+             "infAP", "P@5", "SetF", "Judged@10", "IPrec@0.1", "IPrec@0.3", "IPrec@0.6", "IPrec@0.9"]
     rep = evaluate(qrels, run, names)
     checked = 0
     for name in names:

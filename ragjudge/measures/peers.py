@@ -150,7 +150,9 @@ def _ir_measures(text: str) -> list[str] | None:
     spec = ours + (f"({','.join(out)})" if out else "")
     if cut is not None:
         if name == "IPrec":
-            return [f"iprec_at_recall(recall={cut}" + "".join(f",{o}" for o in out) + ")"]
+            # ir_measures computes IPrec with pytrec_eval, i.e. trec_eval 9's recall levels
+            return [f"iprec_at_recall(recall={cut},rounding=trec9"
+                    + "".join(f",{o}" for o in out) + ")"]
         if not takes_cut:
             raise MetricError(f"{name} takes no cutoff in ir_measures, got {text!r}")
         if not cut.isdigit():
