@@ -114,9 +114,12 @@ def _metric_keys(metrics: MetricsArg, rel: int | None) -> dict[str, Measure]:
     return out
 
 
-def _check_depth(depth: int | None) -> None:
-    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
-        raise InputError(f"depth must be a positive integer, got {depth!r}", field="depth")
+def _check_max_depth(max_depth: int | None) -> None:
+    if max_depth is not None and (
+        isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < 1
+    ):
+        raise InputError(f"max_depth must be a positive integer, got {max_depth!r}",
+                         field="max_depth")
 
 
 def _check_rel(rel: int | None) -> None:
@@ -146,7 +149,7 @@ def _evaluate_loaded(
     rel: int | None,
     skip_missing: bool,
     judged_only: bool = False,
-    depth: int | None = None,
+    max_depth: int | None = None,
 ) -> Report:
     from .engine import compute
 
@@ -173,8 +176,8 @@ def _evaluate_loaded(
             source=run.source,
         )
     unique = list(dict.fromkeys(measures.values()))
-    if depth is not None:
-        run = run.top(depth)
+    if max_depth is not None:
+        run = run.top(max_depth)
     computed = compute(qrels, run, unique, qids=compute_qids, judged_only=judged_only)
     values = {key: np.asarray(computed[m], dtype=np.float64) for key, m in measures.items()}
     meta: dict[str, Any] = {
@@ -187,7 +190,7 @@ def _evaluate_loaded(
         "ignored_queries": ignored,
         "skip_missing": skip_missing,
         "judged_only": judged_only,
-        "depth": depth,
+        "max_depth": max_depth,
         "rel": rel,
         # The scale of rbp(gain=graded) without max_grade: the largest grade of these qrels.
         "qrels_max_grade": qrels.max_grade,
@@ -210,7 +213,7 @@ def evaluate(
     rel: int | None = None,
     skip_missing: bool = False,
     judged_only: bool = False,
-    depth: int | None = None,
+    max_depth: int | None = None,
     dedup: Dedup = "error",
     name: str | None = None,
 ) -> Report:
@@ -224,16 +227,16 @@ def evaluate(
     ``skip_missing``: average over the queries in both qrels and run instead of scoring qrels
     queries missing from the run as empty rankings. ``judged_only`` (trec_eval ``-J``): drop
     the documents without a qrels entry (or with a negative label) from every ranking first,
-    moving the others up. ``depth`` (trec_eval ``-M``): keep only each query's top ``depth``
-    documents (before ``judged_only``). ``name`` renames the run.
+    moving the others up. ``max_depth`` (trec_eval ``-M``): keep only each query's top
+    ``max_depth`` documents (before ``judged_only``). ``name`` renames the run.
     """
     _check_rel(rel)
-    _check_depth(depth)
+    _check_max_depth(max_depth)
     measures = _metric_keys(metrics, rel)
     q = _load_qrels(qrels, dedup)
     r = _load_run(run, dedup, name)
     return _evaluate_loaded(q, r, measures, rel=rel, skip_missing=skip_missing,
-                            judged_only=judged_only, depth=depth)
+                            judged_only=judged_only, max_depth=max_depth)
 
 
 # ----------------------------------------------------------------------------- compare
@@ -270,7 +273,7 @@ def compare(
     rel: int | None = None,
     skip_missing: bool = False,
     judged_only: bool = False,
-    depth: int | None = None,
+    max_depth: int | None = None,
     dedup: Dedup = "error",
 ) -> CompareReport:
     """Evaluate several runs and test each against ``baseline`` (default: the first run).
@@ -296,7 +299,7 @@ def compare(
         raise InputError(f"n_resamples must be a positive integer, got {n_resamples!r}",
                          field="n_resamples")
     _check_rel(rel)
-    _check_depth(depth)
+    _check_max_depth(max_depth)
     measures = _metric_keys(metrics, rel)
     q = _load_qrels(qrels, dedup)
     loaded = _named_runs(runs, dedup)
@@ -310,7 +313,7 @@ def compare(
     order = [baseline] + [n for n in loaded if n != baseline]
     reports = {
         n: _evaluate_loaded(q, loaded[n], measures, rel=rel, skip_missing=skip_missing,
-                            judged_only=judged_only, depth=depth)
+                            judged_only=judged_only, max_depth=max_depth)
         for n in order
     }
 
@@ -392,7 +395,7 @@ def compare(
         "ci_method": "percentile bootstrap",
         "skip_missing": skip_missing,
         "judged_only": judged_only,
-        "depth": depth,
+        "max_depth": max_depth,
         "rel": rel,
         "qrels_source": q.source,
         "ragjudge_version": __version__,

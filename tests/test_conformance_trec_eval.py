@@ -234,7 +234,7 @@ def test_trec_eval_measures_beyond_the_core_are_compared(conformance_dir):
     assert "ndcg_1=3,2=9,4=4.5" in params
 
 
-def test_depth_option_is_trec_eval_M(conformance_dir):
+def test_max_depth_option_is_trec_eval_M(conformance_dir):
     # trec_eval -c -M100 through evaluate(depth=100), not a pre-truncated run
     from ragjudge import evaluate
 
@@ -242,13 +242,13 @@ def test_depth_option_is_trec_eval_M(conformance_dir):
     expected = read_expected(conformance_dir / "out.test.aqcM")
     names = ["map", "P_100", "num_ret", "ndcg", "bpref", "recall_1000"]
     rep = evaluate(qrels, conformance_dir / "results.trunc", [trec_name_to_spec(n, True) for n in names],
-                   depth=100)
+                   max_depth=100)
     for n in names:
         for qid, want in expected[n].items():
             key = trec_name_to_spec(n, True)
             got = rep.mean[key] if qid == "all" else rep.per_query[qid][key]
             assert abs(got - want) <= TOL, (n, qid, got, want)
-    assert rep.meta["depth"] == 100
+    assert rep.meta["max_depth"] == 100
 
 
 @pytest.mark.skipif(pytrec_eval is None, reason="pytrec_eval(-terrier) is not installed")

@@ -53,7 +53,7 @@ def _add_arguments(p: argparse.ArgumentParser, *, min_runs: int) -> None:
     p.add_argument("-J", "--judged-only", action="store_true",
                    help="drop unjudged documents (no qrels entry or a negative label) from every "
                         "ranking first, moving the others up (trec_eval -J)")
-    p.add_argument("-M", "--depth", type=int, metavar="N",
+    p.add_argument("-M", "--max-depth", type=int, metavar="N",
                    help="keep only the top N documents of every query (trec_eval -M)")
     p.add_argument("--dedup", choices=("error", "first"), default="error",
                    help="duplicate (query, doc) lines: error (default) or keep the first")
@@ -251,7 +251,7 @@ def _run(args: argparse.Namespace) -> int:
             rel=args.rel,
             skip_missing=args.skip_missing,
             judged_only=args.judged_only,
-            depth=args.depth,
+            max_depth=args.max_depth,
             dedup=args.dedup,
         )
         reports = list(result.reports.values())
@@ -259,7 +259,8 @@ def _run(args: argparse.Namespace) -> int:
         qrels = read_qrels(args.qrels, dedup=args.dedup)  # read once for every run
         reports = [
             evaluate(qrels, path, metrics, rel=args.rel, skip_missing=args.skip_missing,
-                     judged_only=args.judged_only, depth=args.depth, dedup=args.dedup, name=name)
+                     judged_only=args.judged_only, max_depth=args.max_depth, dedup=args.dedup,
+                     name=name)
             for name, path in zip(names, args.runs)
         ]
         result = reports[0] if len(reports) == 1 else reports

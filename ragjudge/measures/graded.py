@@ -13,8 +13,10 @@ import numpy as np
 
 from ..errors import MetricError
 from .common import P, REL
-from .grammar import Measure, MeasureSpec, Param, ParamValue, Ranked, choice, int_at_least, register
-from .layout import Layout, is_rel, seg_exclusive_cumprod, top, within_group_pos, safe_div
+from .grammar import (
+    Measure, MeasureSpec, Param, ParamValue, Ranked, choice, int_at_least, register,
+)
+from .layout import Layout, is_rel, safe_div, seg_exclusive_cumprod, top, within_group_pos
 
 __all__ = ["ndcg", "dcg", "err", "rbp"]
 
