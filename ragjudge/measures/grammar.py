@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import inspect
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -176,7 +177,10 @@ Depth = Literal["cutoff", "none", "num_rel"]
 class MeasureSpec:
     """Everything the parser, the engine and the report need to know about one measure.
 
-    * ``kernel(m, ranked, judged, qrels_max_grade) -> float``: the readable per-query reference;
+    * ``reference``: the readable per-query kernel function (its docstring is the measure's
+      formula and source, shown by ``describe``);
+    * ``kernel(m, ranked, judged, qrels_max_grade) -> float``: ``reference`` called with ``m``'s
+      parameters;
     * ``batch(layout, m) -> float64 array``: the vectorised value of every query at once;
     * ``check(values, given, spec)``: cross-parameter checks on the typed values (may drop
       values that do not apply), raising :class:`MetricError`;
@@ -189,6 +193,7 @@ class MeasureSpec:
     name: str
     params: Mapping[str, Param]
     cutoff: bool
+    reference: Callable[..., float]
     kernel: Callable[[Measure, Ranked, Sequence[int], int], float]
     batch: Callable[[Layout, Measure], np.ndarray]
     aliases: tuple[str, ...] = ()
@@ -198,6 +203,11 @@ class MeasureSpec:
     cut_names: tuple[str, ...] = ()
     unit: bool | Callable[[Measure], bool] = True
     examples: tuple[str, ...] = field(default=())
+
+    @property
+    def doc(self) -> str:
+        """The reference kernel's docstring: formula and source."""
+        return inspect.cleandoc(self.reference.__doc__ or "")
 
     def in_unit_interval(self, m: Measure) -> bool:
         """Whether every value of ``m`` lies in [0, 1]."""

@@ -16,7 +16,8 @@ from .counts import num_rel
 from .grammar import Measure, MeasureSpec, Param, Ranked, choice, register, unit_number
 from .layout import Layout, is_rel, safe_div, seg_suffix_max, top
 
-__all__ = ["mrr", "average_precision", "bpref", "infap", "iprec_at_recall", "eleven_pt_avg"]
+__all__ = ["mrr", "average_precision", "gm_average_precision", "bpref", "infap",
+           "iprec_at_recall", "eleven_pt_avg"]
 
 
 # ----------------------------------------------------------------------------- mrr
@@ -39,6 +40,7 @@ def _mrr_batch(L: Layout, m: Measure) -> np.ndarray:
 
 register(MeasureSpec(
     "mrr", {"rel": REL}, cutoff=True, aliases=("recip_rank",),
+    reference=mrr,
     kernel=lambda m, ranked, judged, mg: mrr(ranked, m.k, m.get("rel")),
     batch=_mrr_batch, examples=("mrr", "mrr@2", "mrr(rel=3)"),
 ))
@@ -77,6 +79,7 @@ def _map_batch(L: Layout, m: Measure) -> np.ndarray:
 
 register(MeasureSpec(
     "map", {"rel": REL}, cutoff=True, cut_names=("map_cut",),
+    reference=average_precision,
     kernel=lambda m, ranked, judged, mg: average_precision(ranked, judged, m.k, m.get("rel")),
     batch=_map_batch, examples=("map", "map@3", "map(rel=2)"),
 ))
@@ -127,16 +130,23 @@ def _bpref_batch(L: Layout, m: Measure) -> np.ndarray:
 
 register(MeasureSpec(
     "bpref", {"rel": REL}, cutoff=False,
+    reference=bpref,
     kernel=lambda m, ranked, judged, mg: bpref(ranked, judged, m.get("rel")),
     batch=_bpref_batch, examples=("bpref", "bpref(rel=2)"),
 ))
 
 
 # ----------------------------------------------------------------------------- gm_map
-# Per query it is AP; over queries the geometric mean of max(AP, 1e-5) (trec_eval ``gm_map``).
+def gm_average_precision(ranked: Ranked, judged: Sequence[int], rel: int = 1) -> float:
+    """trec_eval ``gm_map``: per query AP (see ``map``); over queries the geometric mean
+    exp(mean log max(AP, 1e-5)) (Robertson, "On GMAP", CIKM 2006), which rewards consistency."""
+    return average_precision(ranked, judged, None, rel)
+
+
 register(MeasureSpec(
     "gm_map", {"rel": REL}, cutoff=False, aggregate="gmean",
-    kernel=lambda m, ranked, judged, mg: average_precision(ranked, judged, None, m.get("rel")),
+    reference=gm_average_precision,
+    kernel=lambda m, ranked, judged, mg: gm_average_precision(ranked, judged, m.get("rel")),
     batch=_map_batch, examples=("gm_map",),
 ))
 
@@ -197,6 +207,7 @@ def _infap_batch(L: Layout, m: Measure) -> np.ndarray:
 
 register(MeasureSpec(
     "infap", {"rel": REL}, cutoff=False,
+    reference=infap,
     kernel=lambda m, ranked, judged, mg: infap(ranked, judged, m.get("rel")),
     batch=_infap_batch, examples=("infap", "infap(rel=2)"),
 ))
@@ -300,6 +311,7 @@ register(MeasureSpec(
     {"recall": Param(0.0, unit_number, "a number between 0 and 1 (recall level)",
                      always_show=True), "rel": REL, "rounding": _ROUNDING_PARAM},
     cutoff=False, aliases=("iprec",),
+    reference=iprec_at_recall,
     kernel=lambda m, ranked, judged, mg: iprec_at_recall(ranked, judged, m.get("recall"),
                                                          m.get("rel"), m.get("rounding")),
     batch=_iprec_batch,
@@ -318,6 +330,7 @@ def _eleven_batch(L: Layout, m: Measure) -> np.ndarray:
 
 register(MeasureSpec(
     "11pt_avg", {"rel": REL, "rounding": _ROUNDING_PARAM}, cutoff=False, aliases=("11pt",),
+    reference=eleven_pt_avg,
     kernel=lambda m, ranked, judged, mg: eleven_pt_avg(ranked, judged, m.get("rel"),
                                                        m.get("rounding")),
     batch=_eleven_batch, examples=("11pt_avg", "11pt_avg(rel=2)", "11pt_avg(rounding=trec9)"),
