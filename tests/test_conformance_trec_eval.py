@@ -271,3 +271,33 @@ def test_judged_only_matches_pytrec_eval_J(conformance_dir, qrels_name, rel):
             got = float(values[measures[spec]][index[qid]])
             assert abs(got - scores[key]) <= 1e-9, (spec, qid, got, scores[key])
     assert values[measures["num_ret"]].sum() < plain[measures["num_ret"]].sum()
+
+
+@pytest.mark.skipif(pytrec_eval is None, reason="pytrec_eval(-terrier) is not installed")
+def test_new_trec_measures_match_pytrec_eval_on_random_collections():
+    # ties (few distinct scores), negative labels, empty and one-document rankings; pytrec_eval
+    # embeds trec_eval 9, hence rounding=trec9 for the recall levels
+    import random
+
+    from ragjudge import evaluate
+
+    specs = {"infAP": "infap", "set_F": "set_f", "11pt_avg": "11pt_avg(rounding=trec9)",
+             "map": "gm_map"}
+    for x in range(11):
+        specs[f"iprec_at_recall_{x / 10:.2f}"] = f"iprec_at_recall(recall={x / 10},rounding=trec9)"
+    compared = 0
+    for seed in range(12):
+        rnd = random.Random(seed)
+        qrels, run = {}, {}
+        for q in range(8):
+            docs = [f"d{i}" for i in range(25)]
+            qrels[f"q{q}"] = {d: rnd.choice([-1, 0, 0, 1, 1, 2, 3])
+                              for d in rnd.sample(docs, rnd.randint(1, 15))}
+            run[f"q{q}"] = {d: float(rnd.randint(0, 8)) for d in rnd.sample(docs, rnd.randint(1, 20))}
+        ref = pytrec_eval_isolated(qrels, run, {"infAP", "set_F", "iprec_at_recall", "11pt_avg", "map"})
+        rep = evaluate(qrels, run, list(specs.values()), skip_missing=True)
+        for key, spec in specs.items():
+            for qid, vals in ref.items():
+                assert abs(vals[key] - rep.per_query[qid][spec]) <= 1e-9, (seed, qid, key)
+                compared += 1
+    assert compared > 1000
