@@ -43,7 +43,9 @@ def _add_arguments(p: argparse.ArgumentParser, *, min_runs: int) -> None:
     p.add_argument("qrels", metavar="QRELS", help="relevance judgments (TREC, BEIR TSV or JSON; .gz ok)")
     p.add_argument("runs", metavar="RUN", nargs="+", help="run file(s) (TREC or JSON; .gz ok)")
     p.add_argument("-m", "--metric", dest="metrics", action="append", metavar="METRIC",
-                   help="metric spec or comma-separated list; repeatable")
+                   help="metric spec (ndcg@10, map(rel=2)) or a list separated by commas or "
+                        "spaces; repeatable; trec_eval (P_10, P.5,10, all_trec), ir_measures (AP, "
+                        "nDCG@10) and ranx (hit_rate@5, map-l2) names are read too")
     p.add_argument("-q", "--per-query", action="store_true",
                    help="also print per-query values (json always has them)")
     p.add_argument("--skip-missing", action="store_true",
