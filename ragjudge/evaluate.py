@@ -15,6 +15,7 @@ Query semantics (the same as ``trec_eval -c``):
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Union
@@ -24,7 +25,7 @@ import numpy as np
 from . import __version__
 from .data import Dedup, Qrels, Run
 from .errors import InputError, MetricError
-from .measures import Measure, parse_measure, spec_of, split_metric_list
+from .measures import MIN_GEO_MEAN, Measure, parse_measure, spec_of, split_metric_list
 from .report import Comparison, CompareReport, Report
 from .stats import bootstrap_cis, holm, paired_t_test, randomization_tests
 
@@ -329,11 +330,14 @@ def compare(
             v = v[np.isfinite(v)]
             ci[n][key] = None
             if len(v):
-                # A summed count's interval is the interval of the mean scaled by the count.
+                # A summed count's interval is the interval of the mean scaled by the count; a
+                # geometric mean's is exp of the interval of the mean log (percentile bootstrap
+                # intervals follow monotone transforms).
                 ci_slots.append((n, key, len(v) if key in rep.summed else 1))
-                ci_vectors.append(v)
+                ci_vectors.append(_log_floor(v) if key in rep.geometric else v)
     for (n, key, scale), (lo, hi) in zip(ci_slots, _batched(bootstrap_cis, ci_vectors, **boot)):
-        ci[n][key] = (lo * scale, hi * scale)
+        geo = key in reports[n].geometric
+        ci[n][key] = (math.exp(lo), math.exp(hi)) if geo else (lo * scale, hi * scale)
 
     # Paired differences against the baseline.
     base = reports[baseline]
@@ -342,15 +346,17 @@ def compare(
     for key in measures:
         for n in order[1:]:
             a, b = _paired(reports[n], base, key)
+            if key in base.geometric:  # gm_map: paired on logs, delta = log(gm_run / gm_base)
+                a, b = _log_floor(a), _log_floor(b)
             d = a - b
             entry: dict[str, Any] = {"metric": key, "run": n, "baseline": baseline, "n": len(d),
                                      "test": test, "delta": None, "delta_ci": None,
                                      "statistic": None, "p_value": None, "note": None}
             if len(d) == 0:
                 entry["note"] = "no query scored by both runs"
-            elif key in base.geometric:
-                entry["note"] = "delta and test on the per-query values (arithmetic)"
             else:
+                if key in base.geometric:
+                    entry["note"] = "geometric mean: delta is log(run / baseline), tested on logs"
                 entry["delta"] = float(d.mean()) * (len(d) if key in base.summed else 1)
                 diffs.append(d)
             entries.append(entry)
@@ -401,6 +407,11 @@ def compare(
         "ragjudge_version": __version__,
     }
     return CompareReport(reports, baseline, ci, comparisons, meta)
+
+
+def _log_floor(v: np.ndarray) -> np.ndarray:
+    """log(max(v, 1e-5)): the per-query terms of trec_eval's geometric means."""
+    return np.log(np.maximum(v, MIN_GEO_MEAN))
 
 
 def _batched(fn: Any, vectors: list[np.ndarray], **kwargs: Any) -> list[Any]:
