@@ -15,6 +15,7 @@ Query semantics (the same as ``trec_eval -c``):
 
 from __future__ import annotations
 
+import math
 import os
 import warnings
 from collections.abc import Mapping, Sequence
@@ -27,7 +28,7 @@ from .data import Dedup, Qrels, Run
 from .errors import InputError, MetricError
 from .io.coerce import as_qrels, as_run
 from .lists import check_gold, check_ranking, score_lists
-from .measures import Measure, parse_measure, spec_of, split_metric_list
+from .measures import MIN_GEO_MEAN, Measure, parse_measure, spec_of, split_metric_list
 from .report import Comparison, CompareReport, Report
 from .stats import bootstrap_cis, holm, paired_t_test, randomization_tests
 
@@ -76,8 +77,8 @@ def _metric_keys(metrics: MetricsArg, rel: int | None) -> dict[str, Measure]:
         return out
     if metrics is None:
         items: list[str | Measure] = list(DEFAULT_METRICS)
-    elif isinstance(metrics, (str, Measure)):
-        items = [metrics]
+    elif isinstance(metrics, (str, Measure)) or hasattr(metrics, "NAME"):
+        items = [metrics]  # type: ignore[list-item]
     else:
         items = list(metrics)
     out: dict[str, Measure] = {}
@@ -86,6 +87,8 @@ def _metric_keys(metrics: MetricsArg, rel: int | None) -> dict[str, Measure]:
             specs: list[str | Measure] = [item]
         elif isinstance(item, str):
             specs = list(split_metric_list(item))
+        elif hasattr(item, "NAME"):  # an ir_measures measure object: str() is its spec
+            specs = [str(item)]
         else:
             raise MetricError(f"a metric must be a spec string or a Measure, got {item!r}")
         for spec in specs:
@@ -97,9 +100,12 @@ def _metric_keys(metrics: MetricsArg, rel: int | None) -> dict[str, Measure]:
     return out
 
 
-def _check_depth(depth: int | None) -> None:
-    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
-        raise InputError(f"depth must be a positive integer, got {depth!r}", field="depth")
+def _check_max_depth(max_depth: int | None) -> None:
+    if max_depth is not None and (
+        isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < 1
+    ):
+        raise InputError(f"max_depth must be a positive integer, got {max_depth!r}",
+                         field="max_depth")
 
 
 def _check_rel(rel: int | None) -> None:
@@ -129,7 +135,7 @@ def _evaluate_loaded(
     rel: int | None,
     skip_missing: bool,
     judged_only: bool = False,
-    depth: int | None = None,
+    max_depth: int | None = None,
 ) -> Report:
     from .engine import compute
 
@@ -156,8 +162,8 @@ def _evaluate_loaded(
             source=run.source,
         )
     unique = list(dict.fromkeys(measures.values()))
-    if depth is not None:
-        run = run.top(depth)
+    if max_depth is not None:
+        run = run.top(max_depth)
     computed = compute(qrels, run, unique, qids=compute_qids, judged_only=judged_only)
     values = {key: np.asarray(computed[m], dtype=np.float64) for key, m in measures.items()}
     meta: dict[str, Any] = {
@@ -170,7 +176,7 @@ def _evaluate_loaded(
         "ignored_queries": ignored,
         "skip_missing": skip_missing,
         "judged_only": judged_only,
-        "depth": depth,
+        "max_depth": max_depth,
         "rel": rel,
         # The scale of rbp(gain=graded) without max_grade: the largest grade of these qrels.
         "qrels_max_grade": qrels.max_grade,
@@ -193,7 +199,7 @@ def evaluate(
     rel: int | None = None,
     skip_missing: bool = False,
     judged_only: bool = False,
-    depth: int | None = None,
+    max_depth: int | None = None,
     dedup: Dedup = "error",
     name: str | None = None,
 ) -> Report:
@@ -207,16 +213,16 @@ def evaluate(
     ``skip_missing``: average over the queries in both qrels and run instead of scoring qrels
     queries missing from the run as empty rankings. ``judged_only`` (trec_eval ``-J``): drop
     the documents without a qrels entry (or with a negative label) from every ranking first,
-    moving the others up. ``depth`` (trec_eval ``-M``): keep only each query's top ``depth``
-    documents (before ``judged_only``). ``name`` renames the run.
+    moving the others up. ``max_depth`` (trec_eval ``-M``): keep only each query's top
+    ``max_depth`` documents (before ``judged_only``). ``name`` renames the run.
     """
     _check_rel(rel)
-    _check_depth(depth)
+    _check_max_depth(max_depth)
     measures = _metric_keys(metrics, rel)
     q = _load_qrels(qrels, dedup)
     r = _load_run(run, dedup, name)
     return _evaluate_loaded(q, r, measures, rel=rel, skip_missing=skip_missing,
-                            judged_only=judged_only, depth=depth)
+                            judged_only=judged_only, max_depth=max_depth)
 
 
 # ----------------------------------------------------------------------------- compare
@@ -253,7 +259,7 @@ def compare(
     rel: int | None = None,
     skip_missing: bool = False,
     judged_only: bool = False,
-    depth: int | None = None,
+    max_depth: int | None = None,
     dedup: Dedup = "error",
 ) -> CompareReport:
     """Evaluate several runs and test each against ``baseline`` (default: the first run).
@@ -279,7 +285,7 @@ def compare(
         raise InputError(f"n_resamples must be a positive integer, got {n_resamples!r}",
                          field="n_resamples")
     _check_rel(rel)
-    _check_depth(depth)
+    _check_max_depth(max_depth)
     measures = _metric_keys(metrics, rel)
     q = _load_qrels(qrels, dedup)
     loaded = _named_runs(runs, dedup)
@@ -293,7 +299,7 @@ def compare(
     order = [baseline] + [n for n in loaded if n != baseline]
     reports = {
         n: _evaluate_loaded(q, loaded[n], measures, rel=rel, skip_missing=skip_missing,
-                            judged_only=judged_only, depth=depth)
+                            judged_only=judged_only, max_depth=max_depth)
         for n in order
     }
 
@@ -309,11 +315,14 @@ def compare(
             v = v[np.isfinite(v)]
             ci[n][key] = None
             if len(v):
-                # A summed count's interval is the interval of the mean scaled by the count.
+                # A summed count's interval is the interval of the mean scaled by the count; a
+                # geometric mean's is exp of the interval of the mean log (percentile bootstrap
+                # intervals follow monotone transforms).
                 ci_slots.append((n, key, len(v) if key in rep.summed else 1))
-                ci_vectors.append(v)
+                ci_vectors.append(_log_floor(v) if key in rep.geometric else v)
     for (n, key, scale), (lo, hi) in zip(ci_slots, _batched(bootstrap_cis, ci_vectors, **boot)):
-        ci[n][key] = (lo * scale, hi * scale)
+        geo = key in reports[n].geometric
+        ci[n][key] = (math.exp(lo), math.exp(hi)) if geo else (lo * scale, hi * scale)
 
     # Paired differences against the baseline.
     base = reports[baseline]
@@ -322,15 +331,17 @@ def compare(
     for key in measures:
         for n in order[1:]:
             a, b = _paired(reports[n], base, key)
+            if key in base.geometric:  # gm_map: paired on logs, delta = log(gm_run / gm_base)
+                a, b = _log_floor(a), _log_floor(b)
             d = a - b
             entry: dict[str, Any] = {"metric": key, "run": n, "baseline": baseline, "n": len(d),
                                      "test": test, "delta": None, "delta_ci": None,
                                      "statistic": None, "p_value": None, "note": None}
             if len(d) == 0:
                 entry["note"] = "no query scored by both runs"
-            elif key in base.geometric:
-                entry["note"] = "delta and test on the per-query values (arithmetic)"
             else:
+                if key in base.geometric:
+                    entry["note"] = "geometric mean: delta is log(run / baseline), tested on logs"
                 entry["delta"] = float(d.mean()) * (len(d) if key in base.summed else 1)
                 diffs.append(d)
             entries.append(entry)
@@ -375,12 +386,17 @@ def compare(
         "ci_method": "percentile bootstrap",
         "skip_missing": skip_missing,
         "judged_only": judged_only,
-        "depth": depth,
+        "max_depth": max_depth,
         "rel": rel,
         "qrels_source": q.source,
         "ragjudge_version": __version__,
     }
     return CompareReport(reports, baseline, ci, comparisons, meta)
+
+
+def _log_floor(v: np.ndarray) -> np.ndarray:
+    """log(max(v, 1e-5)): the per-query terms of trec_eval's geometric means."""
+    return np.log(np.maximum(v, MIN_GEO_MEAN))
 
 
 def _batched(fn: Any, vectors: list[np.ndarray], **kwargs: Any) -> list[Any]:

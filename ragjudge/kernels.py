@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from .measures import reference_value as evaluate
 from .measures.counts import num_rel, num_rel_ret, num_ret
-from .measures.graded import err, ndcg, rbp
-from .measures.judged import judged, rbp_residual
-from .measures.ranks import average_precision, bpref, mrr
-from .measures.sets import f1, hit, precision, recall, recall_all, rprec
+from .measures.graded import dcg, err, ndcg, rbp
+from .measures.judged import judged, rbp_residual, unj
+from .measures.ranks import average_precision, bpref, eleven_pt_avg, infap, iprec_at_recall, mrr
+from .measures.sets import f1, hit, precision, recall, recall_all, rprec, set_f
 
 __all__ = [
-    "hit", "recall", "recall_all", "precision", "f1", "rprec", "mrr", "average_precision",
-    "ndcg", "err", "rbp", "rbp_residual", "bpref", "judged", "num_ret", "num_rel", "num_rel_ret",
-    "evaluate",
+    "hit", "recall", "recall_all", "precision", "f1", "set_f", "rprec", "mrr", "average_precision",
+    "infap", "iprec_at_recall", "eleven_pt_avg", "ndcg", "dcg", "err", "rbp", "rbp_residual",
+    "bpref", "judged", "unj", "num_ret", "num_rel", "num_rel_ret", "evaluate",
 ]

@@ -307,15 +307,16 @@ def test_argparse_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[s
 
 def test_judged_only_and_depth(files: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
     # q2 of run a: d8 (unjudged) then d4 (relevant) -- with -J, d4 moves up to rank 1
-    code, out, _ = _run(capsys, "evaluate", files["qrels"], files["a"], "-m", "mrr", "-q", "-f", "json")
+    code, out, _ = _run(capsys, "evaluate", files["qrels"], files["a"], "-m", "mrr", "-q", "-f",
+                        "json")
     assert code == 0 and json.loads(out)["per_query"]["q2"]["mrr"] == 0.5
     code, out, _ = _run(capsys, "evaluate", files["qrels"], files["a"], "-m", "mrr,num_ret", "-J",
                         "-q", "-f", "json")
     got = json.loads(out)
     assert code == 0 and got["per_query"]["q2"] == {"mrr": 1.0, "num_ret": 1.0}
-    assert got["meta"]["judged_only"] is True and got["meta"]["depth"] is None
-    code, out, _ = _run(capsys, "evaluate", files["qrels"], files["a"], "-m", "num_ret", "-M", "1",
-                        "-f", "json")
+    assert got["meta"]["judged_only"] is True and got["meta"]["max_depth"] is None
+    code, out, _ = _run(capsys, "evaluate", files["qrels"], files["a"], "-m", "num_ret",
+                        "--max-depth", "1", "-f", "json")
     assert code == 0 and json.loads(out)["mean"]["num_ret"] == 2.0  # q1 and q2 cut to 1 each
     code, _, err = _run(capsys, "evaluate", files["qrels"], files["a"], "-M", "0")
-    assert code == 2 and "depth" in err
+    assert code == 2 and "max_depth" in err

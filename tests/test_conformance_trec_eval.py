@@ -234,7 +234,7 @@ def test_trec_eval_measures_beyond_the_core_are_compared(conformance_dir):
     assert "ndcg_1=3,2=9,4=4.5" in params
 
 
-def test_depth_option_is_trec_eval_M(conformance_dir):
+def test_max_depth_option_is_trec_eval_M(conformance_dir):
     # trec_eval -c -M100 through evaluate(depth=100), not a pre-truncated run
     from ragjudge import evaluate
 
@@ -242,13 +242,13 @@ def test_depth_option_is_trec_eval_M(conformance_dir):
     expected = read_expected(conformance_dir / "out.test.aqcM")
     names = ["map", "P_100", "num_ret", "ndcg", "bpref", "recall_1000"]
     rep = evaluate(qrels, conformance_dir / "results.trunc", [trec_name_to_spec(n, True) for n in names],
-                   depth=100)
+                   max_depth=100)
     for n in names:
         for qid, want in expected[n].items():
             key = trec_name_to_spec(n, True)
             got = rep.mean[key] if qid == "all" else rep.per_query[qid][key]
             assert abs(got - want) <= TOL, (n, qid, got, want)
-    assert rep.meta["depth"] == 100
+    assert rep.meta["max_depth"] == 100
 
 
 @pytest.mark.skipif(pytrec_eval is None, reason="pytrec_eval(-terrier) is not installed")
@@ -271,3 +271,33 @@ def test_judged_only_matches_pytrec_eval_J(conformance_dir, qrels_name, rel):
             got = float(values[measures[spec]][index[qid]])
             assert abs(got - scores[key]) <= 1e-9, (spec, qid, got, scores[key])
     assert values[measures["num_ret"]].sum() < plain[measures["num_ret"]].sum()
+
+
+@pytest.mark.skipif(pytrec_eval is None, reason="pytrec_eval(-terrier) is not installed")
+def test_new_trec_measures_match_pytrec_eval_on_random_collections():
+    # ties (few distinct scores), negative labels, empty and one-document rankings; pytrec_eval
+    # embeds trec_eval 9, hence rounding=trec9 for the recall levels
+    import random
+
+    from ragjudge import evaluate
+
+    specs = {"infAP": "infap", "set_F": "set_f", "11pt_avg": "11pt_avg(rounding=trec9)",
+             "map": "gm_map"}
+    for x in range(11):
+        specs[f"iprec_at_recall_{x / 10:.2f}"] = f"iprec_at_recall(recall={x / 10},rounding=trec9)"
+    compared = 0
+    for seed in range(12):
+        rnd = random.Random(seed)
+        qrels, run = {}, {}
+        for q in range(8):
+            docs = [f"d{i}" for i in range(25)]
+            qrels[f"q{q}"] = {d: rnd.choice([-1, 0, 0, 1, 1, 2, 3])
+                              for d in rnd.sample(docs, rnd.randint(1, 15))}
+            run[f"q{q}"] = {d: float(rnd.randint(0, 8)) for d in rnd.sample(docs, rnd.randint(1, 20))}
+        ref = pytrec_eval_isolated(qrels, run, {"infAP", "set_F", "iprec_at_recall", "11pt_avg", "map"})
+        rep = evaluate(qrels, run, list(specs.values()), skip_missing=True)
+        for key, spec in specs.items():
+            for qid, vals in ref.items():
+                assert abs(vals[key] - rep.per_query[qid][spec]) <= 1e-9, (seed, qid, key)
+                compared += 1
+    assert compared > 1000

@@ -143,3 +143,18 @@ def test_rbp_raw_gain_and_the_scale_in_meta():
     rep = evaluate({"q": {"a": 1}, "r": {"b": 3}}, {"q": {"a": 1.0}}, ["rbp(p=0.8,gain=graded)"])
     assert rep.meta["qrels_max_grade"] == 3  # the scale graded RBP used, said in the output
     assert rep.per_query["q"]["rbp(p=0.8,gain=graded)"] == approx(0.2 / 3)
+
+
+def test_gm_map_in_compare_is_tested_on_logs():
+    from ragjudge import compare
+
+    qrels = {f"q{i}": {"a": 1, "b": 1} for i in range(6)}
+    good = {f"q{i}": {"a": 2.0, "b": 1.0} for i in range(6)}
+    bad = {f"q{i}": {"x": 2.0, "a": 1.0} for i in range(6)}
+    res = compare(qrels, {"good": good, "bad": bad}, ["gm_map"], baseline="good", n_resamples=200)
+    (c,) = res.comparisons
+    gm_good, gm_bad = res.reports["good"].mean["gm_map"], res.reports["bad"].mean["gm_map"]
+    assert c.delta == approx(math.log(gm_bad / gm_good)) and c.delta < 0
+    assert "log" in c.note and c.p_value is not None
+    lo, hi = res.ci["good"]["gm_map"]
+    assert lo <= gm_good <= hi

@@ -55,7 +55,9 @@ def _add_arguments(p: argparse.ArgumentParser, *, min_runs: int) -> None:
     add_beir_options(p, "its qrels replace QRELS")
     p.set_defaults(parser=p)  # usage errors found after parsing (RUN missing) exit like argparse's
     p.add_argument("-m", "--metric", dest="metrics", action="append", metavar="METRIC",
-                   help="metric spec or comma-separated list; repeatable")
+                   help="metric spec (ndcg@10, map(rel=2)) or a list separated by commas or "
+                        "spaces; repeatable; trec_eval (P_10, P.5,10, all_trec), ir_measures (AP, "
+                        "nDCG@10) and ranx (hit_rate@5, map-l2) names are read too")
     p.add_argument("-q", "--per-query", action="store_true",
                    help="also print per-query values (json always has them)")
     p.add_argument("--skip-missing", action="store_true",
@@ -65,7 +67,7 @@ def _add_arguments(p: argparse.ArgumentParser, *, min_runs: int) -> None:
     p.add_argument("-J", "--judged-only", action="store_true",
                    help="drop unjudged documents (no qrels entry or a negative label) from every "
                         "ranking first, moving the others up (trec_eval -J)")
-    p.add_argument("-M", "--depth", type=int, metavar="N",
+    p.add_argument("-M", "--max-depth", type=int, metavar="N",
                    help="keep only the top N documents of every query (trec_eval -M)")
     p.add_argument("--dedup", choices=("error", "first"), default="error",
                    help="duplicate (query, doc) lines: error (default) or keep the first")
@@ -271,7 +273,7 @@ def _run(args: argparse.Namespace) -> int:
             rel=args.rel,
             skip_missing=args.skip_missing,
             judged_only=args.judged_only,
-            depth=args.depth,
+            max_depth=args.max_depth,
             dedup=args.dedup,
         )
         reports = list(result.reports.values())
@@ -279,7 +281,7 @@ def _run(args: argparse.Namespace) -> int:
         reports = [
             evaluate(qrels, read_run_arg(path, args, name=name, dedup=args.dedup), metrics,
                      rel=args.rel, skip_missing=args.skip_missing, judged_only=args.judged_only,
-                     depth=args.depth, dedup=args.dedup, name=name)
+                     max_depth=args.max_depth, dedup=args.dedup, name=name)
             for name, path in zip(names, args.runs)
         ]
         result = reports[0] if len(reports) == 1 else reports

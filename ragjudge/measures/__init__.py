@@ -7,7 +7,9 @@ Layout of the package:
 * :mod:`.layout` -- the per-query and all-queries views a measure is computed on, and the
   segment helpers the batch reductions share;
 * one module per family, each measure one unit (spec + reference kernel + batch reduction):
-  :mod:`.sets`, :mod:`.ranks`, :mod:`.graded`, :mod:`.judged`, :mod:`.counts`.
+  :mod:`.sets`, :mod:`.ranks`, :mod:`.graded`, :mod:`.judged`, :mod:`.counts`;
+* :mod:`.peers` -- trec_eval ``-m``, ir_measures and ranx spellings, each translated to the
+  ragjudge spec with the peer's definition.
 
 Importing this package registers every family.
 """
@@ -18,7 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from . import counts, graded, judged, ranks, sets  # noqa: F401  (registration side effect)
+from . import counts, graded, judged, peers, ranks, sets  # noqa: F401  (registration side effect)
 from .grammar import (
     Measure,
     MeasureSpec,

@@ -24,6 +24,7 @@ def _num_ret_batch(L: Layout, m: Measure) -> np.ndarray:
 
 register(MeasureSpec(
     "num_ret", {}, cutoff=True, aggregate="sum", unit=False,
+    reference=num_ret,
     kernel=lambda m, ranked, judged, mg: num_ret(ranked, m.k),
     batch=_num_ret_batch, examples=("num_ret", "num_ret@2"),
 ))
@@ -40,6 +41,7 @@ def _num_rel_batch(L: Layout, m: Measure) -> np.ndarray:
 
 register(MeasureSpec(
     "num_rel", {"rel": REL}, cutoff=False, aggregate="sum", unit=False, depth="none",
+    reference=num_rel,
     kernel=lambda m, ranked, judged, mg: num_rel(judged, m.get("rel")),
     batch=_num_rel_batch, examples=("num_rel",),
 ))
@@ -57,6 +59,7 @@ def _num_rel_ret_batch(L: Layout, m: Measure) -> np.ndarray:
 
 register(MeasureSpec(
     "num_rel_ret", {"rel": REL}, cutoff=True, aggregate="sum", unit=False,
+    reference=num_rel_ret,
     kernel=lambda m, ranked, judged, mg: num_rel_ret(ranked, m.k, m.get("rel")),
     batch=_num_rel_ret_batch, examples=("num_rel_ret", "num_rel_ret@3"),
 ))

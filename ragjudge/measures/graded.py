@@ -13,8 +13,10 @@ import numpy as np
 
 from ..errors import MetricError
 from .common import P, REL
-from .grammar import Measure, MeasureSpec, Param, ParamValue, Ranked, choice, int_at_least, register
-from .layout import Layout, is_rel, seg_exclusive_cumprod, top, within_group_pos, safe_div
+from .grammar import (
+    Measure, MeasureSpec, Param, ParamValue, Ranked, choice, int_at_least, register,
+)
+from .layout import Layout, is_rel, safe_div, seg_exclusive_cumprod, top, within_group_pos
 
 __all__ = ["ndcg", "dcg", "err", "rbp"]
 
@@ -179,6 +181,7 @@ _NDCG_PARAMS = {
 
 register(MeasureSpec(
     "ndcg", _NDCG_PARAMS, cutoff=True, cut_names=("ndcg_cut",), check=_gains_check,
+    reference=ndcg,
     kernel=lambda m, ranked, judged, mg: ndcg(
         ranked, judged, m.k, gain=m.get("gain"), ideal=m.get("ideal"), discount=m.get("discount"),
         gains=_parse_gains(m.get("gains"))),
@@ -208,6 +211,7 @@ def _dcg_batch(L: Layout, m: Measure) -> np.ndarray:
 register(MeasureSpec(
     "dcg", {key: _NDCG_PARAMS[key] for key in ("gain", "discount", "gains")}, cutoff=True,
     cut_names=("dcg_cut",), unit=False, check=_gains_check,
+    reference=dcg,
     kernel=lambda m, ranked, judged, mg: dcg(
         ranked, m.k, gain=m.get("gain"), discount=m.get("discount"),
         gains=_parse_gains(m.get("gains"))),
@@ -261,6 +265,7 @@ def _err_batch(L: Layout, m: Measure) -> np.ndarray:
 register(MeasureSpec(
     "err", {"max_grade": Param(4, int_at_least(1, 10**6), "an integer between 1 and 1000000")},
     cutoff=True,
+    reference=err,
     kernel=lambda m, ranked, judged, mg: err(ranked, m.k, m.get("max_grade")),
     batch=_err_batch, examples=("err@3", "err(max_grade=4)", "err(max_grade=2000)@5"),
 ))
@@ -347,7 +352,7 @@ register(MeasureSpec(
         "max_grade": Param(None, int_at_least(1), "an integer >= 1 (only with gain=graded)"),
         "rel": REL,
     },
-    cutoff=True, check=_rbp_check, kernel=_rbp_kernel, batch=_rbp_batch,
+    cutoff=True, check=_rbp_check, reference=rbp, kernel=_rbp_kernel, batch=_rbp_batch,
     examples=("rbp(p=0.5)", "rbp(p=0.8)@3", "rbp(p=0.7,gain=graded)",
               "rbp(p=0.6,gain=graded,max_grade=5)@2", "rbp(p=0.8,rel=2)", "rbp(p=0.7,gain=raw)@4"),
     unit=lambda m: m.get("gain") != "raw",  # raw multiplies by the grade

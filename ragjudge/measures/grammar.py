@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import inspect
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,6 +46,7 @@ __all__ = [
     "split_metric_list",
     "known_measures",
     "register",
+    "register_spelling",
     "spec_of",
     "registry",
     "int_at_least",
@@ -175,7 +177,10 @@ Depth = Literal["cutoff", "none", "num_rel"]
 class MeasureSpec:
     """Everything the parser, the engine and the report need to know about one measure.
 
-    * ``kernel(m, ranked, judged, qrels_max_grade) -> float``: the readable per-query reference;
+    * ``reference``: the readable per-query kernel function (its docstring is the measure's
+      formula and source, shown by ``describe``);
+    * ``kernel(m, ranked, judged, qrels_max_grade) -> float``: ``reference`` called with ``m``'s
+      parameters;
     * ``batch(layout, m) -> float64 array``: the vectorised value of every query at once;
     * ``check(values, given, spec)``: cross-parameter checks on the typed values (may drop
       values that do not apply), raising :class:`MetricError`;
@@ -188,6 +193,7 @@ class MeasureSpec:
     name: str
     params: Mapping[str, Param]
     cutoff: bool
+    reference: Callable[..., float]
     kernel: Callable[[Measure, Ranked, Sequence[int], int], float]
     batch: Callable[[Layout, Measure], np.ndarray]
     aliases: tuple[str, ...] = ()
@@ -198,12 +204,19 @@ class MeasureSpec:
     unit: bool | Callable[[Measure], bool] = True
     examples: tuple[str, ...] = field(default=())
 
+    @property
+    def doc(self) -> str:
+        """The reference kernel's docstring: formula and source."""
+        return inspect.cleandoc(self.reference.__doc__ or "")
+
     def in_unit_interval(self, m: Measure) -> bool:
         """Whether every value of ``m`` lies in [0, 1]."""
         return self.unit(m) if callable(self.unit) else self.unit
 
 
 _REGISTRY: dict[str, MeasureSpec] = {}
+# Translators of other toolkits' metric spellings (see .peers): text -> ragjudge specs or None.
+_SPELLINGS: list[Callable[[str], "list[str] | None"]] = []
 _ALIASES: dict[str, str] = {}
 _CUT_NAMES: dict[str, str] = {}
 
@@ -219,6 +232,19 @@ def register(spec: MeasureSpec) -> MeasureSpec:
     for c in spec.cut_names:
         _CUT_NAMES[c] = spec.name
     return spec
+
+
+def register_spelling(translate: Callable[[str], list[str] | None]) -> None:
+    """Add a translator of foreign metric spellings (text -> ragjudge specs, or None)."""
+    _SPELLINGS.append(translate)
+
+
+def _foreign(text: str) -> list[str] | None:
+    for translate in _SPELLINGS:
+        out = translate(text)
+        if out is not None:
+            return out
+    return None
 
 
 def registry() -> dict[str, MeasureSpec]:
@@ -303,11 +329,20 @@ def parse_spec(text: str) -> tuple[str, dict[str, str], int | None]:
     return name, params, k
 
 
+_DOT_LIST_ITEM = re.compile(r"^[0-9.]+$|^-?[0-9]+=[-+0-9.eE]+$")
+_DOT_HEAD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\.[^()]*$")
+
+
 def split_metric_list(value: str) -> list[str]:
     """Split a ``-m`` value such as ``"ndcg@10,rbp(p=0.8,gain=graded),map"`` into specs.
 
-    Commas inside parentheses belong to the parameters. Empty items are dropped.
+    Commas inside parentheses belong to the parameters; whitespace separates too (ir_measures'
+    ``"AP nDCG@10"``); the numbers of trec_eval's dot syntax stay together (``P.5,10``) and a
+    trec_eval list expands to one spec per measure (``P.5,10`` -> ``P_5``, ``P_10``;
+    ``all_trec``). Empty items are dropped.
     """
+    value = re.sub(r"\s*@\s*", "@", value)
+    value = re.sub(r"\s+\(", "(", value)
     out: list[str] = []
     depth = 0
     current: list[str] = []
@@ -318,7 +353,7 @@ def split_metric_list(value: str) -> list[str]:
             depth -= 1
             if depth < 0:
                 raise MetricError(f"unbalanced ')' in metric list {value!r}")
-        if ch == "," and depth == 0:
+        if (ch == "," or ch.isspace()) and depth == 0:
             out.append("".join(current).strip())
             current = []
         else:
@@ -326,7 +361,18 @@ def split_metric_list(value: str) -> list[str]:
     if depth != 0:
         raise MetricError(f"unbalanced '(' in metric list {value!r}")
     out.append("".join(current).strip())
-    return [s for s in out if s]
+    items: list[str] = []
+    for item in (s for s in out if s):
+        if items and _DOT_LIST_ITEM.match(item) and _DOT_HEAD.match(items[-1]):
+            items[-1] += "," + item  # P.5,10: the 10 is the second cutoff of P
+        else:
+            items.append(item)
+    specs: list[str] = []
+    for item in items:
+        many = _foreign(item)
+        specs.extend(many if many is not None and (len(many) > 1 or item.lower() == "all_trec")
+                     else [item])
+    return specs
 
 
 _TREC_CUT = re.compile(r"^(.+)_(\d+)$")
@@ -359,6 +405,8 @@ def parse_measure(spec: str | Measure, *, rel: int | None = None) -> Measure:
     """
     if isinstance(spec, Measure):
         spec = str(spec)
+    elif not isinstance(spec, str) and hasattr(spec, "NAME"):
+        spec = str(spec)  # an ir_measures measure object: its str() is its spec
     if rel is not None and (isinstance(rel, bool) or not isinstance(rel, int)):
         raise MetricError(f"relevance threshold must be an integer >= 1, got {rel!r}")
     return _parse(spec, rel)
@@ -368,6 +416,19 @@ def parse_measure(spec: str | Measure, *, rel: int | None = None) -> Measure:
 def _parse(spec: str, rel: int | None) -> Measure:
     # Measures are immutable values, so a spec parses the same way every time: the cache spares
     # repeated validation of Measure values handed back in (compute(), compare over many runs).
+    foreign = _foreign(spec)
+    if foreign is not None:
+        if len(foreign) != 1:
+            raise MetricError(f"{spec!r} names {len(foreign)} metrics; give it as a metric list "
+                              "(-m, or split_metric_list)")
+        try:
+            return _native(foreign[0], rel)
+        except MetricError as exc:
+            raise MetricError(f"{spec!r} (read as {foreign[0]!r}): {exc}") from None
+    return _native(spec, rel)
+
+
+def _native(spec: str, rel: int | None) -> Measure:
     name, raw, k = parse_spec(spec)
     name, k = _resolve_name(name, k, spec)
     ms = _REGISTRY[name]

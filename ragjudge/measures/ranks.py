@@ -13,10 +13,11 @@ import numpy as np
 
 from .common import REL
 from .counts import num_rel
-from .grammar import Measure, MeasureSpec, Param, Ranked, register, unit_number
+from .grammar import Measure, MeasureSpec, Param, Ranked, choice, register, unit_number
 from .layout import Layout, is_rel, safe_div, seg_suffix_max, top
 
-__all__ = ["mrr", "average_precision", "bpref", "infap", "iprec_at_recall", "eleven_pt_avg"]
+__all__ = ["mrr", "average_precision", "gm_average_precision", "bpref", "infap",
+           "iprec_at_recall", "eleven_pt_avg"]
 
 
 # ----------------------------------------------------------------------------- mrr
@@ -39,6 +40,7 @@ def _mrr_batch(L: Layout, m: Measure) -> np.ndarray:
 
 register(MeasureSpec(
     "mrr", {"rel": REL}, cutoff=True, aliases=("recip_rank",),
+    reference=mrr,
     kernel=lambda m, ranked, judged, mg: mrr(ranked, m.k, m.get("rel")),
     batch=_mrr_batch, examples=("mrr", "mrr@2", "mrr(rel=3)"),
 ))
@@ -77,6 +79,7 @@ def _map_batch(L: Layout, m: Measure) -> np.ndarray:
 
 register(MeasureSpec(
     "map", {"rel": REL}, cutoff=True, cut_names=("map_cut",),
+    reference=average_precision,
     kernel=lambda m, ranked, judged, mg: average_precision(ranked, judged, m.k, m.get("rel")),
     batch=_map_batch, examples=("map", "map@3", "map(rel=2)"),
 ))
@@ -127,16 +130,23 @@ def _bpref_batch(L: Layout, m: Measure) -> np.ndarray:
 
 register(MeasureSpec(
     "bpref", {"rel": REL}, cutoff=False,
+    reference=bpref,
     kernel=lambda m, ranked, judged, mg: bpref(ranked, judged, m.get("rel")),
     batch=_bpref_batch, examples=("bpref", "bpref(rel=2)"),
 ))
 
 
 # ----------------------------------------------------------------------------- gm_map
-# Per query it is AP; over queries the geometric mean of max(AP, 1e-5) (trec_eval ``gm_map``).
+def gm_average_precision(ranked: Ranked, judged: Sequence[int], rel: int = 1) -> float:
+    """trec_eval ``gm_map``: per query AP (see ``map``); over queries the geometric mean
+    exp(mean log max(AP, 1e-5)) (Robertson, "On GMAP", CIKM 2006), which rewards consistency."""
+    return average_precision(ranked, judged, None, rel)
+
+
 register(MeasureSpec(
     "gm_map", {"rel": REL}, cutoff=False, aggregate="gmean",
-    kernel=lambda m, ranked, judged, mg: average_precision(ranked, judged, None, m.get("rel")),
+    reference=gm_average_precision,
+    kernel=lambda m, ranked, judged, mg: gm_average_precision(ranked, judged, m.get("rel")),
     batch=_map_batch, examples=("gm_map",),
 ))
 
@@ -197,26 +207,32 @@ def _infap_batch(L: Layout, m: Measure) -> np.ndarray:
 
 register(MeasureSpec(
     "infap", {"rel": REL}, cutoff=False,
+    reference=infap,
     kernel=lambda m, ranked, judged, mg: infap(ranked, judged, m.get("rel")),
     batch=_infap_batch, examples=("infap", "infap(rel=2)"),
 ))
 
 
 # ----------------------------------------------------------------------------- interpolated precision
-def _lround(x: float) -> int:
-    """C's lround for x >= 0: halves round away from zero (trec_eval 10.0's recall cutoffs)."""
-    return int(math.floor(x + 0.5))
+#: How a recall level x becomes a number of relevant documents c: trec_eval 10.0 rounds x * R
+#: (``round``); trec_eval 9 -- embedded in pytrec_eval, so ir_measures' IPrec -- truncated
+#: x * R + 0.9 (``trec9``).
+_ROUNDING = {"round": 0.5, "trec9": 0.9}
+
+
+def _level_count(x: float, R: int, rounding: str) -> int:
+    return int(math.floor(x * R + _ROUNDING[rounding]))
 
 
 def _iprec_levels(ranked: Ranked, judged: Sequence[int], levels: Sequence[float],
-                  rel: int) -> list[float]:
+                  rel: int, rounding: str = "round") -> list[float]:
     # trec_eval's loop, read from the bottom of the ranking up: the interpolated precision at
     # recall level x is the best precision at or below the rank where round(x * R) relevant
     # documents have been seen; levels beyond the relevant retrieved stay 0.
     R = int(num_rel(judged, rel))
     n = len(ranked)
     found = sum(1 for g in ranked if is_rel(g, rel))
-    cuts = [_lround(x * R) for x in levels]
+    cuts = [_level_count(x, R, rounding) for x in levels]
     out = [0.0] * len(levels)
     if n == 0:
         return out
@@ -241,29 +257,33 @@ def _iprec_levels(ranked: Ranked, judged: Sequence[int], levels: Sequence[float]
 
 
 def iprec_at_recall(ranked: Ranked, judged: Sequence[int], recall: float = 0.0,
-                    rel: int = 1) -> float:
+                    rel: int = 1, rounding: str = "round") -> float:
     """Interpolated precision at a recall level, trec_eval ``iprec_at_recall_x``.
 
     IP(x) = max precision at any rank at or after the rank of the c-th relevant document,
     c = round(x * R) (halves up; c = 0 means from the first relevant one); 0 when fewer than c
     relevant documents are retrieved (Salton & McGill 1983; the TREC recall-precision graph).
+    ``rounding="trec9"``: c = floor(x * R + 0.9), as trec_eval 9 / pytrec_eval.
     """
-    return _iprec_levels(ranked, judged, [recall], rel)[0]
+    return _iprec_levels(ranked, judged, [recall], rel, rounding)[0]
 
 
 ELEVEN_POINTS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 
-def eleven_pt_avg(ranked: Ranked, judged: Sequence[int], rel: int = 1) -> float:
+def eleven_pt_avg(ranked: Ranked, judged: Sequence[int], rel: int = 1,
+                  rounding: str = "round") -> float:
     """trec_eval ``11pt_avg``: mean of IP(x) at x = 0.0, 0.1, ..., 1.0 (summed from 1.0 down)."""
-    vals = _iprec_levels(ranked, judged, ELEVEN_POINTS, rel)
+    vals = _iprec_levels(ranked, judged, ELEVEN_POINTS, rel, rounding)
     total = 0.0
     for v in reversed(vals):
         total += v
     return total / len(ELEVEN_POINTS)
 
 
-def _iprec_batch_levels(L: Layout, rel: int, levels: Sequence[float]) -> list[np.ndarray]:
+def _iprec_batch_levels(L: Layout, m: Measure, levels: Sequence[float]) -> list[np.ndarray]:
+    rel = int(m.get("rel"))
+    add = _ROUNDING[m.get("rounding")]
     rows, g, cnt = L.rel_rank(rel)
     ip = seg_suffix_max(cnt / (L.pos[rows] + 1.0), g)
     found = L.seg_count(g).astype(np.int64)
@@ -271,7 +291,7 @@ def _iprec_batch_levels(L: Layout, rel: int, levels: Sequence[float]) -> list[np
     R = L.num_rel(rel)
     out = []
     for x in levels:
-        c = np.floor(x * R + 0.5).astype(np.int64)
+        c = np.floor(x * R + add).astype(np.int64)
         ok = (found > 0) & (c <= found)
         v = np.zeros(L.nt, dtype=np.float64)
         v[ok] = ip[start[ok] + np.maximum(c[ok], 1) - 1]
@@ -279,32 +299,39 @@ def _iprec_batch_levels(L: Layout, rel: int, levels: Sequence[float]) -> list[np
     return out
 
 
+_ROUNDING_PARAM = Param("round", choice(*_ROUNDING), "round (trec_eval 10) or trec9")
+
+
 def _iprec_batch(L: Layout, m: Measure) -> np.ndarray:
-    return _iprec_batch_levels(L, int(m.get("rel")), [float(m.get("recall"))])[0]
+    return _iprec_batch_levels(L, m, [float(m.get("recall"))])[0]
 
 
 register(MeasureSpec(
     "iprec_at_recall",
     {"recall": Param(0.0, unit_number, "a number between 0 and 1 (recall level)",
-                     always_show=True), "rel": REL},
+                     always_show=True), "rel": REL, "rounding": _ROUNDING_PARAM},
     cutoff=False, aliases=("iprec",),
+    reference=iprec_at_recall,
     kernel=lambda m, ranked, judged, mg: iprec_at_recall(ranked, judged, m.get("recall"),
-                                                         m.get("rel")),
+                                                         m.get("rel"), m.get("rounding")),
     batch=_iprec_batch,
     examples=("iprec_at_recall(recall=0.0)", "iprec_at_recall(recall=0.5)",
-              "iprec_at_recall(recall=1.0,rel=2)", "iprec(recall=0.25)"),
+              "iprec_at_recall(recall=1.0,rel=2)", "iprec(recall=0.25)",
+              "iprec(recall=0.3,rounding=trec9)"),
 ))
 
 
 def _eleven_batch(L: Layout, m: Measure) -> np.ndarray:
     total = np.zeros(L.nt, dtype=np.float64)
-    for v in reversed(_iprec_batch_levels(L, int(m.get("rel")), ELEVEN_POINTS)):
+    for v in reversed(_iprec_batch_levels(L, m, ELEVEN_POINTS)):
         total += v
     return total / len(ELEVEN_POINTS)
 
 
 register(MeasureSpec(
-    "11pt_avg", {"rel": REL}, cutoff=False, aliases=("11pt",),
-    kernel=lambda m, ranked, judged, mg: eleven_pt_avg(ranked, judged, m.get("rel")),
-    batch=_eleven_batch, examples=("11pt_avg", "11pt_avg(rel=2)"),
+    "11pt_avg", {"rel": REL, "rounding": _ROUNDING_PARAM}, cutoff=False, aliases=("11pt",),
+    reference=eleven_pt_avg,
+    kernel=lambda m, ranked, judged, mg: eleven_pt_avg(ranked, judged, m.get("rel"),
+                                                       m.get("rounding")),
+    batch=_eleven_batch, examples=("11pt_avg", "11pt_avg(rel=2)", "11pt_avg(rounding=trec9)"),
 ))

@@ -37,6 +37,7 @@ def _hit_batch(L: Layout, m: Measure) -> np.ndarray:
 
 register(MeasureSpec(
     "hit", {"rel": REL}, cutoff=True, aliases=("success",), cut_names=("success",),
+    reference=hit,
     kernel=lambda m, ranked, judged, mg: hit(ranked, m.k, m.get("rel")),
     batch=_hit_batch, examples=("hit@1", "hit@3"),
 ))
@@ -55,6 +56,7 @@ def _recall_batch(L: Layout, m: Measure) -> np.ndarray:
 
 register(MeasureSpec(
     "recall", {"rel": REL}, cutoff=True, cut_names=("recall",),
+    reference=recall,
     kernel=lambda m, ranked, judged, mg: recall(ranked, judged, m.k, m.get("rel")),
     batch=_recall_batch, examples=("recall@2", "recall@5"),
 ))
@@ -74,6 +76,7 @@ def _recall_all_batch(L: Layout, m: Measure) -> np.ndarray:
 
 register(MeasureSpec(
     "recall_all", {"rel": REL}, cutoff=True,
+    reference=recall_all,
     kernel=lambda m, ranked, judged, mg: recall_all(ranked, judged, m.k, m.get("rel")),
     batch=_recall_all_batch, examples=("recall_all@4",),
 ))
@@ -99,6 +102,7 @@ def _precision_batch(L: Layout, m: Measure) -> np.ndarray:
 
 register(MeasureSpec(
     "precision", {"rel": REL}, cutoff=True, aliases=("p",), cut_names=("p",),
+    reference=precision,
     kernel=lambda m, ranked, judged, mg: precision(ranked, m.k, m.get("rel")),
     batch=_precision_batch, examples=("p@1", "p@3", "precision", "p(rel=2)@2"),
 ))
@@ -121,6 +125,7 @@ def _f1_batch(L: Layout, m: Measure) -> np.ndarray:
 
 register(MeasureSpec(
     "f1", {"rel": REL}, cutoff=True,
+    reference=f1,
     kernel=lambda m, ranked, judged, mg: f1(ranked, judged, m.k, m.get("rel")),
     batch=_f1_batch, examples=("f1@3", "f1"),
 ))
@@ -155,6 +160,7 @@ def _set_f_batch(L: Layout, m: Measure) -> np.ndarray:
 
 register(MeasureSpec(
     "set_f", {"beta": Param(1.0, positive_number, "a number > 0"), "rel": REL}, cutoff=False,
+    reference=set_f,
     kernel=lambda m, ranked, judged, mg: set_f(ranked, judged, m.get("beta"), m.get("rel")),
     batch=_set_f_batch, examples=("set_f", "set_f(beta=0.5)", "set_f(beta=2,rel=2)"),
 ))
@@ -177,6 +183,7 @@ def _rprec_batch(L: Layout, m: Measure) -> np.ndarray:
 
 register(MeasureSpec(
     "rprec", {"rel": REL}, cutoff=False, aliases=("r-prec", "r_prec"), depth="num_rel",
+    reference=rprec,
     kernel=lambda m, ranked, judged, mg: rprec(ranked, judged, m.get("rel")),
     batch=_rprec_batch, examples=("rprec", "rprec(rel=2)"),
 ))
