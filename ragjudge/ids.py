@@ -20,7 +20,7 @@ import numpy as np
 from .errors import InputError
 
 __all__ = [
-    "LONG_ID", "long_key", "full_id", "is_key", "key_rows", "compact_ids",
+    "LONG_ID", "long_key", "full_id", "key_rows", "compact_ids",
     "to_bytes_array", "decode_id", "decode_column", "group_sorted", "id_words", "sort_keys",
     "fmix", "hash_ids", "pair_hash", "join_ids", "target_ids", "locate", "qid_runs",
     "run_permutation", "row_codes", "sort_distinct", "sort_by_code_then_id", "first_duplicate",
@@ -61,13 +61,8 @@ def full_id(b: bytes) -> bytes:
     return b
 
 
-def is_key(b: bytes) -> bool:
-    """Whether a stored value is a long-id key (a NUL right after the kept prefix)."""
-    return len(b) > _PREFIX and b[_PREFIX] == 0
-
-
 def key_rows(ids: np.ndarray) -> np.ndarray:
-    """Mask of the long-id keys in an ``S`` array (vectorized :func:`is_key`)."""
+    """Mask of the long-id keys in an ``S`` array (a NUL right after the kept prefix, digest bytes after it)."""
     if ids.dtype.itemsize <= _PREFIX + 1:
         return np.zeros(len(ids), dtype=bool)
     raw = np.ascontiguousarray(ids).view(np.uint8).reshape(len(ids), ids.dtype.itemsize)
