@@ -21,6 +21,7 @@ from .io import (
     format_run,
     parse_qrels,
     parse_run,
+    read_beir,
     read_corpus,
     read_qrels,
     read_queries,
@@ -79,6 +80,7 @@ __all__ = [
     "write_run",
     "read_queries",
     "read_corpus",
+    "read_beir",
     # measures and evaluation
     "Measure",
     "parse_measure",
