@@ -88,7 +88,9 @@ class Input:
         name = os.fspath(path)
         self._close_raw = True
         if name in STDIN:
-            raw = sys.stdin.buffer
+            raw = getattr(sys.stdin, "buffer", None)
+            if raw is None:
+                raise InputError("standard input is not available", source=self.source)
             self._close_raw = False
         else:
             try:
