@@ -22,6 +22,7 @@ from .io import (
     format_run,
     parse_qrels,
     parse_run,
+    read_beir,
     read_corpus,
     read_qrels,
     read_queries,
@@ -80,6 +81,7 @@ __all__ = [
     "write_run",
     "read_queries",
     "read_corpus",
+    "read_beir",
     # measures and evaluation
     "Measure",
     "parse_measure",

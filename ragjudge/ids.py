@@ -20,7 +20,7 @@ import numpy as np
 from .errors import InputError
 
 __all__ = [
-    "LONG_ID", "long_key", "full_id", "is_key", "key_rows", "compact_ids",
+    "LONG_ID", "KEY_WIDTH", "long_key", "full_id", "key_rows", "compact_ids",
     "to_bytes_array", "decode_id", "decode_column", "group_sorted", "id_words", "sort_keys",
     "fmix", "hash_ids", "pair_hash", "join_ids", "target_ids", "locate", "qid_runs",
     "run_permutation", "row_codes", "sort_distinct", "sort_by_code_then_id", "first_duplicate",
@@ -34,15 +34,17 @@ _S33 = np.uint64(33)
 
 
 # ----------------------------------------------------------------------------- long ids
-#: Document ids longer than this many bytes are stored as a key of exactly this width, so one
-#: long id cannot widen a whole fixed-width column (numpy ``S`` arrays are as wide as their
-#: longest value: one 1 KB id in a 2M-row column would cost 2 GB).
+#: Document ids longer than this many bytes are stored as a short key (:data:`KEY_WIDTH` bytes),
+#: so one long id cannot widen a whole fixed-width column (numpy ``S`` arrays are as wide as
+#: their longest value: one 1 KB id in a 2M-row column would cost 2 GB).
 LONG_ID = 64
-_PREFIX = LONG_ID - 17
-# Process-wide intern table key -> full id. Keys are content-derived (the id's first 47 bytes, a
-# NUL, a 128-bit BLAKE2b digest of the whole id), so the same id gets the same key in every
-# Qrels and Run, and joins and duplicate checks compare keys as they compare ids. Only ids over
-# LONG_ID bytes enter it, so it stays small.
+_PREFIX = 7
+#: Width of a long-id key: the id's first 7 bytes, a NUL, a 128-bit BLAKE2b digest of the id.
+KEY_WIDTH = _PREFIX + 1 + 16
+# Process-wide intern table key -> full id. Keys are content-derived, so the same id gets the
+# same key in every Qrels and Run, and joins and duplicate checks compare keys as they compare
+# ids (a real id never holds a NUL: the readers refuse it). Only ids over LONG_ID bytes enter
+# it, so it stays small.
 _LONG: dict[bytes, bytes] = {}
 
 
@@ -61,14 +63,9 @@ def full_id(b: bytes) -> bytes:
     return b
 
 
-def is_key(b: bytes) -> bool:
-    """Whether a stored value is a long-id key (a NUL right after the kept prefix)."""
-    return len(b) > _PREFIX and b[_PREFIX] == 0
-
-
 def key_rows(ids: np.ndarray) -> np.ndarray:
-    """Mask of the long-id keys in an ``S`` array (vectorized :func:`is_key`)."""
-    if ids.dtype.itemsize <= _PREFIX + 1:
+    """Mask of the long-id keys in an ``S`` array (a NUL right after the kept prefix, digest bytes after it)."""
+    if ids.dtype.itemsize <= _PREFIX + 1 or not _LONG:
         return np.zeros(len(ids), dtype=bool)
     raw = np.ascontiguousarray(ids).view(np.uint8).reshape(len(ids), ids.dtype.itemsize)
     return (raw[:, _PREFIX] == 0) & (raw[:, _PREFIX + 1 :] != 0).any(axis=1)
@@ -83,7 +80,9 @@ def compact_ids(ids: np.ndarray) -> np.ndarray:
     long = np.flatnonzero(lengths > LONG_ID)
     if not len(long):
         return ids
-    out = ids.astype(f"S{LONG_ID}")  # truncates the long ones, replaced below
+    short = lengths <= LONG_ID
+    width = max(int(lengths[short].max()) if short.any() else 1, KEY_WIDTH)
+    out = ids.astype(f"S{width}")  # truncates the long ones, replaced below
     out[long] = [long_key(b) for b in ids[long].tolist()]
     return out
 

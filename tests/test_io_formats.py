@@ -305,3 +305,14 @@ def test_judge_beir_dry_run(tmp_path, capsys, monkeypatch):
     assert "4 requests" in out  # q1 x 2, q2, q3: the runs decide which queries are judged
     code, _, e = cli(capsys, *base)
     assert code == 2 and "--queries is required (or --beir DIR)" in e
+
+
+def test_agree_reads_through_the_same_helper(tmp_path, capsys):
+    a = tmp_path / "human.tsv"
+    a.write_text("q1 0\td1\t1\n")  # TREC despite the tabs and the name
+    b = tmp_path / "llm.qrels"
+    b.write_text("q1 0 d1 1\n")
+    code, out, e = cli(capsys, "agree", str(a), str(b), "--format", "json")
+    assert code == 0, e
+    code, _, e = cli(capsys, "agree", str(a), str(b), "-o", str(tmp_path))
+    assert code == 2 and "is a directory" in e and "Traceback" not in e

@@ -13,7 +13,7 @@ EXPECTED = {
     "Qrels", "Run",
     "parse_qrels", "read_qrels", "format_qrels", "write_qrels",
     "parse_run", "read_run", "format_run", "write_run",
-    "read_queries", "read_corpus",
+    "read_queries", "read_corpus", "read_beir",
     "Measure", "parse_measure", "known_measures",
     "evaluate", "compare", "evaluate_lists", "fuse", "Report", "CompareReport",
     "LLM", "Prompt", "load_prompt", "LLMRelevanceJudge", "Judgment", "JudgeResult",

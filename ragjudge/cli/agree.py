@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..io import check_output_path
 from ._inputs import add_format_options, check_inputs, read_qrels_arg, read_run_arg
 
 __all__ = ["register"]
@@ -40,6 +41,8 @@ def _run(args: argparse.Namespace) -> int:
     from ..measures import parse_measure, split_metric_list
 
     check_inputs([args.reference, args.candidate, *args.run])
+    if args.output:
+        check_output_path(args.output)
     reference = read_qrels_arg(args.reference, args)
     candidate = read_qrels_arg(args.candidate, args)
     if args.run:

@@ -25,7 +25,6 @@ __all__ = [
     "Input",
     "open_input",
     "opened",
-    "read_bytes",
     "source_name",
     "as_bytes",
     "decode_text",
@@ -89,7 +88,9 @@ class Input:
         name = os.fspath(path)
         self._close_raw = True
         if name in STDIN:
-            raw = sys.stdin.buffer
+            raw = getattr(sys.stdin, "buffer", None)
+            if raw is None:
+                raise InputError("standard input is not available", source=self.source)
             self._close_raw = False
         else:
             try:
@@ -184,12 +185,6 @@ def opened(path: PathLike | Input) -> Iterator[Input]:
         return
     with Input(path) as inp:
         yield inp
-
-
-def read_bytes(path: PathLike) -> bytes:
-    """The whole (decompressed) content of an input."""
-    with open_input(path) as inp:
-        return inp.read()
 
 
 def decode_text(data: bytes, source: str | None) -> str:

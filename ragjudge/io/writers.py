@@ -15,7 +15,7 @@ import numpy as np
 
 from ..data import Qrels, Run
 from ..errors import InputError
-from ..ids import LONG_ID, decode_id, full_id, key_rows
+from ..ids import decode_id, full_id, key_rows
 from .sniff import QRELS_FORMATS
 from .streams import PathLike, source_name
 
@@ -36,16 +36,14 @@ def _check_ids(ids: np.ndarray, what: str, fmt: str, *, hash_ok: bool) -> None:
     n = len(ids)
     if not n:
         return
-    if ids.dtype.itemsize > LONG_ID - 17:
-        # Long-id keys stand for ids: check the ids themselves (few; the others stay vectorized).
-        keys = key_rows(ids)
-        if keys.any():
-            full = np.array([full_id(b) for b in ids[keys].tolist()], dtype=bytes)
-            _check_ids(full, what, fmt, hash_ok=hash_ok)
-            ids = ids[~keys]
-            n = len(ids)
-            if not n:
-                return
+    keys = key_rows(ids)
+    if keys.any():  # long-id keys stand for ids: check those ids themselves (few)
+        _check_ids(np.array([full_id(b) for b in ids[keys].tolist()], dtype=bytes), what, fmt,
+                   hash_ok=hash_ok)
+        ids = ids[~keys]
+        n = len(ids)
+        if not n:
+            return
     width = ids.dtype.itemsize
     raw = ids.view(np.uint8).reshape(n, width)
     tabs_only = fmt == "BEIR TSV"
