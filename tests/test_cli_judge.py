@@ -130,9 +130,11 @@ def test_failures_reported_and_left_out(httpx2_mock: respx.Router, files: dict[s
                                         capsys: pytest.CaptureFixture[str]) -> None:
     httpx2_mock.post(URL).mock(return_value=error(503, "down"))
     out = files["dir"] / "o.qrels"
-    assert main(base_args(files, "--max-attempts", "1", "-o", str(out))) == 0
+    # Most calls failed: the (empty) qrels are written, a summary says why, the exit status is 1.
+    assert main(base_args(files, "--max-attempts", "1", "-o", str(out))) == 1
     err = capsys.readouterr().err
     assert "5 judgments failed" in err and "retries exhausted: 5" in err
+    assert "5 of 5 judgments failed" in err and err.splitlines()[-1].startswith("ragjudge: error:")
     assert out.read_text() == ""
 
 
@@ -146,6 +148,13 @@ def test_failures_reported_and_left_out(httpx2_mock: respx.Router, files: dict[s
         (["--max-tokens", "-5"], "--max-tokens"),
         (["--no-cache"], "contradict"),
         (["--all-queries"], "only makes sense with --fill"),
+        (["--max-cost", "nan"], "--max-cost"),
+        (["--max-cost", "-1"], "--max-cost"),
+        (["--rpm", "nan"], "--rpm"),
+        (["--rpm", "inf"], "--rpm"),
+        (["--tpm", "-3"], "--tpm"),
+        (["--timeout", "nan"], "--timeout"),
+        (["--timeout", "inf"], "--timeout"),
     ],
 )
 def test_bad_flags(files: dict[str, Path], capsys: pytest.CaptureFixture[str], change: list[str],
@@ -192,11 +201,17 @@ def test_bad_inputs_are_one_line_errors(files: dict[str, Path], capsys: pytest.C
 
 def test_unwritable_judgments_file(httpx2_mock: respx.Router, files: dict[str, Path],
                                    capsys: pytest.CaptureFixture[str]) -> None:
-    httpx2_mock.post(URL).mock(side_effect=grader(rule))
-    bad = files["dir"] / "no" / "such" / "dir" / "j.jsonl"
+    route = httpx2_mock.post(URL).mock(side_effect=grader(rule))
+    blocker = files["dir"] / "a-file"
+    blocker.write_text("x")
+    bad = blocker / "j.jsonl"  # its directory is a file
     assert main(base_args(files, "-o", str(files["dir"] / "o.qrels"), "--judgments", str(bad))) == 2
     err = capsys.readouterr().err
-    assert "cannot write judgments" in err and err.count("\n") == 1
+    assert "j.jsonl" in err and err.count("\n") == 1 and route.call_count == 0
+    # A missing directory is created before the first call.
+    new = files["dir"] / "no" / "such" / "dir" / "j.jsonl"
+    assert main(base_args(files, "-o", str(files["dir"] / "o.qrels"), "--judgments", str(new))) == 0
+    assert len(new.read_text().splitlines()) == 5
 
 
 def test_bad_key_is_a_clear_error(httpx2_mock: respx.Router, files: dict[str, Path],
@@ -297,3 +312,74 @@ def test_kill_9_then_resume_pays_at_most_in_flight(files: dict[str, Path], tmp_p
         assert len(read_qrels(tmp_path / "out.qrels")) == n
     finally:
         server.shutdown()
+
+
+# ----------------------------------------------------------------------------- issue 7 regressions
+def test_bad_prices_file_is_a_one_line_error(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    prices = files["dir"] / "prices.json"
+    prices.write_text('{"judge-model": {"input": NaN, "output": 1.0}}')
+    args = base_args(files, "--prices", str(prices), "--max-cost", "1", "-o", str(files["dir"] / "o.qrels"))
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ragjudge: error:") and "prices.json" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("name, check", [
+    ("out.json", lambda text: json.loads(text)["q1"]["d1"] == 3),
+    ("out.tsv", lambda text: text.startswith("query-id\tcorpus-id\tscore\n") and "q1\td1\t3" in text),
+    ("out.qrels", lambda text: "q1 0 d1 3" in text),
+])
+def test_output_format_follows_the_file_name(httpx2_mock: respx.Router, files: dict[str, Path],
+                                             name: str, check: Any) -> None:
+    httpx2_mock.post(URL).mock(side_effect=grader(rule))
+    out = files["dir"] / "new" / "dir" / name  # missing directories are created
+    assert main(base_args(files, "-o", str(out))) == 0
+    assert check(out.read_text())
+    assert read_qrels(out).to_dict()["q1"]["d1"] == 3
+    assert not list(out.parent.glob(".*probe*"))
+
+
+def test_ids_the_format_cannot_hold_are_refused_before_any_call(
+    httpx2_mock: respx.Router, files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    route = httpx2_mock.post(URL).mock(side_effect=grader(rule))
+    corpus = files["dir"] / "corpus2.jsonl"
+    corpus.write_text(files["c"].read_text() + json.dumps({"_id": "doc with space", "text": "Paris x"}) + "\n")
+    run = files["dir"] / "spaced.json"
+    run.write_text(json.dumps({"q1": {"doc with space": 9.0, "d1": 1.0}}))
+    args = ["judge", "--queries", str(files["q"]), "--corpus", str(corpus), "--run", str(run),
+            "--depth", "3", "--model", "judge-model", "--base-url", BASE, "--api-key-env", "JUDGE_KEY",
+            "--no-cache", "--no-progress", "-o", str(files["dir"] / "o.qrels")]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "doc with space" in err and "nothing was judged" in err and err.count("\n") == 1
+    assert route.call_count == 0
+    # JSON holds any id: the same job with -o x.json runs.
+    args[-1] = str(files["dir"] / "o.json")
+    assert main(args) == 0 and route.call_count == 2
+
+
+def test_unwritable_output_is_refused_before_any_call(
+    httpx2_mock: respx.Router, files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # No route is mocked: a call would fail the judgments (exit 1), not give exit status 2.
+    assert main(base_args(files, "-o", str(files["dir"]))) == 2  # a directory
+    blocker = files["dir"] / "file"
+    blocker.write_text("x")
+    assert main(base_args(files, "-o", str(blocker / "sub" / "o.qrels"))) == 2  # parent is a file
+    assert main(base_args(files, "-o", str(files["dir"] / "o.qrels"),
+                          "--judgments", str(blocker / "j.jsonl"))) == 2
+    err = capsys.readouterr().err
+    assert err.count("ragjudge: error:") == 3 and not httpx2_mock.calls
+
+
+def test_redirected_progress_is_a_few_plain_lines(
+    httpx2_mock: respx.Router, files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    httpx2_mock.post(URL).mock(side_effect=grader(rule))
+    args = [a for a in base_args(files, "-o", str(files["dir"] / "o.qrels")) if a != "--no-progress"]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    progress = [line for line in err.splitlines() if line.startswith("judging (")]
+    assert "\r" not in err and 1 <= len(progress) <= 11
+    assert progress[-1].startswith("judging (judge-model): 5/5 calls, 100%")

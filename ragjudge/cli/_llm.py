@@ -56,17 +56,18 @@ def add_llm_options(p: argparse.ArgumentParser) -> None:
 
 def llm_from_args(args: argparse.Namespace) -> Any:
     """Check the shared options and build the :class:`ragjudge.llm.LLM` they describe."""
-    from ..llm import LLM
+    from ..llm import LLM, check_finite
 
     if not args.model:
         raise InputError("no model given (pass --model M or set RAGJUDGE_MODEL)", field="--model")
-    for flag, value in (("--concurrency", args.concurrency), ("--max-attempts", args.max_attempts)):
-        if value < 1:
-            raise InputError(f"must be at least 1, got {value}", field=flag)
-    for flag, value in (("--rpm", args.rpm), ("--tpm", args.tpm), ("--timeout", args.timeout),
-                        ("--max-cost", args.max_cost), ("--max-tokens", args.max_tokens)):
-        if value is not None and value <= 0:
-            raise InputError(f"must be positive, got {value}", field=flag)
+    # NaN and infinity parse as floats but would silently disable the limit they set.
+    for flag, value, integer in (("--concurrency", args.concurrency, True),
+                                 ("--max-attempts", args.max_attempts, True),
+                                 ("--max-tokens", args.max_tokens, True),
+                                 ("--rpm", args.rpm, False), ("--tpm", args.tpm, False),
+                                 ("--timeout", args.timeout, False)):
+        check_finite(value, flag, integer=integer)
+    check_finite(args.max_cost, "--max-cost", positive=False)
     if args.no_cache and args.cache:
         raise InputError("--cache and --no-cache contradict each other", field="--no-cache")
     return LLM(

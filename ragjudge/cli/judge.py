@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from .._sync import run_sync
@@ -36,8 +38,15 @@ $RAGJUDGE_CACHE or ~/.cache/ragjudge/judgments.sqlite), so rerunning costs nothi
 killed run resumes where it stopped. Failed judgments are not cached and are retried by
 the next run.
 
-exit status: 0 done (failed judgments are listed and left out of the qrels); 2 bad input or
-a non-retryable endpoint error (bad key, unknown model); 130 interrupted.
+output: -o OUT writes TREC qrels, or JSON for .json, BEIR TSV for .tsv (.gz compresses);
+missing directories are created, and ids the format cannot hold are refused before any
+call is made.
+
+progress: a bar on a terminal; a few plain lines when stderr is redirected (CI logs).
+
+exit status: 0 done (failed judgments are listed and left out of the qrels); 1 most
+judgments failed (the qrels are written, a summary says why); 2 bad input or a
+non-retryable endpoint error (bad key, unknown model); 130 interrupted.
 """
 
 
@@ -68,7 +77,8 @@ def register(subparsers: Any) -> None:
     io.add_argument("--all-queries", action="store_true",
                     help="with --fill, also judge queries the human qrels do not have")
     io.add_argument("-o", "--output", metavar="OUT.qrels",
-                    help="write the qrels here (required unless --dry-run)")
+                    help="write the qrels here: TREC, or JSON for .json, BEIR TSV for .tsv "
+                         "(required unless --dry-run)")
     io.add_argument("--judgments", metavar="OUT.jsonl",
                     help="write every judgment with grade, reasoning, error and provenance")
     io.add_argument("--prompt", default="relevance.v1", metavar="NAME|FILE",
@@ -88,7 +98,7 @@ def _say(msg: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..io import read_corpus, read_queries, write_qrels
-    from ..judges import LLMRelevanceJudge
+    from ..judges import LLMRelevanceJudge, pool_pairs
 
     llm = llm_from_args(args)
     if not args.output and not args.dry_run:
@@ -117,6 +127,11 @@ def run(args: argparse.Namespace) -> int:
         print(plan.describe())
         return 0
 
+    # Everything that could fail after the money is spent is checked first: the output
+    # paths are writable, and every id can be written in the output's format.
+    pairs = pool_pairs(queries, corpus, runs, args.depth, skip=human, all_queries=args.all_queries)
+    _check_outputs(args.output, args.judgments, pairs, human, write_qrels)
+
     if args.batch:
         result = _run_batch(args, judge, queries, corpus, runs, human)
     else:
@@ -131,11 +146,50 @@ def run(args: argparse.Namespace) -> int:
 
         result = run_sync(main())
 
-    write_qrels(result.qrels, args.output, format="trec")
+    write_qrels(result.qrels, args.output)
     if args.judgments:
         result.write_judgments(args.judgments)
     _report(result, args, llm)
-    return 0
+    return 1 if result.mostly_failed else 0
+
+
+def _check_outputs(output: str, judgments: str | None, pairs: Sequence[Any], human: Any,
+                   write_qrels: Any) -> None:
+    """Create missing output directories and write a probe of the qrels (every pooled id,
+    and the human labels kept) beside each output in its own format, then remove it: a bad
+    path or an id the format cannot hold is a one-line error before the first call."""
+    import numpy as np
+
+    from ..data import Qrels
+
+    probe_qrels = Qrels.from_arrays([p.qid for p in pairs], [p.docid for p in pairs],
+                                    np.zeros(len(pairs), dtype=np.int64), dedup="first")
+    if human is not None:
+        probe_qrels = human.merge(probe_qrels)
+    for path, what in ((output, "qrels"), (judgments, "judgments")):
+        if not path:
+            continue
+        target = Path(path)
+        if target.is_dir():
+            raise InputError("is a directory; give a file name", source=str(path))
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(f"cannot create the output directory ({exc.strerror or exc})",
+                             source=str(path)) from None
+        probe = target.with_name(f".ragjudge-probe-{target.name}")  # same suffix, same format
+        try:
+            if what == "qrels":
+                write_qrels(probe_qrels, probe)  # same suffix rules as the real write
+            else:
+                probe.write_text("", encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"cannot write here ({exc.strerror or exc})", source=str(path)) from None
+        except InputError as exc:
+            raise InputError(f"{exc.message}; nothing was judged", source=str(path),
+                             field=exc.field) from None
+        finally:
+            probe.unlink(missing_ok=True)
 
 
 def _run_batch(args: argparse.Namespace, judge: Any, queries: Any, corpus: Any, runs: Any,
@@ -152,8 +206,8 @@ def _report(result: Any, args: argparse.Namespace, llm: Any) -> None:
     _say(f"judged {s['judged']}/{s['pairs']} pairs ({s['cached']} from cache); "
          f"{s['calls']} calls, {s['prompt_tokens']} prompt tokens ({s['cached_prompt_tokens']} cached), "
          f"{s['completion_tokens']} completion tokens, {cost}")
+    reasons = ", ".join(f"{k}: {v}" for k, v in sorted(s["failure_reasons"].items()))
     if s["failed"]:
-        reasons = ", ".join(f"{k}: {v}" for k, v in sorted(s["failure_reasons"].items()))
         _say(f"{s['failed']} judgments failed and are not in the qrels ({reasons}); "
              "rerun to retry them")
     if s["skipped_budget"]:
@@ -161,6 +215,11 @@ def _report(result: Any, args: argparse.Namespace, llm: Any) -> None:
              "rerun with a higher budget to continue")
     if s["human_labels"]:
         _say(f"kept {s['human_labels']} human labels; wrote {s['qrels_pairs']} labels in total")
+    if s["reasoning_dropped"]:
+        _say(f"{s['reasoning_dropped']} replies kept running out of tokens: graded without reasoning")
     if llm.stats.fallbacks:
         _say("server fallbacks: " + "; ".join(llm.stats.fallbacks))
     _say(f"wrote {args.output}" + (f" and {args.judgments}" if args.judgments else ""))
+    if result.mostly_failed:
+        _say(f"ragjudge: error: {s['failed']} of {s['pairs'] - s['skipped_budget']} judgments failed "
+             f"({reasons}); the qrels hold only the {s['judged']} that succeeded (exit status 1)")

@@ -13,7 +13,8 @@ The policy (:class:`Conversation`), per structured call:
 * a reply cut off by ``max_tokens`` (``finish_reason="length"``) is asked again for the
   label alone -- the prompt's schema without its free-text fields (``reasoning``), which
   the caller sees as ``Outcome.dropped`` -- when the schema has such fields, else with twice
-  the token budget; a second cut-off gets the other remedy; a third is a failure.
+  the token budget; a second cut-off doubles the budget (again); a third is a failure
+  (:data:`MAX_TRUNCATIONS`). Every re-ask is a new HTTP call, admitted by the budget.
 """
 
 from __future__ import annotations
@@ -39,9 +40,11 @@ __all__ = [
     "Conversation",
     "Turn",
     "MAX_REPAIRS",
+    "MAX_TRUNCATIONS",
 ]
 
 MAX_REPAIRS = 2
+MAX_TRUNCATIONS = 2
 
 
 def describe_exc(exc: BaseException) -> str:
@@ -276,13 +279,18 @@ class Conversation:
         self.turn = Turn(list(self.base), prompt, prompt)
         self.bad: list[str] = []
         self.repaired = False
-        self.boosted = False
+        self.truncations = 0
         self.dropped: tuple[str, ...] = ()
         self._compact = compact_prompt(prompt)
 
     def truncated(self, max_tokens: int | None) -> Turn | GiveUp:
         """The reply was cut off at ``max_tokens``."""
         t = self.turn
+        self.truncations += 1
+        if self.truncations > MAX_TRUNCATIONS:
+            return GiveUp(FailureKind.TRUNCATED,
+                          f"truncated reply (finish_reason=length, also with max_tokens={max_tokens}"
+                          + (" and without " + ", ".join(self.dropped) if self.dropped else "") + ")")
         if self._compact is not None and not self.dropped:
             send, check, self.dropped = self._compact
             schema = json.dumps(send.output_schema, separators=(",", ":"))
@@ -290,14 +298,9 @@ class Conversation:
                 "Your reply was cut off before it ended. Skip the "
                 + " and ".join(self.dropped) + " and reply now with only a short JSON object "
                 "matching this schema: " + schema)}], send, check, t.boost)
-            return self.turn
-        if not self.boosted:
-            self.boosted = True
+        else:
             self.turn = dataclasses.replace(t, boost=t.boost * 2)
-            return self.turn
-        return GiveUp(FailureKind.TRUNCATED,
-                      f"truncated reply (finish_reason=length, also with max_tokens={max_tokens}"
-                      + (" and without " + ", ".join(self.dropped) if self.dropped else "") + ")")
+        return self.turn
 
     def unusable(self, text: str | None, exc: BaseException) -> Turn | GiveUp:
         """The reply could not be used (``exc`` says why)."""
