@@ -69,6 +69,10 @@ def _add_arguments(p: argparse.ArgumentParser, *, min_runs: int) -> None:
     if min_runs < 2:
         p.add_argument("--no-stats", action="store_true",
                        help="with several runs, print means only (no tests or intervals)")
+        # issue 9 (trust): --human/--ppi, --soft, --judge; handled in cli/trust.py
+        from .trust import add_evaluate_options
+
+        add_evaluate_options(p)
     p.add_argument("--fail-under", action="append", default=[], metavar="METRIC=VALUE",
                    help="exit 1 if a run's mean METRIC is below VALUE (CI gate); repeatable")
     p.set_defaults(func=_run, min_runs=min_runs)
@@ -222,6 +226,11 @@ def _run(args: argparse.Namespace) -> int:
             f"baseline {args.baseline!r} is not one of the runs: {', '.join(names)}",
             field="--baseline",
         )
+    # issue 9 (trust): LLM labels with human anchors, soft labels, judging on demand
+    from .trust import run_evaluate, trust_requested
+
+    if trust_requested(args):
+        return run_evaluate(args, metrics, names)
     for path in [args.qrels, *args.runs]:
         # A clear message before any parsing work for the commonest mistake.
         if not os.path.exists(path):

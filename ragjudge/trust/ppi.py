@@ -25,6 +25,7 @@ vectorised over rows, so a simulation of thousands of studies is a few array ope
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -45,7 +46,11 @@ __all__ = [
     "ppi_means",
     "ppi_evaluate",
     "ppi_scores",
+    "ppi_samples",
+    "parse_scores",
+    "read_scores",
     "plan_labels",
+    "plan_evaluation",
     "t_quantile",
 ]
 
@@ -55,10 +60,18 @@ Population = Literal["finite", "infinite"]
 METHODS: tuple[str, ...] = ("ppi++", "ppi")
 
 
+@lru_cache(maxsize=1024)
 def t_quantile(confidence: float, df: float) -> float:
     """Two-sided Student t critical value: P(|T_df| <= t) = confidence (bisection on
-    :func:`ragjudge.stats.t_two_sided_p`, to 1e-12)."""
+    :func:`ragjudge.stats.t_two_sided_p`, to 1e-12; above 1000 df the Cornish-Fisher
+    expansion of Abramowitz & Stegun 26.7.5, accurate to ~1e-9 there)."""
     alpha = 1.0 - confidence
+    if df > 1000:
+        from statistics import NormalDist
+
+        z = NormalDist().inv_cdf(1.0 - alpha / 2.0)
+        return (z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+                + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * df**3))
     lo, hi = 0.0, 1.0
     while t_two_sided_p(hi, df) > alpha:
         hi *= 2.0
@@ -129,12 +142,21 @@ def ppi_means(
             lam = np.where(denom > 0, cov / np.where(denom > 0, denom, 1.0), 0.0)
     resid = y - lam[:, None] * f
     theta = resid.mean(axis=1) + lam * fm
-    var = fpc * resid.var(axis=1, ddof=1) / n
+    # A tuned lambda is fitted on the same n values (one more parameter, as in regression
+    # estimation): ddof 2 keeps the interval from running short on small samples.
+    var = fpc * resid.var(axis=1, ddof=2 if method == "ppi++" and n > 2 else 1) / n
     if not finite:
         var = var + lam * lam * fv / big_n
+    h_var = fpc * y.var(axis=1, ddof=1) / n
+    if method == "ppi++":
+        # lambda = 0 is the human-only estimate; the tuned one is never allowed to be worse.
+        worse = var > h_var
+        lam = np.where(worse, 0.0, lam)
+        theta = np.where(worse, y.mean(axis=1), theta)
+        var = np.where(worse, h_var, var)
     t = t_quantile(confidence, n - 1)
     se = np.sqrt(np.maximum(var, 0.0))
-    h_se = np.sqrt(fpc * y.var(axis=1, ddof=1) / n)
+    h_se = np.sqrt(h_var)
     l_se = np.sqrt(fv / big_n) if big_n > 1 else np.zeros_like(fm)
     t_llm = t_quantile(confidence, big_n - 1) if big_n > 1 else 0.0
     hm = y.mean(axis=1)
@@ -239,6 +261,97 @@ def ppi_scores(
                     **options)
 
 
+def ppi_samples(
+    llm: Any,
+    human: Mapping[str, Mapping[str, float | None]],
+    metrics: Sequence[str] | None = None,
+    **options: Any,
+) -> dict[str, PPIEstimate]:
+    """PPI estimates of RAG sample metrics: ``llm`` is a :class:`ragjudge.rag.RagReport` (or
+    ``{sample id: {metric: value}}``) over every sample, ``human`` the human scores of a random
+    subset, ``{sample id: {metric: value}}``. ``metrics``: default every metric in both."""
+    llm_scores = _scores_of(llm)
+    names = list(metrics) if metrics is not None else [
+        m for m in dict.fromkeys(k for v in llm_scores.values() for k in v)
+        if any(m in h for h in human.values())]
+    if not names:
+        raise InputError("the human scores share no metric with the LLM scores", field="metric")
+    out = {}
+    for m in names:
+        out[m] = ppi_scores({k: v.get(m) for k, v in llm_scores.items()},
+                            {k: v.get(m) for k, v in human.items()}, **options)
+    return out
+
+
+def _scores_of(obj: Any) -> dict[str, dict[str, float | None]]:
+    if hasattr(obj, "sample_ids") and hasattr(obj, "values"):  # a RagReport
+        cols = {m: obj.values(m) for m in obj.metrics}
+        return {sid: {m: cols[m][i] for m in obj.metrics} for i, sid in enumerate(obj.sample_ids)}
+    return {str(k): dict(v) for k, v in obj.items()}
+
+
+def parse_scores(text: str, source: str = "<scores>") -> dict[str, dict[str, float | None]]:
+    """Per-item scores ``{id: {metric: value}}`` from the JSON of ``ragjudge rag -f json``
+    (``samples[].scores[metric].value``), JSON Lines objects with an ``id`` (or ``sample``,
+    ``qid``) field and metric fields, or CSV with such a header."""
+    import csv
+    import io
+    import json
+
+    stripped = text.lstrip("\ufeff").lstrip()
+    if not stripped:
+        raise InputError("empty scores file", source=source)
+    out: dict[str, dict[str, float | None]] = {}
+    if stripped.startswith("{") and '"samples"' in stripped[:200000]:
+        try:
+            data = json.loads(stripped)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"invalid JSON ({exc.msg})", source=source, line=exc.lineno) from None
+        if isinstance(data, dict) and isinstance(data.get("samples"), list):
+            for s in data["samples"]:
+                out[str(s["sample"])] = {m: v.get("value") if isinstance(v, dict) else v
+                                         for m, v in (s.get("scores") or {}).items()}
+            return out
+    if stripped.startswith("{"):
+        rows = []
+        for i, line in enumerate(stripped.splitlines(), 1):
+            if line.strip():
+                try:
+                    rows.append((i, json.loads(line)))
+                except json.JSONDecodeError as exc:
+                    raise InputError(f"invalid JSON ({exc.msg})", source=source, line=i) from None
+    else:
+        rows = list(enumerate(csv.DictReader(io.StringIO(stripped)), 2))
+    for i, row in rows:
+        key = next((k for k in ("id", "sample", "qid", "query_id") if k in row), None)
+        if key is None:
+            raise InputError("no id column (id, sample, qid or query_id)", source=source, line=i,
+                             field="id")
+        vals: dict[str, float | None] = {}
+        for k, v in row.items():
+            if k == key:
+                continue
+            if v is None or v == "":
+                vals[k] = None
+                continue
+            try:
+                vals[k] = float(v)
+            except (TypeError, ValueError):
+                raise InputError(f"not a number: {v!r}", source=source, line=i, field=k) from None
+        out[str(row[key])] = vals
+    return out
+
+
+def read_scores(path: str) -> dict[str, dict[str, float | None]]:
+    """:func:`parse_scores` of a file."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise InputError(exc.strerror or "cannot read", source=str(path)) from None
+    return parse_scores(text, source=str(path))
+
+
 # ----------------------------------------------------------------------------- runs and qrels
 @dataclass
 class PPIReport:
@@ -254,18 +367,24 @@ class PPIReport:
     settings: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        """One entry per run: its LLM-only report (``mean`` = LLM-only values) plus ``ppi``
-        and, for runs other than the baseline, ``ppi_delta`` (run minus baseline)."""
+    def run_dicts(self, *, per_query: bool = False) -> list[dict[str, Any]]:
+        """One dict per run: its LLM-only report (``mean`` = LLM-only values, the PPI settings
+        in ``meta["ppi"]``) plus ``ppi`` and, for runs other than the baseline, ``ppi_delta``
+        (run minus baseline)."""
         out = []
         for r in self.runs:
-            d = self.reports[r].to_dict(per_query=False) if r in self.reports else {"run": r}
+            d = self.reports[r].to_dict(per_query=per_query) if r in self.reports else {"run": r}
+            d.setdefault("meta", {})["ppi"] = {**self.settings, "notes": list(self.notes)}
             d["ppi"] = {m: e.to_dict() for m, e in self.estimates[r].items()}
             if r in self.differences:
                 d["ppi_delta"] = {m: {**e.to_dict(), "baseline": self.baseline}
                                   for m, e in self.differences[r].items()}
             out.append(d)
-        return {"runs": out, "settings": self.settings, "notes": self.notes}
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"runs": [...], "settings", "notes"}``, the runs as in :meth:`run_dicts`."""
+        return {"runs": self.run_dicts(), "settings": self.settings, "notes": self.notes}
 
     def to_json(self, indent: int | None = 2) -> str:
         import json
@@ -293,16 +412,23 @@ class PPIReport:
 
     def render(self, fmt: str = "table", digits: int = 4) -> str:
         if fmt == "json":
-            return self.to_json() + "\n"
+            import json
+
+            runs = self.run_dicts()
+            return json.dumps(runs[0] if len(runs) == 1 else runs, indent=2, allow_nan=False) + "\n"
         h, r = self.table(digits)
         return render_table(h, r, fmt, digits=digits)
 
-    def __str__(self) -> str:
+    def footer(self) -> str:
+        """What the table rests on, and the notes (lines under the plain table)."""
         s = self.settings
-        foot = (f"{s.get('method', 'ppi++')}: LLM labels on {s.get('n_llm')} queries, human labels on "
-                f"{s.get('n_human')} of them; {s.get('population', 'finite')}-population interval, "
-                f"Student t")
-        return self.render("table") + foot + "\n" + "".join(f"note: {n}\n" for n in self.notes)
+        foot = (f"{s.get('method', 'ppi++')}: LLM labels on {s.get('n_llm')} queries, human labels "
+                f"on {s.get('n_human')} of them; {s.get('population', 'finite')}-population "
+                "intervals (Student t)")
+        return foot + "\n" + "".join(f"note: {n}\n" for n in self.notes)
+
+    def __str__(self) -> str:
+        return self.render("table") + self.footer()
 
     def _repr_html_(self) -> str:
         h, r = self.table()
@@ -338,38 +464,14 @@ def ppi_evaluate(
     human qrels among them (human queries the LLM did not label are left out, with a note).
     Raises :class:`InputError` when the two share no query or fewer than 2.
     """
-    from ..evaluate import evaluate  # estimation sits above evaluation
-
     _check(confidence, method, population)
-    if not isinstance(runs, Mapping):
-        runs = {r.name: r for r in runs}
-    if not runs:
-        raise InputError("no runs given", field="runs")
-    names = list(runs)
+    names, llm_vals, hum_vals, reports, common, notes = _paired_values(
+        llm_qrels, runs, metrics, human_qrels, rel)
     baseline = names[0] if baseline is None else baseline
-    if baseline not in runs:
+    if baseline not in names:
         raise InputError(f"baseline {baseline!r} is not one of the runs: {', '.join(names)}",
                          field="baseline")
-    llm_q = set(llm_qrels.query_ids)
-    common = [q for q in human_qrels.query_ids if q in llm_q]
-    if not common:
-        raise InputError("the human and LLM qrels have no query in common (check the query ids)",
-                         source=human_qrels.source, field="qid")
-    if len(common) < 2:
-        raise InputError(f"PPI needs at least 2 human-labelled queries, got {len(common)}",
-                         source=human_qrels.source, field="qid")
-    notes = []
-    if len(common) < human_qrels.num_queries:
-        notes.append(f"{human_qrels.num_queries - len(common)} human-labelled queries have no LLM "
-                     "labels and are left out")
-    human_sub = human_qrels.filter(common)
     metrics = list(metrics)
-    reports, llm_vals, hum_vals = {}, {}, {}
-    for name in names:
-        reports[name] = evaluate(llm_qrels, runs[name], metrics, rel=rel)
-        hrep = evaluate(human_sub, runs[name], metrics, rel=rel)
-        llm_vals[name] = {m: _per_query(reports[name], m) for m in metrics}
-        hum_vals[name] = {m: _per_query(hrep, m) for m in metrics}
     opts = dict(method=method, confidence=confidence, population=population)
     estimates = {n: {m: ppi_scores(llm_vals[n][m], hum_vals[n][m], **opts) for m in metrics}
                  for n in names}
@@ -393,6 +495,38 @@ def ppi_evaluate(
                   "human_source": human_qrels.source, "llm_source": llm_qrels.source},
         notes=notes,
     )
+
+
+def _paired_values(llm_qrels: Qrels, runs: Mapping[str, Run] | Sequence[Run], metrics: Sequence[str],
+                   human_qrels: Qrels, rel: int | None) -> tuple[Any, ...]:
+    """Per-query values of every run and metric under the LLM qrels (all their queries) and
+    under the human qrels (the human queries the LLM also labelled)."""
+    from ..evaluate import evaluate  # estimation sits above evaluation
+
+    if not isinstance(runs, Mapping):
+        runs = {r.name: r for r in runs}
+    if not runs:
+        raise InputError("no runs given", field="runs")
+    llm_q = set(llm_qrels.query_ids)
+    common = [q for q in human_qrels.query_ids if q in llm_q]
+    if not common:
+        raise InputError("the human and LLM qrels have no query in common (check the query ids)",
+                         source=human_qrels.source, field="qid")
+    if len(common) < 2:
+        raise InputError(f"PPI needs at least 2 human-labelled queries, got {len(common)}",
+                         source=human_qrels.source, field="qid")
+    notes = []
+    if len(common) < human_qrels.num_queries:
+        notes.append(f"{human_qrels.num_queries - len(common)} human-labelled queries have no LLM "
+                     "labels and are left out")
+    human_sub = human_qrels.filter(common)
+    reports, llm_vals, hum_vals = {}, {}, {}
+    for name, run in runs.items():
+        reports[name] = evaluate(llm_qrels, run, list(metrics), rel=rel)
+        hrep = evaluate(human_sub, run, list(metrics), rel=rel)
+        llm_vals[name] = {m: _per_query(reports[name], m) for m in metrics}
+        hum_vals[name] = {m: _per_query(hrep, m) for m in metrics}
+    return list(runs), llm_vals, hum_vals, reports, common, notes
 
 
 # ----------------------------------------------------------------------------- planning
@@ -451,3 +585,29 @@ def plan_labels(
         "n_ppi": needed(v_ppi, extra), "n_human_only": needed(v_h, 0.0),
         "pilot_width": float(r["ci_high"][0] - r["ci_low"][0]),
     }
+
+
+def plan_evaluation(
+    llm_qrels: Qrels,
+    runs: Mapping[str, Run] | Sequence[Run],
+    metrics: Sequence[str],
+    pilot_qrels: Qrels,
+    width: float,
+    *,
+    method: Method = "ppi++",
+    confidence: float = 0.95,
+    population: Population = "finite",
+    rel: int | None = None,
+) -> list[dict[str, Any]]:
+    """:func:`plan_labels` for every run and metric, from LLM qrels on all queries and a pilot
+    of human qrels on a few: one dict per (run, metric) with ``run`` and ``metric`` added."""
+    names, llm_vals, hum_vals, _, _, _ = _paired_values(llm_qrels, runs, metrics, pilot_qrels, rel)
+    out = []
+    for n in names:
+        for m in metrics:
+            ids = [q for q in hum_vals[n][m] if q in llm_vals[n][m]]
+            plan = plan_labels([hum_vals[n][m][q] for q in ids], [llm_vals[n][m][q] for q in ids],
+                               llm_qrels.num_queries, width, method=method, confidence=confidence,
+                               population=population)
+            out.append({"run": n, "metric": m, **plan})
+    return out
