@@ -190,6 +190,10 @@ def evaluate(
     skip_missing: bool = False,
     dedup: Dedup = "error",
     name: str | None = None,
+    judge: Any = None,
+    queries: Any = None,
+    corpus: Any = None,
+    depth: int | None = None,
 ) -> Report:
     """Evaluate one run: ``evaluate(qrels, run, ["ndcg@10", "map"]) -> Report``.
 
@@ -200,7 +204,18 @@ def evaluate(
     :data:`DEFAULT_METRICS`. ``rel``: default relevance threshold of measures that take one.
     ``skip_missing``: average over the queries in both qrels and run instead of scoring qrels
     queries missing from the run as empty rankings. ``name`` renames the run.
+
+    Judging on demand (:mod:`ragjudge.trust.ondemand`): with ``judge`` (an
+    :class:`~ragjudge.judges.LLMRelevanceJudge`), ``queries`` and ``corpus`` (dicts or paths),
+    the unjudged documents in the run's top ``depth`` (default: the largest metric cutoff) are
+    judged and merged under the human labels first; ``qrels=None`` is label-free evaluation.
     """
+    if judge is not None:  # issue 9: judging on demand lives in ragjudge.trust
+        from .trust.ondemand import evaluate_with_judge
+
+        return evaluate_with_judge(judge, qrels, run, metrics, queries=queries, corpus=corpus,
+                                   depth=depth, rel=rel, skip_missing=skip_missing, dedup=dedup,
+                                   name=name)
     _check_rel(rel)
     measures = _metric_keys(metrics, rel)
     q = _load_qrels(qrels, dedup)

@@ -211,6 +211,11 @@ def _check_gates(
 
 # ----------------------------------------------------------------------------- command
 def _run(args: argparse.Namespace) -> int:
+    # issue 9 (trust): LLM labels with human anchors, soft labels, judging on demand
+    from .trust import prepare_trust, run_evaluate
+
+    if prepare_trust(args):
+        return run_evaluate(args, _metric_list(args, [])[0], _run_names(args.runs))
     if len(args.runs) < args.min_runs:
         raise InputError(f"compare needs at least {args.min_runs} runs, got {len(args.runs)}",
                          field="RUN")
@@ -226,11 +231,6 @@ def _run(args: argparse.Namespace) -> int:
             f"baseline {args.baseline!r} is not one of the runs: {', '.join(names)}",
             field="--baseline",
         )
-    # issue 9 (trust): LLM labels with human anchors, soft labels, judging on demand
-    from .trust import run_evaluate, trust_requested
-
-    if trust_requested(args):
-        return run_evaluate(args, metrics, names)
     for path in [args.qrels, *args.runs]:
         # A clear message before any parsing work for the commonest mistake.
         if not os.path.exists(path):

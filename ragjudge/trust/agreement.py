@@ -61,6 +61,7 @@ __all__ = [
     "spearman_rho",
     "rank_biased_overlap",
     "krippendorff_alpha_ordinal",
+    "krippendorff_alpha_raters",
     "LABEL_STATS",
     "RANKING_STATS",
 ]
@@ -121,16 +122,18 @@ def cohen_kappa(confusion: np.ndarray, *, weights: str | None = None) -> float |
 
 
 def _alpha_ordinal(c: np.ndarray) -> np.ndarray:
-    """Krippendorff's ordinal alpha of a stack of two-rater confusion matrices.
+    """Krippendorff's ordinal alpha of a stack of two-rater confusion matrices: the
+    coincidences are o = C + C^T (each pair contributes both ordered values)."""
+    return _alpha_from_coincidences(c + np.transpose(c, (0, 2, 1)))
 
-    Coincidences o = C + C^T (each pair contributes both ordered values), n_c its marginals,
-    N = sum n_c; delta^2(c, k) = (sum_{g=c}^{k} n_g - (n_c + n_k) / 2)^2;
-    alpha = 1 - (N - 1) sum o delta^2 / sum_{c,k} n_c n_k delta^2.
-    """
-    o = c + np.transpose(c, (0, 2, 1))
+
+def _alpha_from_coincidences(o: np.ndarray) -> np.ndarray:
+    """Ordinal alpha of a stack ``(B, m, m)`` of coincidence matrices (Krippendorff 2011):
+    n_c the marginals, N = sum n_c, delta^2(c, k) = (sum_{g=c}^{k} n_g - (n_c + n_k) / 2)^2,
+    alpha = 1 - (N - 1) sum o delta^2 / sum_{c,k} n_c n_k delta^2."""
     nc = o.sum(axis=2)
     total = nc.sum(axis=1)
-    m = c.shape[1]
+    m = o.shape[1]
     i, j = np.indices((m, m))
     lo, hi = np.minimum(i, j), np.maximum(i, j)
     cum = np.cumsum(nc, axis=1)
@@ -142,6 +145,29 @@ def _alpha_ordinal(c: np.ndarray) -> np.ndarray:
         a = 1.0 - num / den
     a[(total < 2) | (den <= 0)] = np.nan
     return a
+
+
+def krippendorff_alpha_raters(values: np.ndarray) -> float | None:
+    """Krippendorff's ordinal alpha of any number of raters with missing values.
+
+    ``values``: ``(raters, units)`` integer grades, negative = missing. Units with fewer than
+    two values are not pairable and left out; a unit with m values adds
+    (n_u n_u^T - diag(n_u)) / (m - 1) to the coincidences, n_u its counts per grade.
+    """
+    v = np.asarray(values, dtype=np.int64)
+    if v.ndim != 2 or not v.size or (v < 0).all():
+        return None
+    grades = np.unique(v[v >= 0])
+    onehot = (v[:, :, None] == grades[None, None, :]).sum(axis=0).astype(np.float64)  # (units, m)
+    m_u = onehot.sum(axis=1)
+    keep = m_u >= 2
+    if not keep.any():
+        return None
+    n_u, m_u = onehot[keep], m_u[keep]
+    o = (np.einsum("ui,uj->ij", n_u / (m_u - 1)[:, None], n_u)
+         - np.diag((n_u / (m_u - 1)[:, None]).sum(axis=0)))
+    a = _alpha_from_coincidences(o[None])[0]
+    return None if not np.isfinite(a) else float(a)
 
 
 def krippendorff_alpha_ordinal(confusion: np.ndarray) -> float | None:
