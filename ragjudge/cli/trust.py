@@ -387,6 +387,20 @@ def register(sub: Any) -> None:
     _add_ppi_options(p)
     p.set_defaults(func=_plan)
 
+    sim = sub.add_parser(
+        "simulate-judge",
+        help="labels of a simulated judge (known confusion matrix) from true qrels",
+        description="Relabel every judged pair of QRELS (the truth, grades 0-3) through the "
+                    "confusion matrix of a simulated judge -- lenient, strict, noisy or perfect "
+                    "(ragjudge.trust.simulate.JUDGES) -- to see what such a judge would do to "
+                    "your conclusions, or to test a pipeline without a model.",
+    )
+    sim.add_argument("qrels", metavar="QRELS", help="true labels")
+    sim.add_argument("--judge", default="lenient", help="lenient (default), strict, noisy, perfect")
+    sim.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    sim.add_argument("-o", "--output", required=True, metavar="OUT.qrels")
+    sim.set_defaults(func=_simulate)
+
     s = sub.add_parser(
         "ppi-samples",
         help="prediction-powered estimates of RAG sample metrics from a human-scored subset",
@@ -403,6 +417,24 @@ def register(sub: Any) -> None:
     s.add_argument("-o", "--output", metavar="FILE")
     _add_ppi_options(s)
     s.set_defaults(func=_samples)
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from ..io import read_qrels, write_qrels
+    from ..trust.simulate import JUDGES, simulate_qrels
+
+    if args.judge not in JUDGES:
+        raise InputError(f"unknown judge {args.judge!r}; known: {', '.join(JUDGES)}", field="--judge")
+    truth = read_qrels(args.qrels)
+    scale = (0, len(JUDGES[args.judge]) - 1)
+    for q, d, g in truth.rows():
+        if g > scale[1]:
+            raise InputError(f"grade {g} of query {q!r}, document {d!r} is outside the scale "
+                             f"{scale[0]}-{scale[1]}", source=truth.source, field="grade")
+    write_qrels(simulate_qrels(truth, args.judge, seed=args.seed), args.output, format="trec")
+    print(f"wrote {args.output}: {len(truth)} labels from a simulated {args.judge} judge "
+          f"(seed {args.seed})", file=sys.stderr)
+    return 0
 
 
 def _plan(args: argparse.Namespace) -> int:

@@ -79,18 +79,22 @@ class OnDemand:
         return "\n".join(lines)
 
 
-def _judged(qrels: Qrels | None, runs: Sequence[Run], depth: int) -> dict[str, float]:
+def _judged(qrels: Qrels | None, runs: Sequence[Run], depth: int,
+            queries: Sequence[str]) -> dict[str, float]:
+    """Mean judged@depth of each run over ``queries`` (the queries evaluated after judging),
+    by the engine's own definition; a query ``qrels`` lacks counts as judging nothing."""
     from ..evaluate import evaluate
 
-    if qrels is None or len(qrels) == 0:
+    if not queries:
         return {r.name: 0.0 for r in runs}
+    have = qrels.filter(queries) if qrels is not None else None
+    lacking = [q for q in queries if have is None or q not in have]
+    # A placeholder judgment no run retrieves gives such a query a judged@k of 0 (and the
+    # engine the query to score).
+    pad = Qrels.from_arrays(lacking, ["\x00none"] * len(lacking), [0] * len(lacking))
+    base = pad if have is None or len(have) == 0 else have.merge(pad)
     key = f"judged@{depth}"
-    out = {}
-    for r in runs:
-        mean = evaluate(qrels, r, [key], skip_missing=True).mean[key] if any(
-            q in qrels for q in r.query_ids) else 0.0
-        out[r.name] = float(mean or 0.0)
-    return out
+    return {r.name: float(evaluate(base, r, [key]).mean[key] or 0.0) for r in runs}
 
 
 def _texts(value: Mapping[str, str] | str | os.PathLike[str] | None, what: str) -> Mapping[str, str]:
@@ -120,7 +124,6 @@ async def judge_on_demand(
     if depth < 1:
         raise InputError(f"depth must be a positive integer, got {depth}", field="depth")
     runs = list(runs)
-    before = _judged(qrels, runs, depth)
     if qrels is None:
         result = await judge.judge_run(queries, corpus, runs, depth)
         human = 0
@@ -128,7 +131,9 @@ async def judge_on_demand(
         result = await judge.fill_holes(qrels, queries, corpus, runs, depth,
                                         all_queries=bool(all_queries))
         human = result.human
-    after = _judged(result.qrels, runs, depth)
+    final = result.qrels.query_ids
+    before = _judged(qrels, runs, depth, final)
+    after = _judged(result.qrels, runs, depth, final)
     return OnDemand(result.qrels, result, depth, before, after, human)
 
 
