@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from ..errors import InputError
+from .trust import write_output
 
 __all__ = ["register", "parse_scale"]
 
@@ -95,11 +95,5 @@ def _run(args: argparse.Namespace) -> int:
         text = report._repr_html_()
     else:
         text = str(report)
-    if args.output:
-        try:
-            Path(args.output).write_text(text + "\n", encoding="utf-8")
-        except OSError as exc:
-            raise InputError(f"cannot write output ({exc.strerror or exc})", source=args.output) from None
-    else:
-        sys.stdout.write(text + "\n")
+    write_output(text + "\n", args.output)
     return 0

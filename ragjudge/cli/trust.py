@@ -15,11 +15,12 @@ from typing import Any
 
 from ..errors import InputError
 
-__all__ = ["register", "add_evaluate_options", "prepare_trust", "run_evaluate",
+__all__ = ["register", "write_output", "add_evaluate_options", "prepare_trust", "run_evaluate",
            "allow_model_panel", "is_panel", "run_panel"]
 
 
-def _write(text: str, output: str | None) -> None:
+def write_output(text: str, output: str | None) -> None:
+    """``text`` to the file ``output`` (a one-line error if it cannot be written) or stdout."""
     if output is None:
         sys.stdout.write(text)
         return
@@ -168,7 +169,7 @@ def _evaluate_ppi(args: argparse.Namespace, metrics: list[str], runs: dict[str, 
     text = report.render(args.format, digits=args.digits)
     if args.format == "table":
         text += report.footer()
-    _write(text, args.output)
+    write_output(text, args.output)
     return 0
 
 
@@ -178,7 +179,7 @@ def _render_reports(reports: list[Any], args: argparse.Namespace, extra: str = "
     text = render_reports(reports, args.format, per_query=args.per_query, digits=args.digits)
     if args.format == "table":
         text += extra
-    _write(text, args.output)
+    write_output(text, args.output)
 
 
 def _evaluate_soft(args: argparse.Namespace, metrics: list[str], runs: dict[str, Any]) -> int:
@@ -260,7 +261,7 @@ def _evaluate_judged(args: argparse.Namespace, metrics: list[str], runs: dict[st
                          rel=args.rel, skip_missing=args.skip_missing)
         for r in result.reports.values():
             r.meta["judging"] = info
-        _write(str(result) if args.format == "table" else
+        write_output(str(result) if args.format == "table" else
                result.render(args.format, per_query=args.per_query, digits=args.digits), args.output)
     else:
         reports = [evaluate(done.qrels, r, metrics, rel=args.rel, skip_missing=args.skip_missing)
@@ -381,10 +382,7 @@ def register(sub: Any) -> None:
     p.add_argument("--width", type=float, required=True,
                    help="target full interval width (high - low), e.g. 0.05")
     p.add_argument("--rel", type=int, metavar="N", help="relevance threshold of binary metrics")
-    p.add_argument("-f", "--format", choices=("table", "json", "csv", "markdown", "html"),
-                   default="table")
-    p.add_argument("-o", "--output", metavar="FILE")
-    _add_ppi_options(p)
+    _add_output_and_ppi_options(p)
     p.set_defaults(func=_plan)
 
     sim = sub.add_parser(
@@ -412,10 +410,7 @@ def register(sub: Any) -> None:
     s.add_argument("--human", required=True, metavar="FILE", help="per-sample human scores")
     s.add_argument("-m", "--metric", dest="metrics", action="append", metavar="METRIC",
                    help="metric(s) to estimate (default: every metric in both files)")
-    s.add_argument("-f", "--format", choices=("table", "json", "csv", "markdown", "html"),
-                   default="table")
-    s.add_argument("-o", "--output", metavar="FILE")
-    _add_ppi_options(s)
+    _add_output_and_ppi_options(s)
     s.set_defaults(func=_samples)
 
 
@@ -437,6 +432,13 @@ def _simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_output_and_ppi_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-f", "--format", choices=("table", "json", "csv", "markdown", "html"),
+                   default="table", help="output format (default table)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+    _add_ppi_options(p)
+
+
 def _plan(args: argparse.Namespace) -> int:
     from ..io import read_qrels, read_run
     from ..measures import parse_measure, split_metric_list
@@ -453,7 +455,7 @@ def _plan(args: argparse.Namespace) -> int:
     plans = plan_evaluation(llm, runs, metrics, pilot, args.width, method=method,  # type: ignore[arg-type]
                             confidence=args.confidence, population=args.population, rel=args.rel)
     if args.format == "json":
-        _write(json.dumps(plans, indent=2, allow_nan=False) + "\n", args.output)
+        write_output(json.dumps(plans, indent=2, allow_nan=False) + "\n", args.output)
         return 0
     heads = ["run", "metric", "pilot n", "corr(human, LLM)", "lambda", "pilot width",
              f"n for width {args.width:g} ({method})", "n human only"]
@@ -463,7 +465,7 @@ def _plan(args: argparse.Namespace) -> int:
     if args.format == "table":
         text += (f"{int(100 * args.confidence)}% intervals over {plans[0]['n_llm']} LLM-labelled "
                  "queries; the pilot's variances are estimates, so add a margin\n")
-    _write(text, args.output)
+    write_output(text, args.output)
     return 0
 
 
@@ -484,12 +486,12 @@ def _samples(args: argparse.Namespace) -> int:
     est = ppi_samples(llm, human, metrics, method=method, confidence=args.confidence,
                       population=args.population)
     if args.format == "json":
-        _write(json.dumps({"ppi": {m: e.to_dict() for m, e in est.items()}}, indent=2,
+        write_output(json.dumps({"ppi": {m: e.to_dict() for m, e in est.items()}}, indent=2,
                           allow_nan=False) + "\n", args.output)
         return 0
     heads = ["metric", "LLM only", "human only", method.upper(), "ci_low", "ci_high", "lambda",
              "n_human", "n_llm"]
     rows = [[m, e.llm_only.value, e.human_only.value, e.mean, e.ci_low, e.ci_high, e.lam,
              e.n_human, e.n_llm] for m, e in est.items()]
-    _write(render_table(heads, rows, args.format), args.output)
+    write_output(render_table(heads, rows, args.format), args.output)
     return 0
