@@ -155,6 +155,9 @@ def test_cli_plan_labels_and_errors(tmp_path, capsys) -> None:
     assert main(["evaluate", llm, a, "--human", one, "--ppi"]) == 2
     err = capsys.readouterr().err
     assert "at least 2" in err and err.count("\n") == 1
+    assert main(["evaluate", llm, a, "--human", human, "--ppi", "--scale", "0-2"]) == 2
+    err = capsys.readouterr().err
+    assert "outside the scale 0-2" in err and err.count("\n") == 1
     other = _write(tmp_path, "other.qrels", "zz 0 d1 1\nyy 0 d1 1\n")
     assert main(["evaluate", llm, a, "--human", other, "--ppi"]) == 2
     assert "no query in common" in capsys.readouterr().err

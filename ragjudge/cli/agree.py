@@ -6,25 +6,9 @@ import argparse
 from pathlib import Path
 
 from ..errors import InputError
-from .trust import write_output
+from .trust import parse_scale, write_output
 
-__all__ = ["register", "parse_scale"]
-
-
-def parse_scale(text: str | None) -> tuple[int, int] | None:
-    """``"0-3"`` -> (0, 3); ``None`` stays None. A bad value is a one-line InputError."""
-    if text is None:
-        return None
-    lo, sep, hi = text.partition("-")
-    try:
-        if not sep:
-            raise ValueError
-        scale = (int(lo), int(hi))
-    except ValueError:
-        raise InputError(f"expected LOW-HIGH such as 0-3, got {text!r}", field="--scale") from None
-    if scale[0] > scale[1]:
-        raise InputError(f"low end above high end in {text!r}", field="--scale")
-    return scale
+__all__ = ["register"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

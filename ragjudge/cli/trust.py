@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import InputError
 
-__all__ = ["register", "write_output", "add_evaluate_options", "prepare_trust", "run_evaluate",
+__all__ = ["register", "write_output", "parse_scale", "add_evaluate_options", "prepare_trust", "run_evaluate",
            "allow_model_panel", "is_panel", "run_panel"]
 
 
@@ -29,6 +29,22 @@ def write_output(text: str, output: str | None) -> None:
             f.write(text)
     except OSError as exc:
         raise InputError(f"cannot write output ({exc.strerror or exc})", source=output) from None
+
+
+def parse_scale(text: str | None) -> tuple[int, int] | None:
+    """``"0-3"`` -> (0, 3); ``None`` stays None. A bad value is a one-line InputError."""
+    if text is None:
+        return None
+    lo, sep, hi = text.partition("-")
+    try:
+        if not sep:
+            raise ValueError
+        scale = (int(lo), int(hi))
+    except ValueError:
+        raise InputError(f"expected LOW-HIGH such as 0-3, got {text!r}", field="--scale") from None
+    if scale[0] > scale[1]:
+        raise InputError(f"low end above high end in {text!r}", field="--scale")
+    return scale
 
 
 def _add_ppi_options(p: argparse.ArgumentParser | Any) -> None:
@@ -63,6 +79,8 @@ def add_evaluate_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--human", metavar="QRELS", help="human qrels of a random subset of the queries")
     g.add_argument("--ppi", action="store_true",
                    help="prediction-powered estimates (PPI++ by default; needs --human)")
+    g.add_argument("--scale", metavar="LOW-HIGH",
+                   help="label scale, e.g. 0-3: a grade outside it in either qrels is an error")
     _add_ppi_options(g)
     g.add_argument("--soft", metavar="JUDGMENTS.jsonl",
                    help="judgments with per-grade probabilities (ragjudge judge --judgments): "
@@ -165,7 +183,7 @@ def _evaluate_ppi(args: argparse.Namespace, metrics: list[str], runs: dict[str, 
     human = read_qrels(args.human, dedup=args.dedup)
     report = ppi_evaluate(llm, runs, metrics, human, method=method,  # type: ignore[arg-type]
                           confidence=args.confidence, population=args.population,
-                          baseline=args.baseline, rel=args.rel)
+                          baseline=args.baseline, rel=args.rel, scale=parse_scale(args.scale))
     text = report.render(args.format, digits=args.digits)
     if args.format == "table":
         text += report.footer()

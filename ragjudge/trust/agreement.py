@@ -62,6 +62,7 @@ __all__ = [
     "rank_biased_overlap",
     "krippendorff_alpha_ordinal",
     "krippendorff_alpha_raters",
+    "grades_in_scale",
     "LABEL_STATS",
     "RANKING_STATS",
 ]
@@ -499,9 +500,9 @@ def _check_common_queries(reference: Qrels, candidate: Qrels) -> list[str]:
     return common
 
 
-def _grades_in_scale(qrels: Qrels, scale: tuple[int, int] | None) -> dict[tuple[str, str], int]:
+def grades_in_scale(qrels: Qrels, scale: tuple[int, int] | None) -> dict[tuple[str, str], int]:
     """``{(qid, docid): grade}`` with negative grades (trec_eval's "unjudged") as 0; a grade
-    outside ``scale`` is an InputError naming the pair."""
+    outside ``scale`` (low, high) is an InputError naming the qrels, query and document."""
     out = {}
     for q, d, g in qrels.rows():
         g = max(int(g), 0)
@@ -547,8 +548,8 @@ def label_agreement(
     if scale is not None and (len(scale) != 2 or scale[0] > scale[1]):
         raise InputError(f"scale must be (low, high) with low <= high, got {scale!r}", field="scale")
     _check_common_queries(reference, candidate)
-    ref = _grades_in_scale(reference, scale)
-    cand = _grades_in_scale(candidate, scale)
+    ref = grades_in_scale(reference, scale)
+    cand = grades_in_scale(candidate, scale)
     common = [p for p in ref if p in cand]
     present = {ref[p] for p in common} | {cand[p] for p in common}
     lo, hi = scale if scale is not None else (min(present, default=0), max(present, default=0))

@@ -456,15 +456,22 @@ def ppi_evaluate(
     population: Population = "finite",
     baseline: str | None = None,
     rel: int | None = None,
+    scale: tuple[int, int] | None = None,
 ) -> PPIReport:
     """PPI estimates of each run's mean metric (and of each run's difference from ``baseline``,
     default the first run) from LLM qrels on all queries and human qrels on a random subset.
 
     The LLM-labelled queries are the LLM qrels' queries; the human-labelled ones those of the
     human qrels among them (human queries the LLM did not label are left out, with a note).
-    Raises :class:`InputError` when the two share no query or fewer than 2.
+    Raises :class:`InputError` when the two share no query or fewer than 2, or when ``scale``
+    (low, high) is given and a grade of either qrels lies outside it.
     """
     _check(confidence, method, population)
+    if scale is not None:
+        from .agreement import grades_in_scale
+
+        grades_in_scale(human_qrels, scale)
+        grades_in_scale(llm_qrels, scale)
     names, llm_vals, hum_vals, reports, common, notes = _paired_values(
         llm_qrels, runs, metrics, human_qrels, rel)
     baseline = names[0] if baseline is None else baseline
