@@ -97,3 +97,18 @@ def test_llm_only_intervals_miss_under_a_biased_judge() -> None:
     _, _, llm, r = _coverage("lenient", 50, "ppi++")
     assert llm < 0.10  # the lenient judge inflates nDCG; its own interval is confidently wrong
     assert np.mean(r["llm_mean"] - r["human_mean"]) > 0.1
+
+
+def test_ppi_intervals_of_differences_between_systems_cover() -> None:
+    # Two systems on the same simulated queries; the judge is lenient on both, but not equally.
+    h1, l1 = _studies("lenient", 600, 300)
+    h2, l2 = simulate_studies(600, 300, "noisy", seed=8)
+    human, llm = h1 - h2, l1 - l2
+    truth = human.mean(axis=1)
+    rng = np.random.default_rng(12)
+    idx = np.argsort(rng.random(human.shape), axis=1)[:, :60]
+    r = ppi_means(np.take_along_axis(human, idx, 1), np.take_along_axis(llm, idx, 1),
+                  llm.mean(axis=1), llm.var(axis=1, ddof=1), 300)
+    cover = np.mean((r["ci_low"] <= truth) & (truth <= r["ci_high"]))
+    assert 0.93 <= cover <= 0.97
+    assert np.mean((r["llm_low"] <= truth) & (truth <= r["llm_high"])) < 0.5

@@ -72,10 +72,11 @@ def add_evaluate_options(p: argparse.ArgumentParser) -> None:
             action.nargs = "*"
     g = p.add_argument_group(
         "trusting LLM labels",
-        "--human/--ppi: QRELS are LLM labels on all queries and --human the human labels of a "
-        "random subset; each run's prediction-powered mean is reported with its interval beside "
-        "the LLM-only and human-only ones (PPI++ unless --ppi-classic). --soft: expected metric "
-        "values under the judge's per-grade probabilities (QRELS: certain human labels, or none).")
+        "--human/--ppi: QRELS are LLM labels on all queries and --human the human labels\n"
+        "of a random subset; each run's prediction-powered mean is reported with its interval\n"
+        "beside the LLM-only and human-only ones (PPI++ unless --ppi-classic).\n"
+        "--soft: expected metric values under the judge's per-grade probabilities\n"
+        "(QRELS: certain human labels, or none).")
     g.add_argument("--human", metavar="QRELS", help="human qrels of a random subset of the queries")
     g.add_argument("--ppi", action="store_true",
                    help="prediction-powered estimates (PPI++ by default; needs --human)")
@@ -90,9 +91,9 @@ def add_evaluate_options(p: argparse.ArgumentParser) -> None:
                         "Monte-Carlo draws (default 256)")
     j = p.add_argument_group(
         "judging on demand",
-        "--judge MODEL grades exactly the unjudged documents in the top --depth of every run "
-        "(human labels win) before evaluating; QRELS may be 'none' or left out (label-free). "
-        "Same cache, budget and failure rules as `ragjudge judge`.")
+        "--judge MODEL grades exactly the unjudged documents in the top --depth of every run\n"
+        "(human labels win) before evaluating; QRELS may be 'none' or left out (label-free).\n"
+        "Same cache, budget and failure rules as `ragjudge judge`; exit 1 if most failed.")
     j.add_argument("--judge", metavar="MODEL", help="LLM judge model")
     j.add_argument("--queries", metavar="FILE", help="query texts (BEIR JSONL or TSV)")
     j.add_argument("--corpus", metavar="FILE", help="document texts (BEIR JSONL or TSV)")
@@ -154,6 +155,8 @@ def run_evaluate(args: argparse.Namespace, metrics: list[str], names: list[str])
                             ("--judge", args.judge)) if on]
     if len(used) > 1:
         raise InputError(f"{' and '.join(used)} cannot be combined", field=used[1].split("/")[0])
+    if args.fail_under:
+        raise InputError(f"--fail-under does not apply to {used[0]} results", field="--fail-under")
     if args.format == "trec":
         raise InputError("trec output cannot carry these results; use table, json, csv, "
                          "markdown, latex or html", field="--format")
