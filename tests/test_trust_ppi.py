@@ -188,3 +188,21 @@ def test_rag_samples_ppi_from_scores_files(tmp_path, capsys) -> None:
     bad = _write(tmp_path, "bad.csv", "id,faithfulness\ns1,high\n")
     assert main(["ppi-samples", llm_path, "--human", bad]) == 2
     assert "bad.csv:2: faithfulness" in capsys.readouterr().err
+
+
+def test_ppi_evaluate_report_views(tmp_path) -> None:
+    from ragjudge.io import read_qrels, read_run
+
+    llm, human, a, b = _files(tmp_path)
+    rep = ppi_evaluate(read_qrels(llm), [read_run(a), read_run(b)], ["ndcg@10", "p@5"],
+                       read_qrels(human), baseline="b")
+    assert set(rep.differences) == {"a"} and rep.baseline == "b"
+    e = rep.estimates["a"]["p@5"]
+    assert e.human_only.ci_high - e.human_only.ci_low >= e.width
+    df = rep.to_dataframe()
+    assert len(df) == 2 * 2 + 2  # runs x metrics + differences x metrics
+    assert "<table" in rep._repr_html_() and "PPI++" in str(rep)
+    data = json.loads(rep.to_json())
+    assert data["runs"][0]["meta"]["ppi"]["n_human"] == 12
+    with pytest.raises(InputError, match="baseline"):
+        ppi_evaluate(read_qrels(llm), [read_run(a)], ["ndcg@10"], read_qrels(human), baseline="zz")

@@ -643,22 +643,24 @@ def ranking_agreement(
     ref_q, cand_q = reference.filter(qids), candidate.filter(qids)
     names = list(runs)
     metrics = list(metrics)
-    # per[m][side]: (systems, queries) per-query scores, queries in qrels order
-    per: dict[str, dict[str, np.ndarray]] = {m: {"reference": [], "candidate": []} for m in metrics}  # type: ignore[misc]
+    # per[(metric, side)]: one row of per-query scores per run, queries in ``qids`` order
+    per: dict[tuple[str, str], list[np.ndarray]] = {
+        (m, side): [] for m in metrics for side in ("reference", "candidate")}
     for name in names:
         for side, q in (("reference", ref_q), ("candidate", cand_q)):
             rep = evaluate(q, runs[name], metrics, rel=rel)
-            order = [rep.qids.index(x) for x in qids] if rep.qids != qids else None
+            position = {x: i for i, x in enumerate(rep.qids)}
+            order = np.array([position[x] for x in qids], dtype=np.int64)
             for m in metrics:
-                v = np.nan_to_num(rep.values[m], nan=0.0)
-                per[m][side].append(v if order is None else v[order])  # type: ignore[attr-defined]
+                # an undetermined per-query value counts as 0, as in trec_eval's averages
+                per[(m, side)].append(np.nan_to_num(rep.values[m], nan=0.0)[order])
     systems: dict[str, dict[str, dict[str, float | None]]] = {n: {} for n in names}
     ranking: dict[str, dict[str, Interval]] = {}
     swaps: dict[str, dict[str, Any]] = {}
     nq = len(qids)
     for m in metrics:
-        r = np.array(per[m]["reference"], dtype=np.float64)
-        c = np.array(per[m]["candidate"], dtype=np.float64)
+        r = np.array(per[(m, "reference")], dtype=np.float64)
+        c = np.array(per[(m, "candidate")], dtype=np.float64)
         for i, name in enumerate(names):
             systems[name][m] = {"reference": float(r[i].mean()), "candidate": float(c[i].mean())}
         if len(names) < 2:

@@ -435,8 +435,11 @@ class PPIReport:
         return render_table(h, r, "html", title="prediction-powered estimates")
 
     def to_dataframe(self) -> Any:
-        import pandas as pd
-
+        """One row per (run or difference, metric), the columns of the table."""
+        try:
+            import pandas as pd
+        except ModuleNotFoundError:
+            raise ImportError("to_dataframe() needs pandas: pip install 'ragjudge[pandas]'") from None
         h, r = self.table()
         return pd.DataFrame(r, columns=h)
 
