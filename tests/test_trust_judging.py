@@ -218,3 +218,21 @@ def test_soft_with_hard_labels_equals_plain_evaluation_and_cli(tmp_path: Path,
     (tmp_path / "bad.jsonl").write_text("{not json\n")
     assert main(["evaluate", "none", str(tmp_path / "r.run"), "--soft", str(tmp_path / "bad.jsonl")]) == 2
     assert "bad.jsonl:1" in capsys.readouterr().err
+
+
+def test_cli_judge_panel_with_a_failing_model_exits_1(httpx2_mock: respx.Router, env: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    def effect(request: Any) -> respx.MockResponse:
+        if json.loads(request.content)["model"] == "broken-model":
+            return ok(grade_reply(7))  # off the scale: every judgment of this model fails
+        return by_model(request)
+
+    httpx2_mock.post(URL).mock(side_effect=effect)
+    out = env / "panel.qrels"
+    rc = main(["judge", "--queries", str(env / "queries.jsonl"), "--corpus", str(env / "corpus.jsonl"),
+               "--run", str(env / "bm25.run"), "--depth", "3", "--model", "judge-model",
+               "--model", "broken-model", "--base-url", BASE, "--api-key-env", "JUDGE_KEY",
+               "--no-cache", "--no-progress", "-o", str(out)])
+    assert rc == 1
+    assert "broken-model" in capsys.readouterr().err
+    assert read_qrels(out).get("q1") == {"d1": 3, "d2": 1, "d4": 0}  # the working judge's labels

@@ -313,7 +313,8 @@ def allow_model_panel(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("judge panels")
     g.add_argument("--combine", choices=("majority", "mean"), default="majority",
                    help="panel label: majority grade (ties to the lowest tied grade) or mean "
-                        "grade rounded half up (default majority)")
+                        "grade rounded half up (default majority); --max-cost is shared equally "
+                        "by the panel's models")
 
 
 class _ModelAction(argparse.Action):
@@ -353,6 +354,9 @@ def run_panel(args: argparse.Namespace) -> int:
     for model in args.models:
         ns = argparse.Namespace(**vars(args))
         ns.model = model
+        if args.max_cost is not None:
+            # One cap for the whole panel: each model may spend an equal share of it.
+            ns.max_cost = args.max_cost / len(args.models)
         judges.append(LLMRelevanceJudge(llm=llm_from_args(ns), prompt=args.prompt,
                                         progress=not args.no_progress))
     if args.dry_run:
@@ -383,6 +387,12 @@ def run_panel(args: argparse.Namespace) -> int:
     sys.stdout.write(str(panel))
     print(f"wrote {args.output} ({len(panel.qrels)} labels, {len(panel.human_pairs)} human)",
           file=sys.stderr)
+    bad = [n for n, r in panel.results.items()
+           if r.judgments and (len(r.failed) + len(r.skipped)) * 2 > len(r.judgments)]
+    if bad:
+        print(f"ragjudge: most judgments of {', '.join(bad)} failed or were skipped; rerun to retry",
+              file=sys.stderr)
+        return 1
     return 0
 
 

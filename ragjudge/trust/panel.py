@@ -27,7 +27,7 @@ import numpy as np
 
 from .._sync import run_sync
 from ..data import Qrels, Run
-from ..errors import InputError
+from ..errors import InputError, LLMError
 from ..report import render_table
 from .agreement import AgreementReport, krippendorff_alpha_raters, label_agreement
 
@@ -174,7 +174,8 @@ async def judge_panel(
 ) -> PanelResult:
     """Every :class:`~ragjudge.judges.LLMRelevanceJudge` in ``judges`` grades the same pooled
     pairs (only the pairs ``human`` lacks, when given); returns their agreement and the
-    combined qrels (human labels win)."""
+    combined qrels (human labels win). Each judge spends under its own session's cap
+    (``max_cost``): give each a share of the panel's budget."""
     if len(judges) < 2:
         raise InputError("a panel needs at least two judges", field="model")
     if rule not in RULES:
@@ -192,10 +193,17 @@ async def judge_panel(
     results = dict(zip(named, await asyncio.gather(*(one(j) for j in named.values()))))
     per_judge = {n: _llm_qrels(r.judgments, n) for n, r in results.items()}
     notes = [f"{n}: {len(r.failed)} judgments failed" for n, r in results.items() if r.failed]
-    if any(len(q) == 0 for q in per_judge.values()):
-        raise InputError("a panel judge produced no grade at all; see its failures", field="model")
-    combined = combine_qrels(per_judge, rule)
-    pairwise, alpha = panel_agreement(per_judge, n_resamples=n_resamples, seed=seed)
+    working = {n: q for n, q in per_judge.items() if len(q)}
+    for n in per_judge:
+        if n not in working:
+            notes.append(f"{n} produced no grade at all and is left out of the panel")
+    if not working:
+        raise LLMError("every judge of the panel failed on every pair: " + "; ".join(notes))
+    combined = combine_qrels(working, rule)
+    pairwise: dict[str, AgreementReport] = {}
+    alpha = None
+    if len(working) > 1:
+        pairwise, alpha = panel_agreement(working, n_resamples=n_resamples, seed=seed)
     human_pairs: frozenset[tuple[str, str]] = frozenset()
     if human is not None:
         combined = human.merge(combined)

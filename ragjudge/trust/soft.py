@@ -60,8 +60,8 @@ def grade_distributions(
     human labels, which win."""
     out: dict[str, dict[str, dict[int, float]]] = {}
     for j in judgments:
-        if j.grade is None and not j.probs:
-            continue
+        if j.error is not None or (j.grade is None and not j.probs):
+            continue  # a failed judgment carries no label
         if j.probs:
             probs = {int(g): float(p) for g, p in j.probs.items() if float(p) > 0}
             total = sum(probs.values())
