@@ -195,6 +195,20 @@ def test_soft_exact_matches_brute_force_and_monte_carlo_converges() -> None:
     assert soft_evaluate(dists, run, ["ndcg@5"], samples=1000, seed=3).mean == mc.mean
 
 
+def test_soft_scores_worlds_in_chunks_with_the_same_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ragjudge.trust.soft as soft
+
+    rng = np.random.default_rng(1)
+    dists = {f"q{i}": {f"d{j}": {0: 0.5, int(rng.integers(1, 4)): 0.5} for j in range(6)}
+             for i in range(7)}
+    run = Run.from_dict({q: {f"d{j}": float(-j) for j in range(8)} for q in dists}, name="r")
+    whole = soft_evaluate(dists, run, "ndcg@5,map", samples=40, seed=2)
+    monkeypatch.setattr(soft, "_CHUNK_ROWS", 50)
+    parts = soft_evaluate(dists, run, "ndcg@5,map", samples=40, seed=2)
+    assert parts.per_query == whole.per_query and whole.metrics == ["ndcg@5", "map"]
+    assert whole.meta["soft"]["monte_carlo_queries"] == 7
+
+
 def test_soft_with_hard_labels_equals_plain_evaluation_and_cli(tmp_path: Path,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     js = [_judgment("q1", "d1", None, 3), _judgment("q1", "d2", {1: 0.6, 2: 0.4}),

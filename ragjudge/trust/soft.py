@@ -123,76 +123,101 @@ def soft_evaluate(
 
     if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
         raise InputError(f"samples must be a positive integer, got {samples!r}", field="samples")
-    dists = (judgments if isinstance(judgments, Mapping)
-             else grade_distributions(judgments, human=human))
+    if isinstance(judgments, Mapping):
+        dists = {q: dict(docs) for q, docs in judgments.items()}
+        for q, d, g in (human.rows() if human is not None else ()):
+            dists.setdefault(q, {})[d] = {int(g): 1.0}
+    else:
+        dists = grade_distributions(judgments, human=human)
     rng = np.random.default_rng(seed)
     order = sorted(dists, key=lambda s: s.encode("utf-8"))
-    qrows: tuple[list[str], list[str], list[int]] = ([], [], [])
-    world_q: list[int] = []  # per world: index of its query in ``order``
-    world_w: list[float] = []  # per world: its probability weight
-    n_worlds: list[int] = []
-    exact_q: list[bool] = []
-    for qi, q in enumerate(order):
-        ids, grades, weights, is_exact = _worlds(dists[q], samples, rng)
-        exact_q.append(is_exact)
-        n_worlds.append(len(weights))
-        for w in range(len(weights)):
-            qrows[0].extend([f"{q}{_SEP}{w}"] * len(ids))
-            qrows[1].extend(ids)
-            qrows[2].extend(grades[w].tolist())
-        world_q.extend([qi] * len(weights))
-        world_w.extend(weights.tolist())
-    expanded_qrels = Qrels.from_arrays(qrows[0], qrows[1], np.array(qrows[2], dtype=np.int64))
-    world_keys = [f"{order[qi]}{_SEP}{w}" for qi, n in enumerate(n_worlds) for w in range(n)]
-    # The run, replicated once per world of each judged query (other queries are ignored, as
-    # evaluate ignores run-only queries).
+    worlds = [_worlds(dists[q], samples, rng) for q in order]
     qids, offsets, docids, scores = run.arrays
-    position = {q: i for i, q in enumerate(order)}
-    rq, rd, rs = [], [], []
-    run_only = []
-    for i, qb in enumerate(qids.tolist()):
-        q = qb.decode("utf-8")
-        if q not in position:
-            run_only.append(q)
-            continue
-        s, e = int(offsets[i]), int(offsets[i + 1])
-        for w in range(n_worlds[position[q]]):
-            rq.append(np.full(e - s, f"{q}{_SEP}{w}".encode("utf-8")))
-            rd.append(docids[s:e])
-            rs.append(scores[s:e])
-    if rq:
-        expanded_run = Run.from_arrays(np.concatenate(rq), np.concatenate(rd), np.concatenate(rs),
-                                       name=run.name)
-    else:
-        expanded_run = Run.from_arrays([], [], np.zeros(0), name=run.name)
-    rep = evaluate(expanded_qrels, expanded_run, list(metrics), rel=rel)
-    index = {wq: i for i, wq in enumerate(rep.qids)}
-    rows = np.array([index[k] for k in world_keys], dtype=np.int64)
-    wq_arr = np.array(world_q, dtype=np.int64)
-    w_arr = np.array(world_w, dtype=np.float64)
+    where = {qb.decode("utf-8"): i for i, qb in enumerate(qids.tolist())}
+    run_only = [q for q in where if q not in dists]
+    # Per world, the metric values; worlds are scored in chunks of queries so that the
+    # replicated run stays small (about _CHUNK_ROWS rows at a time).
+    values_of: dict[str, list[np.ndarray]] = {}
+    keys: list[str] = []
+    start = 0
+    while start < len(order):
+        stop, rows = start, 0
+        while stop < len(order) and (stop == start or rows < _CHUNK_ROWS):
+            i = where.get(order[stop])
+            rows += len(worlds[stop][2]) * (0 if i is None else int(offsets[i + 1] - offsets[i]) + 1)
+            stop += 1
+        rep, chunk_values = _score_chunk(evaluate, order[start:stop], worlds[start:stop], run,
+                                         where, metrics, rel)
+        keys, summed, base_meta = rep.metrics, rep.summed, rep.meta
+        for m in keys:
+            values_of.setdefault(m, []).append(chunk_values[m])
+        start = stop
+    world_q = np.repeat(np.arange(len(order)), [len(w[2]) for w in worlds])
+    weight = np.concatenate([w[2] for w in worlds])
+    exact = np.array([w[3] for w in worlds], dtype=bool)
     values: dict[str, np.ndarray] = {}
     mc_se: dict[str, dict[str, float]] = {}
-    for m in rep.metrics:
-        x = rep.values[m][rows]
+    for m in keys:
+        x = np.concatenate(values_of[m])
         ok = np.isfinite(x)
-        num = np.bincount(wq_arr[ok], weights=w_arr[ok] * x[ok], minlength=len(order))
-        den = np.bincount(wq_arr[ok], weights=w_arr[ok], minlength=len(order))
+        wq, w, xv = world_q[ok], weight[ok], x[ok]
+        den = np.bincount(wq, weights=w, minlength=len(order))
+        mean = np.bincount(wq, weights=w * xv, minlength=len(order)) / np.where(den > 0, den, 1.0)
+        values[m] = np.where(den > 0, mean, np.nan)
+        # Monte-Carlo standard error of each sampled query's mean (equal weights there).
+        n = np.bincount(wq, minlength=len(order)).astype(np.float64)
+        sq = np.bincount(wq, weights=xv * xv, minlength=len(order))
         with np.errstate(invalid="ignore", divide="ignore"):
-            values[m] = np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
-        for qi, q in enumerate(order):
-            if not exact_q[qi]:
-                xs = x[(wq_arr == qi) & ok]
-                if len(xs) > 1:
-                    mc_se.setdefault(m, {})[q] = float(xs.std(ddof=1) / math.sqrt(len(xs)))
-    in_run = set(run.query_ids)
-    missing = [q for q in order if q not in in_run]
+            var = (sq - n * mean * mean) / (n - 1)
+        for qi in np.flatnonzero(~exact & (n > 1)):
+            mc_se.setdefault(m, {})[order[qi]] = float(math.sqrt(max(var[qi], 0.0) / n[qi]))
+    missing = [q for q in order if q not in where]
     meta = {
-        **{k: v for k, v in rep.meta.items() if k not in ("missing_queries", "ignored_queries")},
+        **{k: v for k, v in base_meta.items() if k not in ("missing_queries", "ignored_queries")},
         "num_q": len(order), "num_q_qrels": len(order), "num_q_run": run.num_queries,
         "missing_queries": missing, "num_missing": len(missing),
         "ignored_queries": run_only, "num_ignored": len(run_only),
         "soft": {"rule": "E[f(g)] over independent per-pair grade distributions",
-                 "exact_queries": int(sum(exact_q)), "monte_carlo_queries": int(len(order) - sum(exact_q)),
+                 "exact_queries": int(exact.sum()), "monte_carlo_queries": int((~exact).sum()),
                  "samples": samples, "seed": seed, "mc_se": mc_se},
     }
-    return Report(run.name, order, values, meta, summed=rep.summed)
+    return Report(run.name, order, values, meta, summed=summed)
+
+
+_CHUNK_ROWS = 2_000_000
+
+
+def _score_chunk(evaluate: Any, order: list[str], worlds: list[Any], run: Run,
+                 where: Mapping[str, int], metrics: Any, rel: int | None) -> tuple[Any, dict[str, np.ndarray]]:
+    """Evaluate the run on every world of the queries ``order``: one expanded query id
+    ``qid<US>w`` per world, the run replicated under each. Returns the report and its values
+    in world order."""
+    qids, offsets, docids, scores = run.arrays
+    qq: list[str] = []
+    qd: list[str] = []
+    qg: list[np.ndarray] = []
+    rq, rd, rs = [], [], []
+    keys = []
+    for q, (ids, grades, weights, _) in zip(order, worlds):
+        i = where.get(q)
+        for w in range(len(weights)):
+            key = f"{q}{_SEP}{w}"
+            keys.append(key)
+            qq.extend([key] * len(ids))
+            qd.extend(ids)
+            qg.append(grades[w])
+            if i is not None:
+                s, e = int(offsets[i]), int(offsets[i + 1])
+                rq.append(np.full(e - s, key.encode("utf-8")))
+                rd.append(docids[s:e])
+                rs.append(scores[s:e])
+    qrels = Qrels.from_arrays(qq, qd, np.concatenate(qg).astype(np.int64))
+    if rq:
+        expanded = Run.from_arrays(np.concatenate(rq), np.concatenate(rd), np.concatenate(rs),
+                                   name=run.name)
+    else:
+        expanded = Run.from_arrays([], [], np.zeros(0), name=run.name)
+    rep = evaluate(qrels, expanded, metrics, rel=rel)
+    position = {k: j for j, k in enumerate(rep.qids)}
+    index = np.array([position[k] for k in keys], dtype=np.int64)
+    return rep, {m: rep.values[m][index] for m in rep.metrics}
