@@ -220,3 +220,19 @@ def test_cli_agree_text_json_and_errors(tmp_path, capsys) -> None:
     assert "outside the scale" in capsys.readouterr().err
     assert main(["agree", str(human), str(llm), "--rel", "0"]) == 2
     capsys.readouterr()
+
+
+def test_swaps_with_many_runs_and_either_test() -> None:
+    human, runs = _collection(60, seed=3)
+    rng = np.random.default_rng(9)
+    many = {f"r{i}": Run.from_dict({q: {d: float(g) + noise * float(rng.standard_normal())
+                                        for d, g in docs.items()} for q, docs in human.to_dict().items()},
+                                   name=f"r{i}")
+            for i, noise in enumerate(np.linspace(0.3, 12.0, 16))}
+    rep = ranking_agreement(human, human, many, ["ndcg@10"], n_resamples=100)
+    # 120 pairs: Holm asks p < 0.05/120 of the best pair, beyond a 10,000-flip randomization test
+    assert rep.swaps["ndcg@10"]["significant_pairs"] > 20 and rep.swaps["ndcg@10"]["swapped"] == 0
+    rnd = ranking_agreement(human, human, runs, ["ndcg@10"], n_resamples=100, test="randomization")
+    assert rnd.swaps["ndcg@10"]["significant_pairs"] == 3 and rnd.settings["test"] == "randomization"
+    with pytest.raises(InputError, match="test"):
+        ranking_agreement(human, human, runs, ["ndcg@10"], test="wilcoxon")

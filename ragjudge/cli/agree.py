@@ -41,6 +41,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap and tests (default 0)")
     p.add_argument("--alpha", type=float, default=0.05,
                    help="significance level of the system-pair tests, after Holm (default 0.05)")
+    p.add_argument("--test", choices=("t", "randomization"), default="t",
+                   help="paired test of the system pairs under the reference labels (default t: "
+                        "exact p-values, which Holm over many pairs needs)")
     p.add_argument("-f", "--format", choices=("text", "json", "html"), default="text",
                    help="output format (default text)")
     p.add_argument("-o", "--output", help="write to this file instead of stdout")
@@ -70,7 +73,8 @@ def _run(args: argparse.Namespace) -> int:
         for path in args.run:
             run = read_run(path)
             runs[run.name if run.name not in runs else Path(path).name] = run
-        report = ranking_agreement(reference, candidate, runs, metrics, alpha=args.alpha, **opts)
+        report = ranking_agreement(reference, candidate, runs, metrics, alpha=args.alpha,
+                                   test=args.test, **opts)
     else:
         report = label_agreement(reference, candidate, **opts)
     if args.format == "json":

@@ -27,8 +27,8 @@ System level, per metric, on the queries both qrels judge:
   the candidate's ordering is walked top-down; reference ties count half;
 * rank-biased overlap, extrapolated (RBO_ext, Webber, Moffat & Zobel 2010, eq. 32), p = 0.9;
 * swaps: among the system pairs that differ significantly under the reference labels (paired
-  randomization test, Holm-adjusted over all pairs, :mod:`ragjudge.stats`), how many the
-  candidate labels put in the opposite order.
+  t test by default, or randomization test; Holm-adjusted over all pairs; :mod:`ragjudge.stats`),
+  how many the candidate labels put in the opposite order.
 
 Statistics that cannot be computed are ``None`` with a reason in ``notes``, never NaN.
 """
@@ -47,7 +47,7 @@ import numpy as np
 from ..data import Qrels, Run
 from ..errors import InputError
 from ..report import format_value, render_table
-from ..stats import holm, randomization_tests
+from ..stats import holm, paired_t_test, randomization_tests
 from .resample import Interval, percentile_interval, resampled_sums
 
 __all__ = [
@@ -618,19 +618,25 @@ def ranking_agreement(
     seed: int | None = 0,
     alpha: float = 0.05,
     rbo_p: float = 0.9,
+    test: str = "t",
 ) -> AgreementReport:
     """:func:`label_agreement` plus, per metric, how the orderings of the runs by their mean
     under the reference and under the candidate qrels agree: Kendall's tau-b, tau-ap,
     Spearman's rho and RBO with bootstrap intervals (queries resampled, the same resamples for
     every statistic), and the number of significantly different pairs (reference labels,
-    randomization test with ``seed``, Holm over all pairs, level ``alpha``) that swap order.
-    Runs are scored on the queries both qrels judge."""
+    paired ``test`` -- ``"t"`` or ``"randomization"`` with ``seed`` --, Holm over all pairs,
+    level ``alpha``) that swap order. The t test is the default because its p-values have no
+    floor: with k runs Holm needs p < alpha / (k (k - 1) / 2), below what 10,000 random sign
+    flips can show once there are a few dozen runs. Runs are scored on the queries both qrels
+    judge."""
     from ..evaluate import evaluate  # agreement sits above evaluation
 
     if not 0.0 < alpha < 1.0:
         raise InputError(f"alpha must be in (0, 1), got {alpha}", field="alpha")
     if not 0.0 < rbo_p < 1.0:
         raise InputError(f"rbo_p must be in (0, 1), got {rbo_p}", field="rbo_p")
+    if test not in ("t", "randomization"):
+        raise InputError(f"test must be 't' or 'randomization', got {test!r}", field="test")
     if not isinstance(runs, Mapping):
         runs = {r.name: r for r in runs}
     base = label_agreement(reference, candidate, rel=rel, scale=scale, n_resamples=n_resamples,
@@ -676,29 +682,39 @@ def ranking_agreement(
         for k, fn in fns.items():
             v = fn(pr, pc)[0]
             ranking[m][k] = percentile_interval(None if not np.isfinite(v) else float(v),
-                                                fn(br, bc), confidence)
+                                                _by_chunks(fn, br, bc), confidence)
             if ranking[m][k].value is None:
                 notes.append(f"{_RANK_NAMES[k]} on {m} is undetermined: a constant score")
-        swaps[m] = _swaps(names, r, c, alpha=alpha, n_resamples=10 * n_resamples, seed=seed)
+        swaps[m] = _swaps(names, r, c, alpha=alpha, test=test, seed=seed)
     return AgreementReport(
         **{k: getattr(base, k) for k in base.__dataclass_fields__
            if k not in ("systems", "ranking", "swaps", "notes", "settings")},
         systems=systems,
         ranking=ranking,
         swaps=swaps,
-        settings={**base.settings, "alpha": alpha, "test": "randomization", "correction": "holm",
+        settings={**base.settings, "alpha": alpha, "test": test, "correction": "holm",
                   "rbo_p": rbo_p, "queries": nq},
         notes=tuple(notes),
     )
 
 
-def _swaps(names: list[str], r: np.ndarray, c: np.ndarray, *, alpha: float, n_resamples: int,
+def _by_chunks(fn: Any, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``fn`` over row blocks of the resampled scores: the pairwise (B, n, n) arrays of many
+    systems stay within a few tens of MB."""
+    rows = max(1, 2_000_000 // max(1, a.shape[1] ** 2))
+    return np.concatenate([fn(a[i : i + rows], b[i : i + rows]) for i in range(0, len(a), rows)])
+
+
+def _swaps(names: list[str], r: np.ndarray, c: np.ndarray, *, alpha: float, test: str,
            seed: int | None) -> dict[str, Any]:
     """System pairs significantly different under the reference and the candidate's verdict."""
     iu = np.triu_indices(len(names), 1)
     diffs = r[iu[0]] - r[iu[1]]
-    tests = randomization_tests(diffs, n_resamples=n_resamples, seed=seed)
-    adjusted = holm([t.p_value for t in tests])
+    if test == "t" and diffs.shape[1] >= 2:
+        p_values = [paired_t_test(d).p_value for d in diffs]
+    else:
+        p_values = [t.p_value for t in randomization_tests(diffs, n_resamples=10_000, seed=seed)]
+    adjusted = holm(p_values)
     sig, swapped, tied = 0, [], []
     for a, b, d, p in zip(iu[0].tolist(), iu[1].tolist(), diffs, adjusted):
         if p > alpha:
