@@ -74,6 +74,9 @@ class OnDemand:
                  f"graded ({i['cached']} from cache, {i['failed']} failed"
                  + (f", {i['skipped_budget']} skipped: budget" if i["skipped_budget"] else "")
                  + f"); labels: {self.human_labels} human + {self.llm_labels} LLM"]
+        if i["failed"]:
+            reasons = ", ".join(f"{k}: {v}" for k, v in sorted(i["failure_reasons"].items()))
+            lines.append(f"  failed judgments ({reasons}) are left unjudged; rerun to retry them")
         for run, before in self.judged_before.items():
             lines.append(f"  {run}: judged@{self.depth} {before:.4f} -> {self.judged_after[run]:.4f}")
         return "\n".join(lines)
