@@ -193,7 +193,7 @@ def evaluate(
     judge: Any = None,
     queries: Any = None,
     corpus: Any = None,
-    depth: int | None = None,
+    judge_depth: int | None = None,
 ) -> Report:
     """Evaluate one run: ``evaluate(qrels, run, ["ndcg@10", "map"]) -> Report``.
 
@@ -207,14 +207,14 @@ def evaluate(
 
     Judging on demand (:mod:`ragjudge.trust.ondemand`): with ``judge`` (an
     :class:`~ragjudge.judges.LLMRelevanceJudge`), ``queries`` and ``corpus`` (dicts or paths),
-    the unjudged documents in the run's top ``depth`` (default: the largest metric cutoff) are
-    judged and merged under the human labels first; ``qrels=None`` is label-free evaluation.
+    the unjudged documents in the run's top ``judge_depth`` (default: the largest metric cutoff)
+    are judged and merged under the human labels first; ``qrels=None`` is label-free evaluation.
     """
     if judge is not None:  # issue 9: judging on demand lives in ragjudge.trust
         from .trust.ondemand import evaluate_with_judge
 
         return evaluate_with_judge(judge, qrels, run, metrics, queries=queries, corpus=corpus,
-                                   depth=depth, rel=rel, skip_missing=skip_missing, dedup=dedup,
+                                   judge_depth=judge_depth, rel=rel, skip_missing=skip_missing, dedup=dedup,
                                    name=name)
     _check_rel(rel)
     measures = _metric_keys(metrics, rel)

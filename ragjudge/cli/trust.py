@@ -91,13 +91,13 @@ def add_evaluate_options(p: argparse.ArgumentParser) -> None:
                         "Monte-Carlo draws (default 256)")
     j = p.add_argument_group(
         "judging on demand",
-        "--judge MODEL grades exactly the unjudged documents in the top --depth of every run\n"
+        "--judge MODEL grades exactly the unjudged documents in the top --judge-depth of each run\n"
         "(human labels win) before evaluating; QRELS may be 'none' or left out (label-free).\n"
         "Same cache, budget and failure rules as `ragjudge judge`; exit 1 if most failed.")
     j.add_argument("--judge", metavar="MODEL", help="LLM judge model")
     j.add_argument("--queries", metavar="FILE", help="query texts (BEIR JSONL or TSV)")
     j.add_argument("--corpus", metavar="FILE", help="document texts (BEIR JSONL or TSV)")
-    j.add_argument("--depth", type=int, metavar="K",
+    j.add_argument("--judge-depth", type=int, metavar="K",
                    help="judge each run's top K (default: the largest metric cutoff, else 20)")
     j.add_argument("--all-queries", action="store_true",
                    help="also judge run queries the human qrels do not have")
@@ -243,12 +243,12 @@ def _evaluate_judged(args: argparse.Namespace, metrics: list[str], runs: dict[st
 
     if not args.queries or not args.corpus:
         raise InputError("--judge needs the texts: --queries FILE --corpus FILE", field="--judge")
-    if args.depth is not None and args.depth < 1:
-        raise InputError(f"must be a positive integer, got {args.depth}", field="--depth")
+    if args.judge_depth is not None and args.judge_depth < 1:
+        raise InputError(f"must be a positive integer, got {args.judge_depth}", field="--judge-depth")
     human = _human_or_none(args)
     if args.all_queries and human is None:
         raise InputError("--all-queries only makes sense with human QRELS", field="--all-queries")
-    depth = args.depth or default_depth(metrics, args.rel)
+    depth = args.judge_depth or default_depth(metrics, args.rel)
     llm = _llm(args, args.judge)
     judge = LLMRelevanceJudge(llm=llm, prompt=args.prompt, progress=not args.no_progress)
     queries, corpus = read_queries(args.queries), read_corpus(args.corpus)

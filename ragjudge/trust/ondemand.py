@@ -148,12 +148,13 @@ def evaluate_with_judge(
     *,
     queries: Mapping[str, str] | str | os.PathLike[str] | None = None,
     corpus: Mapping[str, str] | str | os.PathLike[str] | None = None,
-    depth: int | None = None,
+    judge_depth: int | None = None,
     all_queries: bool | None = None,
     **options: Any,
 ) -> Any:
     """:func:`ragjudge.evaluate.evaluate` with judging on demand (what ``evaluate(...,
-    judge=...)`` calls): ``qrels`` may be ``None`` (label-free). The report's
+    judge=...)`` calls): ``qrels`` may be ``None`` (label-free); the run's top ``judge_depth``
+    documents are judged (default: the largest metric cutoff). The report's
     ``meta["judging"]`` holds :meth:`OnDemand.info`."""
     from .._sync import run_sync
     from ..evaluate import evaluate
@@ -168,7 +169,7 @@ def evaluate_with_judge(
     r = run if isinstance(run, Run) else (
         read_run(run, dedup=dedup, name=options.get("name")) if isinstance(run, (str, os.PathLike))
         else Run.from_dict(run, name=options.get("name") or "run"))
-    k = depth if depth is not None else default_depth(metrics, options.get("rel"))
+    k = judge_depth if judge_depth is not None else default_depth(metrics, options.get("rel"))
     q_texts, c_texts = _texts(queries, "queries"), _texts(corpus, "corpus")
 
     async def main() -> OnDemand:
