@@ -263,14 +263,15 @@ def ppi_scores(
 
 def ppi_samples(
     llm: Any,
-    human: Mapping[str, Mapping[str, float | None]],
+    human: Any,
     metrics: Sequence[str] | None = None,
     **options: Any,
 ) -> dict[str, PPIEstimate]:
     """PPI estimates of RAG sample metrics: ``llm`` is a :class:`ragjudge.rag.RagReport` (or
     ``{sample id: {metric: value}}``) over every sample, ``human`` the human scores of a random
-    subset, ``{sample id: {metric: value}}``. ``metrics``: default every metric in both."""
+    subset (the same two forms). ``metrics``: default every metric in both."""
     llm_scores = _scores_of(llm)
+    human = _scores_of(human)
     names = list(metrics) if metrics is not None else [
         m for m in dict.fromkeys(k for v in llm_scores.values() for k in v)
         if any(m in h for h in human.values())]
