@@ -206,3 +206,18 @@ def test_ppi_evaluate_report_views(tmp_path) -> None:
     assert data["runs"][0]["meta"]["ppi"]["n_human"] == 12
     with pytest.raises(InputError, match="baseline"):
         ppi_evaluate(read_qrels(llm), [read_run(a)], ["ndcg@10"], read_qrels(human), baseline="zz")
+
+
+def test_ppi_samples_takes_a_rag_report() -> None:
+    from pathlib import Path
+
+    from ragjudge import evaluate_samples_sync
+
+    samples = Path(__file__).resolve().parents[1] / "examples" / "rag_samples.jsonl"
+    rep = evaluate_samples_sync(str(samples), ["ndcg@5"])  # deterministic: no LLM involved
+    values = rep.values("ndcg@5")
+    # "human" scores of 15 samples that are 0.1 below the automatic ones
+    human = {sid: {"ndcg@5": v - 0.1} for sid, v in list(zip(rep.sample_ids, values))[:15]}
+    e = ppi_samples(rep, human)["ndcg@5"]
+    assert e.n_human == 15 and e.n_llm == len(values)
+    assert e.mean == pytest.approx(np.mean(values) - 0.1)  # an exact offset is corrected exactly
