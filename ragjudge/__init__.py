@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .judges import Judgment, JudgeResult, LLMRelevanceJudge
     from .llm import LLM, Prompt, load_prompt
     from .rag import RagReport, Sample, evaluate_samples, evaluate_samples_sync
+    from .trust import PPIReport, judge_panel_sync, plan_labels, ppi_evaluate, ppi_mean, soft_evaluate
 
 # name -> module it is loaded from on first access (PEP 562)
 _LAZY = {
@@ -50,6 +51,12 @@ _LAZY = {
     "evaluate_samples_sync": "rag",
     "RagReport": "rag",
     "Sample": "rag",
+    "ppi_evaluate": "trust",
+    "ppi_mean": "trust",
+    "plan_labels": "trust",
+    "PPIReport": "trust",
+    "soft_evaluate": "trust",
+    "judge_panel_sync": "trust",
 }
 
 
@@ -108,6 +115,13 @@ __all__ = [
     "label_agreement",
     "ranking_agreement",
     "AgreementReport",
+    # trusting LLM labels (ragjudge.trust)
+    "ppi_evaluate",
+    "ppi_mean",
+    "plan_labels",
+    "PPIReport",
+    "soft_evaluate",
+    "judge_panel_sync",
     # errors
     "RagjudgeError",
     "InputError",

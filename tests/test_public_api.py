@@ -19,6 +19,7 @@ EXPECTED = {
     "LLM", "Prompt", "load_prompt", "LLMRelevanceJudge", "Judgment", "JudgeResult",
     "evaluate_samples", "evaluate_samples_sync", "RagReport", "Sample",
     "label_agreement", "ranking_agreement", "AgreementReport",
+    "ppi_evaluate", "ppi_mean", "plan_labels", "PPIReport", "soft_evaluate", "judge_panel_sync",
     "RagjudgeError", "InputError", "MetricError", "LLMError",
 }
 

@@ -88,6 +88,10 @@ def _add_arguments(p: argparse.ArgumentParser, *, min_runs: int) -> None:
     if min_runs < 2:
         p.add_argument("--no-stats", action="store_true",
                        help="with several runs, print means only (no tests or intervals)")
+        # issue 9 (trust): --human/--ppi, --soft, --judge; handled in cli/trust.py
+        from .trust import add_evaluate_options
+
+        add_evaluate_options(p)
     p.add_argument("--fail-under", action="append", default=[], metavar="METRIC=VALUE",
                    help="exit 1 if a run's mean METRIC is below VALUE (CI gate); repeatable")
     p.set_defaults(func=_run, min_runs=min_runs)
@@ -231,12 +235,17 @@ def _check_gates(
 
 # ----------------------------------------------------------------------------- command
 def _run(args: argparse.Namespace) -> int:
+    if args.output is not None:
+        check_output_path(args.output)  # before any work, not after it
+    # issue 9 (trust): LLM labels with human anchors, soft labels, judging on demand
+    from .trust import prepare_trust, run_evaluate
+
+    if prepare_trust(args):
+        return run_evaluate(args, _metric_list(args, [])[0], _run_names(args.runs))
     if args.beir is not None:  # every positional is a run
         args.runs = [args.qrels, *args.runs]
     if not args.runs:
         args.parser.error("the following arguments are required: RUN (or --beir DIR RUN)")
-    if args.output is not None:
-        check_output_path(args.output)  # before any work, not after it
     if len(args.runs) < args.min_runs:
         raise InputError(f"compare needs at least {args.min_runs} runs, got {len(args.runs)}",
                          field="RUN")

@@ -84,6 +84,9 @@ def register(subparsers: Any) -> None:
     io.add_argument("--prompt", default="relevance.v1", metavar="NAME|FILE",
                     help="prompt template: a shipped name or a file (default relevance.v1)")
     add_llm_options(p)
+    from .trust import allow_model_panel  # issue 9: --model repeatable = judge panel
+
+    allow_model_panel(p)
     bt = p.add_argument_group("batch mode")
     bt.add_argument("--batch", action="store_true",
                     help="use the OpenAI Batch API (half price, results within 24 h; resumable)")
@@ -99,7 +102,10 @@ def _say(msg: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..io import read_corpus, read_queries, write_qrels
     from ..judges import LLMRelevanceJudge, pool_pairs
+    from .trust import is_panel, run_panel
 
+    if is_panel(args):  # issue 9: several --model = a judge panel (cli/trust.py)
+        return run_panel(args)
     llm = llm_from_args(args)
     if not args.output and not args.dry_run:
         raise InputError("no output file (pass -o OUT.qrels, or --dry-run)", field="-o")

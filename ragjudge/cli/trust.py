@@ -1,0 +1,528 @@
+"""``ragjudge plan-labels`` / ``ragjudge ppi-samples`` and the trust options of ``evaluate``.
+
+``evaluate`` gets an extra option group from :func:`add_evaluate_options`; when one of them
+is used, :func:`run_evaluate` does the work (prediction-powered estimates with ``--human``,
+expected metrics under per-grade probabilities with ``--soft``, judging on demand with
+``--judge``). Only argument handling here; the work is :mod:`ragjudge.trust`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ..errors import InputError
+
+__all__ = ["register", "write_output", "parse_scale", "add_evaluate_options", "prepare_trust", "run_evaluate",
+           "allow_model_panel", "is_panel", "run_panel"]
+
+
+def write_output(text: str, output: str | None) -> None:
+    """``text`` to the file ``output`` (a one-line error if it cannot be written) or stdout."""
+    if output is None:
+        sys.stdout.write(text)
+        return
+    try:
+        with open(output, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+    except OSError as exc:
+        raise InputError(f"cannot write output ({exc.strerror or exc})", source=output) from None
+
+
+def parse_scale(text: str | None) -> tuple[int, int] | None:
+    """``"0-3"`` -> (0, 3); ``None`` stays None. A bad value is a one-line InputError."""
+    if text is None:
+        return None
+    lo, sep, hi = text.partition("-")
+    try:
+        if not sep:
+            raise ValueError
+        scale = (int(lo), int(hi))
+    except ValueError:
+        raise InputError(f"expected LOW-HIGH such as 0-3, got {text!r}", field="--scale") from None
+    if scale[0] > scale[1]:
+        raise InputError(f"low end above high end in {text!r}", field="--scale")
+    return scale
+
+
+def _add_ppi_options(p: argparse.ArgumentParser | Any) -> None:
+    p.add_argument("--ppi-classic", action="store_true",
+                   help="classic PPI (lambda = 1) instead of PPI++ power tuning")
+    p.add_argument("--population", choices=("finite", "infinite"), default="finite",
+                   help="estimand: the mean over these queries (finite, default) or over the "
+                        "population they were sampled from (infinite)")
+    p.add_argument("--confidence", type=float, default=0.95,
+                   help="interval confidence level (default 0.95)")
+
+
+def _method(args: argparse.Namespace) -> str:
+    if not 0.0 < args.confidence < 1.0:
+        raise InputError(f"must be in (0, 1), got {args.confidence}", field="--confidence")
+    return "ppi" if args.ppi_classic else "ppi++"
+
+
+# ----------------------------------------------------------------------------- evaluate hooks
+def add_evaluate_options(p: argparse.ArgumentParser) -> None:
+    """The ``evaluate`` options of issue 9: --human/--ppi, --soft, --judge."""
+    for action in p._actions:
+        if action.dest == "runs":
+            # `evaluate RUN --judge M` (no QRELS) is label-free: the one file is then the run.
+            action.nargs = "*"
+    g = p.add_argument_group(
+        "trusting LLM labels",
+        "--human/--ppi: QRELS are LLM labels on all queries and --human the human labels\n"
+        "of a random subset; each run's prediction-powered mean is reported with its interval\n"
+        "beside the LLM-only and human-only ones (PPI++ unless --ppi-classic).\n"
+        "--soft: expected metric values under the judge's per-grade probabilities\n"
+        "(QRELS: certain human labels, or none).")
+    g.add_argument("--human", metavar="QRELS", help="human qrels of a random subset of the queries")
+    g.add_argument("--ppi", action="store_true",
+                   help="prediction-powered estimates (PPI++ by default; needs --human)")
+    g.add_argument("--scale", metavar="LOW-HIGH",
+                   help="label scale, e.g. 0-3: a grade outside it in either qrels is an error")
+    _add_ppi_options(g)
+    g.add_argument("--soft", metavar="JUDGMENTS.jsonl",
+                   help="judgments with per-grade probabilities (ragjudge judge --judgments): "
+                        "score each metric's expected value E[f(g)]")
+    g.add_argument("--samples", type=int, default=256, metavar="N",
+                   help="--soft: exact up to N grade combinations per query, else N seeded "
+                        "Monte-Carlo draws (default 256)")
+    j = p.add_argument_group(
+        "judging on demand",
+        "--judge MODEL grades exactly the unjudged documents in the top --judge-depth of each run\n"
+        "(human labels win) before evaluating; QRELS may be 'none' or left out (label-free).\n"
+        "Same cache, budget and failure rules as `ragjudge judge`; exit 1 if most failed.")
+    j.add_argument("--judge", metavar="MODEL", help="LLM judge model")
+    j.add_argument("--queries", metavar="FILE", help="query texts (BEIR JSONL or TSV)")
+    j.add_argument("--corpus", metavar="FILE", help="document texts (BEIR JSONL or TSV)")
+    j.add_argument("--judge-depth", type=int, metavar="K",
+                   help="judge each run's top K (default: the largest metric cutoff, else 20)")
+    j.add_argument("--all-queries", action="store_true",
+                   help="also judge run queries the human qrels do not have")
+    j.add_argument("--prompt", default="relevance.v1", metavar="NAME|FILE",
+                   help="judge prompt (default relevance.v1)")
+    j.add_argument("--judgments", metavar="OUT.jsonl", help="write every judgment with provenance")
+    j.add_argument("--save-qrels", metavar="OUT.qrels", help="write the merged qrels")
+    j.add_argument("--base-url", metavar="URL", help="OpenAI-compatible endpoint")
+    j.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
+    j.add_argument("--cache", metavar="PATH", help="SQLite judgment cache")
+    j.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    j.add_argument("--max-cost", type=float, metavar="USD", help="spending cap")
+    j.add_argument("--prices", metavar="FILE", help="JSON price overrides (USD/1M tokens)")
+    j.add_argument("--concurrency", type=int, default=16, metavar="N",
+                   help="requests in flight at most (default 16)")
+    j.add_argument("--dry-run", action="store_true", help="print the judging cost; send nothing")
+    j.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def prepare_trust(args: argparse.Namespace) -> bool:
+    """Whether ``evaluate`` was called with one of the trust options. With ``--judge`` and no
+    QRELS (the first positional is a run file), the arguments are shifted so it is a run."""
+    if getattr(args, "judge", None) and args.qrels.lower() != "none" and _looks_like_run(args.qrels):
+        args.runs = [args.qrels, *args.runs]
+        args.qrels = "none"
+    if not args.runs:
+        # What argparse says when RUN is missing (its nargs is "*" only for the label-free case).
+        print(f"ragjudge {args.command}: error: the following arguments are required: RUN",
+              file=sys.stderr)
+        raise SystemExit(2)
+    trust = bool(getattr(args, "human", None) or getattr(args, "ppi", False)
+                 or getattr(args, "soft", None) or getattr(args, "judge", None))
+    if trust and not 0 <= args.digits <= 17:
+        raise InputError(f"--digits must be between 0 and 17, got {args.digits}", field="--digits")
+    return trust
+
+
+def _looks_like_run(path: str) -> bool:
+    """A TREC run line has six fields (``qid Q0 docid rank score tag``), a qrels line four."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.strip():
+                    return len(line.split()) == 6
+    except OSError:
+        return False
+    return False
+
+
+def run_evaluate(args: argparse.Namespace, metrics: list[str], names: list[str]) -> int:
+    """``evaluate`` with trust options; ``names`` are the run names ``evaluate`` chose."""
+    from ..io import read_run
+
+    used = [f for f, on in (("--ppi/--human", args.ppi or args.human), ("--soft", args.soft),
+                            ("--judge", args.judge)) if on]
+    if len(used) > 1:
+        raise InputError(f"{' and '.join(used)} cannot be combined", field=used[1].split("/")[0])
+    if args.fail_under:
+        raise InputError(f"--fail-under does not apply to {used[0]} results", field="--fail-under")
+    if args.format == "trec":
+        raise InputError("trec output cannot carry these results; use table, json, csv, "
+                         "markdown, latex or html", field="--format")
+    runs = {n: read_run(path, name=n, dedup=args.dedup) for n, path in zip(names, args.runs)}
+    if args.judge:
+        return _evaluate_judged(args, metrics, runs)
+    if args.soft:
+        return _evaluate_soft(args, metrics, runs)
+    return _evaluate_ppi(args, metrics, runs)
+
+
+def _human_or_none(args: argparse.Namespace) -> Any:
+    from ..io import read_qrels
+
+    return None if args.qrels.lower() == "none" else read_qrels(args.qrels, dedup=args.dedup)
+
+
+def _evaluate_ppi(args: argparse.Namespace, metrics: list[str], runs: dict[str, Any]) -> int:
+    from ..io import read_qrels
+    from ..trust.ppi import ppi_evaluate
+
+    if not args.human:
+        raise InputError("--ppi needs the human labels of some queries (--human QRELS)",
+                         field="--ppi")
+    method = _method(args)
+    llm = read_qrels(args.qrels, dedup=args.dedup)
+    human = read_qrels(args.human, dedup=args.dedup)
+    report = ppi_evaluate(llm, runs, metrics, human, method=method,  # type: ignore[arg-type]
+                          confidence=args.confidence, population=args.population,
+                          baseline=args.baseline, rel=args.rel, scale=parse_scale(args.scale))
+    text = report.render(args.format, digits=args.digits)
+    if args.format == "table":
+        text += report.footer()
+    write_output(text, args.output)
+    return 0
+
+
+def _render_reports(reports: list[Any], args: argparse.Namespace, extra: str = "") -> None:
+    from ..report import render_reports
+
+    text = render_reports(reports, args.format, per_query=args.per_query, digits=args.digits)
+    if args.format == "table":
+        text += extra
+    write_output(text, args.output)
+
+
+def _evaluate_soft(args: argparse.Namespace, metrics: list[str], runs: dict[str, Any]) -> int:
+    from ..trust.soft import read_judgments, soft_evaluate
+
+    if args.samples < 1:
+        raise InputError(f"must be positive, got {args.samples}", field="--samples")
+    human = _human_or_none(args)
+    judgments = read_judgments(args.soft)
+    reports = [soft_evaluate(judgments, r, metrics, human=human, samples=args.samples,
+                             seed=args.seed, rel=args.rel) for r in runs.values()]
+    s = reports[0].meta["soft"]
+    _render_reports(reports, args, (
+        f"soft labels: expected values E[f(g)] under per-grade probabilities; "
+        f"{s['exact_queries']} queries exact, {s['monte_carlo_queries']} by {s['samples']} "
+        f"Monte-Carlo draws (seed {s['seed']})\n"))
+    return 0
+
+
+def _llm(args: argparse.Namespace, model: str) -> Any:
+    """The LLM session ``ragjudge judge`` would build from these options."""
+    from ._llm import add_llm_options, llm_from_args
+
+    tmp = argparse.ArgumentParser(add_help=False)
+    add_llm_options(tmp)
+    ns = tmp.parse_args([])
+    for key in ("base_url", "api_key_env", "cache", "no_cache", "max_cost", "prices",
+                "concurrency", "dry_run", "no_progress"):
+        setattr(ns, key, getattr(args, key))
+    ns.model = model
+    return llm_from_args(ns)
+
+
+def _evaluate_judged(args: argparse.Namespace, metrics: list[str], runs: dict[str, Any]) -> int:
+    from .._sync import run_sync
+    from ..evaluate import compare, evaluate
+    from ..io import read_corpus, read_queries, write_qrels
+    from ..judges import LLMRelevanceJudge
+    from ..trust.ondemand import default_depth, judge_on_demand
+
+    if not args.queries or not args.corpus:
+        raise InputError("--judge needs the texts: --queries FILE --corpus FILE", field="--judge")
+    if args.judge_depth is not None and args.judge_depth < 1:
+        raise InputError(f"must be a positive integer, got {args.judge_depth}", field="--judge-depth")
+    human = _human_or_none(args)
+    if args.all_queries and human is None:
+        raise InputError("--all-queries only makes sense with human QRELS", field="--all-queries")
+    depth = args.judge_depth or default_depth(metrics, args.rel)
+    llm = _llm(args, args.judge)
+    judge = LLMRelevanceJudge(llm=llm, prompt=args.prompt, progress=not args.no_progress)
+    queries, corpus = read_queries(args.queries), read_corpus(args.corpus)
+    run_list = list(runs.values())
+    if args.dry_run:
+        plan = judge.estimate(queries, corpus, run_list, depth, qrels=human,
+                              all_queries=args.all_queries)
+        print(f"judging on demand at depth {depth}: " + plan.describe())
+        return 0
+
+    async def main() -> Any:
+        try:
+            return await judge_on_demand(judge, human, run_list, queries, corpus, depth,
+                                         all_queries=args.all_queries)
+        finally:
+            await llm.aclose()
+
+    done = run_sync(main())
+    if args.judgments:
+        done.result.write_judgments(args.judgments)
+    if args.save_qrels:
+        write_qrels(done.qrels, args.save_qrels, format="trec")
+    print(done.describe(), file=sys.stderr)
+    info = done.info()
+    if len(done.qrels) == 0:
+        raise InputError(f"no labels to evaluate with: every judgment failed "
+                         f"({info['failure_reasons']})", field="--judge")
+    if len(run_list) > 1 and not args.no_stats:
+        result = compare(done.qrels, runs, metrics, baseline=args.baseline, test=args.test,
+                         n_resamples=args.resamples, seed=args.seed, alpha=args.alpha,
+                         rel=args.rel, skip_missing=args.skip_missing)
+        for r in result.reports.values():
+            r.meta["judging"] = info
+        write_output(str(result) if args.format == "table" else
+               result.render(args.format, per_query=args.per_query, digits=args.digits), args.output)
+    else:
+        reports = [evaluate(done.qrels, r, metrics, rel=args.rel, skip_missing=args.skip_missing)
+                   for r in run_list]
+        for r in reports:
+            r.meta["judging"] = info
+        _render_reports(reports, args, "".join(
+            f"{r.run}: judged@{depth} {info['judged_before'][r.run]:.4f} -> "
+            f"{info['judged_after'][r.run]:.4f}; {info['llm_labels']} LLM labels, "
+            f"{info['human_labels']} human\n" for r in reports))
+    # A run that mostly failed is not a result: say so in the exit status.
+    pairs = info["pairs"] or 0
+    if pairs and (info["failed"] + info["skipped_budget"]) * 2 > pairs:
+        print(f"ragjudge: most judgments failed or were skipped ({info['failed']} failed, "
+              f"{info['skipped_budget']} over budget of {pairs}); rerun to retry", file=sys.stderr)
+        return 1
+    return 0
+
+
+# ----------------------------------------------------------------------------- judge panels
+def allow_model_panel(p: argparse.ArgumentParser) -> None:
+    """Make ``--model`` of ``ragjudge judge`` repeatable (a panel) and add ``--combine``.
+    ``args.model`` stays the first model, so single-model code is unchanged."""
+    for action in p._actions:
+        if "--model" in action.option_strings:
+            action.__class__ = _ModelAction
+            action.help = "model name (or $RAGJUDGE_MODEL); repeat for a judge panel"
+    g = p.add_argument_group("judge panels")
+    g.add_argument("--combine", choices=("majority", "mean"), default="majority",
+                   help="panel label: majority grade (ties to the lowest tied grade) or mean "
+                        "grade rounded half up (default majority); --max-cost is shared equally "
+                        "by the panel's models")
+
+
+class _ModelAction(argparse.Action):
+    def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        models = list(getattr(namespace, "models", None) or [])
+        models.append(values)
+        namespace.models = models
+        namespace.model = models[0]
+
+
+def is_panel(args: argparse.Namespace) -> bool:
+    return len(getattr(args, "models", None) or []) > 1
+
+
+def run_panel(args: argparse.Namespace) -> int:
+    """``ragjudge judge --model A --model B ...``: every model grades the same pairs; write the
+    combined qrels, each model's judgments, and print their agreement."""
+    from .._sync import run_sync
+    from ..io import read_corpus, read_qrels, read_queries, read_run, write_qrels
+    from ..judges import LLMRelevanceJudge
+    from ..trust.panel import judge_panel
+    from ._llm import llm_from_args
+
+    if not args.output and not args.dry_run:
+        raise InputError("no output file (pass -o OUT.qrels, or --dry-run)", field="-o")
+    if args.depth < 1:
+        raise InputError(f"must be a positive integer, got {args.depth}", field="--depth")
+    if args.batch:
+        raise InputError("--batch does not support judge panels yet", field="--batch")
+    if len(set(args.models)) != len(args.models):
+        raise InputError("the same model is given twice", field="--model")
+    queries, corpus = read_queries(args.queries), read_corpus(args.corpus)
+    runs = [read_run(path) for path in args.runs]
+    human = read_qrels(args.fill) if args.fill else None
+    judges = []
+    for model in args.models:
+        ns = argparse.Namespace(**vars(args))
+        ns.model = model
+        if args.max_cost is not None:
+            # One cap for the whole panel: each model may spend an equal share of it.
+            ns.max_cost = args.max_cost / len(args.models)
+        judges.append(LLMRelevanceJudge(llm=llm_from_args(ns), prompt=args.prompt,
+                                        progress=not args.no_progress))
+    if args.dry_run:
+        for j in judges:
+            print(j.estimate(queries, corpus, runs, args.depth, qrels=human,
+                             all_queries=args.all_queries).describe())
+        return 0
+
+    async def main() -> Any:
+        try:
+            return await judge_panel(judges, queries, corpus, runs, args.depth, rule=args.combine,
+                                     human=human, all_queries=args.all_queries)
+        finally:
+            for j in judges:
+                await j.llm.aclose()
+
+    panel = run_sync(main())
+    write_qrels(panel.qrels, args.output, format="trec")
+    if args.judgments:
+        with open(args.judgments, "w", encoding="utf-8") as f:
+            for r in panel.results.values():
+                for jd in r.judgments:
+                    f.write(json.dumps(jd.to_dict(), ensure_ascii=False) + "\n")
+    for name, r in panel.results.items():
+        s = r.summary()
+        print(f"{name}: judged {s['judged']}/{s['pairs']} pairs ({s['cached']} from cache, "
+              f"{s['failed']} failed)", file=sys.stderr)
+    sys.stdout.write(str(panel))
+    print(f"wrote {args.output} ({len(panel.qrels)} labels, {len(panel.human_pairs)} human)",
+          file=sys.stderr)
+    bad = [n for n, r in panel.results.items()
+           if r.judgments and (len(r.failed) + len(r.skipped)) * 2 > len(r.judgments)]
+    if bad:
+        print(f"ragjudge: most judgments of {', '.join(bad)} failed or were skipped; rerun to retry",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+# ----------------------------------------------------------------------------- commands
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "plan-labels",
+        help="how many human-labelled queries a target interval width needs (from a pilot)",
+        description="From LLM qrels on all queries and a pilot of human qrels on a few, the number "
+                    "of human-labelled queries that gives a PPI (and a human-only) interval of "
+                    "the target full width, per run and metric.",
+    )
+    p.add_argument("qrels", metavar="LLM_QRELS", help="LLM qrels covering all queries")
+    p.add_argument("runs", metavar="RUN", nargs="+", help="run file(s)")
+    p.add_argument("--human", required=True, metavar="QRELS", help="pilot human qrels")
+    p.add_argument("-m", "--metric", dest="metrics", action="append", metavar="METRIC",
+                   help="metric spec or comma list (default ndcg@10)")
+    p.add_argument("--width", type=float, required=True,
+                   help="target full interval width (high - low), e.g. 0.05")
+    p.add_argument("--rel", type=int, metavar="N", help="relevance threshold of binary metrics")
+    _add_output_and_ppi_options(p)
+    p.set_defaults(func=_plan)
+
+    sim = sub.add_parser(
+        "simulate-judge",
+        help="labels of a simulated judge (known confusion matrix) from true qrels",
+        description="Relabel every judged pair of QRELS (the truth, grades 0-3) through the "
+                    "confusion matrix of a simulated judge -- lenient, strict, noisy or perfect "
+                    "(ragjudge.trust.simulate.JUDGES) -- to see what such a judge would do to "
+                    "your conclusions, or to test a pipeline without a model.",
+    )
+    sim.add_argument("qrels", metavar="QRELS", help="true labels")
+    sim.add_argument("--judge", default="lenient", help="lenient (default), strict, noisy, perfect")
+    sim.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    sim.add_argument("-o", "--output", required=True, metavar="OUT.qrels")
+    sim.set_defaults(func=_simulate)
+
+    s = sub.add_parser(
+        "ppi-samples",
+        help="prediction-powered estimates of RAG sample metrics from a human-scored subset",
+        description="LLM scores of every sample (the JSON of `ragjudge rag -f json`, JSONL or "
+                    "CSV with an id column) and human scores of a random subset (same formats): "
+                    "each metric's PPI mean with its interval, beside LLM-only and human-only.",
+    )
+    s.add_argument("scores", metavar="LLM_SCORES", help="per-sample LLM scores")
+    s.add_argument("--human", required=True, metavar="FILE", help="per-sample human scores")
+    s.add_argument("-m", "--metric", dest="metrics", action="append", metavar="METRIC",
+                   help="metric(s) to estimate (default: every metric in both files)")
+    _add_output_and_ppi_options(s)
+    s.set_defaults(func=_samples)
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from ..io import read_qrels, write_qrels
+    from ..trust.simulate import JUDGES, simulate_qrels
+
+    if args.judge not in JUDGES:
+        raise InputError(f"unknown judge {args.judge!r}; known: {', '.join(JUDGES)}", field="--judge")
+    truth = read_qrels(args.qrels)
+    scale = (0, len(JUDGES[args.judge]) - 1)
+    for q, d, g in truth.rows():
+        if g > scale[1]:
+            raise InputError(f"grade {g} of query {q!r}, document {d!r} is outside the scale "
+                             f"{scale[0]}-{scale[1]}", source=truth.source, field="grade")
+    write_qrels(simulate_qrels(truth, args.judge, seed=args.seed), args.output, format="trec")
+    print(f"wrote {args.output}: {len(truth)} labels from a simulated {args.judge} judge "
+          f"(seed {args.seed})", file=sys.stderr)
+    return 0
+
+
+def _add_output_and_ppi_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-f", "--format", choices=("table", "json", "csv", "markdown", "html"),
+                   default="table", help="output format (default table)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+    _add_ppi_options(p)
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from ..io import read_qrels, read_run
+    from ..measures import parse_measure, split_metric_list
+    from ..report import render_table
+    from ..trust.ppi import plan_evaluation
+
+    method = _method(args)
+    metrics = [m for v in (args.metrics or ["ndcg@10"]) for m in split_metric_list(v)]
+    for m in metrics:
+        parse_measure(m, rel=args.rel)
+    llm = read_qrels(args.qrels)
+    pilot = read_qrels(args.human)
+    runs = [read_run(path) for path in args.runs]
+    plans = plan_evaluation(llm, runs, metrics, pilot, args.width, method=method,  # type: ignore[arg-type]
+                            confidence=args.confidence, population=args.population, rel=args.rel)
+    if args.format == "json":
+        write_output(json.dumps(plans, indent=2, allow_nan=False) + "\n", args.output)
+        return 0
+    heads = ["run", "metric", "pilot n", "corr(human, LLM)", "lambda", "pilot width",
+             f"n for width {args.width:g} ({method})", "n human only"]
+    rows = [[p["run"], p["metric"], p["n_pilot"], p["correlation"], p["lambda"], p["pilot_width"],
+             _n(p["n_ppi"]), _n(p["n_human_only"])] for p in plans]
+    text = render_table(heads, rows, args.format)
+    if args.format == "table":
+        text += (f"{int(100 * args.confidence)}% intervals over {plans[0]['n_llm']} LLM-labelled "
+                 "queries; the pilot's variances are estimates, so add a margin\n")
+    write_output(text, args.output)
+    return 0
+
+
+def _n(value: int | None) -> Any:
+    return "unreachable" if value is None else value
+
+
+def _samples(args: argparse.Namespace) -> int:
+    from ..report import render_table
+    from ..trust.ppi import ppi_samples, read_scores
+
+    method = _method(args)
+    llm = read_scores(args.scores)
+    human = read_scores(args.human)
+    metrics = None
+    if args.metrics:
+        metrics = [m.strip() for v in args.metrics for m in v.split(",") if m.strip()]
+    est = ppi_samples(llm, human, metrics, method=method, confidence=args.confidence,
+                      population=args.population)
+    if args.format == "json":
+        write_output(json.dumps({"ppi": {m: e.to_dict() for m, e in est.items()}}, indent=2,
+                          allow_nan=False) + "\n", args.output)
+        return 0
+    heads = ["metric", "LLM only", "human only", method.upper(), "ci_low", "ci_high", "lambda",
+             "n_human", "n_llm"]
+    rows = [[m, e.llm_only.value, e.human_only.value, e.mean, e.ci_low, e.ci_high, e.lam,
+             e.n_human, e.n_llm] for m, e in est.items()]
+    write_output(render_table(heads, rows, args.format), args.output)
+    return 0

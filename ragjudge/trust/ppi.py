@@ -1,0 +1,624 @@
+"""Prediction-powered inference: many LLM labels, a few human ones, an honest interval.
+
+Setting: a metric has a value per query (or per RAG sample). The LLM judge labels all N
+queries; humans label a simple random sample of n of them. The estimand is the mean the metric
+would have under human labels on all N queries. With Y the human-label value and f the
+LLM-label value of a query, the PPI estimator (Angelopoulos et al., Science 2023) is
+
+    theta = lambda * mean_N(f) + mean_n(Y - lambda * f)
+
+-- the LLM mean corrected by the mean human-minus-LLM difference on the labelled queries
+(lambda = 1: classic PPI). PPI++ (Angelopoulos, Duchi & Zrnic 2023) picks the lambda that
+minimises the variance, so a weak judge is trusted less and the interval is never wider than
+the human-only one. Because f is known on every query, theta - truth is the sampling error of
+mean_n(Y - lambda f) (a difference estimator, Cochran 1977 ch. 7), so
+
+* ``population="finite"`` (default; the estimand is the mean over these N queries):
+  Var = (1 - n/N) s^2(Y - lambda f) / n and lambda* = cov(Y, f) / var(f);
+* ``population="infinite"`` (the N queries are themselves a sample of a larger population):
+  Var = s^2(Y - lambda f)/n + lambda^2 s^2(f)/N and lambda* = cov(Y, f) / ((1 + n/N) var(f)).
+
+Intervals are theta +- t_{n-1} * se (Student t, which keeps small pilots honest). Everything is
+vectorised over rows, so a simulation of thousands of studies is a few array operations.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from ..data import Qrels, Run
+from ..errors import InputError
+from ..report import render_table
+from ..stats import t_two_sided_p
+from .resample import Interval
+
+__all__ = [
+    "METHODS",
+    "PPIEstimate",
+    "PPIReport",
+    "ppi_mean",
+    "ppi_means",
+    "ppi_evaluate",
+    "ppi_scores",
+    "ppi_samples",
+    "parse_scores",
+    "read_scores",
+    "plan_labels",
+    "plan_evaluation",
+    "t_quantile",
+]
+
+Method = Literal["ppi++", "ppi"]
+Population = Literal["finite", "infinite"]
+#: ``ppi++`` (power-tuned lambda, default) or ``ppi`` (classic, lambda = 1).
+METHODS: tuple[str, ...] = ("ppi++", "ppi")
+
+
+@lru_cache(maxsize=1024)
+def t_quantile(confidence: float, df: float) -> float:
+    """Two-sided Student t critical value: P(|T_df| <= t) = confidence (bisection on
+    :func:`ragjudge.stats.t_two_sided_p`, to 1e-12; above 1000 df the Cornish-Fisher
+    expansion of Abramowitz & Stegun 26.7.5, accurate to ~1e-9 there)."""
+    alpha = 1.0 - confidence
+    if df > 1000:
+        from statistics import NormalDist
+
+        z = NormalDist().inv_cdf(1.0 - alpha / 2.0)
+        return (z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+                + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * df**3))
+    lo, hi = 0.0, 1.0
+    while t_two_sided_p(hi, df) > alpha:
+        hi *= 2.0
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        if t_two_sided_p(mid, df) > alpha:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-12:
+            break
+    return (lo + hi) / 2.0
+
+
+def _check(confidence: float, method: str, population: str) -> None:
+    if not 0.0 < confidence < 1.0:
+        raise InputError(f"confidence must be in (0, 1), got {confidence}", field="confidence")
+    if method not in METHODS:
+        raise InputError(f"method must be one of {', '.join(METHODS)}, got {method!r}", field="method")
+    if population not in ("finite", "infinite"):
+        raise InputError(f"population must be finite or infinite, got {population!r}",
+                         field="population")
+
+
+def ppi_means(
+    human: np.ndarray,
+    llm_on_human: np.ndarray,
+    llm_mean: np.ndarray,
+    llm_var: np.ndarray,
+    n_llm: int,
+    *,
+    method: Method = "ppi++",
+    confidence: float = 0.95,
+    population: Population = "finite",
+) -> dict[str, np.ndarray]:
+    """Vectorised PPI over rows (independent studies or metrics).
+
+    ``human``, ``llm_on_human``: ``(k, n)`` values on the n labelled queries; ``llm_mean``,
+    ``llm_var``: ``(k,)`` mean and sample variance (ddof 1) of the LLM values over all
+    ``n_llm`` queries. Returns ``(k,)`` arrays: ``mean``, ``ci_low``, ``ci_high``, ``se``,
+    ``lambda``, and the human-only (``human_mean``, ``human_low``, ``human_high``) and LLM-only
+    (``llm_low``, ``llm_high``) intervals for comparison.
+    """
+    _check(confidence, method, population)
+    y = np.atleast_2d(np.asarray(human, dtype=np.float64))
+    f = np.atleast_2d(np.asarray(llm_on_human, dtype=np.float64))
+    n = y.shape[1]
+    big_n = int(n_llm)
+    if n < 2:
+        raise InputError(f"PPI needs at least 2 human-labelled queries, got {n}", field="human")
+    if big_n < n:
+        raise InputError(f"{n} human-labelled queries but only {big_n} LLM-labelled ones",
+                         field="human")
+    fm = np.asarray(llm_mean, dtype=np.float64).reshape(-1)
+    fv = np.asarray(llm_var, dtype=np.float64).reshape(-1)
+    finite = population == "finite"
+    ratio = n / big_n
+    fpc = (1.0 - ratio) if finite else 1.0
+    yc = y - y.mean(axis=1, keepdims=True)
+    fc = f - f.mean(axis=1, keepdims=True)
+    var_f = (fc * fc).sum(axis=1) / (n - 1)
+    cov = (yc * fc).sum(axis=1) / (n - 1)
+    if method == "ppi":
+        lam = np.ones(len(y))
+    else:
+        denom = var_f if finite else (1.0 + ratio) * var_f
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lam = np.where(denom > 0, cov / np.where(denom > 0, denom, 1.0), 0.0)
+    resid = y - lam[:, None] * f
+    theta = resid.mean(axis=1) + lam * fm
+    # A tuned lambda is fitted on the same n values (one more parameter, as in regression
+    # estimation): ddof 2 keeps the interval from running short on small samples.
+    var = fpc * resid.var(axis=1, ddof=2 if method == "ppi++" and n > 2 else 1) / n
+    if not finite:
+        var = var + lam * lam * fv / big_n
+    h_var = fpc * y.var(axis=1, ddof=1) / n
+    if method == "ppi++":
+        # lambda = 0 is the human-only estimate; the tuned one is never allowed to be worse.
+        worse = var > h_var
+        lam = np.where(worse, 0.0, lam)
+        theta = np.where(worse, y.mean(axis=1), theta)
+        var = np.where(worse, h_var, var)
+    t = t_quantile(confidence, n - 1)
+    se = np.sqrt(np.maximum(var, 0.0))
+    h_se = np.sqrt(h_var)
+    l_se = np.sqrt(fv / big_n) if big_n > 1 else np.zeros_like(fm)
+    t_llm = t_quantile(confidence, big_n - 1) if big_n > 1 else 0.0
+    hm = y.mean(axis=1)
+    return {
+        "mean": theta, "ci_low": theta - t * se, "ci_high": theta + t * se, "se": se,
+        "lambda": lam, "human_mean": hm, "human_low": hm - t * h_se, "human_high": hm + t * h_se,
+        "llm_mean": fm, "llm_low": fm - t_llm * l_se, "llm_high": fm + t_llm * l_se,
+    }
+
+
+@dataclass(frozen=True)
+class PPIEstimate:
+    """A prediction-powered estimate of a mean, beside the LLM-only and human-only ones."""
+
+    mean: float
+    ci_low: float
+    ci_high: float
+    n_human: int
+    n_llm: int
+    lam: float
+    method: str
+    llm_only: Interval
+    human_only: Interval
+    confidence: float = 0.95
+
+    @property
+    def width(self) -> float:
+        return self.ci_high - self.ci_low
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON ``ppi`` entry: mean, ci_low, ci_high, n_human, n_llm, lambda (+ method and
+        the LLM-only / human-only intervals)."""
+        return {
+            "mean": self.mean, "ci_low": self.ci_low, "ci_high": self.ci_high,
+            "n_human": self.n_human, "n_llm": self.n_llm, "lambda": self.lam,
+            "method": self.method, "confidence": self.confidence,
+            "llm_only": self.llm_only.to_dict(), "human_only": self.human_only.to_dict(),
+        }
+
+
+def _finite(values: Any, what: str) -> np.ndarray:
+    a = np.asarray(values, dtype=np.float64).reshape(-1)
+    if not np.isfinite(a).all():
+        raise InputError(f"{what} must be finite numbers", field=what)
+    return a
+
+
+def ppi_mean(
+    human: Sequence[float] | np.ndarray,
+    llm_on_human: Sequence[float] | np.ndarray,
+    llm_all: Sequence[float] | np.ndarray,
+    *,
+    method: Method = "ppi++",
+    confidence: float = 0.95,
+    population: Population = "finite",
+) -> PPIEstimate:
+    """PPI estimate of a mean from per-item values: ``human`` and ``llm_on_human`` on the n
+    human-labelled items (same order), ``llm_all`` on all N items (the labelled ones included).
+    See the module docstring for the formulas."""
+    y = _finite(human, "human")
+    f = _finite(llm_on_human, "llm_on_human")
+    a = _finite(llm_all, "llm_all")
+    if len(y) != len(f):
+        raise InputError(f"{len(y)} human values but {len(f)} LLM values on the same items",
+                         field="llm_on_human")
+    if len(y) < 2:
+        raise InputError(f"PPI needs at least 2 human-labelled items, got {len(y)}", field="human")
+    r = ppi_means(y[None], f[None], np.array([a.mean()]),
+                  np.array([a.var(ddof=1) if len(a) > 1 else 0.0]), len(a),
+                  method=method, confidence=confidence, population=population)
+    g = {k: float(v[0]) for k, v in r.items()}
+    return PPIEstimate(
+        mean=g["mean"], ci_low=g["ci_low"], ci_high=g["ci_high"], n_human=len(y), n_llm=len(a),
+        lam=g["lambda"], method=method,
+        llm_only=Interval(g["llm_mean"], g["llm_low"], g["llm_high"]),
+        human_only=Interval(g["human_mean"], g["human_low"], g["human_high"]),
+        confidence=confidence,
+    )
+
+
+def ppi_scores(
+    llm: Mapping[str, float | None],
+    human: Mapping[str, float | None],
+    **options: Any,
+) -> PPIEstimate:
+    """:func:`ppi_mean` from ``{item id: value}`` maps (e.g. one RAG metric per sample id):
+    ``llm`` covers every item, ``human`` a random subset. Items with an undetermined value
+    (``None``/NaN) are left out; human items without an LLM value are an error."""
+
+    def ok(v: Any) -> bool:
+        return v is not None and math.isfinite(float(v))
+
+    llm_ok = {k: float(v) for k, v in llm.items() if ok(v)}
+    ids = [k for k, v in human.items() if ok(v)]
+    missing = [k for k in ids if k not in llm_ok]
+    if missing:
+        raise InputError(f"{len(missing)} human-labelled items have no LLM value (first: {missing[0]!r})",
+                         field="id")
+    if not ids:
+        raise InputError("the human and LLM scores have no item in common", field="id")
+    return ppi_mean([float(human[k]) for k in ids], [llm_ok[k] for k in ids], list(llm_ok.values()),
+                    **options)
+
+
+def ppi_samples(
+    llm: Any,
+    human: Any,
+    metrics: Sequence[str] | None = None,
+    **options: Any,
+) -> dict[str, PPIEstimate]:
+    """PPI estimates of RAG sample metrics: ``llm`` is a :class:`ragjudge.rag.RagReport` (or
+    ``{sample id: {metric: value}}``) over every sample, ``human`` the human scores of a random
+    subset (the same two forms). ``metrics``: default every metric in both."""
+    llm_scores = _scores_of(llm)
+    human = _scores_of(human)
+    names = list(metrics) if metrics is not None else [
+        m for m in dict.fromkeys(k for v in llm_scores.values() for k in v)
+        if any(m in h for h in human.values())]
+    if not names:
+        raise InputError("the human scores share no metric with the LLM scores", field="metric")
+    out = {}
+    for m in names:
+        out[m] = ppi_scores({k: v.get(m) for k, v in llm_scores.items()},
+                            {k: v.get(m) for k, v in human.items()}, **options)
+    return out
+
+
+def _scores_of(obj: Any) -> dict[str, dict[str, float | None]]:
+    if hasattr(obj, "sample_ids") and hasattr(obj, "values"):  # a RagReport
+        cols = {m: obj.values(m) for m in obj.metrics}
+        return {sid: {m: cols[m][i] for m in obj.metrics} for i, sid in enumerate(obj.sample_ids)}
+    return {str(k): dict(v) for k, v in obj.items()}
+
+
+def parse_scores(text: str, source: str = "<scores>") -> dict[str, dict[str, float | None]]:
+    """Per-item scores ``{id: {metric: value}}`` from the JSON of ``ragjudge rag -f json``
+    (``samples[].scores[metric].value``), JSON Lines objects with an ``id`` (or ``sample``,
+    ``qid``) field and metric fields, or CSV with such a header."""
+    import csv
+    import io
+    import json
+
+    stripped = text.lstrip("\ufeff").lstrip()
+    if not stripped:
+        raise InputError("empty scores file", source=source)
+    out: dict[str, dict[str, float | None]] = {}
+    if stripped.startswith("{") and '"samples"' in stripped[:200000]:
+        try:
+            data = json.loads(stripped)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"invalid JSON ({exc.msg})", source=source, line=exc.lineno) from None
+        if isinstance(data, dict) and isinstance(data.get("samples"), list):
+            for s in data["samples"]:
+                out[str(s["sample"])] = {m: v.get("value") if isinstance(v, dict) else v
+                                         for m, v in (s.get("scores") or {}).items()}
+            return out
+    if stripped.startswith("{"):
+        rows = []
+        for i, line in enumerate(stripped.splitlines(), 1):
+            if line.strip():
+                try:
+                    rows.append((i, json.loads(line)))
+                except json.JSONDecodeError as exc:
+                    raise InputError(f"invalid JSON ({exc.msg})", source=source, line=i) from None
+    else:
+        rows = list(enumerate(csv.DictReader(io.StringIO(stripped)), 2))
+    for i, row in rows:
+        key = next((k for k in ("id", "sample", "qid", "query_id") if k in row), None)
+        if key is None:
+            raise InputError("no id column (id, sample, qid or query_id)", source=source, line=i,
+                             field="id")
+        vals: dict[str, float | None] = {}
+        for k, v in row.items():
+            if k == key:
+                continue
+            if v is None or v == "":
+                vals[k] = None
+                continue
+            try:
+                vals[k] = float(v)
+            except (TypeError, ValueError):
+                raise InputError(f"not a number: {v!r}", source=source, line=i, field=k) from None
+        out[str(row[key])] = vals
+    return out
+
+
+def read_scores(path: str) -> dict[str, dict[str, float | None]]:
+    """:func:`parse_scores` of a file."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise InputError(exc.strerror or "cannot read", source=str(path)) from None
+    return parse_scores(text, source=str(path))
+
+
+# ----------------------------------------------------------------------------- runs and qrels
+@dataclass
+class PPIReport:
+    """PPI estimates per run and metric (``estimates[run][metric]``) and of the differences of
+    each run from the baseline (``differences[run][metric]``), with the LLM-only reports."""
+
+    runs: list[str]
+    metrics: list[str]
+    estimates: dict[str, dict[str, PPIEstimate]]
+    differences: dict[str, dict[str, PPIEstimate]]
+    baseline: str
+    reports: dict[str, Any] = field(default_factory=dict)  # LLM-only ragjudge Reports
+    settings: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def run_dicts(self, *, per_query: bool = False) -> list[dict[str, Any]]:
+        """One dict per run: its LLM-only report (``mean`` = LLM-only values, the PPI settings
+        in ``meta["ppi"]``) plus ``ppi`` and, for runs other than the baseline, ``ppi_delta``
+        (run minus baseline)."""
+        out = []
+        for r in self.runs:
+            d = self.reports[r].to_dict(per_query=per_query) if r in self.reports else {"run": r}
+            d.setdefault("meta", {})["ppi"] = {**self.settings, "notes": list(self.notes)}
+            d["ppi"] = {m: e.to_dict() for m, e in self.estimates[r].items()}
+            if r in self.differences:
+                d["ppi_delta"] = {m: {**e.to_dict(), "baseline": self.baseline}
+                                  for m, e in self.differences[r].items()}
+            out.append(d)
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"runs": [...], "settings", "notes"}``, the runs as in :meth:`run_dicts`."""
+        return {"runs": self.run_dicts(), "settings": self.settings, "notes": self.notes}
+
+    def to_json(self, indent: int | None = 2) -> str:
+        import json
+
+        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+
+    def table(self, digits: int = 4) -> tuple[list[str], list[list[Any]]]:
+        conf = int(round(100 * self.settings.get("confidence", 0.95)))
+        heads = ["run", "metric", "LLM only", f"LLM {conf}% CI", "human only", f"human {conf}% CI",
+                 self.settings.get("method", "ppi++").upper(), f"PPI {conf}% CI", "lambda", "n_human",
+                 "n_llm"]
+        rows = []
+
+        def ci(lo: float | None, hi: float | None) -> str:
+            return "-" if lo is None else f"[{lo:.{digits}f}, {hi:.{digits}f}]"
+
+        for kind, table in (("", self.estimates), ("delta ", self.differences)):
+            for r, per in table.items():
+                for m, e in per.items():
+                    name = f"{r} - {self.baseline}" if kind else r
+                    rows.append([name, m, e.llm_only.value, ci(e.llm_only.ci_low, e.llm_only.ci_high),
+                                 e.human_only.value, ci(e.human_only.ci_low, e.human_only.ci_high),
+                                 e.mean, ci(e.ci_low, e.ci_high), e.lam, e.n_human, e.n_llm])
+        return heads, rows
+
+    def render(self, fmt: str = "table", digits: int = 4) -> str:
+        if fmt == "json":
+            import json
+
+            runs = self.run_dicts()
+            return json.dumps(runs[0] if len(runs) == 1 else runs, indent=2, allow_nan=False) + "\n"
+        h, r = self.table(digits)
+        return render_table(h, r, fmt, digits=digits)
+
+    def footer(self) -> str:
+        """What the table rests on, and the notes (lines under the plain table)."""
+        s = self.settings
+        foot = (f"{s.get('method', 'ppi++')}: LLM labels on {s.get('n_llm')} queries, human labels "
+                f"on {s.get('n_human')} of them; {s.get('population', 'finite')}-population "
+                "intervals (Student t)")
+        return foot + "\n" + "".join(f"note: {n}\n" for n in self.notes)
+
+    def __str__(self) -> str:
+        return self.render("table") + self.footer()
+
+    def _repr_html_(self) -> str:
+        h, r = self.table()
+        return render_table(h, r, "html", title="prediction-powered estimates")
+
+    def to_dataframe(self) -> Any:
+        """One row per (run or difference, metric), the columns of the table."""
+        try:
+            import pandas as pd
+        except ModuleNotFoundError:
+            raise ImportError("to_dataframe() needs pandas: pip install 'ragjudge[pandas]'") from None
+        h, r = self.table()
+        return pd.DataFrame(r, columns=h)
+
+
+def _per_query(rep: Any, metric: str) -> dict[str, float]:
+    return {q: float(v) for q, v in zip(rep.qids, rep.values[metric]) if np.isfinite(v)}
+
+
+def ppi_evaluate(
+    llm_qrels: Qrels,
+    runs: Mapping[str, Run] | Sequence[Run],
+    metrics: Sequence[str],
+    human_qrels: Qrels,
+    *,
+    method: Method = "ppi++",
+    confidence: float = 0.95,
+    population: Population = "finite",
+    baseline: str | None = None,
+    rel: int | None = None,
+    scale: tuple[int, int] | None = None,
+) -> PPIReport:
+    """PPI estimates of each run's mean metric (and of each run's difference from ``baseline``,
+    default the first run) from LLM qrels on all queries and human qrels on a random subset.
+
+    The LLM-labelled queries are the LLM qrels' queries; the human-labelled ones those of the
+    human qrels among them (human queries the LLM did not label are left out, with a note).
+    Raises :class:`InputError` when the two share no query or fewer than 2, or when ``scale``
+    (low, high) is given and a grade of either qrels lies outside it.
+    """
+    _check(confidence, method, population)
+    if scale is not None:
+        from .agreement import grades_in_scale
+
+        grades_in_scale(human_qrels, scale)
+        grades_in_scale(llm_qrels, scale)
+    names, llm_vals, hum_vals, reports, common, notes = _paired_values(
+        llm_qrels, runs, metrics, human_qrels, rel)
+    baseline = names[0] if baseline is None else baseline
+    if baseline not in names:
+        raise InputError(f"baseline {baseline!r} is not one of the runs: {', '.join(names)}",
+                         field="baseline")
+    metrics = list(metrics)
+    opts = dict(method=method, confidence=confidence, population=population)
+    estimates = {n: {m: ppi_scores(llm_vals[n][m], hum_vals[n][m], **opts) for m in metrics}
+                 for n in names}
+    differences: dict[str, dict[str, PPIEstimate]] = {}
+    for n in names:
+        if n == baseline:
+            continue
+        differences[n] = {}
+        for m in metrics:
+            a, b = llm_vals[n][m], llm_vals[baseline][m]
+            ha, hb = hum_vals[n][m], hum_vals[baseline][m]
+            diff = {q: a[q] - b[q] for q in a if q in b}
+            hdiff = {q: ha[q] - hb[q] for q in ha if q in hb}
+            differences[n][m] = ppi_scores(diff, hdiff, **opts)
+    return PPIReport(
+        runs=names, metrics=metrics, estimates=estimates, differences=differences,
+        baseline=baseline, reports=reports,
+        settings={"method": method, "confidence": confidence, "population": population,
+                  "n_llm": llm_qrels.num_queries, "n_human": len(common),
+                  "interval": "Student t, n_human - 1 df",
+                  "human_source": human_qrels.source, "llm_source": llm_qrels.source},
+        notes=notes,
+    )
+
+
+def _paired_values(llm_qrels: Qrels, runs: Mapping[str, Run] | Sequence[Run], metrics: Sequence[str],
+                   human_qrels: Qrels, rel: int | None) -> tuple[Any, ...]:
+    """Per-query values of every run and metric under the LLM qrels (all their queries) and
+    under the human qrels (the human queries the LLM also labelled)."""
+    from ..evaluate import evaluate  # estimation sits above evaluation
+
+    if not isinstance(runs, Mapping):
+        runs = {r.name: r for r in runs}
+    if not runs:
+        raise InputError("no runs given", field="runs")
+    llm_q = set(llm_qrels.query_ids)
+    common = [q for q in human_qrels.query_ids if q in llm_q]
+    if not common:
+        raise InputError("the human and LLM qrels have no query in common (check the query ids)",
+                         source=human_qrels.source, field="qid")
+    if len(common) < 2:
+        raise InputError(f"PPI needs at least 2 human-labelled queries, got {len(common)}",
+                         source=human_qrels.source, field="qid")
+    notes = []
+    if len(common) < human_qrels.num_queries:
+        notes.append(f"{human_qrels.num_queries - len(common)} human-labelled queries have no LLM "
+                     "labels and are left out")
+    human_sub = human_qrels.filter(common)
+    reports, llm_vals, hum_vals = {}, {}, {}
+    for name, run in runs.items():
+        reports[name] = evaluate(llm_qrels, run, list(metrics), rel=rel)
+        hrep = evaluate(human_sub, run, list(metrics), rel=rel)
+        llm_vals[name] = {m: _per_query(reports[name], m) for m in metrics}
+        hum_vals[name] = {m: _per_query(hrep, m) for m in metrics}
+    return list(runs), llm_vals, hum_vals, reports, common, notes
+
+
+# ----------------------------------------------------------------------------- planning
+def plan_labels(
+    human: Sequence[float] | np.ndarray,
+    llm_on_human: Sequence[float] | np.ndarray,
+    n_llm: int,
+    width: float,
+    *,
+    method: Method = "ppi++",
+    confidence: float = 0.95,
+    population: Population = "finite",
+) -> dict[str, Any]:
+    """How many human-labelled queries give a ``width``-wide interval (full width, high - low),
+    from a pilot's human and LLM values on the same queries.
+
+    With sigma^2 the pilot's variance of Y - lambda f (PPI) or of Y (human only) and z the
+    normal quantile, the finite-population width 2 z sigma sqrt(1/n - 1/N) is solved for n:
+    n = 1 / ((w / (2 z sigma))^2 + 1/N) (infinite population: n = (2 z sigma / w)^2, PPI adding
+    lambda^2 var(f)/N). A pilot is an estimate: ask for some margin.
+    """
+    _check(confidence, method, population)
+    y = _finite(human, "human")
+    f = _finite(llm_on_human, "llm_on_human")
+    if len(y) != len(f):
+        raise InputError(f"{len(y)} human values but {len(f)} LLM values", field="llm_on_human")
+    if len(y) < 2:
+        raise InputError(f"a pilot needs at least 2 human-labelled queries, got {len(y)}",
+                         field="human")
+    if not width > 0:
+        raise InputError(f"target width must be positive, got {width}", field="width")
+    big_n = int(n_llm)
+    finite = population == "finite"
+    r = ppi_means(y[None], f[None], np.array([f.mean()]), np.array([f.var(ddof=1)]),
+                  max(big_n, len(y)), method=method, confidence=confidence, population=population)
+    lam = float(r["lambda"][0])
+    z = t_quantile(confidence, 1e9)
+    half = width / 2.0
+
+    def needed(var_resid: float, extra: float) -> int | None:
+        if var_resid <= 0:
+            return 2
+        if finite:
+            return max(2, min(big_n, math.ceil(1.0 / ((half / z) ** 2 / var_resid + 1.0 / big_n))))
+        room = (half / z) ** 2 - extra
+        # None: unreachable, the LLM term alone is wider than the target
+        return None if room <= 0 else max(2, math.ceil(var_resid / room))
+
+    v_ppi = float(np.var(y - lam * f, ddof=1))
+    v_h = float(np.var(y, ddof=1))
+    extra = 0.0 if finite else lam * lam * float(np.var(f, ddof=1)) / big_n
+    corr = float(np.corrcoef(y, f)[0, 1]) if np.std(y) > 0 and np.std(f) > 0 else None
+    return {
+        "width": width, "confidence": confidence, "method": method, "population": population,
+        "n_pilot": len(y), "n_llm": big_n, "lambda": lam, "correlation": corr,
+        "n_ppi": needed(v_ppi, extra), "n_human_only": needed(v_h, 0.0),
+        "pilot_width": float(r["ci_high"][0] - r["ci_low"][0]),
+    }
+
+
+def plan_evaluation(
+    llm_qrels: Qrels,
+    runs: Mapping[str, Run] | Sequence[Run],
+    metrics: Sequence[str],
+    pilot_qrels: Qrels,
+    width: float,
+    *,
+    method: Method = "ppi++",
+    confidence: float = 0.95,
+    population: Population = "finite",
+    rel: int | None = None,
+) -> list[dict[str, Any]]:
+    """:func:`plan_labels` for every run and metric, from LLM qrels on all queries and a pilot
+    of human qrels on a few: one dict per (run, metric) with ``run`` and ``metric`` added."""
+    names, llm_vals, hum_vals, _, _, _ = _paired_values(llm_qrels, runs, metrics, pilot_qrels, rel)
+    out = []
+    for n in names:
+        for m in metrics:
+            ids = [q for q in hum_vals[n][m] if q in llm_vals[n][m]]
+            plan = plan_labels([hum_vals[n][m][q] for q in ids], [llm_vals[n][m][q] for q in ids],
+                               llm_qrels.num_queries, width, method=method, confidence=confidence,
+                               population=population)
+            out.append({"run": n, "metric": m, **plan})
+    return out

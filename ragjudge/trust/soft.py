@@ -1,0 +1,223 @@
+"""Soft labels: a metric's expected value under the judge's per-grade probabilities.
+
+When the judge returns a distribution over grades for each (query, document) pair, the
+honest per-query value of a metric f is E[f(g)] over the joint distribution of the grades
+(pairs independent), never f(E[g]): nDCG of expected grades is not expected nDCG, and a 50/50
+"0 or 3" document is not a grade-1.5 document.
+
+Per query the expectation is exact -- every combination of the uncertain grades, weighted by
+its probability -- when there are at most ``samples`` combinations; otherwise it is a seeded
+Monte-Carlo mean over ``samples`` joint draws (standard error reported per query as
+``<metric>:mc_se`` in ``meta["soft"]``). Either way every "world" is scored by the ordinary
+engine, so soft values use exactly the definitions of hard ones.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..data import Qrels, Run
+from ..errors import InputError
+from ..report import Report
+
+__all__ = ["soft_evaluate", "read_judgments", "grade_distributions"]
+
+_SEP = "\x1f"  # joins a query id and a world index; cannot occur in TREC ids (whitespace-free)
+
+
+def read_judgments(path: str) -> list[Any]:
+    """The :class:`ragjudge.judges.Judgment` records of a ``ragjudge judge --judgments`` file."""
+    from ..judges import Judgment
+
+    out = []
+    try:
+        with open(path, encoding="utf-8") as f:
+            for i, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    out.append(Judgment.from_dict(json.loads(line)))
+                except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
+                    raise InputError(f"not a judgment record ({exc})", source=path, line=i) from None
+    except OSError as exc:
+        raise InputError(exc.strerror or "cannot read", source=path) from None
+    if not out:
+        raise InputError("no judgments in the file", source=path)
+    return out
+
+
+def grade_distributions(
+    judgments: Iterable[Any], *, human: Qrels | None = None, source: str | None = None
+) -> dict[str, dict[str, dict[int, float]]]:
+    """``{qid: {docid: {grade: probability}}}`` from judgments (their ``probs``, or the hard
+    grade with probability 1 when they have none; failed judgments are left out) and certain
+    human labels, which win."""
+    out: dict[str, dict[str, dict[int, float]]] = {}
+    for j in judgments:
+        if j.error is not None or (j.grade is None and not j.probs):
+            continue  # a failed judgment carries no label
+        if j.probs:
+            probs = {int(g): float(p) for g, p in j.probs.items() if float(p) > 0}
+            total = sum(probs.values())
+            if not probs or not all(math.isfinite(p) for p in probs.values()):
+                raise InputError(f"bad probabilities for query {j.qid!r}, document {j.docid!r}",
+                                 source=source, field="probs")
+            dist = {g: p / total for g, p in probs.items()}
+        else:
+            dist = {int(j.grade): 1.0}
+        out.setdefault(j.qid, {})[j.docid] = dist
+    if human is not None:
+        for q, d, g in human.rows():
+            out.setdefault(q, {})[d] = {int(g): 1.0}
+    if not out:
+        raise InputError("no usable judgment (every one failed)", source=source)
+    return out
+
+
+def _worlds(docs: Mapping[str, Mapping[int, float]], samples: int,
+            rng: np.random.Generator) -> tuple[list[str], np.ndarray, np.ndarray, bool]:
+    """(docids, grades (W, D), weights (W,), exact?) for one query."""
+    ids = list(docs)
+    supports = [sorted(docs[d]) for d in ids]
+    combos = math.prod(len(s) for s in supports)
+    if combos <= samples:
+        grades = np.array(list(itertools.product(*supports)), dtype=np.int64).reshape(combos, len(ids))
+        weights = np.ones(combos)
+        for k, d in enumerate(ids):
+            weights *= np.array([docs[d][g] for g in grades[:, k]])
+        return ids, grades, weights, True
+    grades = np.empty((samples, len(ids)), dtype=np.int64)
+    for k, d in enumerate(ids):
+        gs = np.array(supports[k])
+        ps = np.array([docs[d][g] for g in supports[k]])
+        grades[:, k] = gs[rng.choice(len(gs), size=samples, p=ps / ps.sum())]
+    return ids, grades, np.full(samples, 1.0 / samples), False
+
+
+def soft_evaluate(
+    judgments: Iterable[Any] | Mapping[str, Mapping[str, Mapping[int, float]]],
+    run: Run,
+    metrics: Sequence[str],
+    *,
+    human: Qrels | None = None,
+    samples: int = 256,
+    seed: int | None = 0,
+    rel: int | None = None,
+) -> Report:
+    """Evaluate ``run`` with each metric's expected per-query value under per-grade
+    probabilities; a :class:`Report` (means over queries, as :func:`ragjudge.evaluate`).
+
+    ``judgments``: :class:`ragjudge.judges.Judgment` records (``probs`` per grade) or
+    ``{qid: {docid: {grade: p}}}``; ``human``: certain labels that win. ``samples``: exact
+    enumeration up to this many grade combinations per query, else this many Monte-Carlo draws
+    (seeded). ``meta["soft"]`` says which queries were exact and the Monte-Carlo standard
+    errors.
+    """
+    from ..evaluate import evaluate  # soft scoring sits above evaluation
+
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+        raise InputError(f"samples must be a positive integer, got {samples!r}", field="samples")
+    if isinstance(judgments, Mapping):
+        dists = {q: dict(docs) for q, docs in judgments.items()}
+        for q, d, g in (human.rows() if human is not None else ()):
+            dists.setdefault(q, {})[d] = {int(g): 1.0}
+    else:
+        dists = grade_distributions(judgments, human=human)
+    rng = np.random.default_rng(seed)
+    order = sorted(dists, key=lambda s: s.encode("utf-8"))
+    worlds = [_worlds(dists[q], samples, rng) for q in order]
+    qids, offsets, docids, scores = run.arrays
+    where = {qb.decode("utf-8"): i for i, qb in enumerate(qids.tolist())}
+    run_only = [q for q in where if q not in dists]
+    # Per world, the metric values; worlds are scored in chunks of queries so that the
+    # replicated run stays small (about _CHUNK_ROWS rows at a time).
+    values_of: dict[str, list[np.ndarray]] = {}
+    keys: list[str] = []
+    start = 0
+    while start < len(order):
+        stop, rows = start, 0
+        while stop < len(order) and (stop == start or rows < _CHUNK_ROWS):
+            i = where.get(order[stop])
+            rows += len(worlds[stop][2]) * (0 if i is None else int(offsets[i + 1] - offsets[i]) + 1)
+            stop += 1
+        rep, chunk_values = _score_chunk(evaluate, order[start:stop], worlds[start:stop], run,
+                                         where, metrics, rel)
+        keys, summed, base_meta = rep.metrics, rep.summed, rep.meta
+        for m in keys:
+            values_of.setdefault(m, []).append(chunk_values[m])
+        start = stop
+    world_q = np.repeat(np.arange(len(order)), [len(w[2]) for w in worlds])
+    weight = np.concatenate([w[2] for w in worlds])
+    exact = np.array([w[3] for w in worlds], dtype=bool)
+    values: dict[str, np.ndarray] = {}
+    mc_se: dict[str, dict[str, float]] = {}
+    for m in keys:
+        x = np.concatenate(values_of[m])
+        ok = np.isfinite(x)
+        wq, w, xv = world_q[ok], weight[ok], x[ok]
+        den = np.bincount(wq, weights=w, minlength=len(order))
+        mean = np.bincount(wq, weights=w * xv, minlength=len(order)) / np.where(den > 0, den, 1.0)
+        values[m] = np.where(den > 0, mean, np.nan)
+        # Monte-Carlo standard error of each sampled query's mean (equal weights there).
+        n = np.bincount(wq, minlength=len(order)).astype(np.float64)
+        sq = np.bincount(wq, weights=xv * xv, minlength=len(order))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            var = (sq - n * mean * mean) / (n - 1)
+        for qi in np.flatnonzero(~exact & (n > 1)):
+            mc_se.setdefault(m, {})[order[qi]] = float(math.sqrt(max(var[qi], 0.0) / n[qi]))
+    missing = [q for q in order if q not in where]
+    meta = {
+        **{k: v for k, v in base_meta.items() if k not in ("missing_queries", "ignored_queries")},
+        "num_q": len(order), "num_q_qrels": len(order), "num_q_run": run.num_queries,
+        "missing_queries": missing, "num_missing": len(missing),
+        "ignored_queries": run_only, "num_ignored": len(run_only),
+        "soft": {"rule": "E[f(g)] over independent per-pair grade distributions",
+                 "exact_queries": int(exact.sum()), "monte_carlo_queries": int((~exact).sum()),
+                 "samples": samples, "seed": seed, "mc_se": mc_se},
+    }
+    return Report(run.name, order, values, meta, summed=summed)
+
+
+_CHUNK_ROWS = 2_000_000
+
+
+def _score_chunk(evaluate: Any, order: list[str], worlds: list[Any], run: Run,
+                 where: Mapping[str, int], metrics: Any, rel: int | None) -> tuple[Any, dict[str, np.ndarray]]:
+    """Evaluate the run on every world of the queries ``order``: one expanded query id
+    ``qid<US>w`` per world, the run replicated under each. Returns the report and its values
+    in world order."""
+    qids, offsets, docids, scores = run.arrays
+    qq: list[str] = []
+    qd: list[str] = []
+    qg: list[np.ndarray] = []
+    rq, rd, rs = [], [], []
+    keys = []
+    for q, (ids, grades, weights, _) in zip(order, worlds):
+        i = where.get(q)
+        for w in range(len(weights)):
+            key = f"{q}{_SEP}{w}"
+            keys.append(key)
+            qq.extend([key] * len(ids))
+            qd.extend(ids)
+            qg.append(grades[w])
+            if i is not None:
+                s, e = int(offsets[i]), int(offsets[i + 1])
+                rq.append(np.full(e - s, key.encode("utf-8")))
+                rd.append(docids[s:e])
+                rs.append(scores[s:e])
+    qrels = Qrels.from_arrays(qq, qd, np.concatenate(qg).astype(np.int64))
+    if rq:
+        expanded = Run.from_arrays(np.concatenate(rq), np.concatenate(rd), np.concatenate(rs),
+                                   name=run.name)
+    else:
+        expanded = Run.from_arrays([], [], np.zeros(0), name=run.name)
+    rep = evaluate(qrels, expanded, metrics, rel=rel)
+    position = {k: j for j, k in enumerate(rep.qids)}
+    index = np.array([position[k] for k in keys], dtype=np.int64)
+    return rep, {m: rep.values[m][index] for m in rep.metrics}
