@@ -239,7 +239,7 @@ def _evaluate_judged(args: argparse.Namespace, metrics: list[str], runs: dict[st
     from ..evaluate import compare, evaluate
     from ..io import read_corpus, read_queries, write_qrels
     from ..judges import LLMRelevanceJudge
-    from ..trust.ondemand import default_depth, judge_on_demand
+    from ..judges.ondemand import default_depth, judge_on_demand
 
     if not args.queries or not args.corpus:
         raise InputError("--judge needs the texts: --queries FILE --corpus FILE", field="--judge")

@@ -1,5 +1,5 @@
 """Can I trust the judge? Agreement with intervals, prediction-powered estimates, soft labels,
-judge panels and judging on demand.
+judge panels. (Judging on demand lives with the judge: :mod:`ragjudge.judges.ondemand`.)
 
 * :mod:`.agreement` -- label and system-ranking agreement between human and LLM qrels, every
   statistic with a seeded bootstrap interval over queries;
@@ -7,7 +7,6 @@ judge panels and judging on demand.
   from many LLM labels and a few human ones, and the label budget for a target width;
 * :mod:`.soft` -- expected metric values under the judge's per-grade probabilities;
 * :mod:`.panel` -- several judges on the same pairs: agreement and a combined label;
-* :mod:`.ondemand` -- judge exactly the unjudged top-k documents, then evaluate;
 * :mod:`.simulate` -- LLM labels drawn from true labels through a known confusion matrix.
 """
 
@@ -26,7 +25,6 @@ from .agreement import (
     spearman_rho,
     tau_ap,
 )
-from .ondemand import OnDemand, default_depth, evaluate_with_judge, judge_on_demand
 from .panel import PanelResult, combine_grades, combine_qrels, judge_panel, judge_panel_sync
 from .ppi import (
     PPIEstimate,
@@ -69,8 +67,4 @@ __all__ = [
     "combine_qrels",
     "judge_panel",
     "judge_panel_sync",
-    "OnDemand",
-    "default_depth",
-    "judge_on_demand",
-    "evaluate_with_judge",
 ]

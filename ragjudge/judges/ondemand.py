@@ -1,5 +1,9 @@
 """Judging on demand: evaluate runs, letting an LLM judge exactly the documents nobody judged.
 
+It lives with the judge (not in :mod:`ragjudge.evaluate`, which sits below the LLM layer):
+``evaluate(..., judge=j)`` calls :meth:`LLMRelevanceJudge.evaluate_on_demand`, which calls
+:func:`evaluate_with_judge` here, so the import graph only points down.
+
 For each run, the unjudged documents in its top ``depth`` (default: the largest cutoff among
 the metrics) are graded by the judge -- each distinct pair once across runs, through the
 judge's session, cache, budget and failure rules -- merged *under* the human labels (a human
