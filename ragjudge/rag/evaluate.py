@@ -228,7 +228,16 @@ async def evaluate_samples(
         usage=usage,
         invalid=[str(e) for e in data.invalid],
         settings={"grading": grading, "default_k": default_k, "match": match or "auto"},
+        canonical=canonical_metric,
     )
+
+
+def canonical_metric(spelling: str) -> str:
+    """The report column of one metric spelled any way (raises :class:`MetricError`)."""
+    parsed = parse_rag_metrics([spelling])
+    if len(parsed) != 1:
+        raise MetricError(f"{spelling!r} names {len(parsed)} metrics, not one")
+    return str(parsed[0])
 
 
 def needs_embeddings(metrics: Iterable[RagMetric]) -> list[RagMetric]:

@@ -8,7 +8,7 @@ the undetermined count is reported beside them.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,8 +85,12 @@ class RagReport:
         usage: Mapping[str, Any] | None = None,
         invalid: Sequence[str] = (),
         settings: Mapping[str, Any] | None = None,
+        canonical: Callable[[str], str] | None = None,
     ) -> None:
         self.metrics = list(metrics)
+        # How another spelling of a metric maps to its column (``P_10`` -> ``precision@10``);
+        # given by the evaluator, which knows the metric registry this value module sits below.
+        self._canonical = canonical
         self.sample_ids = list(sample_ids)
         self.scores = {m: list(scores[m]) for m in self.metrics}
         for m in self.metrics:
@@ -103,16 +107,15 @@ class RagReport:
         """The column of ``metric`` as typed in any spelling (``P_10``, ``rbp(p=0.8,gain=graded)``)."""
         if metric in self.scores:
             return metric
-        # Imported here: the metrics package imports this module (Score) at load time.
-        from .metrics import parse_rag_metric
-
+        if self._canonical is None:
+            raise KeyError(metric)
         try:
-            parsed = parse_rag_metric(metric)
+            column = self._canonical(metric)
         except MetricError:
             raise KeyError(metric) from None
-        if len(parsed) != 1 or str(parsed[0]) not in self.scores:
+        if column not in self.scores:
             raise KeyError(metric)
-        return str(parsed[0])
+        return column
 
     def mean(self, metric: str) -> float | None:
         """Mean over determined samples (``None`` if none was determined)."""

@@ -1,0 +1,141 @@
+"""The import graph stays as ARCHITECTURE.md draws it: lower layers never import higher ones
+(not even inside a function), nobody imports another module's underscore names, no cycles.
+
+Imports under ``if TYPE_CHECKING:`` are types only and are not counted.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1] / "ragjudge"
+
+# Layer of each module (longest matching prefix wins). A module may import its own layer and
+# the layers below it.
+LAYERS: dict[str, int] = {
+    "ragjudge.errors": 0, "ragjudge._version": 0, "ragjudge._sync": 0,
+    "ragjudge.ids": 0, "ragjudge.data": 0, "ragjudge.io": 0,
+    "ragjudge.measures": 1, "ragjudge.kernels": 1, "ragjudge.engine": 1, "ragjudge.lists": 1,
+    "ragjudge.stats": 1, "ragjudge.report": 1, "ragjudge.plots": 1,
+    "ragjudge.evaluate": 2, "ragjudge.fuse": 2,
+    "ragjudge.llm": 3,
+    "ragjudge.judges": 4,
+    "ragjudge.rag": 5, "ragjudge.trust": 5, "ragjudge.agreement": 5, "ragjudge.synth": 5,
+    "ragjudge.testing": 6,
+    "ragjudge.cli": 7, "ragjudge.server": 7, "ragjudge.__main__": 7, "ragjudge": 7,
+}
+
+
+def _modules() -> dict[str, tuple[Path, bool]]:
+    out = {}
+    for p in ROOT.rglob("*.py"):
+        parts = list(p.relative_to(ROOT.parent).with_suffix("").parts)
+        is_pkg = parts[-1] == "__init__"
+        if is_pkg:
+            parts = parts[:-1]
+        out[".".join(parts)] = (p, is_pkg)
+    return out
+
+
+def _layer(module: str) -> int:
+    best = max((k for k in LAYERS if module == k or module.startswith(k + ".")), key=len)
+    return LAYERS[best]
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for sub in node.body:
+                skip.update(id(n) for n in ast.walk(sub))
+    return skip
+
+
+def _imports() -> tuple[dict[str, set[str]], list[str]]:
+    mods = _modules()
+    edges: dict[str, set[str]] = {}
+    underscore: list[str] = []
+    for name, (path, is_pkg) in mods.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        skip = _type_checking_nodes(tree)
+        pkg = name if is_pkg else name.rsplit(".", 1)[0]
+        out: set[str] = set()
+        for node in ast.walk(tree):
+            if id(node) in skip:
+                continue
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = pkg.split(".")[: len(pkg.split(".")) - (node.level - 1)]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    target = node.module or ""
+                if not target.startswith("ragjudge"):
+                    continue
+                for alias in node.names:
+                    full = f"{target}.{alias.name}"
+                    if full in mods:
+                        out.add(full)
+                    elif target in mods:
+                        out.add(target)
+                        if alias.name.startswith("_") and not alias.name.startswith("__") \
+                                and target != name:
+                            underscore.append(f"{name} imports {target}.{alias.name}")
+            elif isinstance(node, ast.Import):
+                out.update(a.name for a in node.names if a.name in mods)
+        out.discard(name)
+        edges[name] = out
+    return edges, underscore
+
+
+def test_every_module_has_a_layer() -> None:
+    for name in _modules():
+        assert _layer(name) >= 0, name
+
+
+def test_no_module_imports_a_higher_layer() -> None:
+    edges, _ = _imports()
+    bad = [f"{a} (layer {_layer(a)}) imports {b} (layer {_layer(b)})"
+           for a, targets in edges.items() for b in targets if _layer(b) > _layer(a)]
+    assert bad == []
+
+
+def test_no_underscore_names_cross_modules() -> None:
+    assert _imports()[1] == []
+
+
+def test_no_import_cycles() -> None:
+    edges, _ = _imports()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    assert cycles == []
