@@ -261,3 +261,11 @@ def test_cors_is_off_by_default(client: httpx.Client) -> None:
     assert "access-control-allow-origin" not in r.headers
     r = client.get("/v1/version", headers={"Origin": "http://evil.example"})
     assert "access-control-allow-origin" not in r.headers
+
+
+def test_core_does_not_import_the_web_stack() -> None:
+    code = ("import sys, ragjudge, ragjudge.cli, ragjudge.server; ragjudge.cli.build_parser(); "
+            "print('fastapi' in sys.modules or 'uvicorn' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                         check=True)
+    assert out.stdout.strip() == "False"

@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Union
 
+import anyio
 from fastapi import FastAPI, Path, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
@@ -232,21 +233,28 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
     app.add_middleware(Guard, token=settings.token(), max_body=settings.max_body_bytes,
                        per_client=settings.client_concurrency)
     limit = settings.max_pairs
+    # CPU-bound evaluations run in threads, at most one per core at a time: more threads only
+    # fight over the GIL and turn a queue into uniformly slow answers (worse p99, same req/s).
+    cpu_slots = anyio.Semaphore(os.cpu_count() or 1)
+
+    async def _cpu(fn: Any, *args: Any) -> Any:
+        async with cpu_slots:
+            return await run_in_threadpool(fn, *args)
 
     @app.post("/v1/evaluate", response_model=None, tags=["ranking"],
               responses={200: {"model": Union[ReportBody, list[ReportBody]],
                                "description": "One run: its report; several: a list"}})
-    def evaluate(req: EvaluateRequest) -> Response:
+    async def evaluate(req: EvaluateRequest) -> Response:
         """Score runs against qrels: exactly what `ragjudge evaluate --no-stats --format json`
         prints (one object for one run, a list for several)."""
-        return _json(evaluate_json(req, limit))
+        return _json(await _cpu(evaluate_json, req, limit))
 
     @app.post("/v1/compare", response_model=None, tags=["ranking"],
               responses={200: {"model": CompareBody}})
-    def compare(req: CompareRequest) -> Response:
+    async def compare(req: CompareRequest) -> Response:
         """Compare runs (paired tests, Holm correction, bootstrap intervals): exactly what
         `ragjudge compare --format json` prints."""
-        return _json(compare_json(req, limit))
+        return _json(await _cpu(compare_json, req, limit))
 
     @app.post("/v1/rag", response_model=None, tags=["rag"], status_code=200,
               responses={200: {"model": RagReportBody, "description": "No LLM metric: the report"},
@@ -254,13 +262,12 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
     async def rag(req: RagRequest, request: Request) -> Response:
         """RAG metrics on samples. Deterministic metrics answer at once (the report of
         `ragjudge rag --format json`); LLM metrics start a job (202) whose result is that report."""
-        samples, metrics = await run_in_threadpool(rag_inputs, req, limit)
+        samples, metrics = await _cpu(rag_inputs, req, limit)
         if not any(m.needs_llm for m in metrics):
             from ..rag import evaluate_samples_sync
 
-            report = await run_in_threadpool(
-                evaluate_samples_sync, samples, metrics, grading=req.grading, match=req.match,
-                default_k=req.default_k)
+            report = await _cpu(lambda: evaluate_samples_sync(
+                samples, metrics, grading=req.grading, match=req.match, default_k=req.default_k))
             return _json(report.render("json", per_sample=req.per_sample))
         build_llm(settings, req.settings)  # model, key and budget are checked before accepting
         return _new_job(request, "rag", req, 0)
@@ -269,7 +276,7 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
     async def judge(req: JudgeRequest, request: Request) -> Response:
         """Start a judge job: grade the pooled top-`depth` documents of runs (or explicit
         pairs) with the server's LLM; the result holds the qrels, every judgment and a summary."""
-        pairs = await run_in_threadpool(judge_pairs, req, limit)
+        pairs = await _cpu(judge_pairs, req, limit)
         build_llm(settings, req.settings)
         return _new_job(request, "judge", req, len(pairs))
 
