@@ -269,3 +269,20 @@ def test_core_does_not_import_the_web_stack() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                          check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_cors_when_configured(tmp_path: Path) -> None:
+    with ServerProcess(tmp_path, "--cors-origin", "https://dash.example", token="t0k") as srv:
+        pre = {"Origin": "https://dash.example", "Access-Control-Request-Method": "POST",
+               "Access-Control-Request-Headers": "authorization,content-type"}
+        r = httpx.options(srv.url + "/v1/evaluate", headers=pre)  # a preflight has no token
+        assert r.status_code == 200
+        assert r.headers["access-control-allow-origin"] == "https://dash.example"
+        r = httpx.options(srv.url + "/v1/evaluate", headers={**pre, "Origin": "https://evil.example"})
+        assert r.headers.get("access-control-allow-origin") != "https://evil.example"
+        with srv.client() as c:
+            r = c.get("/v1/version", headers={"Origin": "https://dash.example"})
+            assert r.status_code == 200
+            assert r.headers["access-control-allow-origin"] == "https://dash.example"
+        spec = httpx.get(srv.url + "/openapi.json").json()
+        assert "HTTPBearer" in spec["components"]["securitySchemes"]

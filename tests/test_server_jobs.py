@@ -198,3 +198,22 @@ def test_rag_llm_metrics_run_as_a_job(tmp_path: Path) -> None:
         assert got["samples"] == lib["samples"]
         assert [a["mean"] for a in got["aggregates"]] == [a["mean"] for a in lib["aggregates"]]
         assert set(got) == set(lib)
+
+
+def test_workers_share_jobs_and_each_runs_once(tmp_path: Path) -> None:
+    with simulator_thread(latency=0.05, api_key=None) as sim, \
+            _server(tmp_path, sim, "--workers", "2") as srv, srv.client() as c:
+        bodies = [{"pairs": [{"qid": f"q{k}", "docid": f"d{i}", "query": f"query {k}",
+                              "passage": f"passage {i} of job {k}"} for i in range(30)]}
+                  for k in range(4)]
+        ids = [c.post("/v1/judge", json=b).json()["id"] for b in bodies]
+        states = [wait_job(c, i, timeout=120) for i in ids]  # any worker answers any job
+        assert all(s["status"] == "done" and s["result"]["summary"]["judged"] == 30 for s in states)
+        stats = sim.stats()
+        assert stats["paid"] == 120 and stats["duplicate_paid"] == 0  # no job ran twice
+        db = sqlite3.connect(tmp_path / "jobs.sqlite")
+        per_job = dict(db.execute("SELECT job, COUNT(*) FROM judgments GROUP BY job").fetchall())
+        db.close()
+        assert per_job == {i: 30 for i in ids}
+        r = c.post("/v1/evaluate", json={"qrels": {"q1": ["d1"]}, "runs": {"a": {"q1": ["d1"]}}})
+        assert r.status_code == 200

@@ -20,10 +20,11 @@ from contextlib import asynccontextmanager
 from typing import Any, Union
 
 import anyio
-from fastapi import FastAPI, Path, Request
+from fastapi import Depends, FastAPI, Path, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from fastapi.security import HTTPBearer
 
 from .. import __version__
 from ..errors import MetricError, RagjudgeError
@@ -224,15 +225,18 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
     app.add_exception_handler(RagjudgeError, _library_error)  # type: ignore[arg-type]
     app.add_exception_handler(TooLarge, _too_large)  # type: ignore[arg-type]
     app.add_exception_handler(Exception, _internal)
-    if settings.cors_origins:
+    app.add_middleware(Guard, token=settings.token(), max_body=settings.max_body_bytes,
+                       per_client=settings.client_concurrency)
+    if settings.cors_origins:  # outside the guard: a browser's preflight carries no token
         from fastapi.middleware.cors import CORSMiddleware
 
         app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
                            allow_methods=["GET", "POST", "DELETE"],
                            allow_headers=["Authorization", "Content-Type"])
-    app.add_middleware(Guard, token=settings.token(), max_body=settings.max_body_bytes,
-                       per_client=settings.client_concurrency)
     limit = settings.max_pairs
+    # Documents the bearer scheme in OpenAPI (the /docs "Authorize" button); Guard enforces it.
+    bearer = [Depends(HTTPBearer(auto_error=False, description="Authorization: Bearer <token> "
+                                 "(when the server has a token)"))]
     # CPU-bound evaluations run in threads, at most one per core at a time: more threads only
     # fight over the GIL and turn a queue into uniformly slow answers (worse p99, same req/s).
     cpu_slots = anyio.Semaphore(os.cpu_count() or 1)
@@ -241,7 +245,7 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
         async with cpu_slots:
             return await run_in_threadpool(fn, *args)
 
-    @app.post("/v1/evaluate", response_model=None, tags=["ranking"],
+    @app.post("/v1/evaluate", dependencies=bearer, response_model=None, tags=["ranking"],
               responses={200: {"model": Union[ReportBody, list[ReportBody]],
                                "description": "One run: its report; several: a list"}})
     async def evaluate(req: EvaluateRequest) -> Response:
@@ -249,14 +253,14 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
         prints (one object for one run, a list for several)."""
         return _json(await _cpu(evaluate_json, req, limit))
 
-    @app.post("/v1/compare", response_model=None, tags=["ranking"],
+    @app.post("/v1/compare", dependencies=bearer, response_model=None, tags=["ranking"],
               responses={200: {"model": CompareBody}})
     async def compare(req: CompareRequest) -> Response:
         """Compare runs (paired tests, Holm correction, bootstrap intervals): exactly what
         `ragjudge compare --format json` prints."""
         return _json(await _cpu(compare_json, req, limit))
 
-    @app.post("/v1/rag", response_model=None, tags=["rag"], status_code=200,
+    @app.post("/v1/rag", dependencies=bearer, response_model=None, tags=["rag"], status_code=200,
               responses={200: {"model": RagReportBody, "description": "No LLM metric: the report"},
                          202: {"model": JobState, "description": "LLM metrics: a job"}})
     async def rag(req: RagRequest, request: Request) -> Response:
@@ -272,7 +276,7 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
         build_llm(settings, req.settings)  # model, key and budget are checked before accepting
         return _new_job(request, "rag", req, 0)
 
-    @app.post("/v1/judge", response_model=JobState, status_code=202, tags=["jobs"])
+    @app.post("/v1/judge", dependencies=bearer, response_model=JobState, status_code=202, tags=["jobs"])
     async def judge(req: JudgeRequest, request: Request) -> Response:
         """Start a judge job: grade the pooled top-`depth` documents of runs (or explicit
         pairs) with the server's LLM; the result holds the qrels, every judgment and a summary."""
@@ -287,12 +291,12 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
         row = store.get(job_id)
         return _json(json.dumps(job_view(row)), 202)
 
-    @app.get("/v1/jobs", response_model=list[JobState], tags=["jobs"])
+    @app.get("/v1/jobs", dependencies=bearer, response_model=list[JobState], tags=["jobs"])
     async def jobs(request: Request) -> Any:
         """The 100 most recent jobs (without results)."""
         return [job_view(r, with_result=False) for r in request.app.state.store.list()]
 
-    @app.get("/v1/jobs/{job_id}", response_model=JobState, tags=["jobs"],
+    @app.get("/v1/jobs/{job_id}", dependencies=bearer, response_model=JobState, tags=["jobs"],
              responses={404: {"model": ErrorBody}})
     async def job(request: Request, job_id: str = _JOB_ID) -> Any:
         """Status, progress, counts, cost so far; the result when done."""
@@ -301,7 +305,7 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
             return JSONResponse({"detail": f"job_id: no job {job_id}"}, status_code=404)
         return job_view(row)
 
-    @app.delete("/v1/jobs/{job_id}", response_model=JobState, tags=["jobs"],
+    @app.delete("/v1/jobs/{job_id}", dependencies=bearer, response_model=JobState, tags=["jobs"],
                 responses={404: {"model": ErrorBody}, 409: {"model": ErrorBody}})
     async def cancel(request: Request, job_id: str = _JOB_ID) -> Any:
         """Cancel a job, keeping what is judged (the partial result is in the job when it
@@ -317,7 +321,7 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
         request.app.state.manager.wake()
         return job_view(row)
 
-    @app.get("/v1/metrics", response_model=list[MetricInfo], tags=["meta"])
+    @app.get("/v1/metrics", dependencies=bearer, response_model=list[MetricInfo], tags=["meta"])
     def metrics() -> Any:
         """Every metric spec with its definition and parameters."""
         return metric_catalog()
@@ -327,7 +331,7 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
         """Liveness (no authentication)."""
         return {"status": "ok", "jobs_running": len(request.app.state.manager.running)}
 
-    @app.get("/v1/version", response_model=Version, tags=["meta"])
+    @app.get("/v1/version", dependencies=bearer, response_model=Version, tags=["meta"])
     async def version() -> Any:
         return {"ragjudge": __version__, "api": API_VERSION, "python": platform.python_version()}
 
