@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import sys
 from functools import lru_cache
 from typing import Any
 
@@ -44,26 +45,59 @@ def _param_names(parse: Any, name: str) -> list[str]:
     return []
 
 
-def _kernel_doc(name: str) -> str | None:
-    fn = getattr(kernels, _KERNEL_NAMES.get(name, name), None)
+def _doc(fn: Any) -> str | None:
     doc = inspect.getdoc(fn) if callable(fn) else None
     return " ".join(doc.split()) if doc else None
 
 
+def _registry_spec(name: str) -> Any:
+    """The measure registry's spec of ``name`` where the registry exists (issue 8), else None."""
+    try:
+        from .. import measures
+    except ImportError:  # pragma: no cover
+        return None
+    spec_of = getattr(measures, "spec_of", None)
+    if spec_of is None:
+        return None
+    try:
+        return spec_of(name)
+    except MetricError:
+        return None
+
+
+def _definition(name: str, spec: Any) -> str | None:
+    """The formula and citation: the docstring of the measure's reference kernel (in
+    :mod:`ragjudge.kernels`, or beside its spec in the registry's family module)."""
+    fname = _KERNEL_NAMES.get(name, name)
+    found = _doc(getattr(kernels, fname, None))
+    if found is None and spec is not None:
+        family = sys.modules.get(getattr(spec.batch, "__module__", ""), None)
+        found = _doc(getattr(family, fname, None)) or _doc(getattr(family, name, None))
+    return found
+
+
 def _ranking(name: str) -> dict[str, Any]:
-    m = parse_measure(name)
-    params = []
-    for p in _param_names(parse_measure, name):
-        default = m.get(p)
-        params.append({"name": p, "default": default})
+    spec = _registry_spec(name)
+    try:
+        canonical = str(parse_measure(name))
+    except MetricError:  # a measure that needs a parameter to be spelled
+        canonical = name
+    if spec is not None:
+        params = [{"name": k, "default": p.default, "allowed": p.allowed}
+                  for k, p in sorted(spec.params.items())]
+        takes_cutoff = bool(spec.cutoff)
+    else:
+        m = parse_measure(name)
+        params = [{"name": p, "default": m.get(p)} for p in _param_names(parse_measure, name)]
+        takes_cutoff = _takes_cutoff(parse_measure, name)
     return {
         "name": name,
         "family": "ranking",
-        "spec": str(m),
-        "takes_cutoff": _takes_cutoff(parse_measure, name),
+        "spec": canonical,
+        "takes_cutoff": takes_cutoff,
         "parameters": params,
         "needs_llm": False,
-        "definition": _kernel_doc(name) or f"{name} (ranking measure)",
+        "definition": _definition(name, spec) or f"{name} (ranking measure)",
     }
 
 
@@ -96,6 +130,15 @@ def metric_catalog() -> list[dict[str, Any]]:
     from ..rag import known_rag_metrics
 
     ranking = known_measures()
-    out = [_ranking(n) for n in ranking]
-    out.extend(_rag(n) for n in known_rag_metrics() if n not in set(ranking))
+    out = [_entry(_ranking, n, "ranking") for n in ranking]
+    out.extend(_entry(_rag, n, "rag") for n in known_rag_metrics() if n not in set(ranking))
     return out
+
+
+def _entry(make: Any, name: str, family: str) -> dict[str, Any]:
+    # One odd registry entry must not take the whole catalog (and /v1/metrics) down.
+    try:
+        return make(name)
+    except Exception:  # noqa: BLE001
+        return {"name": name, "family": family, "spec": name, "takes_cutoff": False,
+                "parameters": [], "needs_llm": False, "definition": name}
