@@ -121,51 +121,51 @@ def test_cancel_keeps_what_is_judged(tmp_path: Path) -> None:
         assert sim.stats()["duplicate_paid"] == 0
 
 
+def _interrupt(tmp: Path, sim: object, *, depth: int, concurrency: int, after: int,
+               sig: int) -> tuple[ServerProcess, dict]:
+    """Start a server and a judge job, stop the server with ``sig`` once ``after`` pairs are
+    judged; returns the stopped server (same state) and the job."""
+    srv = _server(tmp, sim, "--concurrency", str(concurrency)).start()
+    try:
+        with srv.client() as c:
+            job = c.post("/v1/judge", json=_judge_body(depth)).json()
+            wait_job(c, job["id"], until=lambda s: s["progress"]["done"] >= after)
+    finally:
+        code = srv.stop(sig)
+    if sig == signal.SIGTERM:
+        assert code in (0, -signal.SIGTERM)  # graceful: calls land, the job is requeued
+        assert "Application shutdown complete" in srv.log()
+    return srv, job
+
+
 def test_restart_resumes_without_paying_twice(tmp_path: Path) -> None:
     with simulator_thread(latency=0.3, api_key=None) as sim:
-        srv = _server(tmp_path, sim, "--concurrency", "4").start()
-        try:
-            with srv.client() as c:
-                job = c.post("/v1/judge", json=_judge_body(2)).json()
-                wait_job(c, job["id"], until=lambda s: s["progress"]["done"] >= 12)
-            assert srv.stop(signal.SIGTERM) in (0, -signal.SIGTERM)  # graceful: calls land, job requeued
-            assert "Application shutdown complete" in srv.log()
-            db = sqlite3.connect(tmp_path / "jobs.sqlite")
-            status, done = db.execute("SELECT status, done FROM jobs WHERE id = ?",
-                                      (job["id"],)).fetchone()
-            stored = db.execute("SELECT COUNT(*) FROM judgments WHERE job = ?", (job["id"],)).fetchone()[0]
-            db.close()
-            assert status == "queued" and 12 <= done < 120 and stored == done
-            assert sim.stats()["paid"] == stored  # nothing in flight was lost
-            srv.start()  # same state: the job resumes by itself
-            with srv.client() as c:
-                state = wait_job(c, job["id"], timeout=120)
-            assert state["status"] == "done", state
-            assert state["result"]["summary"]["judged"] == 120
-            stats = sim.stats()
-            assert stats["paid"] == 120 and stats["duplicate_paid"] == 0
-            assert state["usage"]["calls"] == 120  # usage counts both runs
-        finally:
-            srv.stop()
+        srv, job = _interrupt(tmp_path, sim, depth=2, concurrency=4, after=12, sig=signal.SIGTERM)
+        db = sqlite3.connect(tmp_path / "jobs.sqlite")
+        status, done = db.execute("SELECT status, done FROM jobs WHERE id = ?",
+                                  (job["id"],)).fetchone()
+        stored = db.execute("SELECT COUNT(*) FROM judgments WHERE job = ?", (job["id"],)).fetchone()[0]
+        db.close()
+        assert status == "queued" and 12 <= done < 120 and stored == done
+        assert sim.stats()["paid"] == stored  # nothing in flight was lost
+        with srv.start(), srv.client() as c:  # same state: the job resumes by itself
+            state = wait_job(c, job["id"], timeout=120)
+        assert state["status"] == "done", state
+        assert state["result"]["summary"]["judged"] == 120
+        stats = sim.stats()
+        assert stats["paid"] == 120 and stats["duplicate_paid"] == 0
+        assert state["usage"]["calls"] == 120  # usage counts both runs
 
 
 def test_crash_resumes_after_the_lease(tmp_path: Path) -> None:
     with simulator_thread(latency=0.2, api_key=None) as sim:
-        srv = _server(tmp_path, sim, "--concurrency", "2").start()
-        try:
-            with srv.client() as c:
-                job = c.post("/v1/judge", json=_judge_body(1)).json()
-                wait_job(c, job["id"], until=lambda s: s["progress"]["done"] >= 6)
-            srv.stop(signal.SIGKILL)
-            srv.start()
-            with srv.client() as c:
-                state = wait_job(c, job["id"], timeout=120)
-            assert state["status"] == "done" and state["result"]["summary"]["judged"] == 60
-            stats = sim.stats()
-            # only calls in flight at the kill (at most the concurrency) can be paid twice
-            assert stats["duplicate_paid"] <= 2 and stats["paid"] <= 62
-        finally:
-            srv.stop()
+        srv, job = _interrupt(tmp_path, sim, depth=1, concurrency=2, after=6, sig=signal.SIGKILL)
+        with srv.start(), srv.client() as c:
+            state = wait_job(c, job["id"], timeout=120)
+        assert state["status"] == "done" and state["result"]["summary"]["judged"] == 60
+        stats = sim.stats()
+        # only calls in flight at the kill (at most the concurrency) can be paid twice
+        assert stats["duplicate_paid"] <= 2 and stats["paid"] <= 62
 
 
 def test_budget_is_never_exceeded(tmp_path: Path) -> None:
