@@ -3,7 +3,6 @@ a bounded number of generated requests per operation, and none may get a 5xx."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 

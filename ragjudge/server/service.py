@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..data import Qrels, Run
-from ..errors import InputError
+from ..errors import InputError, RagjudgeError
 from ..evaluate import compare, evaluate
 from ..io import parse_qrels, parse_run
 from .models import CompareRequest, EvaluateRequest
@@ -17,8 +17,8 @@ __all__ = ["load_qrels", "load_run", "count_pairs", "evaluate_json", "compare_js
            "TooLarge", "check_pairs"]
 
 
-class TooLarge(Exception):
-    """A request over one of the server's size limits (HTTP 413)."""
+class TooLarge(RagjudgeError):
+    """A request over one of the server's size limits (HTTP 413; a failed job's reason)."""
 
 
 @contextmanager

@@ -9,10 +9,8 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
-
 from ..errors import InputError
 
 __all__ = ["ServerSettings", "is_loopback", "SETTINGS_ENV"]
@@ -64,7 +62,6 @@ class ServerSettings:
     max_jobs: int = 2
     lease_seconds: float = 10.0
     drain_seconds: float = 60.0
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def token(self) -> str | None:
         """The bearer token from the server's environment (``None``: no authentication)."""
@@ -121,6 +118,3 @@ class ServerSettings:
         data = json.loads(text)
         data["cors_origins"] = tuple(data.get("cors_origins") or ())
         return cls(**data)
-
-    def with_(self, **changes: Any) -> ServerSettings:
-        return replace(self, **changes)
