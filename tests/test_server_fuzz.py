@@ -3,7 +3,6 @@ a bounded number of generated requests per operation, and none may get a 5xx."""
 
 from __future__ import annotations
 
-
 import pytest
 
 pytest.importorskip("fastapi", reason="the server tests need the server extra")
