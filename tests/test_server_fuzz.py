@@ -53,10 +53,11 @@ def test_no_server_errors(live: ServerProcess) -> None:
             "GET /v1/jobs/{job_id}", "DELETE /v1/jobs/{job_id}", "GET /v1/metrics"} <= set(seen)
 
 
-_ids = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=0, max_size=6)
+_ids = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=6)
 _qrels = st.dictionaries(_ids, st.dictionaries(_ids, st.integers(-3, 5), max_size=5), max_size=5)
 _run = st.one_of(
-    st.dictionaries(_ids, st.dictionaries(_ids, st.floats(allow_nan=False, allow_infinity=False, width=32), max_size=6), max_size=5),
+    st.dictionaries(_ids, st.dictionaries(
+        _ids, st.floats(allow_nan=False, allow_infinity=False, width=32), max_size=6), max_size=5),
     st.dictionaries(_ids, st.lists(_ids, max_size=6), max_size=5),
     st.text(max_size=80),
 )

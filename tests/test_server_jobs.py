@@ -217,3 +217,32 @@ def test_workers_share_jobs_and_each_runs_once(tmp_path: Path) -> None:
         assert per_job == {i: 30 for i in ids}
         r = c.post("/v1/evaluate", json={"qrels": {"q1": ["d1"]}, "runs": {"a": {"q1": ["d1"]}}})
         assert r.status_code == 200
+
+
+def test_dry_run_estimates_without_a_key_or_a_job(tmp_path: Path) -> None:
+    with ServerProcess(tmp_path, "--model", "sim-model", "--base-url", "http://127.0.0.1:9/v1",
+                       "--api-key-env", "RAGJUDGE_TEST_UNSET_KEY") as srv, srv.client() as c:
+        r = c.post("/v1/judge", json={**_judge_body(2), "dry_run": True})
+        assert r.status_code == 200, r.text
+        est = r.json()
+        assert est["pairs"] == est["calls"] == 120 and est["cached"] == 0
+        assert est["prompt_tokens"] > 0 and est["model"] == "sim-model"
+        assert est["description"].startswith("dry run: 120 requests")
+        assert c.get("/v1/jobs").json() == []  # nothing was started
+        # without dry_run the missing key is refused before any job exists
+        r = c.post("/v1/judge", json=_judge_body(2))
+        assert r.status_code == 400 and "RAGJUDGE_TEST_UNSET_KEY" in r.json()["detail"]
+        assert c.get("/v1/jobs").json() == []
+
+
+def test_job_state_without_the_result_and_embedding_check(tmp_path: Path) -> None:
+    with simulator_thread(latency=0.0, api_key=None) as sim, _server(tmp_path, sim) as srv, \
+            srv.client() as c:
+        pairs = [{"qid": "q1", "docid": "d1", "query": "what is lava", "passage": "molten rock"}]
+        job = wait_job(c, c.post("/v1/judge", json={"pairs": pairs}).json()["id"])
+        assert job["result"]["summary"]["judged"] == 1
+        light = c.get(f"/v1/jobs/{job['id']}", params={"result": "false"}).json()
+        assert light["result"] is None and light["status"] == "done"
+        samples = [{"user_input": "q", "retrieved_contexts": ["a"], "response": "r"}]
+        r = c.post("/v1/rag", json={"samples": samples, "metrics": ["answer_relevance(by=embedding)"]})
+        assert r.status_code == 400 and "embeddings model" in r.json()["detail"]

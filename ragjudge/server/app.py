@@ -9,6 +9,7 @@ details stay in the server log. CORS is off unless origins are configured.
 
 from __future__ import annotations
 
+import dataclasses
 import hmac
 import json
 import logging
@@ -20,7 +21,7 @@ from contextlib import asynccontextmanager
 from typing import Any, Union
 
 import anyio
-from fastapi import Depends, FastAPI, Path, Request
+from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
@@ -31,8 +32,8 @@ from ..errors import MetricError, RagjudgeError
 from .catalog import metric_catalog
 from .jobs import FINAL, JobManager, JobStore, build_llm, job_view, judge_pairs, rag_inputs
 from .models import (
-    CompareBody, CompareRequest, ErrorBody, EvaluateRequest, Health, JobState, JudgeRequest,
-    MetricInfo, RagReportBody, RagRequest, ReportBody, Version,
+    CompareBody, CompareRequest, DryRunBody, ErrorBody, EvaluateRequest, Health, JobState,
+    JudgeRequest, MetricInfo, RagReportBody, RagRequest, ReportBody, Version,
 )
 from .service import TooLarge, compare_json, evaluate_json
 from .settings import SETTINGS_ENV, ServerSettings
@@ -276,12 +277,18 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
         build_llm(settings, req.settings)  # model, key and budget are checked before accepting
         return _new_job(request, "rag", req, 0)
 
-    @app.post("/v1/judge", dependencies=bearer, response_model=JobState, status_code=202, tags=["jobs"])
+    @app.post("/v1/judge", dependencies=bearer, response_model=None, status_code=202,
+              tags=["jobs"], responses={202: {"model": JobState, "description": "The job"},
+                                        200: {"model": DryRunBody, "description": "dry_run"}})
     async def judge(req: JudgeRequest, request: Request) -> Response:
         """Start a judge job: grade the pooled top-`depth` documents of runs (or explicit
-        pairs) with the server's LLM; the result holds the qrels, every judgment and a summary."""
+        pairs) with the server's LLM; the result holds the qrels, every judgment and a summary.
+        With `dry_run`: the estimate only (200)."""
         pairs = await _cpu(judge_pairs, req, limit)
-        build_llm(settings, req.settings)
+        llm = build_llm(settings, req.settings, check_key=not req.dry_run)
+        if req.dry_run:
+            est = llm.estimate(req.prompt, [{"query": p.query, "passage": p.passage} for p in pairs])
+            return _json(json.dumps({**dataclasses.asdict(est), "description": est.describe()}))
         return _new_job(request, "judge", req, len(pairs))
 
     def _new_job(request: Request, kind: str, req: Any, total: int) -> Response:
@@ -298,12 +305,14 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
 
     @app.get("/v1/jobs/{job_id}", dependencies=bearer, response_model=JobState, tags=["jobs"],
              responses={404: {"model": ErrorBody}})
-    async def job(request: Request, job_id: str = _JOB_ID) -> Any:
+    async def job(request: Request, job_id: str = _JOB_ID,
+                  result: bool = Query(True, description="Include the result (false: state only)")
+                  ) -> Any:
         """Status, progress, counts, cost so far; the result when done."""
         row = request.app.state.store.get(job_id)
         if row is None:
             return JSONResponse({"detail": f"job_id: no job {job_id}"}, status_code=404)
-        return job_view(row)
+        return job_view(row, with_result=result)
 
     @app.delete("/v1/jobs/{job_id}", dependencies=bearer, response_model=JobState, tags=["jobs"],
                 responses={404: {"model": ErrorBody}, 409: {"model": ErrorBody}})

@@ -195,7 +195,8 @@ def job_view(row: sqlite3.Row, *, with_result: bool = True) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------- inputs
-def build_llm(settings: ServerSettings, ms: ModelSettings, *, spent: float = 0.0) -> Any:
+def build_llm(settings: ServerSettings, ms: ModelSettings, *, spent: float = 0.0,
+              check_key: bool = True) -> Any:
     """The job's :class:`ragjudge.llm.LLM`: endpoint, key, limits and prices from the server;
     model choices from the request; the budget less what earlier runs of the job spent."""
     from ..llm import LLM
@@ -227,6 +228,7 @@ def build_llm(settings: ServerSettings, ms: ModelSettings, *, spent: float = 0.0
         timeout=settings.timeout,
         max_attempts=settings.max_attempts,
         logprobs=ms.logprobs,
+        check_key=check_key,  # an estimate sends nothing and needs no key
     )
 
 
@@ -270,7 +272,10 @@ def rag_inputs(req: RagRequest, limit: int) -> tuple[Any, list[Any]]:
     """Samples and parsed metrics of a RAG request (errors name ``samples`` / ``metrics``)."""
     from ..rag import parse_rag_metrics, samples_from_records
 
+    from ..rag.evaluate import check_embedding_model
+
     metrics = parse_rag_metrics(req.metrics)
+    check_embedding_model(metrics, req.embedding_model)
     samples = samples_from_records(req.samples, source="samples", skip_invalid=req.skip_invalid)
     size = sum(max(1, len(s.context_texts or s.context_ids or [])) for s in samples)
     check_pairs(size, limit, "sample-context pairs")

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 __all__ = [
     "QrelsInput", "RunInput", "EvaluateRequest", "CompareRequest", "ModelSettings",
     "JudgeRequest", "RagRequest", "JobState", "Progress", "MetricInfo", "ErrorBody",
-    "Health", "Version", "ReportBody", "CompareBody", "RagReportBody",
+    "Health", "Version", "ReportBody", "CompareBody", "RagReportBody", "DryRunBody",
 ]
 
 _INT32 = 2**31 - 1
@@ -108,6 +108,8 @@ class JudgeRequest(_Request):
     prompt: str = Field(default="relevance.v1", max_length=200,
                         description="A prompt shipped with ragjudge (by name).")
     settings: ModelSettings = Field(default_factory=ModelSettings)
+    dry_run: bool = Field(default=False, description=(
+        "Only estimate: calls, cached answers, tokens and cost; nothing is sent, no job."))
 
 
 class RagRequest(_Request):
@@ -158,6 +160,20 @@ class RagReportBody(BaseModel):
     settings: dict[str, Any]
     invalid_samples: list[str]
     samples: Optional[list[dict[str, Any]]] = None
+
+
+class DryRunBody(BaseModel):
+    """What a judge job would cost (``ragjudge judge --dry-run``); nothing is sent."""
+
+    model_config = ConfigDict(extra="allow")
+    pairs: int
+    cached: int
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost: Optional[float]
+    model: str
+    description: str
 
 
 class Progress(BaseModel):
