@@ -274,7 +274,8 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
             report = await _cpu(lambda: evaluate_samples_sync(
                 samples, metrics, grading=req.grading, match=req.match, default_k=req.default_k))
             return _json(report.render("json", per_sample=req.per_sample))
-        build_llm(settings, req.settings)  # model, key and budget are checked before accepting
+        # model, key and budget are checked before accepting; the model is pinned in the job
+        req.settings.model = build_llm(settings, req.settings).model
         return _new_job(request, "rag", req, 0)
 
     @app.post("/v1/judge", dependencies=bearer, response_model=None, status_code=202,
@@ -289,6 +290,7 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
         if req.dry_run:
             est = llm.estimate(req.prompt, [{"query": p.query, "passage": p.passage} for p in pairs])
             return _json(json.dumps({**dataclasses.asdict(est), "description": est.describe()}))
+        req.settings.model = llm.model  # a restart with another --model must not switch models
         return _new_job(request, "judge", req, len(pairs))
 
     def _new_job(request: Request, kind: str, req: Any, total: int) -> Response:
