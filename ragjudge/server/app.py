@@ -288,7 +288,8 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
         pairs = await _cpu(judge_pairs, req, limit)
         llm = build_llm(settings, req.settings, check_key=not req.dry_run)
         if req.dry_run:
-            est = llm.estimate(req.prompt, [{"query": p.query, "passage": p.passage} for p in pairs])
+            est = await _cpu(llm.estimate, req.prompt,
+                             [{"query": p.query, "passage": p.passage} for p in pairs])
             return _json(json.dumps({**dataclasses.asdict(est), "description": est.describe()}))
         req.settings.model = llm.model  # a restart with another --model must not switch models
         return _new_job(request, "judge", req, len(pairs))
