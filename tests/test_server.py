@@ -286,3 +286,12 @@ def test_cors_when_configured(tmp_path: Path) -> None:
             assert r.headers["access-control-allow-origin"] == "https://dash.example"
         spec = httpx.get(srv.url + "/openapi.json").json()
         assert "HTTPBearer" in spec["components"]["securitySchemes"]
+
+
+def test_server_public_names() -> None:
+    import ragjudge.server as server
+
+    assert server.__all__ == ["ServerSettings", "create_app", "serve", "is_loopback"]
+    settings = server.ServerSettings(port=0, model="m", cors_origins=("https://a.example",))
+    assert server.ServerSettings.from_json(settings.to_json()) == settings
+    assert settings.jobs_path().name == "jobs.sqlite"
