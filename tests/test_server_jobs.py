@@ -250,3 +250,27 @@ def test_job_state_without_the_result_and_embedding_check(tmp_path: Path) -> Non
         samples = [{"user_input": "q", "retrieved_contexts": ["a"], "response": "r"}]
         r = c.post("/v1/rag", json={"samples": samples, "metrics": ["answer_relevance(by=embedding)"]})
         assert r.status_code == 400 and "embeddings model" in r.json()["detail"]
+
+
+def test_rag_job_resumes_after_a_restart(tmp_path: Path) -> None:
+    samples = [json.loads(line) for line in (EX / "rag_samples.jsonl").read_text().splitlines() if line]
+    with simulator_thread(latency=0.2, api_key=None) as sim:
+        srv = _server(tmp_path, sim, "--concurrency", "2").start()
+        try:
+            with srv.client() as c:
+                job = c.post("/v1/rag", json={"samples": samples, "metrics": ["context_relevance"]}).json()
+                first = wait_job(c, job["id"], until=lambda s: s["progress"]["done"] >= 4)
+                assert first["progress"]["total"] >= len(samples)
+        finally:
+            srv.stop(signal.SIGTERM)
+        paid_before = sim.stats()["paid"]
+        with srv.start(), srv.client() as c:
+            state = wait_job(c, job["id"], timeout=120)
+        assert state["status"] == "done", state
+        agg = state["result"]["aggregates"][0]
+        assert agg["metric"] == "context_relevance" and agg["n"] == len(samples)
+        stats = sim.stats()
+        # answers that landed before the stop come from the cache; only the (at most 2) calls
+        # cut off in flight are asked again
+        assert 4 <= paid_before and stats["duplicate_paid"] <= 2
+        assert stats["distinct_paid_bodies"] == stats["paid"] - stats["duplicate_paid"]
