@@ -493,7 +493,9 @@ class JobManager:
         self._wake.set()
 
     async def _loop(self) -> None:
-        while not self.stopping:
+        # Runs until stopped *and* drained: leases are renewed while calls in flight land, so
+        # another worker cannot take a job this one is still finishing.
+        while not (self.stopping and not self.running):
             try:
                 self._tick()
             except Exception:  # a locked database must not kill the scheduler
@@ -574,8 +576,6 @@ class JobManager:
         are recorded; unfinished jobs go back to the queue for the next start."""
         self.stopping = True
         self._wake.set()
-        if self._loop_task is not None:
-            await asyncio.gather(self._loop_task, return_exceptions=True)
         jobs = list(self.running.values())
         for job in jobs:
             job.stop_new.set()
@@ -587,6 +587,9 @@ class JobManager:
             for t in pending:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+        if self._loop_task is not None:
+            self._wake.set()
+            await asyncio.gather(self._loop_task, return_exceptions=True)
 
 
 def _redact(text: str) -> str:
