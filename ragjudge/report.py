@@ -271,7 +271,7 @@ def _pandas() -> Any:
     try:
         import pandas
     except ImportError:  # pragma: no cover - depends on the environment
-        raise ImportError("to_dataframe() needs pandas: pip install 'ragjudge[pandas]'") from None
+        raise ImportError("to_dataframe() needs pandas: pip install -e '.[pandas]' in the ragjudge checkout") from None
     return pandas
 
 

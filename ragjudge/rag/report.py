@@ -203,13 +203,13 @@ class RagReport:
 
     def to_dataframe(self, *, per_sample: bool = True) -> Any:
         """pandas DataFrame: one row per sample (value columns + ``<metric>.reason``), or the
-        aggregates with ``per_sample=False``. Needs pandas (``pip install ragjudge[pandas]``)."""
+        aggregates with ``per_sample=False``. Needs pandas (``pip install -e '.[pandas]' in the ragjudge checkout``)."""
         try:
             import pandas as pd
         except ImportError:  # pragma: no cover - depends on the environment
             from ..errors import RagjudgeError
 
-            raise RagjudgeError("to_dataframe() needs pandas: pip install 'ragjudge[pandas]'") from None
+            raise RagjudgeError("to_dataframe() needs pandas: pip install -e '.[pandas]' in the ragjudge checkout") from None
         if not per_sample:
             headers, rows = self.aggregate_rows()
             return pd.DataFrame(rows, columns=headers)

@@ -449,7 +449,7 @@ class AgreementReport:
         try:
             import pandas as pd
         except ModuleNotFoundError:
-            raise ImportError("to_dataframe() needs pandas: pip install 'ragjudge[pandas]'") from None
+            raise ImportError("to_dataframe() needs pandas: pip install -e '.[pandas]' in the ragjudge checkout") from None
         rows = [("label", "", k, *iv) for k, iv in self.stats.items()]
         rows += [("label", "", f"leniency@{g}", *iv) for g, iv in self.leniency_by_grade.items()]
         rows += [("ranking", m, k, *iv) for m, s in self.ranking.items() for k, iv in s.items()]

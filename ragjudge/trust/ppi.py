@@ -440,7 +440,7 @@ class PPIReport:
         try:
             import pandas as pd
         except ModuleNotFoundError:
-            raise ImportError("to_dataframe() needs pandas: pip install 'ragjudge[pandas]'") from None
+            raise ImportError("to_dataframe() needs pandas: pip install -e '.[pandas]' in the ragjudge checkout") from None
         h, r = self.table()
         return pd.DataFrame(r, columns=h)
 

@@ -1,0 +1,101 @@
+"""``ragjudge serve``: the HTTP service (needs ``pip install -e '.[server]' in the ragjudge checkout``).
+
+Only argument parsing here; the service is :mod:`ragjudge.server`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+__all__ = ["register"]
+
+_EPILOG = """\
+endpoints (JSON, under /v1): POST evaluate, compare, rag, judge; GET/DELETE jobs/{id};
+GET jobs, metrics, health, version; OpenAPI at /docs and /openapi.json.
+
+security: with a token in $RAGJUDGE_TOKEN (or --token-env VAR) every request but
+/v1/health and the docs needs 'Authorization: Bearer <token>'; without one the server only
+listens on a loopback address. Provider API keys come from this environment only (OPENAI_API_KEY
+or --api-key-env VAR), never from requests; requests cannot choose the endpoint. CORS is off
+unless --cors-origin is given.
+
+jobs: /v1/judge and LLM metrics of /v1/rag run in the background; their state is in
+jobs.sqlite beside the cache (--jobs-db). Stopping the server (Ctrl-C, SIGTERM) lets calls in
+flight finish and requeues the job; the next start resumes it without paying again.
+
+exit status: 0 stopped; 2 bad options (e.g. a public --host without a token).
+"""
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "serve",
+        help="run the HTTP evaluation service (FastAPI + uvicorn)",
+        description="Serve evaluate/compare/rag/judge over HTTP, with background LLM jobs.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    p.add_argument("--token-env", default="RAGJUDGE_TOKEN", metavar="VAR",
+                   help="environment variable holding the bearer token (default RAGJUDGE_TOKEN)")
+    p.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="uvicorn worker processes (default 1; jobs are shared through SQLite)")
+    lim = p.add_argument_group("limits")
+    lim.add_argument("--max-body-bytes", type=int, default=32 * 1024 * 1024, metavar="N",
+                     help="largest request body (default 32 MiB)")
+    lim.add_argument("--max-pairs", type=int, default=2_000_000, metavar="N",
+                     help="query-document pairs per request (default 2,000,000)")
+    lim.add_argument("--client-concurrency", type=int, default=16, metavar="N",
+                     help="concurrent requests per client address (default 16)")
+    lim.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
+                     help="allow browser requests from ORIGIN (repeatable; default: CORS off)")
+    llm = p.add_argument_group("LLM endpoint of jobs (the server's, never a request's)")
+    llm.add_argument("--model", default=os.environ.get("RAGJUDGE_MODEL"), metavar="M",
+                     help="default model (or $RAGJUDGE_MODEL); requests may name another")
+    llm.add_argument("--base-url", metavar="URL", help="OpenAI-compatible endpoint")
+    llm.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
+    llm.add_argument("--azure-endpoint", metavar="URL", help="Azure OpenAI resource endpoint")
+    llm.add_argument("--azure-api-version", metavar="V", help="Azure OpenAI API version")
+    llm.add_argument("--concurrency", type=int, default=16, metavar="N",
+                     help="requests in flight per job at most (default 16)")
+    llm.add_argument("--rpm", type=float, metavar="N", help="requests per minute cap per job")
+    llm.add_argument("--tpm", type=float, metavar="N", help="tokens per minute cap per job")
+    llm.add_argument("--timeout", type=float, default=60.0, metavar="S",
+                     help="timeout of one HTTP attempt (default 60)")
+    llm.add_argument("--max-attempts", type=int, default=6, metavar="N",
+                     help="attempts per request (default 6)")
+    llm.add_argument("--cache", metavar="PATH",
+                     help="SQLite cache (default $RAGJUDGE_CACHE or ~/.cache/ragjudge/judgments.sqlite)")
+    llm.add_argument("--no-cache", action="store_true", help="no LLM cache (jobs still keep their judgments)")
+    llm.add_argument("--prices", metavar="FILE", help="JSON price overrides (USD per 1M tokens)")
+    llm.add_argument("--max-cost", type=float, metavar="USD",
+                     help="ceiling of any one job's budget (and the default budget)")
+    jobs = p.add_argument_group("jobs")
+    jobs.add_argument("--jobs-db", metavar="PATH", help="job state (default jobs.sqlite beside the cache)")
+    jobs.add_argument("--max-jobs", type=int, default=2, metavar="N",
+                      help="jobs running at once per worker (default 2; the rest wait)")
+    jobs.add_argument("--drain-seconds", type=float, default=60.0, metavar="S",
+                      help="on stop, wait this long for calls in flight (default 60)")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ..server import ServerSettings, serve
+
+    settings = ServerSettings(
+        host=args.host, port=args.port, token_env=args.token_env, workers=args.workers,
+        max_body_bytes=args.max_body_bytes, max_pairs=args.max_pairs,
+        client_concurrency=args.client_concurrency, cors_origins=tuple(args.cors_origin),
+        model=args.model, base_url=args.base_url, api_key_env=args.api_key_env,
+        azure_endpoint=args.azure_endpoint, azure_api_version=args.azure_api_version,
+        rpm=args.rpm, tpm=args.tpm, timeout=args.timeout, max_attempts=args.max_attempts,
+        concurrency=args.concurrency, cache=args.cache, no_cache=args.no_cache,
+        prices=args.prices, max_cost=args.max_cost, jobs_db=args.jobs_db,
+        max_jobs=args.max_jobs, drain_seconds=args.drain_seconds,
+    )
+    settings.check()
+    serve(settings)
+    return 0

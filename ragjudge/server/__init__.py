@@ -1,0 +1,55 @@
+"""The HTTP service (``ragjudge serve``; optional extra ``ragjudge[server]``).
+
+A thin FastAPI layer over the library: ``/v1/evaluate``, ``/v1/compare`` and ``/v1/rag`` return
+the library's own JSON; ``/v1/judge`` and LLM-graded ``/v1/rag`` run as background jobs whose
+state lives in SQLite beside the LLM cache and that resume after a restart without paying
+again. FastAPI and uvicorn are imported only here, never by the core.
+
+    from ragjudge.server import ServerSettings, create_app
+    app = create_app(ServerSettings(model="gpt-4o-mini"))
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .settings import ServerSettings, is_loopback
+
+__all__ = ["ServerSettings", "create_app", "serve", "is_loopback"]
+
+
+def _require() -> None:
+    from ..errors import RagjudgeError
+
+    try:
+        import fastapi  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError:
+        raise RagjudgeError("the HTTP service needs its extra: pip install -e '.[server]' in the ragjudge checkout") from None
+
+
+def create_app(settings: ServerSettings | None = None) -> Any:
+    """The ASGI application (FastAPI) for ``settings``."""
+    _require()
+    from .app import create_app as _create
+
+    return _create(settings)
+
+
+def serve(settings: ServerSettings) -> None:
+    """Run the service with uvicorn until interrupted (graceful stop: jobs are requeued)."""
+    import os
+
+    _require()
+    import uvicorn
+
+    from .settings import SETTINGS_ENV
+
+    settings.check()
+    # Worker processes (and the single-process case alike) build the app from the environment,
+    # so every process runs the same settings; secrets stay in their own variables.
+    os.environ[SETTINGS_ENV] = settings.to_json()
+    uvicorn.run("ragjudge.server.app:app_from_env", factory=True, host=settings.host,
+                port=settings.port, workers=settings.workers, log_level="info",
+                timeout_graceful_shutdown=max(5, int(settings.drain_seconds)),
+                server_header=False, proxy_headers=False)

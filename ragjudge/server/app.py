@@ -1,0 +1,356 @@
+"""The FastAPI application: routes that translate HTTP to library calls, and the guards.
+
+Guards (one ASGI middleware, in this order): bearer token (constant-time comparison; every
+path but ``/v1/health`` and the API docs), per-client concurrency (429 beyond it), request
+body size (413). Errors: input problems are 400 (library) or 422 (schema) with the one-line
+``field:line: name: message`` text the CLI prints; anything unexpected is a bare 500 whose
+details stay in the server log. CORS is off unless origins are configured.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hmac
+import json
+import logging
+import os
+import platform
+from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, Union
+
+import anyio
+from fastapi import Depends, FastAPI, Path, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from fastapi.security import HTTPBearer
+
+from .. import __version__
+from ..errors import MetricError, RagjudgeError
+from .catalog import metric_catalog
+from .jobs import FINAL, JobManager, JobStore, build_llm, job_view, judge_pairs, rag_inputs
+from .models import (
+    CompareBody, CompareRequest, DryRunBody, ErrorBody, EvaluateRequest, Health, JobState,
+    JudgeRequest, MetricInfo, RagReportBody, RagRequest, ReportBody, Version,
+)
+from .service import TooLarge, compare_json, evaluate_json
+from .settings import SETTINGS_ENV, ServerSettings
+
+__all__ = ["create_app", "app_from_env", "API_VERSION"]
+
+API_VERSION = "v1"
+log = logging.getLogger("ragjudge.server")
+_OPEN_PATHS = frozenset({"/v1/health", "/docs", "/docs/oauth2-redirect", "/openapi.json", "/redoc"})
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorBody, "description": "Bad input (`field:line: name: message`)"},
+    401: {"model": ErrorBody, "description": "Missing or wrong bearer token"},
+    413: {"model": ErrorBody, "description": "Request body or query x document count too large"},
+    422: {"model": ErrorBody, "description": "Request does not match the schema"},
+    429: {"model": ErrorBody, "description": "Too many concurrent requests from this client"},
+}
+_JOB_ID = Path(pattern=r"^[0-9a-f]{32}$", description="Job id")
+
+
+# ----------------------------------------------------------------------------- guards
+async def _send_json(send: Any, status: int, body: dict[str, Any],
+                     headers: list[tuple[bytes, bytes]] = ()) -> None:  # type: ignore[assignment]
+    data = json.dumps(body).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(data)).encode()), *headers]})
+    await send({"type": "http.response.body", "body": data})
+
+
+class Guard:
+    """Authentication, per-client concurrency and body size, before any route runs."""
+
+    def __init__(self, app: Any, *, token: str | None, max_body: int, per_client: int) -> None:
+        self.app = app
+        self.token = token.encode() if token else None
+        self.max_body = max_body
+        self.per_client = per_client
+        self.active: Counter[str] = Counter()
+
+    def _authorized(self, scope: Any) -> bool:
+        if self.token is None or scope["path"] in _OPEN_PATHS:
+            return True
+        value = b""
+        for name, v in scope.get("headers", ()):
+            if name == b"authorization":
+                value = v
+                break
+        scheme, _, given = value.partition(b" ")
+        # compare_digest on every request, whatever the header looks like (no early exit)
+        ok = hmac.compare_digest(given.strip(), self.token)
+        return ok and scheme.lower() == b"bearer"
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if not self._authorized(scope):
+            await _send_json(send, 401, {"detail": "missing or invalid bearer token "
+                                         "(send 'Authorization: Bearer <token>')"},
+                             [(b"www-authenticate", b"Bearer")])
+            return
+        client = (scope.get("client") or ("?", 0))[0]
+        if self.active[client] >= self.per_client:
+            await _send_json(send, 429, {"detail": f"more than {self.per_client} concurrent "
+                                         "requests from this client; retry later"},
+                             [(b"retry-after", b"1")])
+            return
+        self.active[client] += 1
+        try:
+            await self._with_body(scope, receive, send)
+        finally:
+            self.active[client] -= 1
+            if self.active[client] <= 0:
+                del self.active[client]
+
+    async def _with_body(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["method"] not in ("POST", "PUT", "PATCH"):
+            await self.app(scope, receive, send)
+            return
+        too_large = {"detail": f"request body larger than {self.max_body:,} bytes "
+                               "(ragjudge serve --max-body-bytes)"}
+        for name, v in scope.get("headers", ()):
+            if name == b"content-length":
+                try:
+                    declared = int(v)
+                except ValueError:
+                    await _send_json(send, 400, {"detail": "invalid Content-Length header"})
+                    return
+                if declared > self.max_body:
+                    await _send_json(send, 413, too_large)
+                    return
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body += message.get("body", b"")
+            if len(body) > self.max_body:
+                await _send_json(send, 413, too_large)
+                return
+            if not message.get("more_body", False):
+                break
+        sent = False
+
+        async def replay() -> Any:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": bytes(body), "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+# ----------------------------------------------------------------------------- errors
+def _loc(loc: Any) -> str:
+    parts = [str(p) for p in loc if p != "body"]
+    return ".".join(parts) or "body"
+
+
+async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+    errors = []
+    for e in exc.errors():
+        msg = str(e.get("msg", "invalid"))
+        loc = _loc(e.get("loc", ()))
+        if e.get("type") == "json_invalid":
+            detail = (e.get("ctx") or {}).get("error")
+            msg = f"invalid JSON at character {loc}" + (f" ({detail})" if detail else "")
+            loc = "body"
+        # never echo the input back: it may be large or hold something secret
+        errors.append({"loc": loc, "msg": msg, "type": e.get("type")})
+    first = errors[0] if errors else {"loc": "body", "msg": "invalid request"}
+    more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+    return JSONResponse({"detail": f"{first['loc']}: {first['msg']}{more}", "errors": errors},
+                        status_code=422)
+
+
+def _redact(text: str) -> str:
+    from ..llm import redact
+
+    return redact(text)
+
+
+async def _library_error(request: Request, exc: RagjudgeError) -> JSONResponse:
+    text = str(exc)
+    if isinstance(exc, MetricError):  # the request field it came from, as for file errors
+        text = f"metrics: {text}"
+    return JSONResponse({"detail": _redact(text)}, status_code=400)
+
+
+async def _too_large(request: Request, exc: TooLarge) -> JSONResponse:
+    return JSONResponse({"detail": str(exc)}, status_code=413)
+
+
+async def _internal(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("internal error on %s %s", request.method, request.url.path)
+    return JSONResponse({"detail": "internal error (see the server log)"}, status_code=500)
+
+
+# ----------------------------------------------------------------------------- the app
+def _json(text: str, status: int = 200) -> Response:
+    return Response(content=text, media_type="application/json", status_code=status)
+
+
+def create_app(settings: ServerSettings | None = None) -> FastAPI:
+    """The service as an ASGI app (``uvicorn.run(create_app(settings))``)."""
+    settings = settings or ServerSettings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        store = JobStore(settings.jobs_path())
+        manager = JobManager(store, settings)
+        app.state.store, app.state.manager = store, manager
+        manager.start()
+        try:
+            yield
+        finally:
+            await manager.stop()
+            store.close()
+
+    app = FastAPI(
+        title="ragjudge",
+        version=__version__,
+        summary="Evaluate retrieval and RAG systems over HTTP: the ragjudge library's own "
+                "results, with LLM judging as resumable background jobs.",
+        lifespan=lifespan,
+        responses=_ERRORS,  # type: ignore[arg-type]
+    )
+    app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
+    app.add_exception_handler(RagjudgeError, _library_error)  # type: ignore[arg-type]
+    app.add_exception_handler(TooLarge, _too_large)  # type: ignore[arg-type]
+    app.add_exception_handler(Exception, _internal)
+    app.add_middleware(Guard, token=settings.token(), max_body=settings.max_body_bytes,
+                       per_client=settings.client_concurrency)
+    if settings.cors_origins:  # outside the guard: a browser's preflight carries no token
+        from fastapi.middleware.cors import CORSMiddleware
+
+        app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
+                           allow_methods=["GET", "POST", "DELETE"],
+                           allow_headers=["Authorization", "Content-Type"])
+    limit = settings.max_pairs
+    # Documents the bearer scheme in OpenAPI (the /docs "Authorize" button); Guard enforces it.
+    bearer = [Depends(HTTPBearer(auto_error=False, description="Authorization: Bearer <token> "
+                                 "(when the server has a token)"))]
+    # CPU-bound evaluations run in threads, at most one per core at a time: more threads only
+    # fight over the GIL and turn a queue into uniformly slow answers (worse p99, same req/s).
+    cpu_slots = anyio.Semaphore(os.cpu_count() or 1)
+
+    async def _cpu(fn: Any, *args: Any) -> Any:
+        async with cpu_slots:
+            return await run_in_threadpool(fn, *args)
+
+    @app.post("/v1/evaluate", dependencies=bearer, response_model=None, tags=["ranking"],
+              responses={200: {"model": Union[ReportBody, list[ReportBody]],
+                               "description": "One run: its report; several: a list"}})
+    async def evaluate(req: EvaluateRequest) -> Response:
+        """Score runs against qrels: exactly what `ragjudge evaluate --no-stats --format json`
+        prints (one object for one run, a list for several)."""
+        return _json(await _cpu(evaluate_json, req, limit))
+
+    @app.post("/v1/compare", dependencies=bearer, response_model=None, tags=["ranking"],
+              responses={200: {"model": CompareBody}})
+    async def compare(req: CompareRequest) -> Response:
+        """Compare runs (paired tests, Holm correction, bootstrap intervals): exactly what
+        `ragjudge compare --format json` prints."""
+        return _json(await _cpu(compare_json, req, limit))
+
+    @app.post("/v1/rag", dependencies=bearer, response_model=None, tags=["rag"], status_code=200,
+              responses={200: {"model": RagReportBody, "description": "No LLM metric: the report"},
+                         202: {"model": JobState, "description": "LLM metrics: a job"}})
+    async def rag(req: RagRequest, request: Request) -> Response:
+        """RAG metrics on samples. Deterministic metrics answer at once (the report of
+        `ragjudge rag --format json`); LLM metrics start a job (202) whose result is that report."""
+        samples, metrics = await _cpu(rag_inputs, req, limit)
+        if not any(m.needs_llm for m in metrics):
+            from ..rag import evaluate_samples_sync
+
+            report = await _cpu(lambda: evaluate_samples_sync(
+                samples, metrics, grading=req.grading, match=req.match, default_k=req.default_k))
+            return _json(report.render("json", per_sample=req.per_sample))
+        # model, key and budget are checked before accepting; the model is pinned in the job
+        req.settings.model = build_llm(settings, req.settings).model
+        return _new_job(request, "rag", req, 0)
+
+    @app.post("/v1/judge", dependencies=bearer, response_model=None, status_code=202,
+              tags=["jobs"], responses={202: {"model": JobState, "description": "The job"},
+                                        200: {"model": DryRunBody, "description": "dry_run"}})
+    async def judge(req: JudgeRequest, request: Request) -> Response:
+        """Start a judge job: grade the pooled top-`depth` documents of runs (or explicit
+        pairs) with the server's LLM; the result holds the qrels, every judgment and a summary.
+        With `dry_run`: the estimate only (200)."""
+        pairs = await _cpu(judge_pairs, req, limit)
+        llm = build_llm(settings, req.settings, check_key=not req.dry_run)
+        if req.dry_run:
+            est = await _cpu(llm.estimate, req.prompt,
+                             [{"query": p.query, "passage": p.passage} for p in pairs])
+            return _json(json.dumps({**dataclasses.asdict(est), "description": est.describe()}))
+        req.settings.model = llm.model  # a restart with another --model must not switch models
+        return _new_job(request, "judge", req, len(pairs))
+
+    def _new_job(request: Request, kind: str, req: Any, total: int) -> Response:
+        store: JobStore = request.app.state.store
+        job_id = store.create(kind, req.model_dump(mode="json"), total)
+        request.app.state.manager.wake()
+        row = store.get(job_id)
+        return _json(json.dumps(job_view(row)), 202)
+
+    @app.get("/v1/jobs", dependencies=bearer, response_model=list[JobState], tags=["jobs"])
+    async def jobs(request: Request) -> Any:
+        """The 100 most recent jobs (without results)."""
+        return [job_view(r, with_result=False) for r in request.app.state.store.list()]
+
+    @app.get("/v1/jobs/{job_id}", dependencies=bearer, response_model=JobState, tags=["jobs"],
+             responses={404: {"model": ErrorBody}})
+    async def job(request: Request, job_id: str = _JOB_ID,
+                  result: bool = Query(True, description="Include the result (false: state only)")
+                  ) -> Any:
+        """Status, progress, counts, cost so far; the result when done."""
+        row = request.app.state.store.get(job_id)
+        if row is None:
+            return JSONResponse({"detail": f"job_id: no job {job_id}"}, status_code=404)
+        return job_view(row, with_result=result)
+
+    @app.delete("/v1/jobs/{job_id}", dependencies=bearer, response_model=JobState, tags=["jobs"],
+                responses={404: {"model": ErrorBody}, 409: {"model": ErrorBody}})
+    async def cancel(request: Request, job_id: str = _JOB_ID) -> Any:
+        """Cancel a job, keeping what is judged (the partial result is in the job when it
+        stops; `status` becomes `cancelled`)."""
+        store: JobStore = request.app.state.store
+        row = store.get(job_id)
+        if row is None:
+            return JSONResponse({"detail": f"job_id: no job {job_id}"}, status_code=404)
+        if row["status"] in FINAL:
+            return JSONResponse({"detail": f"job_id: job {job_id} is already {row['status']}"},
+                                status_code=409)
+        row = store.request_cancel(job_id)
+        request.app.state.manager.wake()
+        return job_view(row)
+
+    @app.get("/v1/metrics", dependencies=bearer, response_model=list[MetricInfo], tags=["meta"])
+    def metrics() -> Any:
+        """Every metric spec with its definition and parameters."""
+        return metric_catalog()
+
+    @app.get("/v1/health", response_model=Health, tags=["meta"])
+    async def health(request: Request) -> Any:
+        """Liveness (no authentication)."""
+        return {"status": "ok", "jobs_running": len(request.app.state.manager.running)}
+
+    @app.get("/v1/version", dependencies=bearer, response_model=Version, tags=["meta"])
+    async def version() -> Any:
+        return {"ragjudge": __version__, "api": API_VERSION, "python": platform.python_version()}
+
+    return app
+
+
+def app_from_env() -> FastAPI:
+    """Factory for uvicorn worker processes: settings from ``$RAGJUDGE_SERVER_SETTINGS``."""
+    text = os.environ.get(SETTINGS_ENV)
+    return create_app(ServerSettings.from_json(text) if text else None)

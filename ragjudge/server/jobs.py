@@ -1,0 +1,598 @@
+"""Background jobs of the HTTP service: LLM judging and LLM-graded RAG metrics.
+
+State lives in SQLite (``jobs.sqlite`` beside the LLM cache): the request, status, progress,
+cost, every judgment as it arrives, and the result. A job survives a server restart:
+
+* graceful stop (SIGTERM / Ctrl-C): no new calls start, calls in flight are awaited and
+  recorded, and the job goes back to ``queued``; the next server start resumes it;
+* a crash: the job's lease (refreshed twice a second) runs out and any server process sharing
+  the state resumes it.
+
+Resuming never pays twice: judged pairs are in the job's own table (and in the LLM cache),
+so only what is missing is asked; the budget (``max_cost``) counts what earlier runs spent.
+Several worker processes share the store safely: a job is claimed atomically by one of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import sqlite3
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError, RagjudgeError
+from .models import JudgeRequest, ModelSettings, RagRequest
+from .service import check_pairs, load_qrels, load_run
+from .settings import ServerSettings
+
+__all__ = ["JobStore", "JobManager", "build_llm", "judge_pairs", "rag_inputs", "job_view"]
+
+log = logging.getLogger("ragjudge.server")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY, kind TEXT NOT NULL, status TEXT NOT NULL, request TEXT NOT NULL,
+    created REAL NOT NULL, updated REAL NOT NULL, owner TEXT, heartbeat REAL,
+    cancel INTEGER NOT NULL DEFAULT 0, done INTEGER NOT NULL DEFAULT 0,
+    total INTEGER NOT NULL DEFAULT 0, counts TEXT NOT NULL DEFAULT '{}', cost REAL,
+    usage TEXT NOT NULL DEFAULT '{}', error TEXT, result TEXT
+);
+CREATE TABLE IF NOT EXISTS judgments (
+    job TEXT NOT NULL, idx INTEGER NOT NULL, seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    record TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS judgments_job ON judgments (job, idx);
+"""
+FINAL = ("done", "failed", "cancelled")
+#: Seconds a cancelled judge job waits for its calls in flight before it stops.
+CANCEL_GRACE = 5.0
+
+
+# ----------------------------------------------------------------------------- store
+class JobStore:
+    """SQLite job state; safe from several threads and processes (WAL, atomic claims)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None,
+                                   check_same_thread=False)
+        self._db.row_factory = sqlite3.Row
+        with self._lock:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def _one(self, sql: str, args: tuple = ()) -> sqlite3.Row | None:
+        with self._lock:
+            return self._db.execute(sql, args).fetchone()
+
+    def _run(self, sql: str, args: tuple = ()) -> int:
+        with self._lock:
+            return self._db.execute(sql, args).rowcount
+
+    def create(self, kind: str, request: Mapping[str, Any], total: int) -> str:
+        job_id = uuid.uuid4().hex
+        now = time.time()
+        self._run("INSERT INTO jobs (id, kind, status, request, created, updated, total) "
+                  "VALUES (?, ?, 'queued', ?, ?, ?, ?)",
+                  (job_id, kind, json.dumps(request), now, now, total))
+        return job_id
+
+    def get(self, job_id: str) -> sqlite3.Row | None:
+        return self._one("SELECT * FROM jobs WHERE id = ?", (job_id,))
+
+    def list(self, limit: int = 100) -> list[sqlite3.Row]:
+        with self._lock:
+            return self._db.execute("SELECT * FROM jobs ORDER BY created DESC LIMIT ?",
+                                    (limit,)).fetchall()
+
+    def claim(self, owner: str, stale_before: float) -> sqlite3.Row | None:
+        """Take the oldest queued job, or a running one whose owner stopped renewing its lease."""
+        now = time.time()
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                row = self._db.execute(
+                    "SELECT id FROM jobs WHERE status = 'queued' OR "
+                    "(status = 'running' AND heartbeat < ?) ORDER BY created LIMIT 1",
+                    (stale_before,)).fetchone()
+                if row is None:
+                    self._db.execute("COMMIT")
+                    return None
+                self._db.execute("UPDATE jobs SET status = 'running', owner = ?, heartbeat = ?, "
+                                 "updated = ? WHERE id = ?", (owner, now, now, row["id"]))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            return self._db.execute("SELECT * FROM jobs WHERE id = ?", (row["id"],)).fetchone()
+
+    def heartbeat(self, job_id: str, owner: str, snap: Mapping[str, Any]) -> bool | None:
+        """Renew the lease and store progress; the job's cancel flag, or ``None`` if the job is
+        no longer ours."""
+        now = time.time()
+        n = self._run(
+            "UPDATE jobs SET heartbeat = ?, updated = ?, done = ?, total = ?, counts = ?, "
+            "cost = ?, usage = ? WHERE id = ? AND owner = ? AND status = 'running'",
+            (now, now, snap["done"], snap["total"], json.dumps(snap["counts"]), snap["cost"],
+             json.dumps(snap["usage"]), job_id, owner))
+        if not n:
+            return None
+        row = self._one("SELECT cancel FROM jobs WHERE id = ?", (job_id,))
+        return bool(row and row["cancel"])
+
+    def finish(self, job_id: str, owner: str, status: str, snap: Mapping[str, Any], *,
+               result: Any = None, error: str | None = None) -> None:
+        now = time.time()
+        self._run(
+            "UPDATE jobs SET status = ?, updated = ?, done = ?, total = ?, counts = ?, cost = ?, "
+            "usage = ?, result = ?, error = ?, owner = NULL WHERE id = ? AND owner = ?",
+            (status, now, snap["done"], snap["total"], json.dumps(snap["counts"]), snap["cost"],
+             json.dumps(snap["usage"]), None if result is None else json.dumps(result), error,
+             job_id, owner))
+
+    def release(self, job_id: str, owner: str, snap: Mapping[str, Any]) -> None:
+        """Give a job back (graceful stop): queued again, resumed by the next claim."""
+        self._run("UPDATE jobs SET status = 'queued', owner = NULL, updated = ?, done = ?, "
+                  "counts = ?, cost = ?, usage = ? WHERE id = ? AND owner = ?",
+                  (time.time(), snap["done"], json.dumps(snap["counts"]), snap["cost"],
+                   json.dumps(snap["usage"]), job_id, owner))
+
+    def request_cancel(self, job_id: str) -> sqlite3.Row | None:
+        """Flag a job for cancellation; a queued job is cancelled at once."""
+        now = time.time()
+        with self._lock:
+            self._db.execute("UPDATE jobs SET cancel = 1, updated = ? WHERE id = ? AND status "
+                             "IN ('queued', 'running')", (now, job_id))
+            self._db.execute("UPDATE jobs SET status = 'cancelled', updated = ? WHERE id = ? "
+                             "AND status = 'queued'", (now, job_id))
+            return self._db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+
+    def add_judgment(self, job_id: str, idx: int, record: Mapping[str, Any]) -> None:
+        self._run("INSERT INTO judgments (job, idx, record) VALUES (?, ?, ?)",
+                  (job_id, idx, json.dumps(record)))
+
+    def judgments(self, job_id: str) -> list[tuple[int, dict[str, Any]]]:
+        """Every stored judgment attempt of a job, oldest first (a retried pair appears twice)."""
+        with self._lock:
+            rows = self._db.execute("SELECT idx, record FROM judgments WHERE job = ? ORDER BY seq",
+                                    (job_id,)).fetchall()
+        return [(r["idx"], json.loads(r["record"])) for r in rows]
+
+
+def job_view(row: sqlite3.Row, *, with_result: bool = True) -> dict[str, Any]:
+    """The public state of a job (``GET /v1/jobs/{id}``)."""
+    total, done = int(row["total"]), int(row["done"])
+    return {
+        "id": row["id"],
+        "kind": row["kind"],
+        "status": row["status"],
+        "created": row["created"],
+        "updated": row["updated"],
+        "progress": {"done": done, "total": total,
+                     "fraction": (done / total) if total else (1.0 if row["status"] == "done" else 0.0)},
+        "counts": json.loads(row["counts"]),
+        "cost_usd": row["cost"],
+        "usage": json.loads(row["usage"]),
+        "cancel_requested": bool(row["cancel"]),
+        "error": row["error"],
+        "result": json.loads(row["result"]) if with_result and row["result"] else None,
+    }
+
+
+# ----------------------------------------------------------------------------- inputs
+def build_llm(settings: ServerSettings, ms: ModelSettings, *, spent: float = 0.0,
+              check_key: bool = True) -> Any:
+    """The job's :class:`ragjudge.llm.LLM`: endpoint, key, limits and prices from the server;
+    model choices from the request; the budget less what earlier runs of the job spent."""
+    from ..llm import LLM
+
+    model = ms.model or settings.model
+    if not model:
+        raise InputError("no model given: set settings.model, or start the server with --model",
+                         field="settings.model")
+    budget = ms.max_cost
+    if settings.max_cost is not None:
+        budget = settings.max_cost if budget is None else min(budget, settings.max_cost)
+    if budget is not None:
+        budget = max(0.0, budget - spent)
+    cache = settings.cache_path()
+    return LLM(
+        model,
+        base_url=settings.base_url,
+        api_key_env=settings.api_key_env,
+        azure_endpoint=settings.azure_endpoint,
+        azure_api_version=settings.azure_api_version,
+        concurrency=min(ms.concurrency or settings.concurrency, settings.concurrency),
+        rpm=settings.rpm,
+        tpm=settings.tpm,
+        cache=False if cache is None else cache,
+        prices=settings.prices,
+        max_cost=budget,
+        seed=ms.seed,
+        max_tokens=ms.max_tokens,
+        timeout=settings.timeout,
+        max_attempts=settings.max_attempts,
+        logprobs=ms.logprobs,
+        check_key=check_key,  # an estimate sends nothing and needs no key
+    )
+
+
+def _check_prompt(name: str) -> None:
+    from ..llm import list_prompts
+
+    shipped = list_prompts()
+    if name not in shipped:  # never a path: a request must not read the server's files
+        raise InputError(f"unknown prompt {name!r}; this server offers {', '.join(shipped)}",
+                         field="prompt")
+
+
+def judge_pairs(req: JudgeRequest, limit: int) -> list[Any]:
+    """The pairs a judge job grades, in a deterministic order (so a resumed job lines up)."""
+    from ..judges import Pair, pool_pairs
+
+    _check_prompt(req.prompt)
+    if req.pairs is not None:
+        if req.runs is not None or req.fill is not None:
+            raise InputError("give either pairs or runs (with queries and corpus), not both",
+                             field="pairs")
+        check_pairs(len(req.pairs), limit)
+        return [Pair(p.qid, p.docid, p.query, p.passage) for p in req.pairs]
+    if not req.runs:
+        raise InputError("nothing to judge: give runs (with queries and corpus) or pairs",
+                         field="runs")
+    for name in ("queries", "corpus"):
+        if getattr(req, name) is None:
+            raise InputError("required with runs", field=name)
+    runs = [load_run(v, f"runs.{name}", name) for name, v in req.runs.items()]
+    check_pairs(sum(r.num_queries for r in runs) * req.depth, limit,
+                "queries x depth to pool")
+    human = load_qrels(req.fill, "fill") if req.fill is not None else None
+    if req.all_queries and human is None:
+        raise InputError("only makes sense with fill", field="all_queries")
+    return pool_pairs(req.queries or {}, req.corpus or {}, runs, req.depth, skip=human,
+                      all_queries=req.all_queries if human is not None else True)
+
+
+def rag_inputs(req: RagRequest, limit: int) -> tuple[Any, list[Any]]:
+    """Samples and parsed metrics of a RAG request (errors name ``samples`` / ``metrics``)."""
+    from ..rag import parse_rag_metrics, samples_from_records
+
+    from ..rag.evaluate import check_embedding_model
+
+    metrics = parse_rag_metrics(req.metrics)
+    check_embedding_model(metrics, req.embedding_model)
+    samples = samples_from_records(req.samples, source="samples", skip_invalid=req.skip_invalid)
+    size = sum(max(1, len(s.context_texts or s.context_ids or [])) for s in samples)
+    check_pairs(size, limit, "sample-context pairs")
+    return samples, metrics
+
+
+# ----------------------------------------------------------------------------- running jobs
+class _Job:
+    """One job being run by this process."""
+
+    def __init__(self, manager: JobManager, row: sqlite3.Row) -> None:
+        self.manager = manager
+        self.store = manager.store
+        self.settings = manager.settings
+        self.id: str = row["id"]
+        self.request: dict[str, Any] = json.loads(row["request"])
+        self.total = int(row["total"])
+        self.prior_cost: float | None = row["cost"]
+        self.prior_usage: dict[str, Any] = json.loads(row["usage"])
+        self.llm: Any = None
+        self.stop_new = asyncio.Event()  # graceful stop: start nothing new
+        self.interrupted = False
+        self.cancelling = False
+        self.task: asyncio.Task[Any] | None = None
+        self.cancel_at_start = bool(row["cancel"])
+
+    async def run(self) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def snapshot(self) -> dict[str, Any]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def partial(self) -> Any:
+        return None
+
+    def _cost(self, spent_before: float | None) -> float | None:
+        if self.llm is None:
+            return spent_before
+        now = self.llm.cost
+        if now is None:
+            return None
+        return (spent_before or 0.0) + now
+
+
+class JudgeJob(_Job):
+    """Grade pairs one by one; every judgment is stored the moment it arrives."""
+
+    def __init__(self, manager: JobManager, row: sqlite3.Row) -> None:
+        super().__init__(manager, row)
+        self.req = JudgeRequest.model_validate(self.request)
+        self.latest: dict[int, dict[str, Any]] = {}
+        self.spent_usage: Any = None
+        self.model = self.req.settings.model or self.settings.model or ""
+        for idx, rec in self.store.judgments(self.id):
+            self.latest[idx] = rec
+            self.spent_usage = self._usage(rec) if self.spent_usage is None else (
+                self.spent_usage + self._usage(rec))
+
+    @staticmethod
+    def _usage(rec: Mapping[str, Any]) -> Any:
+        from ..llm import Usage
+
+        return Usage.from_dict(rec.get("usage") or {})
+
+    def _prices(self) -> Any:
+        from ..llm import PriceTable
+
+        return PriceTable.load(self.settings.prices) if self.settings.prices else PriceTable.default()
+
+    def _spent_before(self) -> float | None:
+        if self.spent_usage is None:
+            return 0.0
+        return self._prices().cost(self.model, self.spent_usage)
+
+    async def run(self) -> Any:
+        from ..judges import LLMRelevanceJudge
+
+        pairs = judge_pairs(self.req, self.settings.max_pairs)
+        self.total = len(pairs)
+        self.before = self._spent_before()
+        self.llm = build_llm(self.settings, self.req.settings, spent=self.before or 0.0)
+        judge = LLMRelevanceJudge(llm=self.llm, prompt=self.req.prompt, progress=False)
+        todo = deque(i for i in range(len(pairs))
+                     if i not in self.latest or self.latest[i].get("error") is not None)
+
+        async def worker() -> None:
+            while todo and not self.stop_new.is_set():
+                i = todo.popleft()
+                p = pairs[i]
+                j = await judge.judge(p.query, p.passage, qid=p.qid, docid=p.docid)
+                rec = j.to_dict()
+                self.store.add_judgment(self.id, i, rec)
+                self.latest[i] = rec
+
+        n = min(len(todo), self.llm.runner.concurrency * 2 + 8)
+        tasks = [asyncio.create_task(worker()) for _ in range(n)]
+        try:
+            if tasks:
+                done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+                for t in done:
+                    if t.exception() is not None:
+                        raise t.exception()  # type: ignore[misc]
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await self.llm.aclose()
+        if todo:
+            self.interrupted = True
+            return None
+        return self.partial()
+
+    def _counts(self) -> dict[str, Any]:
+        from ..llm import BUDGET_REASON
+
+        recs = list(self.latest.values())
+        ok = [r for r in recs if r.get("error") is None]
+        return {
+            "pairs": self.total,
+            "judged": len(ok),
+            "cached": sum(1 for r in ok if r.get("cached")),
+            "failed": sum(1 for r in recs if r.get("error") not in (None, BUDGET_REASON)),
+            "skipped_budget": sum(1 for r in recs if r.get("error") == BUDGET_REASON),
+        }
+
+    def snapshot(self) -> dict[str, Any]:
+        usage = self.spent_usage
+        if self.llm is not None:
+            usage = self.llm.usage if usage is None else usage + self.llm.usage
+        before = getattr(self, "before", self._spent_before())
+        return {"done": len(self.latest), "total": self.total, "counts": self._counts(),
+                "cost": self._cost(before), "usage": usage.to_dict() if usage is not None else {}}
+
+    def partial(self) -> Any:
+        """``{qrels (TREC text), judgments, summary}`` from what is judged so far."""
+        import numpy as np
+
+        from ..data import Qrels
+        from ..io import format_qrels
+        from ..judges import Judgment, JudgeResult
+
+        judgments = [Judgment.from_dict(self.latest[i]) for i in sorted(self.latest)]
+        ok = [j for j in judgments if j.grade is not None]
+        qrels = Qrels.from_arrays([j.qid for j in ok], [j.docid for j in ok],
+                                  np.array([j.grade for j in ok], dtype=np.int64),
+                                  source=f"llm:{self.model}:{self.req.prompt}", dedup="first")
+        human = None
+        if self.req.fill is not None:
+            human = load_qrels(self.req.fill, "fill")
+            qrels = human.merge(qrels)
+        snap = self.snapshot()
+        from ..llm import Usage
+
+        result = JudgeResult(qrels, judgments, Usage.from_dict(snap["usage"]), snap["cost"],
+                             human_pairs=frozenset((q, d) for q, d, _ in human.rows())
+                             if human is not None else frozenset())
+        return {"qrels": format_qrels(qrels) if len(qrels) else "",
+                "judgments": [j.to_dict() for j in judgments],
+                "summary": result.summary()}
+
+
+class RagJob(_Job):
+    """LLM-graded RAG metrics over all samples (one report); resumes through the LLM cache."""
+
+    async def run(self) -> Any:
+        from ..rag import evaluate_samples, plan_requests
+
+        req = RagRequest.model_validate(self.request)
+        samples, metrics = rag_inputs(req, self.settings.max_pairs)
+        self.llm = build_llm(self.settings, req.settings, spent=self.prior_cost or 0.0)
+        self.total = len(plan_requests(samples, metrics, grading=req.grading,
+                                       default_k=req.default_k, llm=self.llm))
+        try:
+            report = await evaluate_samples(samples, metrics, judge=self.llm, grading=req.grading,
+                                            match=req.match, default_k=req.default_k,
+                                            embedding_model=req.embedding_model)
+        finally:
+            await self.llm.aclose()
+        return report.to_dict(per_sample=req.per_sample)
+
+    def snapshot(self) -> dict[str, Any]:
+        done, counts, usage = 0, {}, dict(self.prior_usage)
+        if self.llm is not None:
+            st = self.llm.stats
+            done = min(self.total, st.calls + st.cache_hits + st.failed + st.skipped)
+            counts = {"calls": st.calls, "cache_hits": st.cache_hits, "retries": st.retries,
+                      "failed": st.failed, "skipped_budget": st.skipped}
+            u = self.llm.usage.to_dict()
+            usage = {k: usage.get(k, 0) + v for k, v in u.items()}
+        return {"done": done, "total": self.total, "counts": counts,
+                "cost": self._cost(self.prior_cost), "usage": usage}
+
+
+_KINDS: dict[str, type[_Job]] = {"judge": JudgeJob, "rag": RagJob}
+
+
+class JobManager:
+    """Claims jobs from the store, runs them on this event loop, renews their leases and
+    passes cancellations on. ``start()`` at server start, ``stop()`` at shutdown."""
+
+    def __init__(self, store: JobStore, settings: ServerSettings, *, poll: float = 0.5) -> None:
+        self.store = store
+        self.settings = settings
+        self.poll = poll
+        self.owner = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.running: dict[str, _Job] = {}
+        self.stopping = False
+        self._wake = asyncio.Event()
+        self._loop_task: asyncio.Task[Any] | None = None
+
+    def start(self) -> None:
+        self._loop_task = asyncio.create_task(self._loop())
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def _loop(self) -> None:
+        # Runs until stopped *and* drained: leases are renewed while calls in flight land, so
+        # another worker cannot take a job this one is still finishing.
+        while not (self.stopping and not self.running):
+            try:
+                self._tick()
+            except Exception:  # a locked database must not kill the scheduler
+                log.exception("job scheduler tick failed")
+            try:
+                await asyncio.wait_for(self._wake.wait(), self.poll)
+            except asyncio.TimeoutError:
+                pass
+            self._wake.clear()
+
+    def _tick(self) -> None:
+        for job in list(self.running.values()):
+            flag = self.store.heartbeat(job.id, self.owner, job.snapshot())
+            if flag is None and job.task is not None:
+                job.task.cancel()  # no longer ours (taken over after a lost lease)
+            elif flag and not job.cancelling:
+                self._cancel(job)
+        stale = time.time() - self.settings.lease_seconds
+        while not self.stopping and len(self.running) < self.settings.max_jobs:
+            row = self.store.claim(self.owner, stale)
+            if row is None:
+                break
+            job = _KINDS[row["kind"]](self, row)
+            self.running[job.id] = job
+            job.task = asyncio.create_task(self._drive(job))
+
+    def _cancel(self, job: _Job) -> None:
+        """Cancelled by a request: start nothing new; what is in flight may land (and is kept)
+        for a few seconds, then the job stops."""
+        job.cancelling = True
+        job.stop_new.set()
+        if job.task is not None:
+            if isinstance(job, RagJob):
+                job.task.cancel()  # one library call: cannot stop between requests
+            else:
+                asyncio.get_running_loop().call_later(CANCEL_GRACE, job.task.cancel)
+
+    async def _drive(self, job: _Job) -> None:
+        try:
+            if job.cancel_at_start:
+                raise asyncio.CancelledError
+            result = await job.run()
+            if job.cancelling:
+                self._finish_quietly(job, "cancelled", result=self._partial(job))
+            elif job.interrupted:
+                self.store.release(job.id, self.owner, job.snapshot())
+            else:
+                self.store.finish(job.id, self.owner, "done", job.snapshot(), result=result)
+        except asyncio.CancelledError:
+            if job.cancelling or job.cancel_at_start:
+                self._finish_quietly(job, "cancelled", result=self._partial(job))
+            else:  # shutdown: resume later
+                self.store.release(job.id, self.owner, job.snapshot())
+        except RagjudgeError as exc:
+            self._finish_quietly(job, "failed", error=_redact(str(exc)))
+        except Exception as exc:  # never a stack trace to clients; the log has it
+            log.exception("job %s failed", job.id)
+            self._finish_quietly(job, "failed", error=f"internal error ({type(exc).__name__})")
+        finally:
+            self.running.pop(job.id, None)
+
+    def _partial(self, job: _Job) -> Any:
+        try:
+            return job.partial()
+        except Exception:
+            log.exception("partial result of job %s", job.id)
+            return None
+
+    def _finish_quietly(self, job: _Job, status: str, **kw: Any) -> None:
+        try:
+            snap = job.snapshot()
+        except Exception:
+            snap = {"done": 0, "total": job.total, "counts": {}, "cost": None, "usage": {}}
+        self.store.finish(job.id, self.owner, status, snap, **kw)
+
+    async def stop(self) -> None:
+        """Graceful stop: no new calls; calls in flight finish (up to ``drain_seconds``) and
+        are recorded; unfinished jobs go back to the queue for the next start."""
+        self.stopping = True
+        self._wake.set()
+        jobs = list(self.running.values())
+        for job in jobs:
+            job.stop_new.set()
+            if isinstance(job, RagJob) and job.task is not None:
+                job.task.cancel()  # one library call: cannot stop between requests
+        tasks = [j.task for j in jobs if j.task is not None]
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=self.settings.drain_seconds)
+            for t in pending:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        if self._loop_task is not None:
+            self._wake.set()
+            await asyncio.gather(self._loop_task, return_exceptions=True)
+
+
+def _redact(text: str) -> str:
+    from ..llm import redact
+
+    return redact(text)

@@ -1,0 +1,220 @@
+"""Request and response schemas of the HTTP service (pydantic; the OpenAPI document is made
+from them). Every request model forbids unknown fields, so a stray ``api_key`` is refused:
+provider keys come only from the server's environment."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "QrelsInput", "RunInput", "EvaluateRequest", "CompareRequest", "ModelSettings",
+    "JudgeRequest", "RagRequest", "JobState", "Progress", "MetricInfo", "ErrorBody",
+    "Health", "Version", "ReportBody", "CompareBody", "RagReportBody", "DryRunBody",
+]
+
+_INT32 = 2**31 - 1
+# Bounded so every value fits the core's int64 columns (a huge number is a 422, not a crash).
+Grade = Annotated[int, Field(ge=-_INT32, le=_INT32)]
+
+#: Qrels inline: TREC (or BEIR TSV / JSON) text, ``{qid: {docid: grade}}``, or ``{qid: [docid, ...]}``
+#: (each listed document gets grade 1).
+QrelsInput = Union[
+    str,
+    dict[str, dict[str, Grade]],
+    dict[str, list[str]],
+]
+#: A run inline: TREC (or JSON) text, ``{qid: {docid: score}}``, or ``{qid: [docid, ...]}``
+#: ranked best first.
+RunInput = Union[
+    str,
+    dict[str, dict[str, float]],
+    dict[str, list[str]],
+]
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class EvaluateRequest(_Request):
+    qrels: QrelsInput = Field(description="Relevance judgments: TREC text, {qid: {docid: grade}} "
+                              "or {qid: [relevant docid, ...]}.")
+    runs: dict[str, RunInput] = Field(
+        min_length=1, max_length=64,
+        description="Runs by name: TREC text, {qid: {docid: score}} or {qid: [docid, ...]} "
+                    "(best first).")
+    metrics: Optional[list[str]] = Field(
+        default=None, max_length=256,
+        description="Metric specs, e.g. ndcg@10, map(rel=2), P_10 (a string may be a "
+                    "comma-separated list). Default: map, mrr, ndcg@10, p@10, recall@100.")
+    rel: Optional[int] = Field(default=None, ge=1, le=_INT32,
+                               description="Minimum grade counted as relevant (default 1).")
+    skip_missing: bool = Field(default=False, description="Average over the queries in both "
+                               "qrels and run (trec_eval 9 / pytrec_eval).")
+    per_query: bool = Field(default=True, description="Include per-query values.")
+    dedup: Literal["error", "first"] = Field(default="error", description="A repeated "
+                                             "(query, document) line: an error, or keep the first.")
+
+
+class CompareRequest(EvaluateRequest):
+    runs: dict[str, RunInput] = Field(min_length=2, max_length=64,
+                                      description="Two or more runs by name.")
+    baseline: Optional[str] = Field(default=None, description="Run the others are compared "
+                                    "with (default: the first).")
+    test: Literal["randomization", "t"] = "randomization"
+    resamples: int = Field(default=10_000, ge=1, le=100_000,
+                           description="Randomization / bootstrap resamples.")
+    seed: int = Field(default=0, ge=0, le=2**32 - 1)
+    alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
+
+
+class ModelSettings(_Request):
+    """Model choices a request may make. The endpoint, key, rate limits and prices are the
+    server's (``ragjudge serve --base-url ... --api-key-env ...``)."""
+
+    model: Optional[str] = Field(default=None, min_length=1, max_length=200,
+                                 description="Model name (default: the server's --model).")
+    seed: int = Field(default=0, ge=0, le=_INT32)
+    max_tokens: Optional[int] = Field(default=None, ge=1, le=1_000_000)
+    logprobs: bool = True
+    concurrency: Optional[int] = Field(default=None, ge=1, le=1024,
+                                       description="Requests in flight (capped by the server's).")
+    max_cost: Optional[float] = Field(default=None, gt=0.0, le=1e9, description=(
+        "USD budget of this job (capped by the server's --max-cost); never exceeded, "
+        "across restarts too."))
+
+
+class JudgePair(_Request):
+    qid: str = Field(min_length=1, max_length=1000)
+    docid: str = Field(min_length=1, max_length=1000)
+    query: str = Field(max_length=100_000)
+    passage: str = Field(max_length=1_000_000)
+
+
+class JudgeRequest(_Request):
+    queries: Optional[dict[str, str]] = Field(default=None, description="{qid: query text}")
+    corpus: Optional[dict[str, str]] = Field(default=None, description="{docid: passage text}")
+    runs: Optional[dict[str, RunInput]] = Field(default=None, max_length=64, description=(
+        "Runs to pool the top `depth` documents from."))
+    depth: int = Field(default=20, ge=1, le=10_000)
+    fill: Optional[QrelsInput] = Field(default=None, description=(
+        "Human qrels: judge only the pooled pairs they lack; human labels win."))
+    all_queries: bool = Field(default=False, description="With fill, also judge queries "
+                              "the human qrels do not have.")
+    pairs: Optional[list[JudgePair]] = Field(default=None, description=(
+        "Explicit pairs to grade instead of queries/corpus/runs."))
+    prompt: str = Field(default="relevance.v1", max_length=200,
+                        description="A prompt shipped with ragjudge (by name).")
+    settings: ModelSettings = Field(default_factory=ModelSettings)
+    dry_run: bool = Field(default=False, description=(
+        "Only estimate: calls, cached answers, tokens and cost; nothing is sent, no job."))
+
+
+class RagRequest(_Request):
+    samples: list[dict[str, Any]] = Field(min_length=1, description=(
+        "Samples with RAGAS, DeepEval or id+text field names (as in `ragjudge rag`)."))
+    metrics: list[str] = Field(min_length=1, max_length=256)
+    default_k: int = Field(default=5, ge=1, le=100_000)
+    match: Optional[Literal["auto", "id", "text", "normalized", "chunk"]] = None
+    grading: Literal["listwise", "pointwise"] = "listwise"
+    skip_invalid: bool = False
+    per_sample: bool = True
+    embedding_model: Optional[str] = Field(default=None, max_length=200)
+    settings: ModelSettings = Field(default_factory=ModelSettings)
+
+
+# ----------------------------------------------------------------------------- responses
+class ErrorBody(BaseModel):
+    detail: str = Field(description="One line: `field:line: name: message` for input errors.")
+    errors: Optional[list[dict[str, Any]]] = None
+
+
+class ReportBody(BaseModel):
+    """``Report.to_dict()`` -- what ``ragjudge evaluate --format json`` prints for one run
+    (a list of these for several runs)."""
+
+    model_config = ConfigDict(extra="allow")
+    run: str
+    mean: dict[str, Optional[float]]
+    per_query: Optional[dict[str, dict[str, Optional[float]]]] = None
+    meta: dict[str, Any]
+
+
+class CompareBody(BaseModel):
+    """``CompareReport.to_dict()`` -- what ``ragjudge compare --format json`` prints."""
+
+    model_config = ConfigDict(extra="allow")
+    runs: list[dict[str, Any]]
+    comparisons: list[dict[str, Any]]
+    meta: dict[str, Any]
+
+
+class RagReportBody(BaseModel):
+    """``RagReport.to_dict()`` -- what ``ragjudge rag --format json`` prints."""
+
+    model_config = ConfigDict(extra="allow")
+    aggregates: list[dict[str, Any]]
+    usage: dict[str, Any]
+    settings: dict[str, Any]
+    invalid_samples: list[str]
+    samples: Optional[list[dict[str, Any]]] = None
+
+
+class DryRunBody(BaseModel):
+    """What a judge job would cost (``ragjudge judge --dry-run``); nothing is sent."""
+
+    model_config = ConfigDict(extra="allow")
+    pairs: int
+    cached: int
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost: Optional[float]
+    model: str
+    description: str
+
+
+class Progress(BaseModel):
+    done: int
+    total: int
+    fraction: float
+
+
+class JobState(BaseModel):
+    id: str
+    kind: Literal["judge", "rag"]
+    status: Literal["queued", "running", "done", "failed", "cancelled"]
+    created: float
+    updated: float
+    progress: Progress
+    counts: dict[str, Any]
+    cost_usd: Optional[float] = Field(description="Spent so far (None: the model's price is unknown).")
+    usage: dict[str, Any]
+    cancel_requested: bool
+    error: Optional[str] = None
+    result: Optional[dict[str, Any]] = Field(default=None, description=(
+        "When done (or cancelled: what was judged): judge -> {qrels, judgments, summary}; "
+        "rag -> the RAG report."))
+
+
+class MetricInfo(BaseModel):
+    name: str
+    family: Literal["ranking", "rag"]
+    spec: str
+    takes_cutoff: bool
+    parameters: list[dict[str, Any]]
+    needs_llm: bool
+    definition: str
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    jobs_running: int
+
+
+class Version(BaseModel):
+    ragjudge: str
+    api: str
+    python: str

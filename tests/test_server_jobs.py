@@ -1,0 +1,276 @@
+"""Background jobs over HTTP against the loopback LLM simulator: judge and RAG jobs, results
+identical to the library's, cancellation, budget, and a server restart that resumes a job
+without paying for anything twice."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("fastapi", reason="the server tests need the server extra")
+pytest.importorskip("uvicorn", reason="the server tests need the server extra")
+
+from _loopback import simulator_thread  # noqa: E402
+from _server import ROOT, ServerProcess, wait_job  # noqa: E402
+
+from ragjudge import read_corpus, read_queries  # noqa: E402
+from ragjudge.judges import LLMRelevanceJudge  # noqa: E402
+from ragjudge.llm import LLM  # noqa: E402
+from ragjudge.rag import evaluate_samples_sync  # noqa: E402
+
+EX = ROOT / "examples"
+QUERIES = read_queries(EX / "queries.jsonl")
+CORPUS = read_corpus(EX / "corpus.jsonl")
+RUN = (EX / "runs/bm25_raw.run").read_text()
+KEY = "sk-sim-secret-0123456789abcdef"
+
+
+def _server(tmp: Path, sim: object, *args: str) -> ServerProcess:
+    return ServerProcess(tmp, "--base-url", sim.base_url, "--model", "sim-model",
+                         "--timeout", "10", *args, env={"OPENAI_API_KEY": KEY})
+
+
+def _judge_body(depth: int, **settings: object) -> dict:
+    return {"queries": QUERIES, "corpus": CORPUS, "runs": {"bm25": RUN}, "depth": depth,
+            "settings": settings}
+
+
+def _library_judgments(sim: object, depth: int) -> dict[tuple[str, str], int]:
+    from ragjudge import parse_run
+
+    llm = LLM("sim-model", base_url=sim.base_url, api_key="sim", cache=False)
+    res = LLMRelevanceJudge(llm=llm, progress=False).sync.judge_run(
+        QUERIES, CORPUS, [parse_run(RUN, name="bm25")], depth)
+    return {(j.qid, j.docid): j.grade for j in res.judgments}
+
+
+def test_judge_job_matches_the_library(tmp_path: Path) -> None:
+    with simulator_thread(latency=0.0, api_key=None) as sim, _server(tmp_path, sim) as srv, \
+            srv.client() as c:
+        r = c.post("/v1/judge", json=_judge_body(2))
+        assert r.status_code == 202, r.text
+        job = r.json()
+        assert job["status"] in ("queued", "running") and job["kind"] == "judge"
+        assert job["progress"]["total"] == 120  # 60 queries x depth 2
+        state = wait_job(c, job["id"])
+        assert state["status"] == "done", state
+        res = state["result"]
+        assert state["progress"] == {"done": 120, "total": 120, "fraction": 1.0}
+        assert res["summary"]["judged"] == state["counts"]["judged"] == 120
+        assert state["usage"]["calls"] == 120 and sim.stats()["duplicate_paid"] == 0
+        got = {(j["qid"], j["docid"]): j["grade"] for j in res["judgments"]}
+        assert got == _library_judgments(sim, 2)  # the library, asked directly, agrees
+        lines = res["qrels"].splitlines()
+        assert len(lines) == 120 and all(len(line.split()) == 4 for line in lines)
+        # the same job again costs nothing: every answer is in the cache
+        before = sim.stats()["paid"]
+        again = wait_job(c, c.post("/v1/judge", json=_judge_body(2)).json()["id"])
+        assert again["result"]["summary"]["cached"] == 120 and sim.stats()["paid"] == before
+        listed = c.get("/v1/jobs").json()
+        assert {j["id"] for j in listed} >= {job["id"], again["id"]}
+        assert all(j["result"] is None for j in listed)
+        assert c.delete(f"/v1/jobs/{job['id']}").status_code == 409  # already done
+        db = sqlite3.connect(tmp_path / "jobs.sqlite")
+        stored = json.loads(db.execute("SELECT request FROM jobs WHERE id = ?", (job["id"],)).fetchone()[0])
+        db.close()
+        assert stored["settings"]["model"] == "sim-model"  # pinned: a restart cannot switch it
+
+
+def test_explicit_pairs_and_failures_never_leak_the_key(tmp_path: Path) -> None:
+    # The provider refuses the server's key: the job fails with a reason, and no response
+    # anywhere contains the key.
+    with simulator_thread(latency=0.0, api_key="another-key") as sim, _server(tmp_path, sim) as srv, \
+            srv.client() as c:
+        pairs = [{"qid": "q1", "docid": "d1", "query": "what is lava", "passage": KEY}]
+        r = c.post("/v1/judge", json={"pairs": pairs})
+        assert r.status_code == 202, r.text
+        state = wait_job(c, r.json()["id"])
+        assert state["status"] == "failed" and state["error"]
+        assert "Traceback" not in state["error"]
+        texts = [r.text, json.dumps(state), c.get("/v1/jobs").text]
+        assert not any(KEY in t for t in texts)
+
+
+def test_model_required_and_checked_before_accepting(tmp_path: Path) -> None:
+    with ServerProcess(tmp_path) as srv, srv.client() as c:
+        pairs = [{"qid": "q1", "docid": "d1", "query": "a", "passage": "b"}]
+        r = c.post("/v1/judge", json={"pairs": pairs})
+        assert r.status_code == 400 and r.json()["detail"].startswith("settings.model: no model given")
+        r = c.post("/v1/judge", json={"pairs": pairs, "runs": {"a": "q1 Q0 d1 1 1 x"}})
+        assert r.status_code == 400 and r.json()["detail"].startswith("pairs: ")
+
+
+def test_cancel_keeps_what_is_judged(tmp_path: Path) -> None:
+    with simulator_thread(latency=0.3, api_key=None) as sim, \
+            _server(tmp_path, sim) as srv, srv.client() as c:
+        job = c.post("/v1/judge", json=_judge_body(3, concurrency=2)).json()
+        wait_job(c, job["id"], until=lambda s: s["counts"].get("judged", 0) >= 4)
+        r = c.delete(f"/v1/jobs/{job['id']}")
+        assert r.status_code == 200 and r.json()["cancel_requested"]
+        state = wait_job(c, job["id"], timeout=30)
+        assert state["status"] == "cancelled"
+        judged = state["result"]["summary"]["judged"]
+        assert 4 <= judged < 179 and len(state["result"]["qrels"].splitlines()) == judged
+        assert c.delete(f"/v1/jobs/{job['id']}").status_code == 409
+        # what was judged is kept: the same work again pays only for the rest
+        again = wait_job(c, c.post("/v1/judge", json=_judge_body(3)).json()["id"],
+                         timeout=120)
+        assert again["status"] == "done"
+        assert again["result"]["summary"]["judged"] == state["progress"]["total"] == 179
+        assert again["result"]["summary"]["cached"] >= judged
+        assert sim.stats()["duplicate_paid"] == 0
+
+
+def _interrupt(tmp: Path, sim: object, *, depth: int, concurrency: int, after: int,
+               sig: int) -> tuple[ServerProcess, dict]:
+    """Start a server and a judge job, stop the server with ``sig`` once ``after`` pairs are
+    judged; returns the stopped server (same state) and the job."""
+    srv = _server(tmp, sim, "--concurrency", str(concurrency)).start()
+    try:
+        with srv.client() as c:
+            job = c.post("/v1/judge", json=_judge_body(depth)).json()
+            wait_job(c, job["id"], until=lambda s: s["progress"]["done"] >= after)
+    finally:
+        code = srv.stop(sig)
+    if sig == signal.SIGTERM:
+        assert code in (0, -signal.SIGTERM)  # graceful: calls land, the job is requeued
+        assert "Application shutdown complete" in srv.log()
+    return srv, job
+
+
+def test_restart_resumes_without_paying_twice(tmp_path: Path) -> None:
+    with simulator_thread(latency=0.3, api_key=None) as sim:
+        srv, job = _interrupt(tmp_path, sim, depth=2, concurrency=4, after=12, sig=signal.SIGTERM)
+        db = sqlite3.connect(tmp_path / "jobs.sqlite")
+        status, done = db.execute("SELECT status, done FROM jobs WHERE id = ?",
+                                  (job["id"],)).fetchone()
+        stored = db.execute("SELECT COUNT(*) FROM judgments WHERE job = ?", (job["id"],)).fetchone()[0]
+        db.close()
+        assert status == "queued" and 12 <= done < 120 and stored == done
+        assert sim.stats()["paid"] == stored  # nothing in flight was lost
+        with srv.start(), srv.client() as c:  # same state: the job resumes by itself
+            state = wait_job(c, job["id"], timeout=120)
+        assert state["status"] == "done", state
+        assert state["result"]["summary"]["judged"] == 120
+        stats = sim.stats()
+        assert stats["paid"] == 120 and stats["duplicate_paid"] == 0
+        assert state["usage"]["calls"] == 120  # usage counts both runs
+
+
+def test_crash_resumes_after_the_lease(tmp_path: Path) -> None:
+    with simulator_thread(latency=0.2, api_key=None) as sim:
+        srv, job = _interrupt(tmp_path, sim, depth=1, concurrency=2, after=6, sig=signal.SIGKILL)
+        with srv.start(), srv.client() as c:
+            state = wait_job(c, job["id"], timeout=120)
+        assert state["status"] == "done" and state["result"]["summary"]["judged"] == 60
+        stats = sim.stats()
+        # only calls in flight at the kill (at most the concurrency) can be paid twice
+        assert stats["duplicate_paid"] <= 2 and stats["paid"] <= 62
+
+
+def test_budget_is_never_exceeded(tmp_path: Path) -> None:
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"sim-model": {"input": 100.0, "output": 100.0}}))
+    with simulator_thread(latency=0.0, api_key=None) as sim, \
+            _server(tmp_path, sim, "--prices", str(prices), "--max-cost", "1.0") as srv, \
+            srv.client() as c:
+        state = wait_job(c, c.post("/v1/judge", json=_judge_body(3, max_cost=0.5)).json()["id"])
+        assert state["status"] == "done"
+        s = state["result"]["summary"]
+        assert s["skipped_budget"] > 0 and s["judged"] > 0
+        assert state["cost_usd"] is not None and 0 < state["cost_usd"] <= 0.5
+        assert state["counts"]["skipped_budget"] == s["skipped_budget"]
+
+
+def test_rag_llm_metrics_run_as_a_job(tmp_path: Path) -> None:
+    samples = [json.loads(line) for line in (EX / "rag_samples.jsonl").read_text().splitlines() if line][:6]
+    metrics = ["faithfulness", "context_precision", "hit@3"]
+    with simulator_thread(latency=0.0, api_key=None) as sim, _server(tmp_path, sim) as srv, \
+            srv.client() as c:
+        r = c.post("/v1/rag", json={"samples": samples, "metrics": metrics})
+        assert r.status_code == 202, r.text
+        state = wait_job(c, r.json()["id"])
+        assert state["status"] == "done", state
+        assert state["progress"]["done"] == state["progress"]["total"] > 0
+        llm = LLM("sim-model", base_url=sim.base_url, api_key="sim", cache=False)
+        lib = json.loads(json.dumps(evaluate_samples_sync(samples, metrics, judge=llm).to_dict()))
+        got = state["result"]
+        assert got["samples"] == lib["samples"]
+        assert [a["mean"] for a in got["aggregates"]] == [a["mean"] for a in lib["aggregates"]]
+        assert set(got) == set(lib)
+
+
+def test_workers_share_jobs_and_each_runs_once(tmp_path: Path) -> None:
+    with simulator_thread(latency=0.05, api_key=None) as sim, \
+            _server(tmp_path, sim, "--workers", "2") as srv, srv.client() as c:
+        bodies = [{"pairs": [{"qid": f"q{k}", "docid": f"d{i}", "query": f"query {k}",
+                              "passage": f"passage {i} of job {k}"} for i in range(30)]}
+                  for k in range(4)]
+        ids = [c.post("/v1/judge", json=b).json()["id"] for b in bodies]
+        states = [wait_job(c, i, timeout=120) for i in ids]  # any worker answers any job
+        assert all(s["status"] == "done" and s["result"]["summary"]["judged"] == 30 for s in states)
+        stats = sim.stats()
+        assert stats["paid"] == 120 and stats["duplicate_paid"] == 0  # no job ran twice
+        db = sqlite3.connect(tmp_path / "jobs.sqlite")
+        per_job = dict(db.execute("SELECT job, COUNT(*) FROM judgments GROUP BY job").fetchall())
+        db.close()
+        assert per_job == {i: 30 for i in ids}
+        r = c.post("/v1/evaluate", json={"qrels": {"q1": ["d1"]}, "runs": {"a": {"q1": ["d1"]}}})
+        assert r.status_code == 200
+
+
+def test_dry_run_estimates_without_a_key_or_a_job(tmp_path: Path) -> None:
+    with ServerProcess(tmp_path, "--model", "sim-model", "--base-url", "http://127.0.0.1:9/v1",
+                       "--api-key-env", "RAGJUDGE_TEST_UNSET_KEY") as srv, srv.client() as c:
+        r = c.post("/v1/judge", json={**_judge_body(2), "dry_run": True})
+        assert r.status_code == 200, r.text
+        est = r.json()
+        assert est["pairs"] == est["calls"] == 120 and est["cached"] == 0
+        assert est["prompt_tokens"] > 0 and est["model"] == "sim-model"
+        assert est["description"].startswith("dry run: 120 requests")
+        assert c.get("/v1/jobs").json() == []  # nothing was started
+        # without dry_run the missing key is refused before any job exists
+        r = c.post("/v1/judge", json=_judge_body(2))
+        assert r.status_code == 400 and "RAGJUDGE_TEST_UNSET_KEY" in r.json()["detail"]
+        assert c.get("/v1/jobs").json() == []
+
+
+def test_job_state_without_the_result_and_embedding_check(tmp_path: Path) -> None:
+    with simulator_thread(latency=0.0, api_key=None) as sim, _server(tmp_path, sim) as srv, \
+            srv.client() as c:
+        pairs = [{"qid": "q1", "docid": "d1", "query": "what is lava", "passage": "molten rock"}]
+        job = wait_job(c, c.post("/v1/judge", json={"pairs": pairs}).json()["id"])
+        assert job["result"]["summary"]["judged"] == 1
+        light = c.get(f"/v1/jobs/{job['id']}", params={"result": "false"}).json()
+        assert light["result"] is None and light["status"] == "done"
+        samples = [{"user_input": "q", "retrieved_contexts": ["a"], "response": "r"}]
+        r = c.post("/v1/rag", json={"samples": samples, "metrics": ["answer_relevance(by=embedding)"]})
+        assert r.status_code == 400 and "embeddings model" in r.json()["detail"]
+
+
+def test_rag_job_resumes_after_a_restart(tmp_path: Path) -> None:
+    samples = [json.loads(line) for line in (EX / "rag_samples.jsonl").read_text().splitlines() if line]
+    with simulator_thread(latency=0.2, api_key=None) as sim:
+        srv = _server(tmp_path, sim, "--concurrency", "2").start()
+        try:
+            with srv.client() as c:
+                job = c.post("/v1/rag", json={"samples": samples, "metrics": ["context_relevance"]}).json()
+                first = wait_job(c, job["id"], until=lambda s: s["progress"]["done"] >= 4)
+                assert first["progress"]["total"] >= len(samples)
+        finally:
+            srv.stop(signal.SIGTERM)
+        paid_before = sim.stats()["paid"]
+        with srv.start(), srv.client() as c:
+            state = wait_job(c, job["id"], timeout=120)
+        assert state["status"] == "done", state
+        agg = state["result"]["aggregates"][0]
+        assert agg["metric"] == "context_relevance" and agg["n"] == len(samples)
+        stats = sim.stats()
+        # answers that landed before the stop come from the cache; only the (at most 2) calls
+        # cut off in flight are asked again
+        assert 4 <= paid_before and stats["duplicate_paid"] <= 2
+        assert stats["distinct_paid_bodies"] == stats["paid"] - stats["duplicate_paid"]
