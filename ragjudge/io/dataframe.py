@@ -39,6 +39,18 @@ def _pick(df: Any, given: str | None, candidates: tuple[str, ...], what: str, so
     )
 
 
+def _names(
+    df: Any, cols: tuple[str | None, str | None, str | None], values: tuple[str, ...],
+    what: str, source: str | None,
+) -> dict[str, str]:
+    qid, docid, value = cols
+    return {
+        "qid_col": _pick(df, qid, _QIDS, "query id", source),
+        "docid_col": _pick(df, docid, _DOCIDS, "doc id", source),
+        f"{what}_col": _pick(df, value, values, what, source),
+    }
+
+
 def qrels_from_dataframe(
     df: Any,
     *,
@@ -49,14 +61,8 @@ def qrels_from_dataframe(
     dedup: Dedup = "error",
 ) -> Qrels:
     """Qrels from a long DataFrame; columns default to the first recognised names."""
-    return Qrels.from_dataframe(
-        df,
-        qid_col=_pick(df, qid_col, _QIDS, "query id", source),
-        docid_col=_pick(df, docid_col, _DOCIDS, "doc id", source),
-        grade_col=_pick(df, grade_col, _GRADES, "grade", source),
-        source=source,
-        dedup=dedup,
-    )
+    names = _names(df, (qid_col, docid_col, grade_col), _GRADES, "grade", source)
+    return Qrels.from_dataframe(df, **names, source=source, dedup=dedup)
 
 
 def run_from_dataframe(
@@ -70,12 +76,5 @@ def run_from_dataframe(
     dedup: Dedup = "error",
 ) -> Run:
     """A run from a long DataFrame (any row order); columns default to the recognised names."""
-    return Run.from_dataframe(
-        df,
-        qid_col=_pick(df, qid_col, _QIDS, "query id", source),
-        docid_col=_pick(df, docid_col, _DOCIDS, "doc id", source),
-        score_col=_pick(df, score_col, _SCORES, "score", source),
-        name=name,
-        source=source,
-        dedup=dedup,
-    )
+    names = _names(df, (qid_col, docid_col, score_col), _SCORES, "score", source)
+    return Run.from_dataframe(df, **names, name=name, source=source, dedup=dedup)
