@@ -128,7 +128,7 @@ def test_jsonl_skip_invalid_reports_bad_lines():
     assert info.value.line == 2
     got = parse_samples(text, source="x.jsonl", skip_invalid=True)
     assert [s.id for s in got] == ["a", "c"]
-    assert [(e.line, e.field) for e in got.invalid] == [(2, None), (4, "user_input")]
+    assert [(e.line, e.field) for e in got.invalid] == [(2, "json"), (4, "user_input")]
     assert "sample 'b'" in str(got.invalid[1])
 
 
@@ -164,7 +164,7 @@ def test_json_array_and_samples_key(tmp_path):
     assert [s.id for s in read_samples(tmp_path / "l.txt")] == ["a", "b"]
     (tmp_path / "c.txt").write_text("id,retrieved\nc,\"['x']\"\n", encoding="utf-8")
     assert [s.id for s in read_samples(tmp_path / "c.txt")] == ["c"]
-    with pytest.raises(InputError, match="no such file"):
+    with pytest.raises(InputError, match="file not found"):
         read_samples(tmp_path / "missing.jsonl")
 
 

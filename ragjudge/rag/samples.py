@@ -28,7 +28,6 @@ from __future__ import annotations
 import ast
 import csv
 import dataclasses
-import io
 import json
 import math
 import re
@@ -39,6 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..io.records import csv_dict_reader, jsonl_lines, load_json
+from ..io.streams import decode_text, open_input
 
 __all__ = [
     "Context",
@@ -488,28 +489,17 @@ def parse_samples(
     if text.startswith("\ufeff"):  # a byte-order mark is not part of the data
         text = text[1:]
     if format == "jsonl":
-        # Lines end at "\n" only: U+2028/U+2029, form feeds... are valid inside JSON strings
-        # and str.splitlines() would cut records there.
-        for n, raw in enumerate(text.split("\n"), start=1):
-            if not raw.strip():
-                continue
+        # jsonl_lines splits at "\n" only: U+2028/U+2029 are valid inside JSON strings.
+        for n, raw in jsonl_lines(text):
             try:
-                records.append(json.loads(raw))
+                records.append(load_json(raw, source, line=n))
                 lines.append(n)
-            except RecursionError:
-                raise InputError("JSON nested too deeply", source=source, line=n) from None
-            except json.JSONDecodeError as exc:
-                err = InputError(f"invalid JSON ({exc.msg}, column {exc.colno})", source=source, line=n)
-                if not skip_invalid:
-                    raise err from None
+            except InputError as err:
+                if not skip_invalid or "nested too deeply" in str(err):
+                    raise
                 bad.append(err)
     elif format == "json":
-        try:
-            data = json.loads(text)
-        except RecursionError:
-            raise InputError("JSON nested too deeply", source=source) from None
-        except json.JSONDecodeError as exc:
-            raise InputError(f"invalid JSON ({exc.msg})", source=source, line=exc.lineno) from None
+        data = load_json(text, source)
         if isinstance(data, Mapping) and "samples" in data:
             data = data["samples"]
         if not isinstance(data, list):
@@ -517,9 +507,7 @@ def parse_samples(
         records = data
         lines = []
     elif format == "csv":
-        # Contexts can be long: lift the csv module's 131,072-character cell limit.
-        csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))
-        reader = csv.DictReader(io.StringIO(text, newline=""))
+        reader = csv_dict_reader(text)  # contexts can be long: cells of any size
         try:
             header = reader.fieldnames
         except csv.Error as exc:
@@ -581,32 +569,11 @@ def read_samples(
     """Samples from a file; the format follows the extension (``.jsonl``, ``.json``, ``.csv``,
     each optionally ``.gz``) unless given, else the content. ``-`` is standard input; named
     pipes and process substitution (``<(zcat s.jsonl.gz)``) are read as streams."""
-    import gzip
-    import sys
-
     p = str(path)
     name = p[:-3] if p.lower().endswith(".gz") else p
-    try:
-        if p in ("-", "/dev/stdin"):
-            data, p = sys.stdin.buffer.read(), "<stdin>"
-        else:
-            with open(p, "rb") as fh:  # one sequential read: pipes cannot seek
-                data = fh.read()
-    except FileNotFoundError:
-        raise InputError("no such file", source=p) from None
-    except IsADirectoryError:
-        raise InputError("is a directory, not a samples file", source=p) from None
-    except OSError as exc:
-        raise InputError(f"cannot read ({exc.strerror or exc})", source=p) from None
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as exc:
-            raise InputError(f"corrupt gzip data ({exc})", source=p) from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text ({exc.reason})", source=p) from None
+    with open_input(path) as stream:  # one pass, no seeking: pipes, stdin and .gz by magic bytes
+        p = stream.source
+        text = decode_text(stream.read(), p)
     fmt = format or _EXTENSIONS.get(Path(name).suffix.lower()) or _sniff(text)
     return parse_samples(text, format=fmt, source=p, skip_invalid=skip_invalid)
 
