@@ -4,7 +4,7 @@ themselves)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -161,8 +161,3 @@ class Stats:
     dropped: int = 0  # answers whose free-text fields were given up to get the label
     fallbacks: list[str] = field(default_factory=list)
 
-
-def usage_of(record: Mapping[str, Any]) -> Usage:
-    """The usage stored in a cache record (tolerant of old records)."""
-    raw = record.get("usage")
-    return Usage.from_dict(raw) if isinstance(raw, Mapping) else Usage()
