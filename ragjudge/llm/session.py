@@ -54,8 +54,8 @@ def embedding_key(model: str, text: str) -> str:
 
 
 def _call_failed_kind(exc: CallFailed) -> FailureKind:
-    kind = getattr(exc, "kind", None)
-    return kind if isinstance(kind, FailureKind) else FailureKind.RETRIES_EXHAUSTED
+    """The client names the kind of a transport failure (a ``FailureKind`` or its value)."""
+    return FailureKind.parse(getattr(exc, "kind", None)) or FailureKind.RETRIES_EXHAUSTED
 
 
 class _LoopState:
@@ -466,7 +466,7 @@ class LLM:
                 raise
             except Exception as exc:  # an odd reply the client could not read: this item fails
                 err = CallFailed(f"malformed reply: {type(exc).__name__}: {exc}")
-                err.kind = FailureKind.MALFORMED  # type: ignore[attr-defined]
+                err.kind = FailureKind.MALFORMED.value  # type: ignore[attr-defined]
                 raise err from None
             if comp.usage.unknown:
                 # No readable usage: count the worst case, never zero.
