@@ -116,6 +116,7 @@ class LLM:
                             ("max_tokens", max_tokens)):
             check_finite(value, name, integer=True)
         check_finite(temperature, "temperature", positive=False)
+        check_finite(seed, "seed", positive=False, integer=True)  # llama.cpp: -1 = random
         check_finite(max_cost, "max_cost", positive=False)
         self.model = model
         self.config = ClientConfig(
