@@ -423,3 +423,19 @@ def test_disabled_progress_prints_nothing(capsys: pytest.CaptureFixture[str]) ->
     bar.update(3)
     bar.close()
     assert capsys.readouterr().err == ""
+
+
+def test_an_embeddings_reply_with_odd_usage_never_raises(httpx2_mock: respx.Router, tmp_path: Path) -> None:
+    httpx2_mock.post(BASE + "/embeddings").mock(return_value=respx.MockResponse(200, json={
+        "data": [{"index": 0, "embedding": [0.1, 0.2]}], "model": "emb",
+        "usage": {"prompt_tokens": "several", "total_tokens": {"x": 1}}}))
+    llm = make_llm(tmp_path)
+
+    async def go() -> Any:
+        try:
+            return await llm.embed(["hello"], model="emb")
+        finally:
+            await llm.aclose()
+
+    got = asyncio.run(go())
+    assert got.ok or (got.vectors is None and got.error)

@@ -562,6 +562,13 @@ class LLM:
                 except UnsupportedFeature as exc:
                     raise LLMError(f"{self.config.resolved_base_url() or 'the server'} rejected the "
                                    f"embeddings request: {exc}") from None
+                except LLMError:
+                    raise
+                except Exception as exc:  # an odd reply the client could not read
+                    reservation.settle(0)
+                    self.stats.failed += 1
+                    return Embeddings(None, f"embedding call failed: malformed reply: {describe_exc(exc)}",
+                                      model, usage, cached, FailureKind.MALFORMED)
                 finally:
                     self.budget.release(worst, completion_tokens=0)
                     st.wake_budget_waiters()
