@@ -331,3 +331,12 @@ def test_batch_job_is_costed_at_the_batch_price(tmp_path: Path) -> None:
     assert online is not None and online > 0
     assert result.cost == pytest.approx(online / 2)
     assert llm.cost == pytest.approx(online / 2)  # the session's running total agrees
+
+
+def test_a_server_without_the_batch_api_says_so(httpx2_mock: Any, tmp_path: Path) -> None:
+    """llama.cpp, vLLM and Ollama have no /files or /batches: one clear error, not a trace."""
+    base = "http://local.test/v1"
+    httpx2_mock.post(base + "/files").respond(404, json={"error": {"message": "File Not Found"}})
+    llm = LLM("local", base_url=base, api_key="sk-test-batch-key", cache=tmp_path / "c.sqlite")
+    with pytest.raises(LLMError, match=r"has no Batch API \(HTTP 404 on upload\); run without --batch"):
+        go(llm, variables(2))

@@ -155,6 +155,7 @@ def test_failures_reported_and_left_out(httpx2_mock: respx.Router, files: dict[s
         (["--tpm", "-3"], "--tpm"),
         (["--timeout", "nan"], "--timeout"),
         (["--timeout", "inf"], "--timeout"),
+        (["--seed", "-1"], "--seed"),
     ],
 )
 def test_bad_flags(files: dict[str, Path], capsys: pytest.CaptureFixture[str], change: list[str],

@@ -116,7 +116,7 @@ def make_llm(url: str, cache: Path, **kw: Any) -> LLM:
 def check_judgment(j: Any) -> None:
     if j.error is None:
         assert j.grade in (0, 1, 2, 3)
-        assert isinstance(j.reasoning, str)
+        assert isinstance(j.reasoning, str) or j.reasoning_dropped  # dropped: asked for the grade alone
     else:
         assert j.grade is None and j.error.strip()  # a failure is recorded with its reason
     assert j.model == "smollm2"
@@ -198,7 +198,8 @@ def test_structured_outcome_uses_json_schema_and_logprobs(llamacpp_url: str, tmp
     assert out.response_format == "json_schema"
     assert out.key and out.prompt_sha and out.usage.calls >= 1
     if out.ok:
-        assert set(out.value) == {"reasoning", "grade"} and out.value["grade"] in (0, 1, 2, 3)
+        # the reasoning may have been given up for a reply that kept running out of tokens
+        assert set(out.value) in ({"reasoning", "grade"}, {"grade"}) and out.value["grade"] in (0, 1, 2, 3)
         assert json.loads(out.text) == out.value  # strict schema: the reply is exactly the object
     else:
         assert out.value is None and out.error
@@ -255,3 +256,57 @@ def test_cli_judge_then_qrels(llamacpp_url: str, tmp_path: Path) -> None:
     assert len(qrels) == sum(1 for r in records if r["grade"] is not None)
     for r in records:  # --max-tokens reached every request
         assert r["params"]["max_tokens"] == MAX_TOKENS
+
+
+TWENTY = [
+    (f"q{i // 4}", f"d{i}", query, passage)
+    for i, (query, passage) in enumerate(
+        (q, p)
+        for q, ps in [
+            ("what is the capital of france", [
+                "Paris is the capital and largest city of France.",
+                "The stock market fell sharply on Monday.",
+                "France borders Spain, Italy, Germany and Belgium.",
+                "Lyon is known for its cuisine and silk industry.",
+            ]),
+            ("boiling point of water", [
+                "Water boils at 100 degrees Celsius at sea level.",
+                "At high altitude water boils at a lower temperature.",
+                "Ice melts at zero degrees Celsius.",
+                "The kettle was a gift from my aunt.",
+            ]),
+            ("how do vaccines work", [
+                "Vaccines train the immune system to recognise a pathogen.",
+                "Edward Jenner tested the smallpox vaccine in 1796.",
+                "Some vaccines need a booster dose after several years.",
+                "The museum opens at nine in the morning.",
+            ]),
+            ("who wrote hamlet", [
+                "Hamlet is a tragedy written by William Shakespeare around 1600.",
+                "Shakespeare was born in Stratford-upon-Avon.",
+                "The Globe Theatre was rebuilt in 1997.",
+                "Tomatoes are botanically fruits.",
+            ]),
+            ("why is the sky blue", [
+                "Sunlight is scattered by air molecules, and blue light scatters most.",
+                "Sunsets look red because light crosses more atmosphere.",
+                "The ocean covers most of the planet.",
+                "My favourite colour is green.",
+            ]),
+        ]
+        for p in ps
+    )
+]
+
+
+def test_twenty_pairs_are_all_graded(llamacpp_url: str, tmp_path: Path) -> None:
+    """Issue 7.4: a 135M model that rambles must still grade every pair -- bounded reasoning
+    (maxLength, enforced by llama.cpp's grammar), and for a reply still cut off, the grade
+    asked for alone."""
+    llm = make_llm(llamacpp_url, tmp_path / "twenty.sqlite")
+    judgments = LLMRelevanceJudge(llm=llm, progress=False).sync.judge_many(TWENTY)
+    for j in judgments:
+        check_judgment(j)
+    failed = [(j.qid, j.docid, j.error) for j in judgments if not j.ok]
+    assert not failed, failed
+    assert len(judgments) == 20

@@ -68,6 +68,8 @@ def llm_from_args(args: argparse.Namespace) -> Any:
                                  ("--timeout", args.timeout, False)):
         check_finite(value, flag, integer=integer)
     check_finite(args.max_cost, "--max-cost", positive=False)
+    # llama.cpp reads a negative seed as "random": the answer would not be reproducible.
+    check_finite(args.seed, "--seed", positive=False, integer=True)
     if args.no_cache and args.cache:
         raise InputError("--cache and --no-cache contradict each other", field="--no-cache")
     return LLM(

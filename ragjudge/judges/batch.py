@@ -17,7 +17,7 @@ from ..data import Qrels, Run
 from ..errors import InputError
 from ..llm.batch import BatchOptions, Progress, run_batch
 from ..llm.session import LLM
-from .relevance import JudgeResult, Judgment, LLMRelevanceJudge, pool_pairs, qrels_from_judgments
+from .relevance import JudgeResult, Judgment, LLMRelevanceJudge, pool_pairs
 
 __all__ = ["ajudge_with_batch", "judge_with_batch"]
 
@@ -57,17 +57,8 @@ async def ajudge_with_batch(
     judgments = [Judgment.from_outcome(p, o) for p, o in zip(pairs, outs)]
     usage = llm.usage - before
     cost = llm.cost_of(usage, batch=True)
-    llm_qrels = qrels_from_judgments(judgments, source=f"llm:{llm.model}:{judge.prompt.name}:batch")
-    if qrels is None:
-        return JudgeResult(llm_qrels, judgments, usage, cost)
-    return JudgeResult(
-        qrels.merge(llm_qrels),
-        judgments,
-        usage,
-        cost,
-        human_pairs=frozenset((q, d) for q, d, _ in qrels.rows()),
-    )
-
+    return JudgeResult.build(judgments, usage, cost, f"llm:{llm.model}:{judge.prompt.name}:batch",
+                             human=qrels)
 
 def judge_with_batch(
     judge: LLMRelevanceJudge,

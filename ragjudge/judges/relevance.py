@@ -23,7 +23,7 @@ from ..errors import InputError
 from ..llm.cost import Usage
 from ..llm.prompts import Prompt, load_prompt
 from ..llm.protocols import StructuredSession
-from ..llm.provenance import FailureKind, Provenance
+from ..llm.provenance import FailureKind, Provenance, Traced
 from ..llm.session import LLM
 from ..llm.values import DryRun, Outcome
 
@@ -44,7 +44,7 @@ class Pair:
 
 
 @dataclass(frozen=True)
-class Judgment:
+class Judgment(Traced):
     """One graded pair with full provenance. ``grade is None`` exactly when ``error`` is set
     (``failure`` then says which kind of failure). ``reasoning_dropped``: the model kept
     running out of tokens, so the grade was asked for alone."""
@@ -62,43 +62,6 @@ class Judgment:
     expected: float | None = None
     cached: bool = False
     reasoning_dropped: bool = False
-
-    def __post_init__(self) -> None:
-        if self.error is not None and self.failure is None:
-            object.__setattr__(self, "failure", FailureKind.OTHER)
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-    # Provenance fields, readable directly.
-    @property
-    def model(self) -> str:
-        return self.provenance.model
-
-    @property
-    def prompt_id(self) -> str:
-        return self.provenance.prompt_id
-
-    @property
-    def prompt_version(self) -> str:
-        return self.provenance.prompt_version
-
-    @property
-    def prompt_sha(self) -> str:
-        return self.provenance.prompt_sha
-
-    @property
-    def params(self) -> dict[str, Any]:
-        return dict(self.provenance.params)
-
-    @property
-    def served_model(self) -> str | None:
-        return self.provenance.served_model
-
-    @property
-    def system_fingerprint(self) -> str | None:
-        return self.provenance.system_fingerprint
 
     @classmethod
     def from_outcome(cls, pair: Pair, out: Outcome, label_field: str = "") -> Judgment:
@@ -174,6 +137,17 @@ class JudgeResult:
     usage: Usage = field(default_factory=Usage)
     cost: float | None = None
     human_pairs: frozenset[tuple[str, str]] = frozenset()  # labels kept from human qrels
+
+    @classmethod
+    def build(cls, judgments: list[Judgment], usage: Usage, cost: float | None, source: str, *,
+              human: Qrels | None = None) -> JudgeResult:
+        """The qrels of the successful judgments (named ``source``), merged under ``human``
+        labels when given (human labels win)."""
+        llm_qrels = qrels_from_judgments(judgments, source=source)
+        if human is None:
+            return cls(llm_qrels, judgments, usage, cost)
+        return cls(human.merge(llm_qrels), judgments, usage, cost,
+                   human_pairs=frozenset((q, d) for q, d, _ in human.rows()))
 
     @property
     def human(self) -> int:
@@ -445,12 +419,8 @@ class LLMRelevanceJudge:
         judgments = await self.judge_many(pairs)
         usage = self.llm.usage - before_usage
         cost = self.llm.cost_of(usage)
-        llm_qrels = qrels_from_judgments(judgments, source=f"llm:{self.llm.model}:{self.prompt.name}")
-        if human is None:
-            return JudgeResult(llm_qrels, judgments, usage, cost)
-        merged = human.merge(llm_qrels)
-        return JudgeResult(merged, judgments, usage, cost,
-                           human_pairs=frozenset((q, d) for q, d, _ in human.rows()))
+        return JudgeResult.build(judgments, usage, cost, f"llm:{self.llm.model}:{self.prompt.name}",
+                                 human=human)
 
     # -- planning -----------------------------------------------------------------------
     def estimate(

@@ -62,6 +62,8 @@ __all__ = [
 ]
 
 ENDPOINT = "/v1/chat/completions"
+# What a server without the Files/Batches endpoints answers (llama.cpp, vLLM, Ollama...).
+NO_BATCH_API = frozenset({404, 405, 501})
 TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
 # OpenAI's documented per-batch limits: 50,000 requests and a 200 MB input file.
 MAX_REQUESTS = 50_000
@@ -324,6 +326,10 @@ class _BatchRunner:
         try:
             return await coro
         except openai.APIStatusError as exc:
+            if exc.status_code in NO_BATCH_API and what in ("upload", "create", "list"):
+                where = redact(str(self.api.base_url))
+                raise LLMError(f"the server at {where} has no Batch API (HTTP {exc.status_code} on "
+                               f"{what}); run without --batch") from None
             raise LLMError(redact(f"batch: {what} failed (HTTP {exc.status_code}): {exc.message}")) from None
         except openai.APIConnectionError as exc:
             raise LLMError(redact(f"batch: {what} failed: {exc}")) from None

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-__all__ = ["FailureKind", "Provenance"]
+__all__ = ["FailureKind", "Provenance", "Traced"]
 
 
 class FailureKind(str, Enum):
@@ -91,3 +91,54 @@ class Provenance:
             system_fingerprint=text("system_fingerprint"),
             response_format=text("response_format"),
         )
+
+
+class Traced:
+    """Mixin of the result records (``Outcome``, ``Judgment``): the provenance fields readable
+    directly (``out.model``, ``j.prompt_sha``...), and ``failure`` defaulting to ``OTHER``
+    when an ``error`` is set without a kind. The dataclass provides ``provenance``, ``error``
+    and ``failure``."""
+
+    provenance: Provenance
+    error: str | None
+    failure: FailureKind | None
+
+    def __post_init__(self) -> None:
+        if self.error is not None and self.failure is None:
+            object.__setattr__(self, "failure", FailureKind.OTHER)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def model(self) -> str:
+        return self.provenance.model
+
+    @property
+    def served_model(self) -> str | None:
+        return self.provenance.served_model
+
+    @property
+    def prompt_id(self) -> str:
+        return self.provenance.prompt_id
+
+    @property
+    def prompt_version(self) -> str:
+        return self.provenance.prompt_version
+
+    @property
+    def prompt_sha(self) -> str:
+        return self.provenance.prompt_sha
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return dict(self.provenance.params)
+
+    @property
+    def system_fingerprint(self) -> str | None:
+        return self.provenance.system_fingerprint
+
+    @property
+    def response_format(self) -> str | None:
+        return self.provenance.response_format

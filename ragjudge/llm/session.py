@@ -54,8 +54,8 @@ def embedding_key(model: str, text: str) -> str:
 
 
 def _call_failed_kind(exc: CallFailed) -> FailureKind:
-    kind = getattr(exc, "kind", None)
-    return kind if isinstance(kind, FailureKind) else FailureKind.RETRIES_EXHAUSTED
+    """The client names the kind of a transport failure (a ``FailureKind`` or its value)."""
+    return FailureKind.parse(getattr(exc, "kind", None)) or FailureKind.RETRIES_EXHAUSTED
 
 
 class _LoopState:
@@ -116,6 +116,7 @@ class LLM:
                             ("max_tokens", max_tokens)):
             check_finite(value, name, integer=True)
         check_finite(temperature, "temperature", positive=False)
+        check_finite(seed, "seed", positive=False, integer=True)  # llama.cpp: -1 = random
         check_finite(max_cost, "max_cost", positive=False)
         self.model = model
         self.config = ClientConfig(
@@ -443,11 +444,13 @@ class LLM:
         messages = body["messages"]
         allowed = int(body.get("max_tokens") or body.get("max_completion_tokens") or 0)
         worst_prompt = worst_case_prompt_tokens(messages, body.get("response_format"))
-        worst_usage = Usage(1, worst_prompt, 0, self.budget.worst_output_tokens(allowed))
-        worst = (self.cost_of(worst_usage) or 0.0) if self.budget.cap is not None else 0.0
         st = self._state()
         while True:
             changed = st.budget_changed
+            # Recomputed on every try: a reply settled meanwhile may have taught the ledger
+            # that this server bills more output than it was allowed.
+            worst_usage = Usage(1, worst_prompt, 0, self.budget.worst_output_tokens(allowed))
+            worst = (self.cost_of(worst_usage) or 0.0) if self.budget.cap is not None else 0.0
             verdict = self.budget.admit(self.cost or 0.0, worst)
             if verdict is Admission.GO:
                 break
@@ -464,7 +467,7 @@ class LLM:
                 raise
             except Exception as exc:  # an odd reply the client could not read: this item fails
                 err = CallFailed(f"malformed reply: {type(exc).__name__}: {exc}")
-                err.kind = FailureKind.MALFORMED  # type: ignore[attr-defined]
+                err.kind = FailureKind.MALFORMED.value  # type: ignore[attr-defined]
                 raise err from None
             if comp.usage.unknown:
                 # No readable usage: count the worst case, never zero.
@@ -559,6 +562,13 @@ class LLM:
                 except UnsupportedFeature as exc:
                     raise LLMError(f"{self.config.resolved_base_url() or 'the server'} rejected the "
                                    f"embeddings request: {exc}") from None
+                except LLMError:
+                    raise
+                except Exception as exc:  # an odd reply the client could not read
+                    reservation.settle(0)
+                    self.stats.failed += 1
+                    return Embeddings(None, f"embedding call failed: malformed reply: {describe_exc(exc)}",
+                                      model, usage, cached, FailureKind.MALFORMED)
                 finally:
                     self.budget.release(worst, completion_tokens=0)
                     st.wake_budget_waiters()

@@ -4,13 +4,13 @@ themselves)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from .cost import Usage
 from .prompts import Prompt
-from .provenance import FailureKind, Provenance
+from .provenance import FailureKind, Provenance, Traced
 
 __all__ = ["Outcome", "PreparedCall", "DryRun", "Stats", "Embeddings", "Validator",
            "BUDGET_REASON"]
@@ -22,7 +22,7 @@ Validator = Callable[[Any], Any]
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Outcome(Traced):
     """The result of one structured call. ``value is None`` exactly when ``error`` is set;
     ``failure`` then says which kind of failure it is."""
 
@@ -44,51 +44,10 @@ class Outcome:
     dropped: tuple[str, ...] = ()
     obj: dict[str, Any] | None = field(default=None, repr=False)
 
-    def __post_init__(self) -> None:
-        if self.error is not None and self.failure is None:
-            object.__setattr__(self, "failure", FailureKind.OTHER)
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
     @property
     def skipped(self) -> bool:
         """Not attempted because the cost budget was reached (not a model failure)."""
         return self.failure is FailureKind.BUDGET
-
-    # Provenance fields, readable directly (``out.model``, ``out.prompt_sha``...).
-    @property
-    def model(self) -> str:
-        return self.provenance.model
-
-    @property
-    def served_model(self) -> str | None:
-        return self.provenance.served_model
-
-    @property
-    def prompt_id(self) -> str:
-        return self.provenance.prompt_id
-
-    @property
-    def prompt_version(self) -> str:
-        return self.provenance.prompt_version
-
-    @property
-    def prompt_sha(self) -> str:
-        return self.provenance.prompt_sha
-
-    @property
-    def params(self) -> dict[str, Any]:
-        return dict(self.provenance.params)
-
-    @property
-    def system_fingerprint(self) -> str | None:
-        return self.provenance.system_fingerprint
-
-    @property
-    def response_format(self) -> str | None:
-        return self.provenance.response_format
 
 
 @dataclass(frozen=True)
@@ -161,8 +120,3 @@ class Stats:
     dropped: int = 0  # answers whose free-text fields were given up to get the label
     fallbacks: list[str] = field(default_factory=list)
 
-
-def usage_of(record: Mapping[str, Any]) -> Usage:
-    """The usage stored in a cache record (tolerant of old records)."""
-    raw = record.get("usage")
-    return Usage.from_dict(raw) if isinstance(raw, Mapping) else Usage()
