@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .judges import Judgment, JudgeResult, LLMRelevanceJudge
     from .llm import LLM, Prompt, load_prompt
     from .rag import RagReport, Sample, evaluate_samples, evaluate_samples_sync
+    from .synth import SynthResult, synthesize, synthesize_sync
 
 # name -> module it is loaded from on first access (PEP 562)
 _LAZY = {
@@ -48,6 +49,9 @@ _LAZY = {
     "evaluate_samples_sync": "rag",
     "RagReport": "rag",
     "Sample": "rag",
+    "synthesize": "synth",
+    "synthesize_sync": "synth",
+    "SynthResult": "synth",
 }
 
 
@@ -100,6 +104,10 @@ __all__ = [
     "evaluate_samples_sync",
     "RagReport",
     "Sample",
+    # synthetic test collections
+    "synthesize",
+    "synthesize_sync",
+    "SynthResult",
     # agreement
     "label_agreement",
     "ranking_agreement",
