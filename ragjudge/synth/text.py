@@ -18,8 +18,9 @@ _TOKEN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac0
 
 # Phrases that mark navigation, legal or error text rather than content worth asking about.
 _BOILERPLATE = re.compile(
-    r"all rights reserved|cookie|privacy policy|terms of (use|service)|click here|sign in|log in"
-    r"|subscribe|javascript|page not found|404|skip to (main )?content|\bmenu\b|copyright|©",
+    r"all rights reserved|cookies? (policy|settings|consent)|(accept|we use) (all )?cookies"
+    r"|privacy policy|terms of (use|service)|click here|sign in|log in|subscribe|javascript"
+    r"|page not found|error 404|404 not found|skip to (main )?content|\bmenu\b|copyright|©",
     re.IGNORECASE,
 )
 
@@ -76,7 +77,7 @@ def boilerplate_reason(text: str, toks: Sequence[str]) -> str | None:
     if len(toks) >= 20 and len(set(toks)) / len(toks) < 0.3:
         return f"repetitive ({len(set(toks))} distinct of {len(toks)} words)"
     hits = len(_BOILERPLATE.findall(text))
-    if hits >= 2 or (hits and len(toks) < 40):
+    if hits >= 2 or (hits and len(toks) < 20):
         return "boilerplate phrases (navigation/legal/error text)"
     lines = [ln for ln in text.splitlines() if ln.strip()]
     if len(lines) >= 5 and sum(len(ln.split()) <= 3 for ln in lines) / len(lines) > 0.6:
