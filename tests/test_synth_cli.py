@@ -287,3 +287,34 @@ def test_kill_9_then_resume(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         assert main(clean) == 0
     fresh = jsonl(tmp_path / "clean" / "synth.jsonl")
     assert [(r["id"], r["status"], r["query"]) for r in resumed] == [(r["id"], r["status"], r["query"]) for r in fresh]
+
+
+# ----------------------------------------------------------------------------- the bundled set
+def test_bundled_example_set_is_consistent(capsys: pytest.CaptureFixture[str]) -> None:
+    from ragjudge.llm import load_prompt
+
+    d = REPO / "examples" / "synth"
+    queries = jsonl(d / "queries.jsonl")
+    records = jsonl(d / "synth.jsonl")
+    kept = [r for r in records if r["status"] == "kept"]
+    assert [q["_id"] for q in queries] == [r["qid"] for r in kept] and len(queries) == 40
+    assert [q["text"] for q in queries] == [r["query"] for r in kept]
+    qrels = read_qrels(d / "qrels.txt")
+    assert qrels.to_dict() == {r["qid"]: {s: 3 for s in r["source_ids"]} for r in kept}
+    shas = {name: load_prompt(f"{name}.v1").sha256 for name in ("synth_question", "synth_keyword", "synth_multi")}
+    for r in records:  # made with the prompts shipped today (regenerate after editing a prompt)
+        if r["generation"]:
+            assert r["generation"]["prompt_sha"] == shas[r["generation"]["prompt_id"]], r["id"]
+            assert r["generation"]["model"] == "sim-model"
+    summary = json.loads((d / "summary.json").read_text())
+    assert summary["summary"]["kept"] == 40 and summary["summary"]["candidates"] == len(records)
+    for name in ("rag_bm25_stemmed", "rag_bm25_raw"):
+        samples = jsonl(d / f"{name}.jsonl")
+        assert len(samples) == 40 and all(len(s["retrieved_context_ids"]) <= 5 for s in samples)
+    # the README's flows
+    runs = sorted(str(p) for p in (d / "runs").glob("*.run"))
+    assert len(runs) == 3
+    assert main(["evaluate", str(d / "qrels.txt"), *runs, "-m", "ndcg@10,mrr,recall@20",
+                 "--baseline", "term_overlap"]) == 0
+    assert "baseline" in capsys.readouterr().out
+    assert main(["rag", str(d / "rag_bm25_raw.jsonl"), "-m", "hit@5,recall@5,mrr,ndcg@5"]) == 0
