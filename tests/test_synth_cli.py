@@ -154,7 +154,12 @@ def test_judge_pool_adds_judged_documents(sim: Any, tmp_path: Path, capsys: pyte
     # a run of other queries is an error, not silently nothing
     other = tmp_path / "other.run"
     other.write_text("q01 Q0 volc-01 1 1.0 x\n")
-    assert main(synth(sim, tmp_path, "--oversample", "4", "--judge-pool", str(other), n=5)) == 2
+    paid = sim.stats()["paid"]
+    assert main(synth(sim, tmp_path, "--oversample", "4", "--judge-pool", str(other), n=5,
+                      cache="other.sqlite")) == 2
+    err = capsys.readouterr().err
+    assert "other.run" in err and "share no query id" in err
+    assert sim.stats()["paid"] == paid  # checked before anything is spent
 
 
 def test_empty_and_tiny_corpora(sim: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -449,34 +449,43 @@ async def synthesize(
     judge = LLMRelevanceJudge(llm=llm, prompt=judge_prompt, progress=progress)
     job.params["judge_prompt"] = {"prompt_id": judge.prompt.id, "prompt_version": judge.prompt.version,
                                   "prompt_sha": judge.prompt.sha256}
+    width = max(3, len(str(n)))
+    runs = _pool_runs(judge_pool, depth, [f"synth-{i:0{width}d}" for i in range(1, n + 1)])
     before = llm.usage
     await _rounds(job, judge, copy_span=copy_span, roundtrip_k=roundtrip_k, min_grade=min_grade,
                   min_confidence=min_confidence, progress=progress)
-    width = max(3, len(str(n)))
     kept = [c for c in job.candidates if c.kept]
     for i, c in enumerate(kept, 1):
         c.qid = f"synth-{i:0{width}d}"
     qrels = Qrels.from_dict({c.qid: {s: 3 for s in c.sources} for c in kept if c.qid},
                             source=f"synth:{llm.model}")
     pool_summary = None
-    if judge_pool is not None:
-        if depth < 1:
-            raise InputError(f"must be a positive integer, got {depth}", field="--depth")
-        runs = [judge_pool] if isinstance(judge_pool, Run) else list(judge_pool)
+    if runs and kept:
         queries = {c.qid: c.query for c in kept if c.qid and c.query}
-        if queries and not any(set(r.query_ids) & set(queries) for r in runs):
-            raise InputError("the --judge-pool runs share no query id with the kept synthetic queries "
-                             "(run the retrievers on queries.jsonl first)",
-                             source=runs[0].source if runs else None, field="qid")
-        if queries:
-            pooled = await judge.fill_holes(qrels, queries, job.corpus, runs, depth)
-            qrels = pooled.qrels
-            pool_summary = pooled.summary()
-            pool_summary["depth"] = depth
+        pooled = await judge.fill_holes(qrels, queries, job.corpus, runs, depth)
+        qrels = pooled.qrels
+        pool_summary = pooled.summary()
+        pool_summary["depth"] = depth
     usage = llm.usage - before
     return SynthResult(requested=n, candidates=job.candidates, qrels=qrels, corpus=job.corpus,
                        sampling=job.pool.report, usage=usage, cost=llm.prices.cost(llm.model, usage),
                        model=llm.model, params=job.params, pool=pool_summary)
+
+
+def _pool_runs(judge_pool: Run | Sequence[Run] | None, depth: int, qids: list[str]) -> list[Run]:
+    """The ``judge_pool`` runs, checked before anything is spent: they must be runs of the
+    synthetic queries (ids ``synth-001``...), i.e. made from a previous run's queries.jsonl."""
+    if judge_pool is None:
+        return []
+    if depth < 1:
+        raise InputError(f"must be a positive integer, got {depth}", field="--depth")
+    runs = [judge_pool] if isinstance(judge_pool, Run) else list(judge_pool)
+    possible = set(qids)
+    if not runs or not any(set(r.query_ids) & possible for r in runs):
+        raise InputError("the --judge-pool runs share no query id with the synthetic queries "
+                         f"({qids[0]}...; run the retrievers on queries.jsonl first)",
+                         source=runs[0].source if runs else None, field="qid")
+    return runs
 
 
 def synthesize_sync(corpus: Mapping[str, str] | str | Path, n: int, **kwargs: Any) -> SynthResult:
