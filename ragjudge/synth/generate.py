@@ -259,7 +259,7 @@ def _prepare(
         ex = [str(e).strip() for e in (examples or []) if str(e).strip()]
     corpus = _corpus(corpus)
     index = LexicalIndex(corpus)
-    pool = PassagePool(corpus, seed=seed, min_words=min_words, index=index)
+    pool = PassagePool(corpus, seed=seed, min_words=min_words)
     params = {
         "n": n, "styles": weights, "oversample": oversample, "seed": seed, "min_words": min_words,
         "copy_span": copy_span, "roundtrip_k": roundtrip_k, "roundtrip_retriever": "bm25s BM25 (k1=1.5, b=0.75)",

@@ -86,13 +86,11 @@ class PassagePool:
         seed: int = 0,
         min_words: int = 12,
         near_duplicate: float = 0.7,
-        index: LexicalIndex | None = None,
     ) -> None:
         self.corpus = corpus
         self.near_duplicate = near_duplicate
         self.report = SamplingReport(corpus=len(corpus))
         self._tokens: dict[str, list[str]] = {}
-        self._index = index
         seen: dict[str, str] = {}
         eligible: list[str] = []
         for d, text in corpus.items():
