@@ -163,7 +163,7 @@ def validity(args: argparse.Namespace, llm_factory: Callable[[], LLM]) -> dict[s
 def cost(args: argparse.Namespace, llm_factory: Callable[[], LLM]) -> dict[str, Any]:
     corpus = read_corpus(EX / "corpus.jsonl")
     out: dict[str, Any] = {}
-    for oversample in (1.5, 3.0):
+    for oversample in args.cost_oversample:
         llm = llm_factory()
         t0 = time.perf_counter()
         result = asyncio.run(_synth(args.n, oversample, llm, corpus))
@@ -286,6 +286,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rpm", type=float, default=600.0)
     ap.add_argument("--latency", type=float, default=0.3, help="simulator latency (s)")
     ap.add_argument("--bm25-docs", type=int, default=20000)
+    ap.add_argument("--cost-n", type=int, default=40, help="queries of the cost runs (default 40)")
+    ap.add_argument("--cost-oversample", type=lambda v: [float(x) for x in v.split(",")], default=[1.5, 3.0],
+                    help="oversampling factors of the cost runs (default 1.5,3)")
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     args = ap.parse_args(argv)
     sections = args.only or ["validity", "cost", "bm25"]
@@ -315,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         if "validity" in sections:
             results["validity"] = validity(args, llm_factory)
         if "cost" in sections:
-            args_cost = argparse.Namespace(**{**vars(args), "n": 40})
+            args_cost = argparse.Namespace(**{**vars(args), "n": args.cost_n})
             results["cost"] = cost(args_cost, llm_factory)
         if "bm25" in sections:
             results["bm25"] = bm25_choice(args)

@@ -259,8 +259,9 @@ class FakeModel:
     """Answers synth_* prompts with a query built from the passage's first words (or a broken
     reply to question prompts on bicycles), and grades relevance by word overlap, with logprobs."""
 
-    def __init__(self) -> None:
+    def __init__(self, **usage: int) -> None:
         self.calls: list[str] = []
+        self.usage = usage  # prompt_tokens/completion_tokens the fake server reports
 
     def __call__(self, request: Any) -> respx.MockResponse:
         body = json.loads(request.content)
@@ -270,19 +271,20 @@ class FakeModel:
         if name.startswith("synth_"):
             passages = re.findall(r"<passage(?:_[ab])?>\n(.*?)\n</passage", user, re.S)
             if "bicycles" in passages[0].lower() and name == "synth_question":
-                return ok(completion("I cannot write JSON today."))
+                return ok(completion("I cannot write JSON today.", **self.usage))
             words = tokens(passages[0])
             query = " ".join(words[:4]) if name == "synth_keyword" else f"what about {' '.join(words[:3])}?"
             if len(passages) > 1:
                 query = f"how are {words[0]} and {tokens(passages[1])[0]} {tokens(passages[1])[1]} related?"
-            return ok(completion(json.dumps({"query": query, "answer": passages[0].split(".")[0] + "."})))
+            return ok(completion(json.dumps({"query": query, "answer": passages[0].split(".")[0] + "."}),
+                                 **self.usage))
         q = re.search(r"<query>\n(.*?)\n</query>", user, re.S).group(1)  # type: ignore[union-attr]
         p = re.search(r"<passage>\n(.*?)\n</passage>", user, re.S).group(1)  # type: ignore[union-attr]
         overlap = len(set(tokens(q)) & set(tokens(p)))
         grade = 3 if overlap >= 3 else 1
         text = json.dumps({"reasoning": "overlap", "grade": grade})
         dist = {str(grade): 0.9, "0": 0.1} if "bees" not in p else {str(grade): 0.55, "0": 0.45}
-        return ok(completion(text, logprobs=grade_logprobs(text, dist)))
+        return ok(completion(text, logprobs=grade_logprobs(text, dist), **self.usage))
 
 
 def test_synthesize_end_to_end_with_mocked_http(httpx2_mock: respx.Router, tmp_path: Path) -> None:
@@ -331,13 +333,14 @@ def test_synthesize_end_to_end_with_mocked_http(httpx2_mock: respx.Router, tmp_p
 
 def test_max_cost_stops_spending(httpx2_mock: respx.Router) -> None:
     corpus = make_corpus(3)
-    httpx2_mock.post(URL).mock(side_effect=FakeModel())
+    # ~0.26 USD per call as billed (below the pre-call estimate); 5 queries need ~10 calls
+    httpx2_mock.post(URL).mock(side_effect=FakeModel(prompt_tokens=200, completion_tokens=60))
     prices = PriceTable.parse({"m": {"input": 1000.0, "output": 1000.0}})
-    llm = LLM("m", base_url=BASE, api_key=SECRET, cache=False, prices=prices, max_cost=1.0)
+    llm = LLM("m", base_url=BASE, api_key=SECRET, cache=False, prices=prices, max_cost=2.0)
     result = synthesize_sync(corpus, 5, llm=llm, progress=False)
     assert not result.ok
     assert any(c.dropped_by == "budget" for c in result.candidates)
-    assert llm.cost is not None and llm.cost <= 1.0
+    assert llm.cost is not None and 0 < llm.cost <= 2.0
     assert "FEWER THAN REQUESTED" in str(result)
 
 

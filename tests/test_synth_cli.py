@@ -124,12 +124,12 @@ def _prices(tmp: Path) -> Path:
 def test_max_cost_is_never_exceeded(sim: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     p = tmp_path / "prices.json"
     p.write_text(json.dumps({"sim-model": {"input": 1000.0, "output": 1000.0}}))
-    assert main(synth(sim, tmp_path, "--prices", str(p), "--max-cost", "2")) == 1
+    assert main(synth(sim, tmp_path, "--prices", str(p), "--max-cost", "4")) == 1
     captured = capsys.readouterr()
     assert "--max-cost was reached" in captured.err
     assert "budget" in captured.out
     s = sim.stats()
-    assert (s["prompt_tokens"] + s["completion_tokens"]) * 1000.0 / 1e6 <= 2.0
+    assert 0 < (s["prompt_tokens"] + s["completion_tokens"]) * 1000.0 / 1e6 <= 4.0
 
 
 def test_judge_pool_adds_judged_documents(sim: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
