@@ -359,3 +359,15 @@ def test_async_api_inside_a_running_loop(httpx2_mock: respx.Router) -> None:
     inner, outer = asyncio.run(main())
     assert inner.queries == outer.queries and len(outer.queries) == 2
     assert math.isfinite(outer.summary()["calls_per_kept_query"])
+
+
+def test_pool_stratifies_by_repeated_titles() -> None:
+    corpus = {}
+    for doc in ("Volcano", "Coffee", "Bees"):
+        for i in range(4):
+            corpus[f"{doc.lower()}{i}"] = f"{doc}\n" + TOPICS[{"Volcano": "volcano", "Coffee": "coffee",
+                                                                "Bees": "bees"}[doc]] + f" part {i} of the article."
+    pool = PassagePool(corpus, seed=0)
+    assert pool.report.stratified_by[0] == "title"
+    first = pool.order[:3]
+    assert {d.rstrip("0123456789") for d in first} == {"volcano", "coffee", "bees"}

@@ -323,3 +323,21 @@ def test_bundled_example_set_is_consistent(capsys: pytest.CaptureFixture[str]) -
                  "--baseline", "term_overlap"]) == 0
     assert "baseline" in capsys.readouterr().out
     assert main(["rag", str(d / "rag_bm25_raw.jsonl"), "-m", "hit@5,recall@5,mrr,ndcg@5"]) == 0
+
+
+def test_server_faults_are_accounted_not_fatal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-sim")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    # malformed JSON content, refusals and truncated replies on a good share of the calls
+    with simulator_thread(latency=0.0, p_malformed=0.3, p_refusal=0.1, p_truncate=0.1, seed=3) as sim:
+        code = main(synth(sim, tmp_path, "--oversample", "4", "--allow-fewer", "--max-attempts", "2", n=10))
+    assert code == 0
+    records = jsonl(tmp_path / "out" / "synth.jsonl")
+    failed = [r for r in records if r["dropped_by"] == "generation"]
+    for r in failed:  # a failure is a value with its reason and provenance, never a crash
+        assert r["reason"] and r["generation"]["error"] == r["reason"] and r["query"] is None
+    refused = [r for r in records if r["reason"] and "refusal" in r["reason"]]
+    assert failed and refused  # the faults reached the accounting
+    out = capsys.readouterr().out
+    assert "generation" in out and "queries kept" in out
