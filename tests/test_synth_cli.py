@@ -230,6 +230,7 @@ def test_non_english_text(sim: Any, tmp_path: Path) -> None:
     (["--oversample", "0.5"], "oversample must be a number >= 1"),
     (["--depth", "0"], "--depth"),
     (["--min-confidence", "1.5"], "--min-confidence"),
+    (["--min-grade", "4"], "--min-grade: must be one of the judge's grades [0, 1, 2, 3], got 4"),
 ])
 def test_bad_input_is_one_line(sim: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                change: list[str], message: str) -> None:

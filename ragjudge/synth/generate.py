@@ -446,7 +446,7 @@ async def synthesize(
                    oversample=oversample, seed=seed, min_words=min_words, copy_span=copy_span,
                    roundtrip_k=roundtrip_k, min_grade=min_grade, min_confidence=min_confidence,
                    max_passage_chars=max_passage_chars)
-    judge = LLMRelevanceJudge(llm=llm, prompt=judge_prompt, progress=progress)
+    judge = _judge_for(llm, judge_prompt, min_grade, progress)
     job.params["judge_prompt"] = {"prompt_id": judge.prompt.id, "prompt_version": judge.prompt.version,
                                   "prompt_sha": judge.prompt.sha256}
     width = max(3, len(str(n)))
@@ -470,6 +470,14 @@ async def synthesize(
     return SynthResult(requested=n, candidates=job.candidates, qrels=qrels, corpus=job.corpus,
                        sampling=job.pool.report, usage=usage, cost=llm.prices.cost(llm.model, usage),
                        model=llm.model, params=job.params, pool=pool_summary)
+
+
+def _judge_for(llm: LLM, prompt: str | Path | Prompt, min_grade: int, progress: bool) -> LLMRelevanceJudge:
+    judge = LLMRelevanceJudge(llm=llm, prompt=prompt, progress=progress)
+    grades = sorted(int(g) for g in judge.prompt.labels or {})
+    if not grades or not grades[0] <= min_grade <= grades[-1]:
+        raise InputError(f"must be one of the judge's grades {grades}, got {min_grade}", field="--min-grade")
+    return judge
 
 
 def _pool_runs(judge_pool: Run | Sequence[Run] | None, depth: int, qids: list[str]) -> list[Run]:
@@ -523,7 +531,7 @@ def estimate_synth(
     if unknown:
         raise TypeError(f"unexpected argument(s): {', '.join(sorted(unknown))}")
     job = _prepare(corpus, n, llm, **{**defaults, **kwargs})
-    judge = LLMRelevanceJudge(llm=llm, prompt=judge_prompt, progress=False)
+    judge = _judge_for(llm, judge_prompt, int(kwargs.get("min_grade", 2)), False)
     gen = {}
     for style, st in job.styles.items():
         gen[style] = llm.estimate(st.prompt, [job.variables[c.id] for c in job.candidates
