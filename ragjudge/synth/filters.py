@@ -1,0 +1,206 @@
+"""Candidates and the filters that decide which synthetic queries are kept (pure logic).
+
+Every candidate ends in exactly one state: ``kept``, ``dropped`` (by the first filter that
+rejected it, with a reason) or ``unused`` (it passed every filter it met, but enough queries
+were already kept, so it was never judged). The filters run cheap-first so the only paid
+filter, the answerability judge, sees only candidates that survived the free ones:
+
+1. ``pairing``      -- a two-passage style found no second passage;
+2. ``generation``   -- the model call failed or the reply was unusable (failures as data);
+3. ``budget``       -- not generated/judged because ``max_cost`` was reached;
+4. ``copy``         -- the query copies a long span of its passage (``copy_span`` tokens);
+5. ``roundtrip``    -- BM25 over the whole corpus does not rank every source in the top
+                       ``roundtrip_k`` (Promptagator's round-trip consistency);
+6. ``duplicate``    -- same normalised query, or token-set Jaccard >= ``near_duplicate``,
+                       as an earlier surviving candidate;
+7. ``answerability``-- the relevance judge grades (query, sources) below ``min_grade``;
+8. ``confidence``   -- optional: the judge's probability of a grade >= ``min_grade`` (from
+                       logprobs) is below ``min_confidence`` (InPars keeps the candidates the
+                       model is most sure of).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .lexical import LexicalIndex
+from .text import longest_common_span, normalize, tokens
+
+__all__ = ["Candidate", "FilterLine", "FILTERS", "text_filters", "judge_filter", "accounting"]
+
+FILTERS: dict[str, str] = {
+    "pairing": "no second passage for a two-passage question",
+    "generation": "model call failed or reply unusable",
+    "budget": "not sent: --max-cost reached",
+    "copy": "query copies a long span of its passage",
+    "roundtrip": "BM25 does not rank the source(s) in the top k",
+    "duplicate": "same or nearly the same query as an earlier one",
+    "answerability": "judge grades (query, source) too low",
+    "confidence": "judge not confident enough (logprobs)",
+}
+_EXAMPLES = 3
+
+
+@dataclass
+class Candidate:
+    """One generated (or attempted) synthetic query with everything known about it."""
+
+    id: str
+    style: str
+    sources: list[str]
+    query: str | None = None
+    reference: str | None = None
+    pairing: str | None = None
+    status: str = "pending"  # pending -> kept | dropped | unused
+    dropped_by: str | None = None
+    reason: str | None = None
+    qid: str | None = None
+    scores: dict[str, Any] = field(default_factory=dict)
+    generation: dict[str, Any] = field(default_factory=dict)
+    judgment: dict[str, Any] | None = None
+    checked: bool = field(default=False, repr=False)  # the free filters have seen it
+
+    @property
+    def pending(self) -> bool:
+        return self.status == "pending"
+
+    @property
+    def kept(self) -> bool:
+        return self.status == "kept"
+
+    def drop(self, by: str, reason: str) -> None:
+        self.status, self.dropped_by, self.reason = "dropped", by, reason
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "qid": self.qid, "status": self.status, "style": self.style,
+            "query": self.query, "reference": self.reference, "source_ids": list(self.sources),
+            "pairing": self.pairing, "dropped_by": self.dropped_by, "reason": self.reason,
+            "scores": dict(self.scores), "generation": dict(self.generation),
+            "judgment": None if self.judgment is None else dict(self.judgment),
+        }
+
+
+@dataclass(frozen=True)
+class FilterLine:
+    """One line of the accounting: how many candidates reached a filter and how many it dropped."""
+
+    name: str
+    description: str
+    seen: int
+    dropped: int
+    examples: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"filter": self.name, "description": self.description, "seen": self.seen,
+                "dropped": self.dropped, "examples": list(self.examples)}
+
+
+def text_filters(
+    candidates: Iterable[Candidate],
+    passage_tokens: Callable[[str], Sequence[str]],
+    index: LexicalIndex | None,
+    *,
+    copy_span: int = 7,
+    roundtrip_k: int | None = 20,
+    near_duplicate: float = 0.8,
+) -> None:
+    """The free filters (copy, round-trip, duplicate), in place, on candidates in order.
+
+    Idempotent: candidates checked by an earlier call are not checked again, but the survivors
+    among them count as earlier queries for the duplicate check (generation comes in rounds).
+
+    ``index=None`` or ``roundtrip_k=None`` skips the round trip. Duplicates are checked last,
+    against earlier *surviving* candidates, so a query is not dropped as the duplicate of one
+    that a later filter would have dropped anyway.
+    """
+    survivors: list[tuple[Candidate, bool]] = []
+    for c in candidates:
+        if c.query is None or c.status == "dropped":
+            continue
+        if c.checked:  # checked in an earlier round: a survivor to dedup against
+            survivors.append((c, False))
+            continue
+        c.checked = True
+        qt = tokens(c.query)
+        span = max((longest_common_span(qt, passage_tokens(s)) for s in c.sources), default=0)
+        c.scores["copy_span"] = span
+        if copy_span and span >= copy_span:
+            c.drop("copy", f"copies {span} consecutive words of its passage (limit {copy_span - 1})")
+            continue
+        if index is not None and roundtrip_k is not None:
+            ranks = index.rank_of(c.query, c.sources)
+            c.scores["roundtrip_ranks"] = dict(zip(c.sources, ranks))
+            bad = [(s, r) for s, r in zip(c.sources, ranks) if r is None or r > roundtrip_k]
+            if bad:
+                s, r = bad[0]
+                where = "not retrieved (no shared term)" if r is None else f"at BM25 rank {r}"
+                c.drop("roundtrip", f"source {s} {where}, needs top {roundtrip_k}")
+                continue
+        survivors.append((c, True))
+    _dedup(survivors, near_duplicate)
+
+
+def _dedup(cands: list[tuple[Candidate, bool]], threshold: float) -> None:
+    exact: dict[str, str] = {}
+    sets: dict[str, frozenset[str]] = {}
+    postings: dict[str, list[str]] = {}
+    for c, fresh in cands:
+        norm = normalize(c.query or "")
+        if fresh and norm in exact:
+            c.drop("duplicate", f"same query as {exact[norm]}")
+            continue
+        mine = frozenset(norm.split())
+        near = None
+        if fresh and len(mine) > 3:  # short keyword queries differ by one word on purpose
+            counts: dict[str, int] = {}
+            for t in mine:
+                for other in postings.get(t, ()):
+                    counts[other] = counts.get(other, 0) + 1
+            for other, inter in counts.items():
+                if inter / (len(mine) + len(sets[other]) - inter) >= threshold:
+                    near = other
+                    break
+        if near is not None:
+            c.drop("duplicate", f"nearly the same query as {near}")
+            continue
+        exact[norm] = c.id
+        sets[c.id] = mine
+        for t in mine:
+            postings.setdefault(t, []).append(c.id)
+
+
+def judge_filter(c: Candidate, grade: int | None, probs: Mapping[int, float] | None, error: str | None,
+                 *, min_grade: int = 2, min_confidence: float | None = None,
+                 budget: bool = False) -> None:
+    """Apply the judge's verdict on ``(c.query, c.sources)``: answerability, then confidence."""
+    if grade is None:
+        c.drop("budget" if budget else "answerability", f"judge failed: {error}")
+        return
+    c.scores["grade"] = grade
+    if grade < min_grade:
+        c.drop("answerability", f"judge grade {grade} < {min_grade}")
+        return
+    if probs:
+        conf = sum(p for g, p in probs.items() if g >= min_grade)
+        c.scores["confidence"] = round(conf, 6)
+        if min_confidence is not None and conf < min_confidence:
+            c.drop("confidence", f"P(grade >= {min_grade}) = {conf:.2f} < {min_confidence}")
+            return
+    else:
+        c.scores["confidence"] = None
+    c.status = "kept"
+
+
+def accounting(candidates: Sequence[Candidate]) -> list[FilterLine]:
+    """Per filter, in pipeline order: candidates that reached it, dropped, example reasons."""
+    remaining = len(candidates)
+    out = []
+    for name, desc in FILTERS.items():
+        dropped = [c for c in candidates if c.dropped_by == name]
+        out.append(FilterLine(name, desc, remaining, len(dropped),
+                              tuple(f"{c.id}: {c.reason}" for c in dropped[:_EXAMPLES])))
+        remaining -= len(dropped)
+    return out

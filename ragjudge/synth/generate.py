@@ -1,0 +1,550 @@
+"""Synthetic test collections from a corpus: :func:`synthesize` (async) and :func:`synthesize_sync`.
+
+The pipeline, per run: sample passages (seeded, stratified, no short/boilerplate/duplicate
+text) -> plan candidates (``ceil(n * oversample)``, styles mixed by weight, two-passage styles
+paired with a BM25 neighbour sharing an entity) -> one LLM call per candidate writing the query
+*and* its reference answer -> free filters (copy, round trip, duplicates) -> the relevance
+judge on survivors only, in batches sized to what is still missing, so calls per kept query
+stay near ``oversample + 1`` -> qrels (sources at grade 3; optionally a judged pool) and RAG
+samples. Every LLM call goes through one :class:`ragjudge.llm.LLM` session: its cache makes a
+rerun (after a crash, or with more queries) free for everything already answered.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .._sync import run_sync
+from ..data import Qrels, Run
+from ..errors import InputError
+from ..judges import LLMRelevanceJudge
+from ..judges.relevance import Pair
+from ..llm import BUDGET_REASON, LLM, DryRun, Outcome, Prompt, load_prompt
+from .filters import Candidate, judge_filter, text_filters
+from .lexical import LexicalIndex
+from .result import SynthResult
+from .sampling import PassagePool, SamplingReport
+
+__all__ = [
+    "synthesize", "synthesize_sync", "estimate_synth", "parse_styles", "read_examples",
+    "SynthPlan", "DEFAULT_STYLES", "STYLE_PROMPTS",
+]
+
+#: The default mix of query styles (``--styles``).
+DEFAULT_STYLES: dict[str, float] = {"question": 0.6, "keyword": 0.3, "multi": 0.1}
+#: The shipped prompt of each style.
+STYLE_PROMPTS: dict[str, str] = {
+    "question": "synth_question.v1", "keyword": "synth_keyword.v1", "multi": "synth_multi.v1",
+}
+_ONE = ("passage",)
+_TWO = ("passage_a", "passage_b")
+_EXAMPLES_PER_CALL = 4
+_NO_EXAMPLES = "(none given)"
+
+
+# ----------------------------------------------------------------------------- inputs
+def parse_styles(spec: str | Mapping[str, float] | None, known: Iterable[str] = ()) -> dict[str, float]:
+    """``"question=0.6,keyword=0.3,multi=0.1"`` (or a mapping) -> weights; the names must be
+    shipped styles or in ``known`` (styles with a user prompt), the weights >= 0 and sum to 1."""
+    if spec is None:
+        return dict(DEFAULT_STYLES)
+    if isinstance(spec, str):
+        items: dict[str, Any] = {}
+        for part in (p.strip() for p in spec.split(",")):
+            if not part:
+                continue
+            name, sep, value = part.partition("=")
+            if not sep:
+                raise InputError(f"{part!r} is not STYLE=WEIGHT", field="--styles")
+            if name.strip() in items:
+                raise InputError(f"style {name.strip()!r} given twice", field="--styles")
+            items[name.strip()] = value.strip()
+    else:
+        items = dict(spec)
+    if not items:
+        raise InputError("no style given", field="--styles")
+    allowed = set(STYLE_PROMPTS) | set(known)
+    out: dict[str, float] = {}
+    for name, value in items.items():
+        if name not in allowed:
+            raise InputError(f"unknown style {name!r} (known: {', '.join(sorted(allowed))}; "
+                             "or give its prompt with --prompt STYLE=FILE)", field="--styles")
+        try:
+            w = float(value)
+        except (TypeError, ValueError):
+            raise InputError(f"weight of {name!r} is not a number: {value!r}", field="--styles") from None
+        if not math.isfinite(w) or w < 0:
+            raise InputError(f"weight of {name!r} must be >= 0, got {value}", field="--styles")
+        out[name] = w
+    total = sum(out.values())
+    if abs(total - 1.0) > 1e-6:
+        raise InputError(f"style weights sum to {total:g}, not 1", field="--styles")
+    return {k: v for k, v in out.items() if v > 0}
+
+
+def read_examples(path: str | Path) -> list[str]:
+    """Few-shot example queries: BEIR ``queries.jsonl`` / TSV (``.jsonl``, ``.tsv``) or plain
+    text, one query per line."""
+    from ..io import read_queries
+
+    p = Path(path)
+    if p.suffix in (".jsonl", ".tsv", ".gz"):
+        qs = list(read_queries(p).values())
+    else:
+        try:
+            qs = [ln.strip() for ln in p.read_text(encoding="utf-8").splitlines()]
+        except OSError as exc:
+            raise InputError(f"cannot read examples: {exc.strerror}", source=str(p)) from None
+        except UnicodeDecodeError:
+            raise InputError("examples file is not UTF-8 text", source=str(p)) from None
+    qs = [q for q in qs if q]
+    if not qs:
+        raise InputError("no example queries in the file", source=str(p))
+    return qs
+
+
+@dataclass(frozen=True)
+class _Style:
+    name: str
+    prompt: Prompt
+    two: bool  # a two-passage style (passage_a, passage_b)
+
+
+def _styles(weights: Mapping[str, float], prompts: Mapping[str, Any]) -> dict[str, _Style]:
+    out = {}
+    for name in weights:
+        prompt = load_prompt(prompts.get(name, STYLE_PROMPTS.get(name, "")))
+        got = set(prompt.variables)
+        two = "passage_a" in got or "passage_b" in got
+        need = set(_TWO if two else _ONE)
+        missing = sorted(need - got)
+        extra = sorted(got - need - {"examples"})
+        where = f"prompt {prompt.name} (style {name})"
+        if missing:
+            raise InputError(f"{where} lacks the variable(s) {', '.join(missing)} (a one-passage style "
+                             "uses {{passage}}, a two-passage style {{passage_a}} and {{passage_b}}; "
+                             "{{examples}} is optional)", source=prompt.source, field="variables")
+        if extra:
+            raise InputError(f"{where} uses variable(s) synth cannot fill: {', '.join(extra)}",
+                             source=prompt.source, field="variables")
+        props = prompt.output_schema.get("properties") or {}
+        for key in ("query", "answer"):
+            if (props.get(key) or {}).get("type") != "string":
+                raise InputError(f"{where}: the output schema needs a string field {key!r}",
+                                 source=prompt.source, field="output_schema")
+        out[name] = _Style(name, prompt, two)
+    return out
+
+
+def _allocate(total: int, weights: Mapping[str, float]) -> list[str]:
+    """``total`` style slots split by weight (largest remainder), interleaved evenly."""
+    raw = {k: total * w for k, w in weights.items()}
+    counts = {k: int(v) for k, v in raw.items()}
+    for k in sorted(raw, key=lambda k: (-(raw[k] - counts[k]), list(weights).index(k)))[: total - sum(counts.values())]:
+        counts[k] += 1
+    keyed = [((j + 0.5) / c, i, k) for i, (k, c) in enumerate(counts.items()) for j in range(c)]
+    return [k for _, _, k in sorted(keyed)]
+
+
+def _reply(obj: Any) -> dict[str, str]:
+    query = " ".join(str(obj.get("query", "")).split())
+    answer = " ".join(str(obj.get("answer", "")).split())
+    if not query:
+        raise ValueError("the query is empty")
+    if not answer:
+        raise ValueError("the answer is empty")
+    return {"query": query, "answer": answer}
+
+
+# ----------------------------------------------------------------------------- the job
+@dataclass
+class SynthPlan:
+    """A dry run: what :func:`synthesize` would send (no network)."""
+
+    candidates: int
+    generation: dict[str, DryRun]
+    judge: DryRun  # upper bound: every candidate judged
+    sampling: SamplingReport
+    model: str
+
+    @property
+    def calls(self) -> int:
+        return sum(d.calls for d in self.generation.values()) + self.judge.calls
+
+    @property
+    def cost(self) -> float | None:
+        costs = [d.cost for d in self.generation.values()] + [self.judge.cost]
+        return None if any(c is None for c in costs) else sum(costs)  # type: ignore[misc]
+
+    def describe(self) -> str:
+        gen = sum(d.calls for d in self.generation.values())
+        cached = sum(d.cached for d in self.generation.values())
+        ptoks = sum(d.prompt_tokens for d in self.generation.values()) + self.judge.prompt_tokens
+        ctoks = sum(d.completion_tokens for d in self.generation.values()) + self.judge.completion_tokens
+        cost = "unknown (no price for this model; pass --prices)" if self.cost is None else f"at most ${self.cost:.4f}"
+        return (f"dry run: {self.candidates} candidates from {self.sampling.eligible} eligible passages; "
+                f"{gen} generation calls ({cached} cached) + at most {self.judge.calls} judge calls "
+                f"to {self.model}; ~{ptoks} prompt + ~{ctoks} completion tokens; estimated cost {cost}")
+
+
+@dataclass
+class _Job:
+    corpus: Mapping[str, str]
+    n: int
+    llm: LLM
+    styles: dict[str, _Style]
+    weights: dict[str, float]
+    examples: list[str]
+    params: dict[str, Any]
+    pool: PassagePool
+    index: LexicalIndex
+    candidates: list[Candidate] = field(default_factory=list)
+    variables: dict[str, dict[str, Any]] = field(default_factory=dict)  # candidate id -> prompt vars
+
+
+def _corpus(corpus: Mapping[str, str] | str | Path) -> Mapping[str, str]:
+    if isinstance(corpus, (str, Path)):
+        from ..io import read_corpus
+
+        corpus = read_corpus(corpus)
+    if not isinstance(corpus, Mapping):
+        raise InputError("corpus must be a file path or a mapping {docid: text}", field="corpus")
+    if not corpus:
+        raise InputError("the corpus is empty", field="corpus")
+    return corpus
+
+
+def _prepare(
+    corpus: Mapping[str, str] | str | Path,
+    n: int,
+    llm: LLM,
+    *,
+    styles: str | Mapping[str, float] | None,
+    prompts: Mapping[str, Any] | None,
+    examples: Sequence[str] | str | Path | None,
+    oversample: float,
+    seed: int,
+    min_words: int,
+    copy_span: int,
+    roundtrip_k: int | None,
+    min_grade: int,
+    min_confidence: float | None,
+    max_passage_chars: int,
+) -> _Job:
+    if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+        raise InputError(f"the number of queries must be a positive integer, got {n!r}", field="-n")
+    if not (isinstance(oversample, (int, float)) and math.isfinite(oversample) and oversample >= 1):
+        raise InputError(f"oversample must be a number >= 1, got {oversample!r}", field="--oversample")
+    if roundtrip_k is not None and roundtrip_k < 1:
+        raise InputError(f"must be a positive integer, got {roundtrip_k}", field="--roundtrip-k")
+    if copy_span < 0 or min_words < 0 or max_passage_chars < 1:
+        raise InputError("copy_span and min_words must be >= 0, max_passage_chars >= 1", field="synth")
+    if min_confidence is not None and not 0.0 <= min_confidence <= 1.0:
+        raise InputError(f"must be in [0, 1], got {min_confidence}", field="--min-confidence")
+    prompts = dict(prompts or {})
+    weights = parse_styles(styles, known=prompts)
+    unused = sorted(set(prompts) - set(weights))
+    if unused:
+        raise InputError(f"a prompt is given for style(s) not in the mix: {', '.join(unused)}",
+                         field="--prompt")
+    style_map = _styles(weights, prompts)
+    if isinstance(examples, (str, Path)):
+        ex = read_examples(examples)
+    else:
+        ex = [str(e).strip() for e in (examples or []) if str(e).strip()]
+    corpus = _corpus(corpus)
+    index = LexicalIndex(corpus)
+    pool = PassagePool(corpus, seed=seed, min_words=min_words)
+    params = {
+        "n": n, "styles": weights, "oversample": oversample, "seed": seed, "min_words": min_words,
+        "copy_span": copy_span, "roundtrip_k": roundtrip_k, "roundtrip_retriever": "bm25s BM25 (k1=1.5, b=0.75)",
+        "min_grade": min_grade, "min_confidence": min_confidence, "max_passage_chars": max_passage_chars,
+        "examples": len(ex),
+        "prompts": {k: {"prompt_id": s.prompt.id, "prompt_version": s.prompt.version,
+                        "prompt_sha": s.prompt.sha256} for k, s in style_map.items()},
+    }
+    job = _Job(corpus, n, llm, style_map, weights, ex, params, pool, index)
+    _plan(job, math.ceil(n * oversample), seed, max_passage_chars)
+    return job
+
+
+def _plan(job: _Job, total: int, seed: int, max_chars: int) -> None:
+    """Candidates in their final order: a style per slot, an anchor passage per candidate
+    (fresh passages first; on a small corpus, a passage again only with another style), a
+    partner for two-passage styles."""
+    fresh = job.pool.draw()
+    used: dict[str, set[str]] = {}  # passage -> styles it anchors
+    width = max(4, len(str(total)))
+    for i, style in enumerate(_allocate(total, job.weights)):
+        anchor = next(fresh, None)
+        if anchor is None:  # corpus exhausted: reuse a passage with a style it has not had
+            anchor = next((d for d in used if style not in used[d]), None)
+            if anchor is None:
+                continue
+        used.setdefault(anchor, set()).add(style)
+        st = job.styles[style]
+        c = Candidate(id=f"c{i + 1:0{width}d}", style=style, sources=[anchor])
+        job.candidates.append(c)
+        if st.two:
+            found = job.pool.partner(anchor, job.index)
+            if found is None:
+                c.drop("pairing", f"no eligible BM25 neighbour of {anchor} to pair with")
+                continue
+            c.sources.append(found[0])
+            c.pairing = found[1]
+        texts = [job.corpus[s][:max_chars] for s in c.sources]
+        variables: dict[str, Any] = dict(zip(_TWO, texts)) if st.two else {"passage": texts[0]}
+        if "examples" in st.prompt.variables:
+            k = min(_EXAMPLES_PER_CALL, len(job.examples))
+            picked = random.Random(f"{seed}:{c.id}").sample(job.examples, k) if k else []
+            variables["examples"] = "\n".join(f"- {q}" for q in picked) or _NO_EXAMPLES
+        job.variables[c.id] = variables
+
+
+def _provenance(out: Outcome) -> dict[str, Any]:
+    return {
+        "model": out.model, "served_model": out.served_model, "prompt_id": out.prompt_id,
+        "prompt_version": out.prompt_version, "prompt_sha": out.prompt_sha, "params": dict(out.params),
+        "usage": out.usage.to_dict(), "cached": out.cached, "latency": round(out.latency, 4),
+        "system_fingerprint": out.system_fingerprint, "error": out.error,
+    }
+
+
+async def _generate(job: _Job, todo: list[Candidate], progress: bool) -> None:
+    import asyncio
+
+    by_style: dict[str, list[Candidate]] = {}
+    for c in todo:
+        by_style.setdefault(c.style, []).append(c)
+
+    async def one(style: str, cands: list[Candidate]) -> None:
+        outs = await job.llm.structured_many(
+            job.styles[style].prompt, [job.variables[c.id] for c in cands], validate=_reply,
+            desc=f"synth {style} ({job.llm.model})", progress=progress)
+        for c, out in zip(cands, outs):
+            c.generation = _provenance(out)
+            if out.ok:
+                c.query, c.reference = out.value["query"], out.value["answer"]
+            elif out.skipped:
+                c.drop("budget", "not generated: max cost reached")
+            else:
+                c.drop("generation", str(out.error))
+
+    await asyncio.gather(*(one(s, cs) for s, cs in by_style.items()))
+
+
+async def _judge(job: _Job, judge: LLMRelevanceJudge, batch: list[Candidate], min_grade: int,
+                 min_confidence: float | None) -> None:
+    pairs = [Pair(c.id, "+".join(c.sources), c.query or "",
+                  "\n\n".join(job.corpus[s] for s in c.sources)) for c in batch]
+    for c, j in zip(batch, await judge.judge_many(pairs)):
+        c.judgment = {"grade": j.grade, "expected": j.expected, "reasoning": j.reasoning,
+                      "probs": None if j.probs is None else {str(k): v for k, v in j.probs.items()},
+                      "error": j.error, "model": j.model, "served_model": j.served_model,
+                      "prompt_id": j.prompt_id, "prompt_version": j.prompt_version,
+                      "prompt_sha": j.prompt_sha, "usage": j.usage.to_dict(), "cached": j.cached}
+        judge_filter(c, j.grade, j.probs, j.error, min_grade=min_grade, min_confidence=min_confidence,
+                     budget=j.error == BUDGET_REASON)
+
+
+async def _rounds(job: _Job, judge: LLMRelevanceJudge, *, copy_span: int, roundtrip_k: int | None,
+                  min_grade: int, min_confidence: float | None, progress: bool) -> None:
+    """Generate and judge in rounds sized by what is still missing and the pass rates seen so
+    far, so a run stops paying once ``n`` queries are kept: the planned candidates are a cap
+    (``oversample``), not a quota. Decisions depend only on the replies, so a rerun from the
+    cache takes exactly the same path."""
+    cands = job.candidates
+
+    def count(pred: Any) -> int:
+        return sum(1 for c in cands if pred(c))
+
+    while True:
+        kept = count(lambda c: c.kept)
+        need = job.n - kept
+        if need <= 0:
+            break
+        ready = [c for c in cands if c.pending and c.query is not None]
+        if ready:  # judge survivors of the free filters first
+            judged = count(lambda c: c.judgment is not None)
+            rate = max(kept / judged, 0.2) if judged else 0.9
+            await _judge(job, judge, ready[: math.ceil(need / rate * 1.1)], min_grade, min_confidence)
+            continue
+        fresh = [c for c in cands if c.pending and not c.generation]
+        if not fresh:
+            break
+        done = count(lambda c: bool(c.generation))
+        rate = max(kept / done, 0.15) if done else 0.85
+        await _generate(job, fresh[: math.ceil(need / rate * 1.1)], progress)
+        text_filters(cands, job.pool.tokens_of, job.index, copy_span=copy_span, roundtrip_k=roundtrip_k)
+    kept = 0
+    for c in cands:  # the first n kept, in candidate order, stay; a batch's surplus is unused
+        if c.kept:
+            kept += 1
+            if kept > job.n:
+                c.status, c.reason = "unused", f"passed, but {job.n} queries were already kept"
+        elif c.pending:
+            c.status = "unused"
+            c.reason = (f"not judged: {job.n} queries already kept" if c.generation
+                        else f"not generated: {job.n} queries already kept")
+
+
+def _llm(llm: LLM | None, model: str | None, options: Mapping[str, Any]) -> LLM:
+    if llm is not None:
+        if options or (model and model != llm.model):
+            raise InputError("pass either llm= or model/options, not both", field="llm")
+        return llm
+    if not model:
+        raise InputError("no model given (pass --model)", field="model")
+    return LLM(model, **options)
+
+
+async def synthesize(
+    corpus: Mapping[str, str] | str | Path,
+    n: int,
+    *,
+    llm: LLM | None = None,
+    model: str | None = None,
+    styles: str | Mapping[str, float] | None = None,
+    prompts: Mapping[str, str | Path | Prompt] | None = None,
+    examples: Sequence[str] | str | Path | None = None,
+    oversample: float = 1.5,
+    seed: int = 0,
+    min_words: int = 12,
+    copy_span: int = 7,
+    roundtrip_k: int | None = 20,
+    min_grade: int = 2,
+    min_confidence: float | None = None,
+    judge_prompt: str | Path | Prompt = "relevance.v1",
+    judge_pool: Run | Sequence[Run] | None = None,
+    depth: int = 20,
+    max_passage_chars: int = 4000,
+    progress: bool = True,
+    **llm_options: Any,
+) -> SynthResult:
+    """Make ``n`` synthetic queries (with reference answers, qrels and RAG samples) from a corpus.
+
+    ``corpus``: ``{docid: text}`` or a BEIR JSONL / TSV path. ``llm`` (or ``model`` plus
+    :class:`ragjudge.llm.LLM` options) generates and judges. ``styles``: weights per style
+    (``"question=0.6,keyword=0.3,multi=0.1"``); ``prompts``: ``{style: prompt name/path}``
+    overrides or adds styles; ``examples``: few-shot queries (list or file). ``oversample``:
+    candidates drawn per requested query. ``copy_span``: drop queries sharing this many
+    consecutive words with their passage (0: off); ``roundtrip_k``: the source must rank in
+    BM25's top k (``None``: off); ``min_grade``: answerability threshold of the relevance
+    judge; ``min_confidence``: optional logprob confidence threshold. ``judge_pool``: runs of
+    the kept queries whose top ``depth`` documents are judged into the qrels.
+
+    Never raises for per-candidate failures and never returns silently empty: the result's
+    ``ok`` says whether ``n`` queries survived and ``str(result)`` shows the accounting.
+    """
+    llm = _llm(llm, model, llm_options)
+    job = _prepare(corpus, n, llm, styles=styles, prompts=prompts, examples=examples,
+                   oversample=oversample, seed=seed, min_words=min_words, copy_span=copy_span,
+                   roundtrip_k=roundtrip_k, min_grade=min_grade, min_confidence=min_confidence,
+                   max_passage_chars=max_passage_chars)
+    judge = _judge_for(llm, judge_prompt, min_grade, progress)
+    job.params["judge_prompt"] = {"prompt_id": judge.prompt.id, "prompt_version": judge.prompt.version,
+                                  "prompt_sha": judge.prompt.sha256}
+    width = max(3, len(str(n)))
+    runs = _pool_runs(judge_pool, depth, [f"synth-{i:0{width}d}" for i in range(1, n + 1)])
+    before = llm.usage
+    await _rounds(job, judge, copy_span=copy_span, roundtrip_k=roundtrip_k, min_grade=min_grade,
+                  min_confidence=min_confidence, progress=progress)
+    kept = [c for c in job.candidates if c.kept]
+    for i, c in enumerate(kept, 1):
+        c.qid = f"synth-{i:0{width}d}"
+    qrels = Qrels.from_dict({c.qid: {s: 3 for s in c.sources} for c in kept if c.qid},
+                            source=f"synth:{llm.model}")
+    pool_summary = None
+    if runs and kept:
+        queries = {c.qid: c.query for c in kept if c.qid and c.query}
+        pooled = await judge.fill_holes(qrels, queries, job.corpus, runs, depth)
+        qrels = pooled.qrels
+        pool_summary = pooled.summary()
+        pool_summary["depth"] = depth
+    usage = llm.usage - before
+    return SynthResult(requested=n, candidates=job.candidates, qrels=qrels, corpus=job.corpus,
+                       sampling=job.pool.report, usage=usage, cost=llm.prices.cost(llm.model, usage),
+                       model=llm.model, params=job.params, pool=pool_summary)
+
+
+def _judge_for(llm: LLM, prompt: str | Path | Prompt, min_grade: int, progress: bool) -> LLMRelevanceJudge:
+    judge = LLMRelevanceJudge(llm=llm, prompt=prompt, progress=progress)
+    grades = sorted(int(g) for g in judge.prompt.labels or {})
+    if not grades or not grades[0] <= min_grade <= grades[-1]:
+        raise InputError(f"must be one of the judge's grades {grades}, got {min_grade}", field="--min-grade")
+    return judge
+
+
+def _pool_runs(judge_pool: Run | Sequence[Run] | None, depth: int, qids: list[str]) -> list[Run]:
+    """The ``judge_pool`` runs, checked before anything is spent: they must be runs of the
+    synthetic queries (ids ``synth-001``...), i.e. made from a previous run's queries.jsonl."""
+    if judge_pool is None:
+        return []
+    if depth < 1:
+        raise InputError(f"must be a positive integer, got {depth}", field="--depth")
+    runs = [judge_pool] if isinstance(judge_pool, Run) else list(judge_pool)
+    possible = set(qids)
+    if not runs or not any(set(r.query_ids) & possible for r in runs):
+        raise InputError("the --judge-pool runs share no query id with the synthetic queries "
+                         f"({qids[0]}...; run the retrievers on queries.jsonl first)",
+                         source=runs[0].source if runs else None, field="qid")
+    return runs
+
+
+def synthesize_sync(corpus: Mapping[str, str] | str | Path, n: int, **kwargs: Any) -> SynthResult:
+    """Blocking :func:`synthesize` (same arguments); works inside a running event loop (Jupyter)."""
+    llm = _llm(kwargs.pop("llm", None), kwargs.pop("model", None),
+               {k: kwargs.pop(k) for k in list(kwargs) if k in _LLM_OPTIONS})
+
+    async def main() -> SynthResult:
+        try:
+            return await synthesize(corpus, n, llm=llm, **kwargs)
+        finally:
+            await llm.aclose()
+
+    return run_sync(main())
+
+
+def estimate_synth(
+    corpus: Mapping[str, str] | str | Path,
+    n: int,
+    *,
+    llm: LLM | None = None,
+    model: str | None = None,
+    judge_prompt: str | Path | Prompt = "relevance.v1",
+    **kwargs: Any,
+) -> SynthPlan:
+    """Dry run of :func:`synthesize` (same arguments): calls, tokens and cost; nothing is sent.
+    Judge calls are an upper bound (every candidate judged, with a typical query length)."""
+    options = {k: kwargs.pop(k) for k in list(kwargs) if k in _LLM_OPTIONS}
+    for k in ("judge_pool", "depth", "progress"):
+        kwargs.pop(k, None)
+    llm = _llm(llm, model, options)
+    defaults = dict(styles=None, prompts=None, examples=None, oversample=1.5, seed=0, min_words=12,
+                    copy_span=7, roundtrip_k=20, min_grade=2, min_confidence=None, max_passage_chars=4000)
+    unknown = set(kwargs) - set(defaults)
+    if unknown:
+        raise TypeError(f"unexpected argument(s): {', '.join(sorted(unknown))}")
+    job = _prepare(corpus, n, llm, **{**defaults, **kwargs})
+    judge = _judge_for(llm, judge_prompt, int(kwargs.get("min_grade", 2)), False)
+    gen = {}
+    for style, st in job.styles.items():
+        gen[style] = llm.estimate(st.prompt, [job.variables[c.id] for c in job.candidates
+                                              if c.style == style and c.pending])
+    typical = "a typical synthetic query of about twelve words for estimating tokens"
+    judged = llm.estimate(judge.prompt, [{"query": f"{typical} {c.id}",
+                                          "passage": "\n\n".join(job.corpus[s] for s in c.sources)}
+                                         for c in job.candidates if c.pending])
+    return SynthPlan(len(job.candidates), gen, judged, job.pool.report, llm.model)
+
+
+_LLM_OPTIONS = frozenset({
+    "base_url", "api_key", "api_key_env", "azure_endpoint", "azure_api_version", "concurrency", "rpm",
+    "tpm", "cache", "prices", "max_cost", "temperature", "max_tokens", "timeout", "max_attempts",
+    "backoff_base", "logprobs", "top_logprobs", "http_client", "check_key",
+})
