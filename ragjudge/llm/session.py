@@ -21,7 +21,6 @@ import asyncio
 import json
 import math
 import re
-import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -521,7 +520,17 @@ class LLM:
         fut.add_done_callback(lambda f: f.cancelled() or f.exception())
         st.inflight[call.key] = fut
         try:
-            outcome = await self._call(call, validate)
+            # runtime: in-flight claim in the cache file -- another process paying for this very
+            # answer is waited for instead of paid again (Cache.claim_or_wait).
+            record = await self.cache.claim_or_wait(call.key)
+            if record is not None:
+                self.stats.cache_hits += 1
+                outcome = self._apply_validate(self._from_record(record, call.prompt, call.key), validate)
+            else:
+                try:
+                    outcome = await self._call(call, validate)
+                finally:
+                    self.cache.release(call.key)
         except Exception as exc:
             if not fut.done():
                 fut.set_exception(exc)
@@ -551,7 +560,6 @@ class LLM:
         # Reserve what OpenAI's limiter counts at admission (prompt + max_tokens); settled to
         # the real usage when the call ends.
         tokens = call.estimated_prompt_tokens + self.params(call.prompt)["max_tokens"]
-        start = time.monotonic()
         async with self.runner.slot(tokens) as reservation:
             # The budget is checked once the call holds its slot, against what is spent plus
             # what the calls in flight are expected to cost, so it is not overrun by a queue.
@@ -568,7 +576,8 @@ class LLM:
             finally:
                 self._reserved_cost -= reserve
             reservation.settle(outcome.usage.total_tokens)
-        outcome = replace(outcome, latency=time.monotonic() - start)
+        # runtime: the server's time (the call's HTTP attempts), not time queued in our runner.
+        outcome = replace(outcome, latency=reservation.server_seconds)
         if outcome.ok:
             self.cache.put(call.key, self._record(outcome))
         else:
