@@ -11,8 +11,8 @@
   problem into every later run, so a rerun retries it.
 * Several processes may share one file: WAL allows concurrent readers and serialises
   writers (``busy_timeout`` waits for the lock instead of failing).
-* **In-flight claims.** Before paying for an answer, a caller :meth:`Cache.claim`\ s its key in
-  the file; a second process (or a second session on the same file) that needs the same answer
+* **In-flight claims.** Before paying for an answer, a caller claims its key in the file
+  (:meth:`Cache.claim`); a second process (or a second session on the same file) that needs the same answer
   meanwhile waits for it (:meth:`Cache.claim_or_wait`) instead of paying again. A claim is
   kept alive by a heartbeat while its owner runs and dropped when the answer is written or the
   call fails; the claim of a process that died (``kill -9``) is taken over at once when the

@@ -92,12 +92,16 @@ _URL_SECRET_PARAM = re.compile(
 
 
 class CallFailed(Exception):
-    """A per-item failure after the retry policy gave up (becomes ``Outcome.error``)."""
+    """A per-item failure after the retry policy gave up (becomes ``Outcome.error``).
 
-    def __init__(self, reason: str, *, attempts: int = 1) -> None:
+    ``kind`` is the value of the matching ``FailureKind`` (a ``str`` enum: ``FailureKind(kind)``):
+    ``"retries exhausted"``, ``"prompt too long"`` or ``"malformed reply"``."""
+
+    def __init__(self, reason: str, *, attempts: int = 1, kind: str = "retries exhausted") -> None:
         super().__init__(reason)
         self.reason = reason
         self.attempts = attempts
+        self.kind = kind
 
 
 class UnsupportedFeature(Exception):
@@ -217,32 +221,52 @@ class Completion:
         content = message.get("content")
         if content is not None and not isinstance(content, str):
             raise _BadBody("reply content is not text")
-        lp = choice.get("logprobs")
-        tokens = None
-        if isinstance(lp, Mapping) and isinstance(lp.get("content"), list):
-            tokens = [
-                {
-                    "token": t.get("token", ""),
-                    "logprob": t.get("logprob"),
-                    "top_logprobs": [
-                        {"token": a.get("token", ""), "logprob": a.get("logprob")}
-                        for a in (t.get("top_logprobs") or []) if isinstance(a, Mapping)
-                    ],
-                }
-                for t in lp["content"] if isinstance(t, Mapping)
-            ]
+        refusal = message.get("refusal")
         return cls(
             text=content,
-            finish_reason=choice.get("finish_reason"),
-            refusal=message.get("refusal"),
+            finish_reason=_text_or_none(choice.get("finish_reason")),
+            refusal=None if refusal is None or refusal == "" else str(refusal),
             usage=Usage.from_openai(d.get("usage")),
-            logprobs=tokens,
-            system_fingerprint=d.get("system_fingerprint"),
-            model=d.get("model"),
+            logprobs=_read_logprobs(choice.get("logprobs")),
+            system_fingerprint=_text_or_none(d.get("system_fingerprint")),
+            model=_text_or_none(d.get("model")),
             latency=latency,
             attempts=attempts,
             raw=dict(d),
         )
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _logprob(value: Any) -> float:
+    """A finite log probability, else ``ValueError`` (strings, null, NaN, objects)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"logprob {value!r} is not a number")
+    return float(value)
+
+
+def _read_logprobs(lp: Any) -> list[dict[str, Any]] | None:
+    """``choices[0].logprobs.content`` as plain dicts with float logprobs; ``None`` (no
+    probabilities, the grade is kept) when anything in it cannot be read."""
+    if not isinstance(lp, Mapping) or not isinstance(lp.get("content"), list):
+        return None
+    try:
+        tokens = []
+        for t in lp["content"]:
+            alts = t.get("top_logprobs") or []
+            if not isinstance(alts, list):
+                raise ValueError("top_logprobs is not a list")
+            tokens.append({
+                "token": str(t.get("token", "")),
+                "logprob": _logprob(t.get("logprob")),
+                "top_logprobs": [{"token": str(a.get("token", "")), "logprob": _logprob(a.get("logprob"))}
+                                 for a in alts],
+            })
+    except (AttributeError, TypeError, ValueError):
+        return None
+    return tokens
 
 
 @dataclass
@@ -596,9 +620,10 @@ class LLMClient:
         """Map the last exception to what callers handle: LLMError, UnsupportedFeature, CallFailed."""
         status = _status(exc)
         if _retryable(exc):
-            return CallFailed(f"gave up after {attempts} attempt(s): {_describe(exc)}", attempts=attempts)
+            return CallFailed(f"gave up after {attempts} attempt(s): {_describe(exc)}", attempts=attempts,
+                              kind="malformed reply" if isinstance(exc, _BadBody) else "retries exhausted")
         if status is None:  # an SDK error without an HTTP status: this item fails, the run goes on
-            return CallFailed(f"client error: {_describe(exc)}", attempts=attempts)
+            return CallFailed(f"client error: {_describe(exc)}", attempts=attempts, kind="malformed reply")
         message = _server_message(exc)
         where = f"{self.endpoint} (model {self.config.model!r})"
         code = _error_code(exc) if isinstance(exc, openai.APIStatusError) else ""
@@ -606,7 +631,8 @@ class LLMClient:
             lowered = message.lower()
             if code == "context_length_exceeded" or "context length" in lowered \
                     or "maximum context" in lowered or "too many tokens" in lowered:
-                return CallFailed(f"prompt too long for the model: {message}", attempts=attempts)
+                return CallFailed(f"prompt too long for the model: {message}", attempts=attempts,
+                                  kind="prompt too long")
             for word, feature in _FEATURE_WORDS:
                 if word in lowered:
                     return UnsupportedFeature(feature, message)
@@ -620,7 +646,8 @@ class LLMClient:
         if status == 429:
             return LLMError(f"quota exhausted at {where} (HTTP 429 insufficient_quota): {message}")
         if status == 413:
-            return CallFailed(f"request too large for the server (HTTP 413): {message}", attempts=attempts)
+            return CallFailed(f"request too large for the server (HTTP 413): {message}", attempts=attempts,
+                              kind="prompt too long")
         if status in PERMANENT_STATUS:
             return LLMError(f"{where} cannot serve this request (HTTP {status}"
                             f"{', not implemented' if status == 501 else ''}): {message}")

@@ -373,7 +373,8 @@ class CircuitBreaker:
         self.opened_at: float | None = None  # None: closed
         self.outages = 0
         self.reason = ""
-        self.where = ""
+        self.where = "the server"
+        self.state = "unreachable"
         self._streak = 0
         self._streak_5xx = 0
         self._delay = self.FIRST_PROBE
@@ -401,18 +402,18 @@ class CircuitBreaker:
             return None
         down = now - self.opened_at
         if not self.reached and down >= self.startup:
-            return (f"server unreachable at {self.where}: {self.reason} "
+            return (f"server {self.state} at {self.where}: {self.reason} "
                     f"(no reply in {down:.0f} s); is the server running and the URL right?")
         if self.reached and down >= self.patience:
-            return (f"server unreachable at {self.where} for {down:.0f} s: {self.reason}; stopping "
+            return (f"server {self.state} at {self.where} for {down:.0f} s: {self.reason}; stopping "
                     "(finished answers are cached: rerun the same command to resume)")
         return None
 
-    def on_reply(self, now: float, status: int, *, probe: bool = False) -> str | None:
+    def on_reply(self, now: float, status: int, *, probe: bool = False, where: str = "") -> str | None:
         """An HTTP reply arrived; returns a message when it ends an outage."""
         self.reached = True
         if status in (502, 503, 504):
-            return self._fail(now, "5xx", f"HTTP {status}", None, probe=probe)
+            return self._fail(now, "5xx", f"HTTP {status}", where, probe=probe)
         self._streak = self._streak_5xx = 0
         if self.opened_at is None:
             return None
@@ -435,6 +436,7 @@ class CircuitBreaker:
         if where:
             self.where = where
         self.reason = reason
+        self.state = "unavailable" if kind == "5xx" else "unreachable"
         if kind == "unreachable":
             self._streak += 1
         else:
@@ -448,13 +450,13 @@ class CircuitBreaker:
             self._delay = self.FIRST_PROBE
             self._next_probe = now + self._delay
             self._probing = False
-            return f"server unreachable at {self.where}: {reason}; retrying in {self._delay:g} s"
+            return f"server {self.state} at {self.where}: {reason}; retrying in {self._delay:g} s"
         if not probe:
             return None
         self._probing = False
         self._delay = min(self._delay * 2.0, self.MAX_PROBE)
         self._next_probe = now + self._delay
-        return (f"server still unreachable at {self.where} after {now - self.opened_at:.0f} s: "
+        return (f"server still {self.state} at {self.where} after {now - self.opened_at:.0f} s: "
                 f"{reason}; retrying in {self._delay:g} s")
 
 
@@ -484,7 +486,7 @@ class ConcurrencyLimit:
     """
 
     TOLERANCE = 2.0
-    INITIAL = 2
+    INITIAL = 1  # the first request goes alone: its latency is the no-load latency
 
     def __init__(self, maximum: int) -> None:
         self.maximum = max(1, maximum)
@@ -496,12 +498,13 @@ class ConcurrencyLimit:
         self._peak = 0
         self._cut_at = -math.inf
 
-    def on_start(self, in_flight: int) -> None:
-        """An attempt starts with ``in_flight`` attempts (itself included) in flight."""
-        self._peak = max(self._peak, in_flight)
-
-    def on_success(self, now: float, latency: float) -> None:
+    def on_success(self, now: float, latency: float, in_flight: int) -> None:
+        """A 2xx reply after ``latency`` s to an attempt that started with ``in_flight``
+        attempts (itself included) in flight."""
+        if now - latency < self._cut_at:
+            return  # started under the old limit: says nothing about the new one
         self._samples.append(max(latency, 0.0))
+        self._peak = max(self._peak, in_flight)
         if len(self._samples) < self.limit:
             return
         samples = sorted(self._samples)
@@ -550,6 +553,7 @@ class Attempt:
     t0: float  # monotonic time it was let go
     probe: bool = False
     status: int | None = None  # the HTTP status it got, once observed
+    in_flight: int = 1  # attempts in flight when it started, itself included
 
 
 class Runner:
@@ -765,7 +769,7 @@ class Runner:
         ticket = Attempt(float(self.started), self._started_tokens, float(tokens),
                          self.learner.on_start(now), now, probe)
         if self.limiter is not None:
-            self.limiter.on_start(st.active)
+            ticket.in_flight = st.active
         token = _TICKET.set(ticket)
         try:
             yield ticket
@@ -789,9 +793,10 @@ class Runner:
         message = None
         if exc is None or status is not None:
             # A reply (without observe(), e.g. embeddings, a clean exit is one too).
-            message = self.breaker.on_reply(now, status or 200, probe=ticket.probe)
+            message = self.breaker.on_reply(now, status or 200, probe=ticket.probe,
+                                            where=failure.url if failure is not None else "")
             if self.limiter is not None and exc is None and (status is None or 200 <= status < 300):
-                self.limiter.on_success(now, now - ticket.t0)
+                self.limiter.on_success(now, now - ticket.t0, ticket.in_flight)
         elif failure is not None and failure.kind == "unreachable":
             message = self.breaker.on_failure(now, failure.reason, failure.url, probe=ticket.probe)
         else:

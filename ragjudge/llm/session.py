@@ -21,6 +21,7 @@ import asyncio
 import json
 import math
 import re
+import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -560,6 +561,7 @@ class LLM:
         # Reserve what OpenAI's limiter counts at admission (prompt + max_tokens); settled to
         # the real usage when the call ends.
         tokens = call.estimated_prompt_tokens + self.params(call.prompt)["max_tokens"]
+        start = time.monotonic()
         async with self.runner.slot(tokens) as reservation:
             # The budget is checked once the call holds its slot, against what is spent plus
             # what the calls in flight are expected to cost, so it is not overrun by a queue.
@@ -576,8 +578,7 @@ class LLM:
             finally:
                 self._reserved_cost -= reserve
             reservation.settle(outcome.usage.total_tokens)
-        # runtime: the server's time (the call's HTTP attempts), not time queued in our runner.
-        outcome = replace(outcome, latency=reservation.server_seconds)
+        outcome = replace(outcome, latency=time.monotonic() - start)
         if outcome.ok:
             self.cache.put(call.key, self._record(outcome))
         else:
