@@ -18,8 +18,8 @@ Scenarios:
 2. ``outage refuse`` / ``outage 503`` / ``outage 429``: after 60 answers (a third of the pairs
    if fewer) the server refuses
    connections (its listener closes), answers 503, or answers only 429 for ``--outage`` s.
-3. ``hidden reasoning``: 5,000 reasoning tokens billed per reply, cap at half the dry-run
-   estimate of the whole job.
+3. ``hidden reasoning``: 5,000 reasoning tokens billed per reply (a reasoning model, run with
+   ``max_tokens=8000`` as it needs), cap at half the dry-run estimate of the whole job.
 4. ``shared limit``: two client *processes* with different pairs on one 600 rpm limit
    (per 1 s window).
 5. ``shared cache``: two client processes, the same pairs, one cache file, at the same time.
@@ -194,12 +194,13 @@ def main(argv: list[str] | None = None) -> int:
         if run("hidden reasoning"):
             items = make_pairs(n, "reasoning")
             est = LLM(MODEL, base_url="http://127.0.0.1:9/v1", api_key="x", cache=False,
-                      prices=str(prices), check_key=False)
+                      prices=str(prices), check_key=False, max_tokens=8000)
             judge = LLMRelevanceJudge(llm=est, progress=False)
             dry = est.estimate(judge.prompt, [{"query": q, "passage": p} for _, _, q, p in items])
             cap = round(0.5 * float(dry.cost or 0.0), 6)
             with SimProcess(*lat, "--reasoning-tokens", "5000") as sim:
-                res = judge_pairs(sim.base_url, tmp / "r.sqlite", items, prices=prices, max_cost=cap)
+                res = judge_pairs(sim.base_url, tmp / "r.sqlite", items, prices=prices, max_cost=cap,
+                                  max_tokens=8000)
                 rows.append(row("hidden reasoning 5000 tok, cap 50% of estimate", res, sim.stats(), cap))
         if run("shared limit"):
             with SimProcess(*lat, "--rpm", "600", "--window", "1") as sim:

@@ -18,7 +18,8 @@ Batches API for batch mode (``POST /v1/files``, ``GET /v1/files/{id}``,
   scale (``7``, ``-1``) or as a string (``"2"``);
 * long hidden reasoning: ``reasoning_tokens`` per reply billed in
   ``completion_tokens_details.reasoning_tokens`` and ``completion_tokens``, as reasoning
-  models do;
+  models do; like them, reasoning counts against ``max_tokens`` (what is left is the room for
+  the visible reply, else it is cut with ``finish_reason="length"``);
 * outages: after ``outage_after`` admitted requests the server is down for ``outage_seconds``
   -- ``refuse`` (the listener closes: connection refused; open connections are dropped),
   ``503`` (every request fails) or ``429`` (every request is rate limited);
@@ -635,7 +636,7 @@ class Simulator:
             return _error(429, "Rate limit reached (simulated outage).", "requests", "rate_limit_exceeded",
                           {"retry-after": "1", "retry-after-ms": "1000"})
         if kind == "refuse" and request.transport is not None:
-            request.transport.close()  # a kept-alive connection: dropped without a reply
+            request.transport.abort()  # a kept-alive connection: dropped, nothing is sent
         return _error(503, "Service unavailable (simulated outage).", "server_error")
 
     # --- chat completions
@@ -862,15 +863,20 @@ class Simulator:
             content = None  # type: ignore[assignment]
             logprobs = None
         limit = body.get("max_completion_tokens") or body.get("max_tokens")
-        if isinstance(limit, int) and limit > 0 and content and estimate_tokens(content) > limit:
-            # the reply does not fit the requested budget: cut, like a real server
-            st.truncated += 1
-            content = content[: limit * 4]
-            finish = "length"
-            logprobs = None
+        reasoning = max(0, cfg.reasoning_tokens)
+        if isinstance(limit, int) and limit > 0:
+            # Hidden reasoning comes first and counts against the same budget (as OpenAI's
+            # max_completion_tokens): what is left is the room for the visible reply.
+            reasoning = min(reasoning, limit)
+            room = limit - reasoning
+            if content and estimate_tokens(content) > room:
+                # the reply does not fit the requested budget: cut, like a real server
+                st.truncated += 1
+                content = content[: room * 4]
+                finish = "length"
+                logprobs = None
         if content and frng.random() < cfg.p_bad_grade:
             content = self._bad_grade(content, frng)
-        reasoning = max(0, cfg.reasoning_tokens)
         completion_tokens = estimate_tokens(content or refusal or "") + reasoning
         st.reasoning_tokens += reasoning
         usage: Any = {

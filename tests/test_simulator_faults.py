@@ -394,13 +394,14 @@ def test_two_sessions_on_one_cache_file_pay_once(tmp_path: Path) -> None:
 # ----------------------------------------------------------------------------- local servers (issue 7.5)
 def test_a_single_slot_server_is_not_flooded(tmp_path: Path) -> None:
     # A llama.cpp-like server with one slot: requests queue inside it. With 16 in flight and
-    # 50 ms per answer each waits 0.8 s, past the 0.5 s timeout: every request timed out,
-    # was cancelled and retried. The adaptive limit keeps the queue short instead.
-    with simulator_thread(latency=0.05, slots=1) as sim:
-        judge = make_judge(sim, tmp_path, timeout=0.5, max_attempts=3)
-        judgments = judge.sync.judge_many(pairs(40))
+    # 0.1 s per answer the last waits 1.6 s, past the 1.2 s timeout: requests timed out, were
+    # cancelled and retried. The adaptive limit keeps the queue short instead (time-scaled:
+    # 4 s per answer and the default 60 s timeout behave the same).
+    with simulator_thread(latency=0.1, slots=1) as sim:
+        judge = make_judge(sim, tmp_path, timeout=1.2, max_attempts=3)
+        judgments = judge.sync.judge_many(pairs(30))
         stats = sim.stats()
     assert [j.error for j in judgments if j.grade is None] == []
-    assert stats["cancelled"] == 0 and stats["paid"] == 40
+    assert stats["cancelled"] == 0 and stats["paid"] == 30
     assert judge.llm.runner.concurrency_limit < 16
 

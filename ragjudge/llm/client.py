@@ -462,11 +462,12 @@ Gate = Callable[[], AbstractAsyncContextManager[Any]]
 @dataclass
 class _Call:
     """One request's retry bookkeeping: attempts made, those counted against its budget,
-    and whether the current attempt is the runner's outage probe."""
+    and the runner's ticket of the current attempt (whose ``outage`` flag, set by the runner's
+    circuit breaker, says its failure was the outage's, not the pair's)."""
 
     attempts: int = 0
     counted: int = 0
-    probe: bool = False
+    ticket: Any = None
 Observer = Callable[[Mapping[str, str], int], None]
 
 
@@ -555,7 +556,7 @@ class LLMClient:
 
         def stop(state: RetryCallState) -> bool:
             exc = state.outcome.exception() if state.outcome else None
-            if exc is not None and not (call.probe or _free(exc)):
+            if exc is not None and not (getattr(call.ticket, "outage", False) or _free(exc)):
                 call.counted += 1
             if call.counted >= max(1, self.config.max_attempts):
                 return True
@@ -573,7 +574,7 @@ class LLMClient:
             async for attempt in retrying:
                 with attempt:
                     call.attempts += 1
-                    call.probe = False
+                    call.ticket = None
                     return await once(call)
         except (openai.APIError, _BadBody) as exc:
             raise self._final(exc, call.attempts) from None
@@ -590,8 +591,7 @@ class LLMClient:
         of the reply and its latency; rate-limit headers go to ``observe``, 2xx bodies that
         are not a JSON object raise ``_BadBody`` (retried like a 5xx)."""
         async with gate() as ticket:
-            # The runner's circuit breaker marks an outage probe: its failure is not the pair's.
-            call.probe = bool(getattr(ticket, "probe", False))
+            call.ticket = ticket
             start = time.monotonic()
             try:
                 raw = await resource.with_raw_response.create(**body, timeout=self.config.timeout)

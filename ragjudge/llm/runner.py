@@ -543,8 +543,9 @@ class ConcurrencyLimit:
 class Attempt:
     """One admitted HTTP attempt, yielded by :meth:`Runner.attempt` to the client.
 
-    ``probe``: the attempt probes a server the circuit breaker considers down; its failure is
-    the outage's and must not count against the pair's attempt budget."""
+    ``probe``: the attempt probes a server the circuit breaker considers down. ``outage``: set
+    when the attempt failed as part of an outage (a probe, or any failure while the breaker is
+    open): the client must not count it against the pair's attempt budget."""
 
     started: float  # our started-counter when it was admitted
     started_tokens: float
@@ -554,6 +555,7 @@ class Attempt:
     probe: bool = False
     status: int | None = None  # the HTTP status it got, once observed
     in_flight: int = 1  # attempts in flight when it started, itself included
+    outage: bool = False
 
 
 class Runner:
@@ -804,6 +806,8 @@ class Runner:
                 self.limiter.on_timeout(now, ticket.t0)
             if ticket.probe:
                 self.breaker.on_probe_done()
+        if exc is not None and (ticket.probe or self.breaker.open):
+            ticket.outage = True
         if message:
             self.last_event = message
             log.warning(message)
