@@ -425,13 +425,10 @@ class _Stats:
         self.client_errors = 0  # 400/401/404
         self.cancelled = 0  # client went away before the reply
         self.duplicate_paid = 0
-        self.odd_logprobs = 0
-        self.odd_usage = 0
-        self.empty_choices = 0
-        self.bad_grades = 0
+        # odd fields injected into good replies, and hidden reasoning tokens billed
+        self.odd_logprobs = self.odd_usage = self.empty_choices = self.bad_grades = 0
         self.reasoning_tokens = 0
-        self.outages = 0
-        self.outage_rejected = 0  # requests dropped, refused or failed while down
+        self.outages = self.outage_rejected = 0  # outages; requests dropped/refused/failed while down
         self.queued = 0  # requests that waited for a slot
         self.early_retries = 0  # same body back before the retry-after it was told
         self.inflight = 0

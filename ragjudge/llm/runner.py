@@ -68,8 +68,6 @@ HEADROOM = 0.98
 # The current task's HTTP attempt (see Attempt): lets observe() place a reply's remaining-budget
 # headers on our own timeline, tell which start a 429 rejected, and record the reply's status.
 _TICKET: contextvars.ContextVar["Attempt | None"] = contextvars.ContextVar("ragjudge_runner_ticket", default=None)
-# The current task's call slot: its attempts add their time at the server to it.
-_SLOT: contextvars.ContextVar["Reservation | None"] = contextvars.ContextVar("ragjudge_runner_slot", default=None)
 _WINDOW = 60.0
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 
@@ -114,13 +112,11 @@ def _int_header(headers: Mapping[str, str], name: str) -> int | None:
 
 @dataclass
 class Reservation:
-    """Tokens held in the TPM window for one call; :meth:`settle` replaces the estimate.
-    ``server_seconds``: the time its HTTP attempts spent at the server (no queueing of ours)."""
+    """Tokens held in the TPM window for one call; :meth:`settle` replaces the estimate."""
 
     runner: Runner
     tokens: int
     entry: list[float] = field(default_factory=list)
-    server_seconds: float = 0.0
 
     def settle(self, actual_tokens: int) -> None:
         if self.entry:
@@ -653,11 +649,9 @@ class Runner:
         async with st.semaphore:
             reservation = await self._reserve(st, tokens)
             self.in_flight += 1
-            token = _SLOT.set(reservation)
             try:
                 yield reservation
             finally:
-                _SLOT.reset(token)
                 self.in_flight -= 1
 
     async def _reserve(self, st: _LoopState, tokens: int) -> Reservation:
@@ -787,9 +781,6 @@ class Runner:
     def _ended(self, ticket: Attempt, exc: BaseException | None) -> None:
         """Feed an attempt's end to the circuit breaker and the adaptive limit."""
         now = time.monotonic()
-        slot = _SLOT.get()
-        if slot is not None:
-            slot.server_seconds += now - ticket.t0
         failure = classify_failure(exc) if exc is not None else None
         status = ticket.status if ticket.status is not None else (failure.status if failure else None)
         message = None
