@@ -265,7 +265,9 @@ def test_breaker_opens_after_a_streak_probes_one_at_a_time_and_resumes() -> None
     msg = b.on_failure(1.6, "connection refused", "http://h/v1", probe=True)
     assert msg is not None and "still unreachable" in msg and "retrying in 1 s" in msg
     assert b.admit(2.0)[1] is False and b.admit(2.6) == (0.0, True)
-    # Any reply closes it; the message says how long it was down.
+    # A late reply to an attempt sent before the outage does not close it...
+    assert b.on_reply(2.65, 200, started_at=0.9) is None and b.open
+    # ...the probe's (or any later attempt's) reply does; the message says how long it was down.
     msg = b.on_reply(2.7, 200, probe=True)
     assert msg is not None and "answers again" in msg and not b.open
     assert b.admit(2.7) == (0.0, False) and b.outages == 1

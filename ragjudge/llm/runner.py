@@ -405,11 +405,18 @@ class CircuitBreaker:
                     "(finished answers are cached: rerun the same command to resume)")
         return None
 
-    def on_reply(self, now: float, status: int, *, probe: bool = False, where: str = "") -> str | None:
-        """An HTTP reply arrived; returns a message when it ends an outage."""
+    def on_reply(self, now: float, status: int, *, probe: bool = False, where: str = "",
+                 started_at: float | None = None) -> str | None:
+        """An HTTP reply arrived to an attempt started at ``started_at``; returns a message when
+        it ends an outage. A late reply to an attempt sent before the outage began (the server
+        was still finishing it) says nothing about now: only the probe or a later attempt
+        closes the breaker."""
         self.reached = True
         if status in (502, 503, 504):
             return self._fail(now, "5xx", f"HTTP {status}", where, probe=probe)
+        if self.opened_at is not None and not probe and started_at is not None \
+                and started_at < self.opened_at:
+            return None
         self._streak = self._streak_5xx = 0
         if self.opened_at is None:
             return None
@@ -786,7 +793,7 @@ class Runner:
         message = None
         if exc is None or status is not None:
             # A reply (without observe(), e.g. embeddings, a clean exit is one too).
-            message = self.breaker.on_reply(now, status or 200, probe=ticket.probe,
+            message = self.breaker.on_reply(now, status or 200, probe=ticket.probe, started_at=ticket.t0,
                                             where=failure.url if failure is not None else "")
             if self.limiter is not None and exc is None and (status is None or 200 <= status < 300):
                 self.limiter.on_success(now, now - ticket.t0, ticket.in_flight)
