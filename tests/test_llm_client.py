@@ -265,3 +265,29 @@ def test_unreadable_logprobs_are_dropped_not_raised(odd: Any) -> None:
     body["choices"][0]["logprobs"] = {"content": [{"token": "2", "logprob": -0.1,
                                                    "top_logprobs": [{"token": "2", "logprob": odd}]}]}
     assert Completion.from_dict(body).logprobs is None
+
+
+def test_failures_are_classified_for_the_circuit_breaker() -> None:
+    import socket
+
+    import openai
+
+    from ragjudge.llm.client import classify_failure
+
+    req = httpx2.Request("POST", "http://me:pw-secret@llm.test/v1/chat/completions")
+
+    def conn_error(cause: BaseException) -> openai.APIConnectionError:
+        exc = openai.APIConnectionError(request=req)
+        exc.__cause__ = cause
+        return exc
+
+    refused = classify_failure(conn_error(ConnectionRefusedError(111, "refused")))
+    assert refused.kind == "unreachable" and refused.reason == "connection refused"
+    assert "pw-secret" not in refused.url and "llm.test" in refused.url
+    dns = classify_failure(conn_error(socket.gaierror(-2, "Name or service not known")))
+    assert dns.kind == "unreachable" and dns.reason.startswith("host not found")
+    slow = classify_failure(openai.APITimeoutError(request=req))
+    assert slow.kind == "timeout"
+    resp = httpx2.Response(503, request=req)
+    status = classify_failure(openai.InternalServerError("down", response=resp, body=None))
+    assert status.kind == "status" and status.status == 503
