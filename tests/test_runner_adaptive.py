@@ -340,7 +340,7 @@ def serve(limiter: ConcurrencyLimit, service: float, slots: int, seconds: float,
         in_flight -= 1
         if finish - start > timeout:
             timeouts += 1
-            limiter.on_timeout(start + timeout, start)
+            limiter.on_overload(start + timeout, start)
         else:
             limiter.on_success(t, finish - start, load)
         limits.append(limiter.limit)
@@ -375,12 +375,12 @@ def test_adaptive_limit_tracks_a_server_with_a_few_slots() -> None:
 def test_timeouts_halve_the_limit_once_per_episode() -> None:
     limiter = ConcurrencyLimit(16)
     limiter.limit = 16
-    limiter.on_timeout(10.0, started_at=1.0)
+    limiter.on_overload(10.0, started_at=1.0)
     assert limiter.limit == 8
-    limiter.on_timeout(10.5, started_at=2.0)  # started before the cut: same episode
+    limiter.on_overload(10.5, started_at=2.0)  # started before the cut: same episode
     assert limiter.limit == 8
-    limiter.on_timeout(20.0, started_at=11.0)
+    limiter.on_overload(20.0, started_at=11.0)
     assert limiter.limit == 4 and limiter.cuts == 2
     for _ in range(10):
-        limiter.on_timeout(100.0 + _, started_at=100.0 + _)
+        limiter.on_overload(100.0 + _, started_at=100.0 + _)
     assert limiter.limit == 1

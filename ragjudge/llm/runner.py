@@ -482,8 +482,8 @@ class ConcurrencyLimit:
       halving per round;
     * else, if the round used the whole limit (demand binds): double it until the first cut
       (slow start), then add one;
-    * a timeout halves the limit at once (one cut per round: timeouts of attempts started
-      before the cut do not compound).
+    * a timeout or an "overloaded" reply (503, 529) halves the limit at once (one cut per
+      round: those of attempts started before the cut do not compound).
 
     Only 2xx replies are latency samples; queueing in our own runner is not part of any sample.
     """
@@ -526,8 +526,9 @@ class ConcurrencyLimit:
             grown = self.limit * 2 if self._slow_start else self.limit + 1
             self.limit = min(self.maximum, grown)
 
-    def on_timeout(self, now: float, started_at: float) -> None:
-        """An attempt started at ``started_at`` timed out waiting for the server."""
+    def on_overload(self, now: float, started_at: float) -> None:
+        """An attempt started at ``started_at`` timed out waiting for the server, or was told
+        the server is overloaded (503, 529)."""
         if started_at < self._cut_at:
             return  # part of an episode already answered by a cut
         self._cut(now, max(1, self.limit // 2))
@@ -797,11 +798,13 @@ class Runner:
                                             where=failure.url if failure is not None else "")
             if self.limiter is not None and exc is None and (status is None or 200 <= status < 300):
                 self.limiter.on_success(now, now - ticket.t0, ticket.in_flight)
+            elif self.limiter is not None and status in (503, 529):
+                self.limiter.on_overload(now, ticket.t0)
         elif failure is not None and failure.kind == "unreachable":
             message = self.breaker.on_failure(now, failure.reason, failure.url, probe=ticket.probe)
         else:
             if failure is not None and failure.kind == "timeout" and self.limiter is not None:
-                self.limiter.on_timeout(now, ticket.t0)
+                self.limiter.on_overload(now, ticket.t0)
             if ticket.probe:
                 self.breaker.on_probe_done()
         if exc is not None and (ticket.probe or self.breaker.open):
