@@ -98,10 +98,18 @@ class SimProcess:
             )
         self.base_url = line
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self, wait: float = 60.0) -> dict[str, Any]:
+        """The simulator's counters (retried for up to ``wait`` s: it may be in an outage)."""
         root = self.base_url.rsplit("/v1", 1)[0]
-        with urllib.request.urlopen(root + "/_sim/stats", timeout=10) as r:
-            return json.load(r)
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                with urllib.request.urlopen(root + "/_sim/stats", timeout=10) as r:
+                    return json.load(r)
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
 
     def close(self) -> None:
         self.proc.terminate()

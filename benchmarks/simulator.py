@@ -13,9 +13,23 @@ Batches API for batch mode (``POST /v1/files``, ``GET /v1/files/{id}``,
   malformed JSON content, HTTP bodies that are not a chat completion, truncated replies
   (``finish_reason="length"``), refusals, spurious 429s, batch lines in the error file;
   servers without ``json_schema`` or logprobs, or with llama.cpp's fenced logprob tokens;
+* odd fields in otherwise good replies (each an independent draw): non-numeric logprobs,
+  ``usage`` fields that are strings or missing, an empty ``choices`` list, a grade out of the
+  scale (``7``, ``-1``) or as a string (``"2"``);
+* long hidden reasoning: ``reasoning_tokens`` per reply billed in
+  ``completion_tokens_details.reasoning_tokens`` and ``completion_tokens``, as reasoning
+  models do; like them, reasoning counts against ``max_tokens`` (what is left is the room for
+  the visible reply, else it is cut with ``finish_reason="length"``);
+* outages: after ``outage_after`` admitted requests the server is down for ``outage_seconds``
+  -- ``refuse`` (the listener closes: connection refused; open connections are dropped),
+  ``503`` (every request fails) or ``429`` (every request is rate limited);
+* a server with ``slots`` parallel slots (llama.cpp ``--parallel``): more requests queue
+  inside the server and their latency grows with the load;
 * counters: requests, paid calls (a 200 carrying ``usage``), 429s, faults, the largest number
   of requests in flight, and *duplicate paid calls* (an identical request body paid twice);
   a retry of a body that arrives before the ``retry-after`` it was given is counted too.
+
+The rate limits are the server's, whoever calls: several client processes share them.
 
 Replies are deterministic functions of the request: with ``response_format`` of type
 ``json_schema`` the content is a valid instance of the schema drawn from a PRNG seeded with a
@@ -86,7 +100,12 @@ FAULT_PROBABILITIES = (
     "p_refusal",
     "p_429",
     "batch_p_error",
+    "p_odd_logprobs",
+    "p_odd_usage",
+    "p_empty_choices",
+    "p_bad_grade",
 )
+OUTAGE_KINDS = ("refuse", "503", "429")
 
 
 @dataclasses.dataclass
@@ -119,6 +138,17 @@ class SimConfig:
     batch_paused: bool = False  # while True, batches stay "validating" (tests of resuming)
     max_lifetime: float = 600.0  # the server stops itself after this many seconds
     seed: int = 0
+    # --- odd fields in good replies (independent draws per request)
+    p_odd_logprobs: float = 0.0  # a logprob that is not a number ("-0.1x", null, "NaN")
+    p_odd_usage: float = 0.0  # usage fields as strings, or no usage at all
+    p_empty_choices: float = 0.0  # "choices": [] (paid: the server did the work)
+    p_bad_grade: float = 0.0  # the "grade" field out of scale (7, -1) or a string ("2")
+    reasoning_tokens: int = 0  # hidden reasoning billed per reply (completion_tokens_details)
+    # --- outages and load
+    outage_after: int | None = None  # admitted requests before the server goes down (once)
+    outage_seconds: float = 5.0
+    outage_kind: str = "refuse"  # "refuse" | "503" | "429"
+    slots: int | None = None  # requests processed at once; the rest queue inside the server
 
     def __post_init__(self) -> None:
         for name in FAULT_PROBABILITIES:
@@ -130,6 +160,10 @@ class SimConfig:
             raise ValueError(f"the per-request fault probabilities add up to {exclusive} > 1")
         if self.window <= 0 or self.max_lifetime <= 0:
             raise ValueError("window and max_lifetime must be positive")
+        if self.outage_kind not in OUTAGE_KINDS:
+            raise ValueError(f"outage_kind must be one of {OUTAGE_KINDS}, got {self.outage_kind!r}")
+        if self.slots is not None and self.slots < 1:
+            raise ValueError("slots must be at least 1")
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -447,6 +481,11 @@ class _Stats:
         self.client_errors = 0  # 400/401/404
         self.cancelled = 0  # client went away before the reply
         self.duplicate_paid = 0
+        # odd fields injected into good replies, and hidden reasoning tokens billed
+        self.odd_logprobs = self.odd_usage = self.empty_choices = self.bad_grades = 0
+        self.reasoning_tokens = 0
+        self.outages = self.outage_rejected = 0  # outages; requests dropped/refused/failed while down
+        self.queued = 0  # requests that waited for a slot
         self.early_retries = 0  # same body back before the retry-after it was told
         self.inflight = 0
         self.max_inflight = 0
@@ -544,6 +583,10 @@ class Simulator:
         self._counter = 0
         self.stopped = asyncio.Event()
         self.base_url = ""
+        self._site: web.TCPSite | None = None
+        self._down_until = 0.0
+        self._outage_done = False
+        self._slots = asyncio.Semaphore(self.config.slots) if self.config.slots else None
 
     # --- lifecycle
     async def start(self) -> Simulator:
@@ -569,6 +612,7 @@ class Simulator:
         await self._runner.setup()
         site = web.TCPSite(self._runner, HOST, self.port)
         await site.start()
+        self._site = site
         self.port = self._runner.addresses[0][1]
         self.base_url = f"http://{HOST}:{self.port}/v1"
         self._lifetime_task = asyncio.get_running_loop().create_task(self._lifetime())
@@ -612,6 +656,41 @@ class Simulator:
     async def _reset_handler(self, request: web.Request) -> web.Response:
         self.reset_stats()
         return web.json_response({"ok": True})
+
+    # --- outages
+    def _down(self, now: float) -> bool:
+        return now < self._down_until
+
+    def _maybe_go_down(self) -> None:
+        cfg = self.config
+        if cfg.outage_after is None or self._outage_done or self._stats.admitted < cfg.outage_after:
+            return
+        self._outage_done = True
+        self._stats.outages += 1
+        self._down_until = time.monotonic() + cfg.outage_seconds
+        if cfg.outage_kind == "refuse":
+            asyncio.get_running_loop().create_task(self._refuse_for(cfg.outage_seconds))
+
+    async def _refuse_for(self, seconds: float) -> None:
+        """Close the listener (new connections are refused), then listen again on the same port."""
+        if self._site is not None:
+            await self._site.stop()
+        await asyncio.sleep(seconds)
+        if self._runner is not None:
+            site = web.TCPSite(self._runner, HOST, self.port, reuse_address=True)
+            await site.start()
+            self._site = site
+
+    def _outage_reply(self, request: web.Request) -> web.StreamResponse:
+        """What a request gets while the server is down."""
+        self._stats.outage_rejected += 1
+        kind = self.config.outage_kind
+        if kind == "429":
+            return _error(429, "Rate limit reached (simulated outage).", "requests", "rate_limit_exceeded",
+                          {"retry-after": "1", "retry-after-ms": "1000"})
+        if kind == "refuse" and request.transport is not None:
+            request.transport.abort()  # a kept-alive connection: dropped, nothing is sent
+        return _error(503, "Service unavailable (simulated outage).", "server_error")
 
     # --- chat completions
     def _auth(self, request: web.Request) -> web.Response | None:
@@ -705,6 +784,8 @@ class Simulator:
             return _error(400, problem, "invalid_request_error")
         body_key = _sha(body)
         now = time.monotonic()
+        if self._down(now):
+            return self._outage_reply(request)
         # Faults are drawn from a PRNG seeded by (seed, body, how often this body arrived), so a
         # run's faults do not depend on arrival order: the same job meets the same faults, and
         # a retry of a body gets a fresh draw.
@@ -751,6 +832,7 @@ class Simulator:
         self._req_window.add(now, 1)
         self._tok_window.add(now, cost)
         st.admitted += 1
+        self._maybe_go_down()
         st.first_admit = now if st.first_admit is None else st.first_admit
         st.last_admit = now
         headers = self._limit_headers(now)
@@ -759,98 +841,157 @@ class Simulator:
 
         st.inflight += 1
         st.max_inflight = max(st.max_inflight, st.inflight)
+        slot = self._slots
+        acquired = False
         try:
-            u = frng.random()
-            cfg = self.config
-            if u < cfg.p_5xx:
-                st.errors_5xx += 1
-                await asyncio.sleep(cfg.latency * frng.uniform(0.1, 1.0))
-                status = frng.choice((500, 502, 503))
-                return _error(
-                    status,
-                    "The server had an error while processing your request (simulated).",
-                    "server_error",
-                    None,
-                    headers,
-                )
-            u -= cfg.p_5xx
-            if u < cfg.p_hang or st.admitted <= cfg.hang_first:
-                st.hangs += 1
-                await asyncio.sleep(cfg.hang_seconds)
-                return _error(504, "Gateway timeout (simulated hang).", "server_error", None, headers)
-            u -= cfg.p_hang
-            delay = cfg.latency * (1.0 + cfg.jitter * frng.uniform(-1.0, 1.0))
-            await asyncio.sleep(max(0.0, delay))
-            if u < cfg.p_bad_body:
-                # 200 whose body is not a chat completion (a broken proxy): no usage, not paid
-                st.bad_bodies += 1
-                return web.Response(
-                    text='{"choices": [{"message": {"content": "{\\"gra',
-                    content_type="application/json",
-                    headers=headers,
-                )
-            u -= cfg.p_bad_body
-
-            finish = "stop"
-            refusal = None
-            if u < cfg.p_malformed:
-                st.malformed += 1
-                content = frng.choice(
-                    (
-                        content[: max(1, len(content) // 2)],  # cut mid-object, yet "stop"
-                        content.replace('"', "'"),
-                        "Sure! " + content + " Hope this helps",
-                        '{"grade": ' + "three, " + content[1:],
-                    )
-                )
-                logprobs = None
-            elif (u := u - cfg.p_malformed) < cfg.p_truncate:
-                st.truncated += 1
-                content = content[: max(1, len(content) // 3)]
-                finish = "length"
-                logprobs = None
-            elif u - cfg.p_truncate < cfg.p_refusal:
-                st.refusals += 1
-                refusal = "I'm sorry, but I can't help with that request."
-                content = None  # type: ignore[assignment]
-                logprobs = None
-            limit = body.get("max_completion_tokens") or body.get("max_tokens")
-            if isinstance(limit, int) and limit > 0 and content and estimate_tokens(content) > limit:
-                # the reply does not fit the requested budget: cut, like a real server
-                st.truncated += 1
-                content = content[: limit * 4]
-                finish = "length"
-                logprobs = None
-            completion_tokens = estimate_tokens(content or refusal or "")
-            reply = {
-                "id": f"chatcmpl-sim-{self._counter}",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": body.get("model") or cfg.model,
-                "system_fingerprint": "fp_sim_1",
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": content, "refusal": refusal},
-                        "logprobs": logprobs,
-                        "finish_reason": finish,
-                    }
-                ],
-                "usage": {
-                    "prompt_tokens": prompt_tokens,
-                    "completion_tokens": completion_tokens,
-                    "total_tokens": prompt_tokens + completion_tokens,
-                    "prompt_tokens_details": {"cached_tokens": 0},
-                    "completion_tokens_details": {"reasoning_tokens": 0},
-                },
-            }
-            self._pay(body_key, prompt_tokens, completion_tokens)
-            return web.json_response(reply, headers=headers)
+            if slot is not None:
+                # A server with few slots queues the rest: their latency grows with the load.
+                if slot.locked():
+                    st.queued += 1
+                await slot.acquire()
+                acquired = True
+            return await self._answer(body, body_key, frng, headers, content, logprobs, prompt_tokens)
         except asyncio.CancelledError:
             st.cancelled += 1
             raise
         finally:
+            if acquired and slot is not None:
+                slot.release()
             st.inflight -= 1
+
+    async def _answer(self, body: dict[str, Any], body_key: str, frng: random.Random,
+                      headers: dict[str, str], content: str, logprobs: dict[str, Any] | None,
+                      prompt_tokens: int) -> web.StreamResponse:
+        """An admitted request: its fault draw, its latency, then the reply."""
+        st = self._stats
+        cfg = self.config
+        u = frng.random()
+        if u < cfg.p_5xx:
+            st.errors_5xx += 1
+            await asyncio.sleep(cfg.latency * frng.uniform(0.1, 1.0))
+            status = frng.choice((500, 502, 503))
+            return _error(
+                status,
+                "The server had an error while processing your request (simulated).",
+                "server_error",
+                None,
+                headers,
+            )
+        u -= cfg.p_5xx
+        if u < cfg.p_hang or st.admitted <= cfg.hang_first:
+            st.hangs += 1
+            await asyncio.sleep(cfg.hang_seconds)
+            return _error(504, "Gateway timeout (simulated hang).", "server_error", None, headers)
+        u -= cfg.p_hang
+        delay = cfg.latency * (1.0 + cfg.jitter * frng.uniform(-1.0, 1.0))
+        await asyncio.sleep(max(0.0, delay))
+        if u < cfg.p_bad_body:
+            # 200 whose body is not a chat completion (a broken proxy): no usage, not paid
+            st.bad_bodies += 1
+            return web.Response(
+                text='{"choices": [{"message": {"content": "{\\"gra',
+                content_type="application/json",
+                headers=headers,
+            )
+        u -= cfg.p_bad_body
+
+        finish = "stop"
+        refusal = None
+        if u < cfg.p_malformed:
+            st.malformed += 1
+            content = frng.choice(
+                (
+                    content[: max(1, len(content) // 2)],  # cut mid-object, yet "stop"
+                    content.replace('"', "'"),
+                    "Sure! " + content + " Hope this helps",
+                    '{"grade": ' + "three, " + content[1:],
+                )
+            )
+            logprobs = None
+        elif (u := u - cfg.p_malformed) < cfg.p_truncate:
+            st.truncated += 1
+            content = content[: max(1, len(content) // 3)]
+            finish = "length"
+            logprobs = None
+        elif u - cfg.p_truncate < cfg.p_refusal:
+            st.refusals += 1
+            refusal = "I'm sorry, but I can't help with that request."
+            content = None  # type: ignore[assignment]
+            logprobs = None
+        limit = body.get("max_completion_tokens") or body.get("max_tokens")
+        reasoning = max(0, cfg.reasoning_tokens)
+        if isinstance(limit, int) and limit > 0:
+            # Hidden reasoning comes first and counts against the same budget (as OpenAI's
+            # max_completion_tokens): what is left is the room for the visible reply.
+            reasoning = min(reasoning, limit)
+            room = limit - reasoning
+            if content and estimate_tokens(content) > room:
+                # the reply does not fit the requested budget: cut, like a real server
+                st.truncated += 1
+                content = content[: room * 4]
+                finish = "length"
+                logprobs = None
+        if content and frng.random() < cfg.p_bad_grade:
+            content = self._bad_grade(content, frng)
+        completion_tokens = estimate_tokens(content or refusal or "") + reasoning
+        st.reasoning_tokens += reasoning
+        usage: Any = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": reasoning},
+        }
+        if frng.random() < cfg.p_odd_usage:
+            st.odd_usage += 1
+            usage = frng.choice((
+                None,  # no usage reported at all
+                {k: str(v) if isinstance(v, int) else v for k, v in usage.items()},  # "120"
+                {"prompt_tokens": "n/a", "completion_tokens": None, "total_tokens": "?"},
+            ))
+        if logprobs and frng.random() < cfg.p_odd_logprobs:
+            st.odd_logprobs += 1
+            logprobs = copy.deepcopy(logprobs)
+            odd = frng.choice(("-0.1x", None, "NaN", {"value": -0.1}))
+            for item in logprobs["content"]:
+                item["logprob"] = odd
+                for alt in item.get("top_logprobs") or []:
+                    alt["logprob"] = odd
+        choices: list[dict[str, Any]] = [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content, "refusal": refusal},
+                "logprobs": logprobs,
+                "finish_reason": finish,
+            }
+        ]
+        if frng.random() < cfg.p_empty_choices:
+            st.empty_choices += 1
+            choices = []
+        reply = {
+            "id": f"chatcmpl-sim-{self._counter}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model") or cfg.model,
+            "system_fingerprint": "fp_sim_1",
+            "choices": choices,
+            "usage": usage,
+        }
+        # Billed on what the server did, whatever the reply's usage field says.
+        self._pay(body_key, prompt_tokens, completion_tokens)
+        return web.json_response(reply, headers=headers)
+
+    def _bad_grade(self, content: str, frng: random.Random) -> str:
+        """The reply's "grade" out of the scale or as a string; other replies unchanged."""
+        try:
+            obj = json.loads(content)
+        except ValueError:
+            return content
+        if not isinstance(obj, dict) or "grade" not in obj:
+            return content
+        self._stats.bad_grades += 1
+        obj["grade"] = frng.choice((7, -1, str(obj["grade"])))
+        return json.dumps(obj, ensure_ascii=False)
 
     def _pay(self, body_key: str, prompt_tokens: int, completion_tokens: int) -> None:
         st = self._stats
@@ -1278,6 +1419,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-seconds", type=float, default=d.batch_seconds)
     p.add_argument("--max-lifetime", type=float, default=3600.0)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--reasoning-tokens", type=int, default=0, help="hidden reasoning tokens billed per reply")
+    p.add_argument("--outage-after", type=int, default=None, help="admitted requests before an outage")
+    p.add_argument("--outage-seconds", type=float, default=d.outage_seconds)
+    p.add_argument("--outage-kind", choices=OUTAGE_KINDS, default=d.outage_kind)
+    p.add_argument("--slots", type=int, default=None, help="requests processed at once (the rest queue)")
     return p
 
 

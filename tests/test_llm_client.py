@@ -204,3 +204,90 @@ def test_client_complete_direct(httpx2_mock: respx.Router) -> None:
     assert (comp.text, comp.finish_reason, comp.system_fingerprint) == ("hi", "length", "fp_test")
     assert comp.usage.prompt_tokens == 120 and comp.attempts == 1
 
+
+
+# ----------------------------------------------------------------------------- issue 7 (3, 9)
+def test_429s_do_not_use_up_the_attempt_budget(httpx2_mock: respx.Router, tmp_path: Path) -> None:
+    # A shared limit answers 429 many times in a row: the server asking to wait is not the
+    # pair's failure (bounded by time, `patience`), while 5xx keep their small budget.
+    route = httpx2_mock.post(URL)
+    route.side_effect = [error(429, "slow down", headers={"retry-after-ms": "1"})] * 6 + [ok(grade_reply(2))]
+    llm = make_llm(tmp_path, max_attempts=2)
+    out = ask(llm)
+    assert out.ok and route.call_count == 7
+
+
+def test_429s_are_bounded_by_patience(httpx2_mock: respx.Router, tmp_path: Path) -> None:
+    route = httpx2_mock.post(URL).mock(return_value=error(429, "slow down", headers={"retry-after-ms": "1"}))
+    llm = make_llm(tmp_path, max_attempts=2)
+    llm.config = ClientConfig(**{**llm.config.__dict__, "patience": 0.2})
+    out = ask(llm)
+    assert not out.ok and "429" in out.error and route.call_count >= 2
+
+
+@pytest.mark.parametrize("status", [501, 505])
+def test_permanent_5xx_is_not_retried(httpx2_mock: respx.Router, tmp_path: Path, status: int) -> None:
+    route = httpx2_mock.post(URL).mock(return_value=error(status, "Not Implemented"))
+    with pytest.raises(LLMError, match=f"HTTP {status}"):
+        ask(make_llm(tmp_path))
+    assert route.call_count == 1
+
+
+def test_credentials_in_urls_are_redacted() -> None:
+    from ragjudge.llm.client import redact, redact_url
+
+    assert redact_url("https://user:hunter2-secret@host.example/v1") == "https://***@host.example/v1"
+    assert redact_url("https://host/v1?api-key=abc123&x=1") == "https://host/v1?api-key=***&x=1"
+    assert redact_url("https://host/v1?foo=1&access_token=zzz") == "https://host/v1?foo=1&access_token=***"
+    assert "pw" not in redact("failed at http://me:pw@127.0.0.1:9/v1: refused")
+    cfg = ClientConfig(model="m", base_url="https://bob:sk-live-SECRET99@host/v1", api_key=SECRET)
+    assert "SECRET99" not in repr(cfg)
+
+
+def test_credentials_in_base_url_never_reach_a_message(httpx2_mock: respx.Router, tmp_path: Path) -> None:
+    base = "http://alice:pa55w0rd-xyz@llm.test/v1"
+    httpx2_mock.post(URL).mock(return_value=error(404, "no such model at http://alice:pa55w0rd-xyz@llm.test"))
+    llm = LLM("judge-model", base_url=base, api_key=SECRET, cache=tmp_path / "c.sqlite")
+    with pytest.raises(LLMError) as info:
+        ask(llm)
+    assert "pa55w0rd" not in str(info.value) and "alice" not in str(info.value)
+    assert "llm.test" in str(info.value)
+
+
+@pytest.mark.parametrize("odd", ["-0.1x", None, "NaN", {"v": 1}, float("nan")])
+def test_unreadable_logprobs_are_dropped_not_raised(odd: Any) -> None:
+    from ragjudge.llm.client import Completion
+
+    body = grade_reply(2)
+    body["choices"][0]["logprobs"] = {"content": [{"token": "2", "logprob": odd, "top_logprobs": 5}]}
+    comp = Completion.from_dict(body)
+    assert comp.logprobs is None and comp.text is not None
+    body["choices"][0]["logprobs"] = {"content": [{"token": "2", "logprob": -0.1,
+                                                   "top_logprobs": [{"token": "2", "logprob": odd}]}]}
+    assert Completion.from_dict(body).logprobs is None
+
+
+def test_failures_are_classified_for_the_circuit_breaker() -> None:
+    import socket
+
+    import openai
+
+    from ragjudge.llm.client import classify_failure
+
+    req = httpx2.Request("POST", "http://me:pw-secret@llm.test/v1/chat/completions")
+
+    def conn_error(cause: BaseException) -> openai.APIConnectionError:
+        exc = openai.APIConnectionError(request=req)
+        exc.__cause__ = cause
+        return exc
+
+    refused = classify_failure(conn_error(ConnectionRefusedError(111, "refused")))
+    assert refused.kind == "unreachable" and refused.reason == "connection refused"
+    assert "pw-secret" not in refused.url and "llm.test" in refused.url
+    dns = classify_failure(conn_error(socket.gaierror(-2, "Name or service not known")))
+    assert dns.kind == "unreachable" and dns.reason.startswith("host not found")
+    slow = classify_failure(openai.APITimeoutError(request=req))
+    assert slow.kind == "timeout"
+    resp = httpx2.Response(503, request=req)
+    status = classify_failure(openai.InternalServerError("down", response=resp, body=None))
+    assert status.kind == "status" and status.status == 503

@@ -103,7 +103,7 @@ def test_a_stale_report_lets_one_probe_through() -> None:
 def test_429_without_headers_learns_a_rate_and_pauses() -> None:
     import time
 
-    r = Runner()
+    r = Runner(adaptive=False)  # 30 attempts in flight at once, as 16 workers' retries may be
 
     async def main() -> None:
         gate = asyncio.Event()
@@ -201,3 +201,29 @@ def test_runner_learns_from_real_replies(httpx2_mock: respx.Router, tmp_path: Pa
     assert llm.runner.rpm == pytest.approx(120 * HEADROOM)
     assert llm.runner.tpm == pytest.approx(90000 * HEADROOM)
     assert llm.runner.rate_limited == 1 and llm.runner.started == 2
+
+
+def test_overloaded_replies_and_timeouts_cut_the_adaptive_limit() -> None:
+    import httpx2
+    import openai
+
+    r = Runner()
+    assert r.concurrency_limit == 1  # the first request goes alone (slow start)
+    assert r.limiter is not None
+    r.limiter.limit = 8
+
+    async def main() -> None:
+        async with r.attempt():
+            r.observe({}, 503)  # "overloaded": the server asks for less
+        assert r.concurrency_limit == 4
+        req = httpx2.Request("POST", URL)
+        with pytest.raises(openai.APITimeoutError):
+            async with r.attempt():
+                raise openai.APITimeoutError(request=req)
+        assert r.concurrency_limit == 2
+        async with r.attempt():
+            r.observe({}, 500)  # a plain server error says nothing about load
+        assert r.concurrency_limit == 2
+
+    asyncio.run(main())
+    assert Runner(adaptive=False).concurrency_limit == 16

@@ -16,7 +16,7 @@ from _loopback import simulator_thread
 
 from ragjudge.judges import LLMRelevanceJudge
 from ragjudge.llm import LLM
-from ragjudge.llm.runner import RateLearner
+from ragjudge.llm.runner import CircuitBreaker, ConcurrencyLimit, RateLearner
 
 EPS = 0.001  # a 429 reply arrives this long after its request started
 
@@ -245,3 +245,142 @@ def test_real_judge_learns_a_header_less_per_second_limit(tmp_path: Path) -> Non
     achieved = (stats["admitted"] - 1) / stats["admit_span_s"] * 60.0
     assert achieved / rpm >= 0.6
     assert stats["rate_limited"] <= 40
+
+
+# ----------------------------------------------------------------------------- circuit breaker
+def test_breaker_opens_after_a_streak_probes_one_at_a_time_and_resumes() -> None:
+    b = CircuitBreaker()
+    b.on_reply(0.0, 200)  # the server answered once: a streak of OPEN_AFTER opens it
+    assert b.on_failure(1.0, "connection refused", "http://h/v1", probe=False) is None
+    assert b.admit(1.0) == (0.0, False)
+    b.on_failure(1.0, "connection refused", "http://h/v1", probe=False)
+    msg = b.on_failure(1.0, "connection refused", "http://h/v1", probe=False)
+    assert msg == "server unreachable at http://h/v1: connection refused; retrying in 0.5 s"
+    # Open: everyone waits, then exactly one caller probes.
+    wait, probe = b.admit(1.1)
+    assert wait > 0 and not probe
+    assert b.admit(1.5) == (0.0, True)
+    assert b.admit(1.5)[1] is False  # a second caller does not probe meanwhile
+    # A failed probe doubles the delay.
+    msg = b.on_failure(1.6, "connection refused", "http://h/v1", probe=True)
+    assert msg is not None and "still unreachable" in msg and "retrying in 1 s" in msg
+    assert b.admit(2.0)[1] is False and b.admit(2.6) == (0.0, True)
+    # A late reply to an attempt sent before the outage does not close it...
+    assert b.on_reply(2.65, 200, started_at=0.9) is None and b.open
+    # ...the probe's (or any later attempt's) reply does; the message says how long it was down.
+    msg = b.on_reply(2.7, 200, probe=True)
+    assert msg is not None and "answers again" in msg and not b.open
+    assert b.admit(2.7) == (0.0, False) and b.outages == 1
+
+
+def test_breaker_gateway_errors_open_it_too_and_other_replies_reset_the_streak() -> None:
+    b = CircuitBreaker()
+    for i in range(CircuitBreaker.OPEN_AFTER_5XX - 1):
+        b.on_reply(float(i), 503, where="http://h/v1")
+    b.on_reply(10.0, 500)  # a reply of another kind: the server is there
+    for i in range(CircuitBreaker.OPEN_AFTER_5XX - 1):
+        assert b.on_reply(11.0, 502) is None
+    assert not b.open
+    msg = b.on_reply(12.0, 504, where="http://h/v1")
+    assert b.open and msg is not None and msg.startswith("server unavailable at http://h/v1: HTTP 504")
+
+
+def test_breaker_gives_up_fast_on_a_server_never_reached_and_late_on_an_outage() -> None:
+    fresh = CircuitBreaker(startup=5.0, patience=600.0)
+    fresh.on_failure(0.0, "connection refused", "http://127.0.0.1:9/v1", probe=False)
+    assert fresh.open  # one failure suffices before any reply was ever seen
+    assert fresh.dead(4.9) is None
+    reason = fresh.dead(5.0)
+    assert reason is not None and "http://127.0.0.1:9/v1" in reason and "connection refused" in reason
+    seen = CircuitBreaker(startup=5.0, patience=600.0)
+    seen.on_reply(0.0, 200)
+    for _ in range(3):
+        seen.on_failure(1.0, "connection refused", "http://h/v1", probe=False)
+    assert seen.dead(500.0) is None
+    reason = seen.dead(601.0)
+    assert reason is not None and "rerun" in reason
+
+
+def test_breaker_probe_delay_is_capped() -> None:
+    b = CircuitBreaker()
+    t = 0.0
+    b.on_failure(t, "x", "u", probe=False)
+    delays = []
+    for _ in range(10):
+        t += 100.0
+        assert b.admit(t)[1]
+        b.on_failure(t, "x", "u", probe=True)
+        delays.append(b.admit(t)[0])
+    assert max(delays) <= 1.0  # admit re-checks at least every second
+    assert b._delay == CircuitBreaker.MAX_PROBE
+
+
+# ----------------------------------------------------------------------------- adaptive concurrency
+def serve(limiter: ConcurrencyLimit, service: float, slots: int, seconds: float,
+          timeout: float = 60.0) -> tuple[list[int], int]:
+    """A discrete-event model of a server with ``slots`` parallel slots (FIFO queue) fed with
+    unlimited demand at the limiter's pace; returns (limits seen over time, timeouts)."""
+    import heapq
+
+    t = 0.0
+    free_at = [0.0] * slots  # when each slot frees
+    done: list[tuple[float, float, int]] = []  # (finish time, start time, in flight at start)
+    in_flight = 0
+    limits = []
+    timeouts = 0
+    while t < seconds:
+        while in_flight < limiter.limit:
+            in_flight += 1
+            k = min(range(slots), key=lambda i: free_at[i])
+            begin = max(t, free_at[k])
+            free_at[k] = begin + service
+            heapq.heappush(done, (begin + service, t, in_flight))
+        finish, start, load = heapq.heappop(done)
+        t = finish
+        in_flight -= 1
+        if finish - start > timeout:
+            timeouts += 1
+            limiter.on_overload(start + timeout, start)
+        else:
+            limiter.on_success(t, finish - start, load)
+        limits.append(limiter.limit)
+    return limits, timeouts
+
+
+def test_adaptive_limit_stays_low_on_a_single_slot_server() -> None:
+    # llama.cpp with one slot: latency = requests in flight x service time. 16 in flight would
+    # make each wait 16x; the limit settles where latency is at most ~2-3x the no-load latency.
+    limiter = ConcurrencyLimit(16)
+    limits, timeouts = serve(limiter, service=4.0, slots=1, seconds=1200.0, timeout=60.0)
+    assert timeouts == 0
+    assert max(limits[len(limits) // 4:]) <= 4 and min(limits) >= 1
+    assert limiter.base == pytest.approx(4.0)
+
+
+def test_adaptive_limit_climbs_to_the_cap_when_latency_does_not_grow() -> None:
+    limiter = ConcurrencyLimit(16)
+    limits, _ = serve(limiter, service=0.3, slots=64, seconds=10.0)
+    assert limiter.limit == 16 and limiter.cuts == 0
+    assert limits.index(16) < 40  # slow start: 2 -> 4 -> 8 -> 16 within a few round trips
+
+
+def test_adaptive_limit_tracks_a_server_with_a_few_slots() -> None:
+    limiter = ConcurrencyLimit(16)
+    limits, _ = serve(limiter, service=1.0, slots=4, seconds=600.0)
+    tail = limits[len(limits) // 2:]
+    # Uses the 4 slots and queues at most about TOLERANCE x more (latency <= ~3x no-load).
+    assert 4 <= min(tail) and max(tail) <= 12
+
+
+def test_timeouts_halve_the_limit_once_per_episode() -> None:
+    limiter = ConcurrencyLimit(16)
+    limiter.limit = 16
+    limiter.on_overload(10.0, started_at=1.0)
+    assert limiter.limit == 8
+    limiter.on_overload(10.5, started_at=2.0)  # started before the cut: same episode
+    assert limiter.limit == 8
+    limiter.on_overload(20.0, started_at=11.0)
+    assert limiter.limit == 4 and limiter.cuts == 2
+    for _ in range(10):
+        limiter.on_overload(100.0 + _, started_at=100.0 + _)
+    assert limiter.limit == 1

@@ -280,3 +280,128 @@ def test_config_rejects_impossible_fault_mixes() -> None:
         sim.SimConfig(p_5xx=0.6, p_malformed=0.6)
     with pytest.raises(ValueError, match=r"p_hang must be in \[0, 1\]"):
         sim.SimConfig(p_hang=1.5)
+
+
+# ----------------------------------------------------------------------------- outages (issue 7.3)
+def free_port() -> int:
+    """A loopback port nobody listens on (bound, then released)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_no_server_at_all_is_one_error_naming_the_url(tmp_path: Path) -> None:
+    from ragjudge.errors import LLMError
+
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    llm = LLM("m", base_url=url, api_key="sk-none", cache=False, backoff_base=0.01)
+    llm.runner.breaker.startup = 1.0  # seconds (default 5): keeps the test short
+    judge = LLMRelevanceJudge(llm=llm, progress=False)
+    with pytest.raises(LLMError) as info:
+        judge.sync.judge_many(pairs(40))
+    message = str(info.value)
+    assert url in message and "connection refused" in message and "\n" not in message
+    # Probes, not 40 pairs x 6 attempts: the breaker held everyone back.
+    assert llm.runner.started <= 6
+
+
+def test_cli_no_server_exits_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from ragjudge.cli import main
+
+    monkeypatch.setenv("SIM_KEY", "sk-none-0123456789")
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    q = tmp_path / "q.tsv"
+    q.write_text("q1\tcapital of france\n")
+    c = tmp_path / "c.jsonl"
+    c.write_text(json.dumps({"_id": "d1", "text": "Paris."}) + "\n")
+    r = tmp_path / "r.trec"
+    r.write_text("q1 Q0 d1 1 1.0 x\n")
+    code = main(["judge", "--queries", str(q), "--corpus", str(c), "--run", str(r), "--model", "m",
+                 "--base-url", url, "--api-key-env", "SIM_KEY", "--no-cache", "--no-progress",
+                 "-o", str(tmp_path / "out.qrels")])
+    err = capsys.readouterr().err
+    assert code == 2
+    last = err.strip().splitlines()[-1]
+    assert url in last and "unreachable" in last and "Traceback" not in err
+
+
+@pytest.mark.parametrize("kind", ["refuse", "503"])
+def test_an_outage_pauses_the_run_and_loses_nothing(tmp_path: Path, kind: str) -> None:
+    # Down for 3 s after 20 answers; each pair has only 3 attempts of its own. Before the
+    # breaker, every pair in flight burnt its attempts in ~1 s and 46 of 80 were lost.
+    with simulator_thread(latency=0.01, outage_after=20, outage_seconds=3.0, outage_kind=kind) as sim:
+        judge = make_judge(sim, tmp_path, max_attempts=3)
+        judgments = judge.sync.judge_many(pairs(80))
+        stats = sim.stats()
+    assert [j.error for j in judgments if j.grade is None] == []
+    assert stats["outages"] == 1 and stats["duplicate_paid"] == 0
+    assert judge.llm.runner.breaker.outages == 1 and not judge.llm.runner.breaker.open
+    assert "again" in judge.llm.runner.last_event
+    # Probes, not a storm: few requests reached the dead server.
+    assert stats["outage_rejected"] <= 40
+
+
+def test_a_shared_rate_limit_loses_nothing(tmp_path: Path) -> None:
+    # Two clients (separate runners, as two processes) on one 1,200 rpm limit per 1 s window,
+    # no x-ratelimit headers, 2 attempts per pair: 429s are the server asking to wait and do
+    # not use up a pair's attempts.
+    with simulator_thread(latency=0.01, rpm=1200, window=1.0, ratelimit_headers=False) as sim:
+        a = make_judge(sim, tmp_path, cache=tmp_path / "a.sqlite", max_attempts=2)
+        b = make_judge(sim, tmp_path, cache=tmp_path / "b.sqlite", max_attempts=2)
+        items_a, items_b = pairs(80), [(q, d + "b", t, p + " b") for q, d, t, p in pairs(80)]
+
+        async def both() -> list[Any]:
+            ra, rb = await asyncio.gather(a.judge_many(items_a), b.judge_many(items_b))
+            await a.llm.aclose()
+            await b.llm.aclose()
+            return list(ra) + list(rb)
+
+        judgments = asyncio.run(both())
+        stats = sim.stats()
+    assert stats["rate_limited"] > 0  # the limit did bind
+    assert [j.error for j in judgments if j.grade is None] == []
+    assert stats["duplicate_paid"] == 0
+
+
+def test_two_sessions_on_one_cache_file_pay_once(tmp_path: Path) -> None:
+    # Two identical jobs on one cache file at the same time (two processes in real life: two
+    # Cache objects here, each its own claim owner): the second waits for the first's answers.
+    from ragjudge.llm.cache import Cache
+
+    path = tmp_path / "shared.sqlite"
+    items = pairs(40)
+    with simulator_thread(latency=0.05) as sim:
+        a = make_judge(sim, tmp_path, cache=Cache(path))
+        b = make_judge(sim, tmp_path, cache=Cache(path))
+
+        async def both() -> tuple[Any, Any]:
+            ra, rb = await asyncio.gather(a.judge_many(items), b.judge_many(items))
+            await a.llm.aclose()
+            await b.llm.aclose()
+            return ra, rb
+
+        ra, rb = asyncio.run(both())
+        stats = sim.stats()
+    assert [j.grade for j in ra] == [j.grade for j in rb]
+    assert all(j.grade is not None for j in ra)
+    assert stats["paid"] == 40 and stats["duplicate_paid"] == 0
+    assert a.llm.cache.waited + b.llm.cache.waited > 0
+
+
+# ----------------------------------------------------------------------------- local servers (issue 7.5)
+def test_a_single_slot_server_is_not_flooded(tmp_path: Path) -> None:
+    # A llama.cpp-like server with one slot: requests queue inside it. With 16 in flight and
+    # 0.1 s per answer the last waits 1.6 s, past the 1.2 s timeout: requests timed out, were
+    # cancelled and retried. The adaptive limit keeps the queue short instead (time-scaled:
+    # 4 s per answer and the default 60 s timeout behave the same).
+    with simulator_thread(latency=0.1, slots=1) as sim:
+        judge = make_judge(sim, tmp_path, timeout=1.2, max_attempts=3)
+        judgments = judge.sync.judge_many(pairs(30))
+        stats = sim.stats()
+    assert [j.error for j in judgments if j.grade is None] == []
+    assert stats["cancelled"] == 0 and stats["paid"] == 30
+    assert judge.llm.runner.concurrency_limit < 16
+

@@ -4,21 +4,30 @@ Built on ``openai.AsyncOpenAI`` (``AsyncAzureOpenAI`` for Azure) with the SDK's 
 switched off (``max_retries=0``): tenacity retries here, so attempts never multiply.
 
 Retry policy
-    Retried: 408, 409, 429 (except ``insufficient_quota``), every 5xx, timeouts, connection
-    errors and 200 replies whose body is not a chat completion. Waits honour ``retry-after-ms``
-    / ``Retry-After`` (seconds or an HTTP date) plus a little jitter; otherwise "full jitter"
-    exponential backoff (uniform in ``[0, base * 2**n]``, capped). The timeout is per HTTP
-    attempt. Every attempt passes the runner's gate, so retries respect the rate limits too.
+    Retried: 408, 409, 429 (except ``insufficient_quota``), 5xx other than the permanent ones
+    (501 Not Implemented, 505, 506, 510, 511), timeouts, connection errors and 200 replies whose
+    body is not a chat completion. Waits honour ``retry-after-ms`` / ``Retry-After`` (seconds
+    or an HTTP date) plus a little jitter; otherwise "full jitter" exponential backoff (uniform
+    in ``[0, base * 2**n]``, capped). The timeout is per HTTP attempt and starts when the runner
+    lets the attempt go: time queued in our own runner never counts. Every attempt passes the
+    runner's gate, so retries respect the rate limits and the circuit breaker too.
+Two budgets
+    A pair has ``max_attempts`` attempts for failures of its own (5xx, timeouts, bad bodies).
+    A 429 (the server asking to wait), an unreachable server and a failed outage probe are not
+    the pair's fault: they do not use that budget, and are bounded by time instead (``patience``
+    seconds from the pair's first attempt; the runner's circuit breaker stops a run whose server
+    stays unreachable). So an outage or a shared rate limit delays work and loses none.
 Fail fast
-    401/403/404, ``insufficient_quota`` and other 4xx raise :class:`ragjudge.errors.LLMError`
-    with a clear message -- a wrong key or model name must stop the run, not fail 10,000
-    judgments one by one. A 400 that says the server lacks a feature we asked for
+    401/403/404, 501, ``insufficient_quota`` and other 4xx raise
+    :class:`ragjudge.errors.LLMError` with a clear message -- a wrong key, model name or server
+    must stop the run, not fail 10,000 judgments one by one. A 400 that says the server lacks a feature we asked for
     (``response_format``/``json_schema``/``logprobs``/``seed``/``max_tokens``/``temperature``)
     raises :class:`UnsupportedFeature` so the
     session can fall back; a prompt too long for the model is a per-item :class:`CallFailed`.
 Secrets
     The API key is held only by the SDK client; every message that leaves this module is
-    passed through :func:`redact`.
+    passed through :func:`redact`, which also removes credentials from URLs
+    (``https://user:key@host``, ``?api-key=...``): see :func:`redact_url`.
 """
 
 from __future__ import annotations
@@ -29,17 +38,20 @@ import math
 import os
 import random
 import re
+import socket
 import time
+import urllib.parse
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import openai
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
 from ..errors import LLMError
 from .cost import Usage
+from .provenance import FailureKind
 
 __all__ = [
     "ClientConfig",
@@ -48,11 +60,16 @@ __all__ = [
     "EmbeddingReply",
     "CallFailed",
     "UnsupportedFeature",
+    "Failure",
+    "classify_failure",
     "redact",
+    "redact_url",
     "retry_after_seconds",
 ]
 
 RETRY_STATUS = frozenset({408, 409, 429})
+# 5xx that say the server cannot ever do this (not implemented, misconfigured): never retried.
+PERMANENT_STATUS = frozenset({501, 505, 506, 510, 511})
 # (word in a 400 message, request feature the session can drop or replace), most specific first.
 _FEATURE_WORDS = (
     ("max_completion_tokens", "max_tokens"),
@@ -67,15 +84,25 @@ _FEATURE_WORDS = (
     ("grammar", "response_format"),
 )
 _KEY_PATTERN = re.compile(r"\b(sk-[A-Za-z0-9_\-*]{4,}|Bearer\s+\S+)")
+# Credentials inside URLs: the userinfo of "scheme://user:secret@host" and query parameters
+# that carry a key or token ("?api-key=...", "&access_token=...", Azure's "sig=").
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s@?#]+@")
+_URL_SECRET_PARAM = re.compile(
+    r"(?i)([?&](?:api[-_]?key|key|token|access[-_]?token|auth|authorization|password|secret|sig|"
+    r"signature|code)=)[^&#\s]+")
 
 
 class CallFailed(Exception):
-    """A per-item failure after the retry policy gave up (becomes ``Outcome.error``)."""
+    """A per-item failure after the retry policy gave up (becomes ``Outcome.error``).
 
-    def __init__(self, reason: str, *, attempts: int = 1) -> None:
+    ``kind`` is the typed reason: ``RETRIES_EXHAUSTED``, ``PROMPT_TOO_LONG`` or ``MALFORMED``."""
+
+    def __init__(self, reason: str, *, attempts: int = 1,
+                 kind: FailureKind = FailureKind.RETRIES_EXHAUSTED) -> None:
         super().__init__(reason)
         self.reason = reason
         self.attempts = attempts
+        self.kind = kind
 
 
 class UnsupportedFeature(Exception):
@@ -94,11 +121,38 @@ _SECRETS: set[str] = set()
 
 
 def redact(text: str) -> str:
-    """Remove API keys (the configured ones and anything shaped like one) from ``text``."""
+    """Remove API keys (the configured ones, anything shaped like one, and credentials inside
+    URLs) from ``text``."""
     for secret in _SECRETS:
-        if secret:
+        # Placeholder keys of local servers ("k", "no-key") protect nothing, and replacing
+        # every "k" would garble the message itself.
+        if len(secret) >= 8:
             text = text.replace(secret, "***")
+    text = _URL_USERINFO.sub(r"\1***@", text)
+    text = _URL_SECRET_PARAM.sub(r"\1***", text)
     return _KEY_PATTERN.sub("***", text)
+
+
+def redact_url(url: str | None) -> str:
+    """``url`` fit to print: no ``user:password@``, no key-bearing query parameter."""
+    return redact(str(url or ""))
+
+
+def _remember_url_secrets(url: str | None) -> None:
+    """Register the credentials inside ``url`` so they are redacted wherever they appear."""
+    if not url:
+        return
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return
+    for secret in (parts.password, parts.username if parts.password is None else None):
+        if secret and len(secret) >= 4:
+            _SECRETS.add(secret)
+            _SECRETS.add(urllib.parse.unquote(secret))
+    for name, value in urllib.parse.parse_qsl(parts.query):
+        if value and len(value) >= 4 and _URL_SECRET_PARAM.search(f"?{name}=x"):
+            _SECRETS.add(value)
 
 
 @dataclass(frozen=True)
@@ -115,6 +169,12 @@ class ClientConfig:
     max_attempts: int = 6
     backoff_base: float = 0.5
     max_wait: float = 60.0
+    #: seconds a pair may keep retrying 429s and an unreachable server (see "Two budgets")
+    patience: float = 600.0
+
+    def __repr__(self) -> str:  # the base URL may carry credentials
+        return (f"ClientConfig(model={self.model!r}, base_url={redact_url(self.base_url) or None!r}, "
+                f"azure_endpoint={redact_url(self.azure_endpoint) or None!r}, timeout={self.timeout})")
 
     def resolved_base_url(self) -> str | None:
         return self.base_url or os.environ.get("OPENAI_BASE_URL") or None
@@ -162,32 +222,52 @@ class Completion:
         content = message.get("content")
         if content is not None and not isinstance(content, str):
             raise _BadBody("reply content is not text")
-        lp = choice.get("logprobs")
-        tokens = None
-        if isinstance(lp, Mapping) and isinstance(lp.get("content"), list):
-            tokens = [
-                {
-                    "token": t.get("token", ""),
-                    "logprob": t.get("logprob"),
-                    "top_logprobs": [
-                        {"token": a.get("token", ""), "logprob": a.get("logprob")}
-                        for a in (t.get("top_logprobs") or []) if isinstance(a, Mapping)
-                    ],
-                }
-                for t in lp["content"] if isinstance(t, Mapping)
-            ]
+        refusal = message.get("refusal")
         return cls(
             text=content,
-            finish_reason=choice.get("finish_reason"),
-            refusal=message.get("refusal"),
+            finish_reason=_text_or_none(choice.get("finish_reason")),
+            refusal=None if refusal is None or refusal == "" else str(refusal),
             usage=Usage.from_openai(d.get("usage")),
-            logprobs=tokens,
-            system_fingerprint=d.get("system_fingerprint"),
-            model=d.get("model"),
+            logprobs=_read_logprobs(choice.get("logprobs")),
+            system_fingerprint=_text_or_none(d.get("system_fingerprint")),
+            model=_text_or_none(d.get("model")),
             latency=latency,
             attempts=attempts,
             raw=dict(d),
         )
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _logprob(value: Any) -> float:
+    """A finite log probability, else ``ValueError`` (strings, null, NaN, objects)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"logprob {value!r} is not a number")
+    return float(value)
+
+
+def _read_logprobs(lp: Any) -> list[dict[str, Any]] | None:
+    """``choices[0].logprobs.content`` as plain dicts with float logprobs; ``None`` (no
+    probabilities, the grade is kept) when anything in it cannot be read."""
+    if not isinstance(lp, Mapping) or not isinstance(lp.get("content"), list):
+        return None
+    try:
+        tokens = []
+        for t in lp["content"]:
+            alts = t.get("top_logprobs") or []
+            if not isinstance(alts, list):
+                raise ValueError("top_logprobs is not a list")
+            tokens.append({
+                "token": str(t.get("token", "")),
+                "logprob": _logprob(t.get("logprob")),
+                "top_logprobs": [{"token": str(a.get("token", "")), "logprob": _logprob(a.get("logprob"))}
+                                 for a in alts],
+            })
+    except (AttributeError, TypeError, ValueError):
+        return None
+    return tokens
 
 
 @dataclass
@@ -260,6 +340,72 @@ def _status(exc: BaseException) -> int | None:
     return exc.status_code if isinstance(exc, openai.APIStatusError) else None
 
 
+class Failure(NamedTuple):
+    """What a failed HTTP attempt says about the server (see :func:`classify_failure`).
+
+    ``kind``: ``"unreachable"`` (no HTTP reply: refused, unknown host, connect timeout, dropped
+    connection), ``"timeout"`` (connected, no reply in time), ``"status"`` (an HTTP error
+    reply) or ``"other"``; ``reason`` is one short phrase; ``url`` is redacted."""
+
+    kind: str
+    reason: str
+    url: str
+    status: int | None = None
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    out: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and cur not in out and len(out) < 12:
+        out.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    return out
+
+
+def _request_url(exc: BaseException) -> str:
+    for attr in ("request", "response"):
+        obj = getattr(exc, attr, None)
+        if attr == "response" and obj is not None:
+            obj = getattr(obj, "request", None)
+        try:
+            url = getattr(obj, "url", None)
+        except RuntimeError:  # httpx raises when a response has no request
+            url = None
+        if url is not None:
+            return redact_url(str(url))
+    return "the server"
+
+
+def classify_failure(exc: BaseException) -> Failure:
+    """Tell an unreachable server from a slow one from an HTTP error, for the runner's
+    circuit breaker and adaptive concurrency (no openai or httpx types leak out)."""
+    url = _request_url(exc)
+    status = _status(exc)
+    if status is not None:
+        return Failure("status", f"HTTP {status}", url, status)
+    chain = _chain(exc)
+    names = {type(e).__name__ for e in chain}
+    if isinstance(exc, openai.APITimeoutError) or "TimeoutException" in names or "ReadTimeout" in names:
+        if "ConnectTimeout" in names:
+            return Failure("unreachable", "connect timeout", url)
+        return Failure("timeout", "timeout", url)
+    if isinstance(exc, openai.APIConnectionError) or names & {"ConnectError", "RemoteProtocolError",
+                                                             "ReadError", "WriteError"}:
+        reason = "connection error"
+        for e in reversed(chain):  # the root cause first
+            if isinstance(e, ConnectionRefusedError):
+                reason = "connection refused"
+            elif isinstance(e, socket.gaierror):
+                reason = f"host not found ({e.strerror or e})"
+            elif isinstance(e, ConnectionResetError) or type(e).__name__ == "RemoteProtocolError":
+                reason = "connection dropped by the server"
+            else:
+                continue
+            break
+        return Failure("unreachable", redact(reason), url)
+    return Failure("other", redact(f"{type(exc).__name__}: {exc}"), url)
+
+
 def _error_code(exc: openai.APIStatusError) -> str:
     body = exc.body
     if isinstance(body, Mapping):
@@ -292,7 +438,12 @@ def _retryable(exc: BaseException) -> bool:
         return False
     if status == 429 and _error_code(exc) == "insufficient_quota":  # type: ignore[arg-type]
         return False
-    return status in RETRY_STATUS or status >= 500
+    return status in RETRY_STATUS or (status >= 500 and status not in PERMANENT_STATUS)
+
+
+def _free(exc: BaseException) -> bool:
+    """A failure that is not the pair's own: a 429 or an unreachable server (time-bounded)."""
+    return _status(exc) == 429 or classify_failure(exc).kind == "unreachable"
 
 
 def _describe(exc: BaseException) -> str:
@@ -309,6 +460,17 @@ def _describe(exc: BaseException) -> str:
 
 
 Gate = Callable[[], AbstractAsyncContextManager[Any]]
+
+
+@dataclass
+class _Call:
+    """One request's retry bookkeeping: attempts made, those counted against its budget,
+    and the runner's ticket of the current attempt (whose ``outage`` flag, set by the runner's
+    circuit breaker, says its failure was the outage's, not the pair's)."""
+
+    attempts: int = 0
+    counted: int = 0
+    ticket: Any = None
 Observer = Callable[[Mapping[str, str], int], None]
 
 
@@ -326,6 +488,8 @@ class LLMClient:
         self._on_retry = on_retry
         key = config.resolve_key()
         _SECRETS.add(key)
+        _remember_url_secrets(config.resolved_base_url())
+        _remember_url_secrets(config.azure_endpoint)
         common: dict[str, Any] = {"api_key": key, "max_retries": 0, "timeout": config.timeout}
         if http_client is not None:
             common["http_client"] = http_client
@@ -341,13 +505,18 @@ class LLMClient:
 
     @property
     def endpoint(self) -> str:
-        return str(self.openai.base_url)
+        """The base URL, with any credentials redacted."""
+        return redact_url(str(self.openai.base_url))
 
     async def close(self) -> None:
         await self.openai.close()
 
     def _wait(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
+        if exc is not None and classify_failure(exc).kind == "unreachable":
+            # The runner's circuit breaker paces an outage (one probe at a time, backing off):
+            # a long backoff here would only delay the resume once the server is back.
+            return random.uniform(0, min(1.0, self.config.max_wait))
         headers = exc.response.headers if isinstance(exc, openai.APIStatusError) else None
         after = retry_after_seconds(headers)
         if after is not None:
@@ -365,7 +534,7 @@ class LLMClient:
     ) -> Completion:
         """One chat completion, retried per the policy. ``body`` is the request JSON."""
         gate = gate or _open_gate
-        return await self._retrying(lambda n: self._once(body, gate, observe, n))
+        return await self._retrying(lambda c: self._once(body, gate, observe, c))
 
     async def embed(
         self,
@@ -377,18 +546,27 @@ class LLMClient:
         """One ``/embeddings`` request, retried per the same policy. ``body`` is the request
         JSON (``model``, ``input`` list, ``encoding_format``)."""
         gate = gate or _open_gate
-        return await self._retrying(lambda n: self._once_embed(body, gate, observe, n))
+        return await self._retrying(lambda c: self._once_embed(body, gate, observe, c))
 
-    async def _retrying(self, once: Callable[[int], Any]) -> Any:
-        attempts = 0
+    async def _retrying(self, once: Callable[[_Call], Any]) -> Any:
+        call = _Call()
+        first = time.monotonic()
 
         def before_sleep(state: RetryCallState) -> None:
             self.retries += 1
             if self._on_retry is not None:
                 self._on_retry()
 
+        def stop(state: RetryCallState) -> bool:
+            exc = state.outcome.exception() if state.outcome else None
+            if exc is not None and not (getattr(call.ticket, "outage", False) or _free(exc)):
+                call.counted += 1
+            if call.counted >= max(1, self.config.max_attempts):
+                return True
+            return time.monotonic() - first >= self.config.patience
+
         retrying = AsyncRetrying(
-            stop=stop_after_attempt(max(1, self.config.max_attempts)),
+            stop=stop,
             wait=self._wait,
             retry=retry_if_exception(_retryable),
             before_sleep=before_sleep,
@@ -398,23 +576,25 @@ class LLMClient:
         try:
             async for attempt in retrying:
                 with attempt:
-                    attempts += 1
-                    return await once(attempts)
+                    call.attempts += 1
+                    call.ticket = None
+                    return await once(call)
         except (openai.APIError, _BadBody) as exc:
-            raise self._final(exc, attempts) from None
+            raise self._final(exc, call.attempts) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _once(self, body: Mapping[str, Any], gate: Gate, observe: Observer | None,
-                    attempts: int) -> Completion:
-        data, latency = await self._post(self.openai.chat.completions, body, gate, observe)
-        return Completion.from_dict(data, latency=latency, attempts=attempts)
+                    call: _Call) -> Completion:
+        data, latency = await self._post(self.openai.chat.completions, body, gate, observe, call)
+        return Completion.from_dict(data, latency=latency, attempts=call.attempts)
 
     async def _post(self, resource: Any, body: Mapping[str, Any], gate: Gate,
-                    observe: Observer | None) -> tuple[Mapping[str, Any], float]:
+                    observe: Observer | None, call: _Call) -> tuple[Mapping[str, Any], float]:
         """One HTTP attempt on ``resource`` (chat completions or embeddings): the JSON object
         of the reply and its latency; rate-limit headers go to ``observe``, 2xx bodies that
         are not a JSON object raise ``_BadBody`` (retried like a 5xx)."""
-        async with gate():
+        async with gate() as ticket:
+            call.ticket = ticket
             start = time.monotonic()
             try:
                 raw = await resource.with_raw_response.create(**body, timeout=self.config.timeout)
@@ -434,18 +614,19 @@ class LLMClient:
         return data, latency
 
     async def _once_embed(self, body: Mapping[str, Any], gate: Gate, observe: Observer | None,
-                          attempts: int) -> EmbeddingReply:
-        data, latency = await self._post(self.openai.embeddings, body, gate, observe)
+                          call: _Call) -> EmbeddingReply:
+        data, latency = await self._post(self.openai.embeddings, body, gate, observe, call)
         return EmbeddingReply.from_dict(data, expected=len(body.get("input") or ()),
-                                        latency=latency, attempts=attempts)
+                                        latency=latency, attempts=call.attempts)
 
     def _final(self, exc: BaseException, attempts: int) -> Exception:
         """Map the last exception to what callers handle: LLMError, UnsupportedFeature, CallFailed."""
         status = _status(exc)
         if _retryable(exc):
-            return CallFailed(f"gave up after {attempts} attempt(s): {_describe(exc)}", attempts=attempts)
+            return CallFailed(f"gave up after {attempts} attempt(s): {_describe(exc)}", attempts=attempts,
+                              kind=FailureKind.MALFORMED if isinstance(exc, _BadBody) else FailureKind.RETRIES_EXHAUSTED)
         if status is None:  # an SDK error without an HTTP status: this item fails, the run goes on
-            return CallFailed(f"client error: {_describe(exc)}", attempts=attempts)
+            return CallFailed(f"client error: {_describe(exc)}", attempts=attempts, kind=FailureKind.MALFORMED)
         raw = _raw_server_message(exc)
         message = redact(raw)
         where = f"{self.endpoint} (model {self.config.model!r})"
@@ -454,7 +635,8 @@ class LLMClient:
             lowered = raw.lower()
             if code == "context_length_exceeded" or "context length" in lowered \
                     or "maximum context" in lowered or "too many tokens" in lowered:
-                return CallFailed(f"prompt too long for the model: {message}", attempts=attempts)
+                return CallFailed(f"prompt too long for the model: {message}", attempts=attempts,
+                                  kind=FailureKind.PROMPT_TOO_LONG)
             for word, feature in _FEATURE_WORDS:
                 if word in lowered:
                     return UnsupportedFeature(feature, message)
@@ -467,4 +649,10 @@ class LLMClient:
             return LLMError(f"not found at {where} (HTTP 404): wrong model name or base URL? {message}")
         if status == 429:
             return LLMError(f"quota exhausted at {where} (HTTP 429 insufficient_quota): {message}")
+        if status == 413:
+            return CallFailed(f"request too large for the server (HTTP 413): {message}", attempts=attempts,
+                              kind=FailureKind.PROMPT_TOO_LONG)
+        if status in PERMANENT_STATUS:
+            return LLMError(f"{where} cannot serve this request (HTTP {status}"
+                            f"{', not implemented' if status == 501 else ''}): {message}")
         return LLMError(f"request rejected by {where} (HTTP {status}): {message}")

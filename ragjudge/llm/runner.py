@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import logging
 import math
 import re
 import time
@@ -55,16 +56,18 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
-from .client import retry_after_seconds
+from ..errors import LLMError
+from .client import classify_failure, retry_after_seconds
 
-__all__ = ["Runner", "RateLearner", "Reservation", "parse_duration"]
+__all__ = ["Runner", "RateLearner", "CircuitBreaker", "ConcurrencyLimit", "Attempt", "Reservation",
+           "parse_duration"]
+
+log = logging.getLogger("ragjudge.llm")
 
 HEADROOM = 0.98
-# (requests started, tokens started, this attempt's tokens, its RateLearner start record) when the
-# current task's HTTP attempt was admitted; lets observe() place a reply's remaining-budget headers
-# on our own timeline and tell which start a 429 rejected.
-_TICKET: contextvars.ContextVar[tuple[float, float, float, list[float]] | None] = contextvars.ContextVar(
-    "ragjudge_runner_ticket", default=None)
+# The current task's HTTP attempt (see Attempt): lets observe() place a reply's remaining-budget
+# headers on our own timeline, tell which start a 429 rejected, and record the reply's status.
+_TICKET: contextvars.ContextVar["Attempt | None"] = contextvars.ContextVar("ragjudge_runner_ticket", default=None)
 _WINDOW = 60.0
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 
@@ -129,6 +132,8 @@ class _LoopState:
         self.next_start = 0.0  # monotonic time of the next free start slot
         self.first_reply = asyncio.Event()
         self.probing = False
+        self.active = 0  # HTTP attempts in flight (the adaptive limit's count)
+        self.waiters: list[asyncio.Future[None]] = []
 
 
 class RateLearner:
@@ -328,10 +333,244 @@ class RateLearner:
             self._edge_since = now
 
 
+class CircuitBreaker:
+    """Pauses every new attempt while the server is down, probes it, and resumes.
+
+    Pure bookkeeping with the clock passed in (like :class:`RateLearner`), so it runs under a
+    fake clock in tests. The runner consults :meth:`admit` before each HTTP attempt and reports
+    every attempt's end to :meth:`on_reply` / :meth:`on_failure`.
+
+    *Opening.* An attempt that cannot reach the server (connection refused, host not found,
+    connect timeout, connection dropped) or gets a gateway-style 5xx (502/503/504: the proxy is
+    up, the model server behind it is not) counts towards a streak; any other reply resets it.
+    ``OPEN_AFTER`` unreachable attempts in a row, or ``OPEN_AFTER_5XX`` such 5xx, open the
+    breaker: new attempts wait instead of burning each pair's retries in a few seconds.
+    Before the server has ever answered, the first unreachable attempt opens it.
+
+    *Probing.* While open, one attempt at a time probes after a delay that doubles from
+    ``FIRST_PROBE`` to ``MAX_PROBE`` seconds; a reply of any kind closes the breaker and
+    everyone resumes. A probe's failure is the outage's, not its pair's: the client does not
+    count it against the pair's attempt budget.
+
+    *Giving up.* A server that never answered is declared unreachable after ``startup``
+    seconds (a wrong URL or a server that is not running is a one-line error within seconds,
+    not minutes of retries); one that answered before, after ``patience`` seconds of outage.
+    """
+
+    OPEN_AFTER = 3
+    OPEN_AFTER_5XX = 8
+    FIRST_PROBE = 0.5
+    MAX_PROBE = 30.0
+
+    def __init__(self, *, patience: float = 600.0, startup: float = 5.0) -> None:
+        self.patience = patience
+        self.startup = startup
+        self.reached = False  # any HTTP reply seen from the server
+        self.opened_at: float | None = None  # None: closed
+        self.outages = 0
+        self.reason = ""
+        self.where = "the server"
+        self.state = "unreachable"
+        self._streak = 0
+        self._streak_5xx = 0
+        self._delay = self.FIRST_PROBE
+        self._next_probe = 0.0
+        self._probing = False
+
+    @property
+    def open(self) -> bool:
+        return self.opened_at is not None
+
+    def admit(self, now: float) -> tuple[float, bool]:
+        """``(seconds to wait, probe)``: ``(0, False)`` while closed; while open, one caller at
+        a time gets ``(0, True)`` once the probe delay has passed, the others a wait."""
+        if self.opened_at is None:
+            return 0.0, False
+        if not self._probing and now >= self._next_probe:
+            self._probing = True
+            return 0.0, True
+        # Re-check at least every second: another caller's probe may have closed it.
+        return min(max(self._next_probe - now, 0.05), 1.0), False
+
+    def dead(self, now: float) -> str | None:
+        """The one-line reason to stop the run, once the outage outlasted its patience."""
+        if self.opened_at is None:
+            return None
+        down = now - self.opened_at
+        if not self.reached and down >= self.startup:
+            return (f"server {self.state} at {self.where}: {self.reason} "
+                    f"(no reply in {down:.0f} s); is the server running and the URL right?")
+        if self.reached and down >= self.patience:
+            return (f"server {self.state} at {self.where} for {down:.0f} s: {self.reason}; stopping "
+                    "(finished answers are cached: rerun the same command to resume)")
+        return None
+
+    def on_reply(self, now: float, status: int, *, probe: bool = False, where: str = "",
+                 started_at: float | None = None) -> str | None:
+        """An HTTP reply arrived to an attempt started at ``started_at``; returns a message when
+        it ends an outage. A late reply to an attempt sent before the outage began (the server
+        was still finishing it) says nothing about now: only the probe or a later attempt
+        closes the breaker."""
+        self.reached = True
+        if status in (502, 503, 504):
+            return self._fail(now, "5xx", f"HTTP {status}", where, probe=probe)
+        if self.opened_at is not None and not probe and started_at is not None \
+                and started_at < self.opened_at:
+            return None
+        self._streak = self._streak_5xx = 0
+        if self.opened_at is None:
+            return None
+        down = now - self.opened_at
+        self.opened_at = None
+        self._probing = False
+        self._delay = self.FIRST_PROBE
+        return f"server at {self.where} answers again after {down:.0f} s; resuming"
+
+    def on_failure(self, now: float, reason: str, where: str, *, probe: bool) -> str | None:
+        """An attempt could not reach the server; returns a message when the breaker opens or
+        a probe fails."""
+        return self._fail(now, "unreachable", reason, where, probe=probe)
+
+    def on_probe_done(self) -> None:
+        """A probe ended without a verdict (cancelled, or a failure of another kind)."""
+        self._probing = False
+
+    def _fail(self, now: float, kind: str, reason: str, where: str | None, *, probe: bool) -> str | None:
+        if where:
+            self.where = where
+        self.reason = reason
+        self.state = "unavailable" if kind == "5xx" else "unreachable"
+        if kind == "unreachable":
+            self._streak += 1
+        else:
+            self._streak_5xx += 1
+        if self.opened_at is None:
+            threshold = self.OPEN_AFTER if self.reached else 1
+            if self._streak < threshold and self._streak_5xx < self.OPEN_AFTER_5XX:
+                return None
+            self.opened_at = now
+            self.outages += 1
+            self._delay = self.FIRST_PROBE
+            self._next_probe = now + self._delay
+            self._probing = False
+            return f"server {self.state} at {self.where}: {reason}; retrying in {self._delay:g} s"
+        if not probe:
+            return None
+        self._probing = False
+        self._delay = min(self._delay * 2.0, self.MAX_PROBE)
+        self._next_probe = now + self._delay
+        return (f"server still {self.state} at {self.where} after {now - self.opened_at:.0f} s: "
+                f"{reason}; retrying in {self._delay:g} s")
+
+
+class ConcurrencyLimit:
+    """How many HTTP attempts may be in flight: AIMD on latency and timeouts.
+
+    Pure bookkeeping with the clock passed in. A server whose latency grows with load (a
+    single-slot llama.cpp or Ollama server queues requests: with ``n`` in flight each waits for
+    ``n - 1`` others) must not be sent more than it serves, or every request waits longer than
+    the timeout and is cancelled and retried -- a storm that serves nothing. OpenAI's latency
+    does not grow with our load, so the limit there climbs to ``maximum`` in a few round trips.
+
+    The server's *no-load latency* is the median latency of a round with at most one attempt in
+    flight (the first request of a run goes alone), else the smallest round median seen. A
+    *round* is as many replies as the limit. At the end of each round:
+
+    * median latency above ``TOLERANCE`` x the no-load latency: the server queues our
+      requests. Cut the limit to what would keep latency at the tolerance, assuming latency
+      proportional to requests in flight (``limit * TOLERANCE * base / median``), at most
+      halving per round;
+    * else, if the round used the whole limit (demand binds): double it until the first cut
+      (slow start), then add one;
+    * a timeout or an "overloaded" reply (503, 529) halves the limit at once (one cut per
+      round: those of attempts started before the cut do not compound).
+
+    Only 2xx replies are latency samples; queueing in our own runner is not part of any sample.
+    """
+
+    TOLERANCE = 2.0
+    INITIAL = 1  # the first request goes alone: its latency is the no-load latency
+
+    def __init__(self, maximum: int) -> None:
+        self.maximum = max(1, maximum)
+        self.limit = min(self.INITIAL, self.maximum)
+        self.base: float | None = None
+        self.cuts = 0
+        self._slow_start = True
+        self._samples: list[float] = []
+        self._peak = 0
+        self._cut_at = -math.inf
+
+    def on_success(self, now: float, latency: float, in_flight: int) -> None:
+        """A 2xx reply after ``latency`` s to an attempt that started with ``in_flight``
+        attempts (itself included) in flight."""
+        if now - latency < self._cut_at:
+            return  # started under the old limit: says nothing about the new one
+        self._samples.append(max(latency, 0.0))
+        self._peak = max(self._peak, in_flight)
+        if len(self._samples) < self.limit:
+            return
+        samples = sorted(self._samples)
+        median = samples[len(samples) // 2]
+        peak = self._peak
+        self._samples = []
+        self._peak = 0
+        if self.base is None or peak <= 1:
+            self.base = median
+        else:
+            self.base = min(self.base, median)
+        if median > self.TOLERANCE * self.base and self.base > 0:
+            target = int(self.limit * self.TOLERANCE * self.base / median)
+            self._cut(now, max(target, self.limit // 2, 1))
+        elif peak >= self.limit:
+            grown = self.limit * 2 if self._slow_start else self.limit + 1
+            self.limit = min(self.maximum, grown)
+
+    def on_overload(self, now: float, started_at: float) -> None:
+        """An attempt started at ``started_at`` timed out waiting for the server, or was told
+        the server is overloaded (503, 529)."""
+        if started_at < self._cut_at:
+            return  # part of an episode already answered by a cut
+        self._cut(now, max(1, self.limit // 2))
+
+    def _cut(self, now: float, limit: int) -> None:
+        self._slow_start = False
+        if limit < self.limit:
+            self.cuts += 1
+        self.limit = min(limit, self.limit)
+        self._cut_at = now
+        self._samples = []
+        self._peak = 0
+
+
+@dataclass
+class Attempt:
+    """One admitted HTTP attempt, yielded by :meth:`Runner.attempt` to the client.
+
+    ``probe``: the attempt probes a server the circuit breaker considers down. ``outage``: set
+    when the attempt failed as part of an outage (a probe, or any failure while the breaker is
+    open): the client must not count it against the pair's attempt budget."""
+
+    started: float  # our started-counter when it was admitted
+    started_tokens: float
+    tokens: float
+    entry: list[float]  # its RateLearner start record
+    t0: float  # monotonic time it was let go
+    probe: bool = False
+    status: int | None = None  # the HTTP status it got, once observed
+    in_flight: int = 1  # attempts in flight when it started, itself included
+    outage: bool = False
+
+
 class Runner:
     """Concurrency cap, rpm throttle and tpm budget, adapting to the server's signals."""
 
-    def __init__(self, concurrency: int = 16, rpm: float | None = None, tpm: float | None = None) -> None:
+    def __init__(self, concurrency: int = 16, rpm: float | None = None, tpm: float | None = None, *,
+                 adaptive: bool = True, patience: float = 600.0, startup: float = 5.0) -> None:
+        """``concurrency``: calls in flight at most; ``adaptive``: fewer HTTP attempts in flight
+        while the server's latency grows with load (:class:`ConcurrencyLimit`); ``patience``:
+        seconds of outage before the run stops, ``startup``: the same for a server that never
+        answered (:class:`CircuitBreaker`)."""
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         if rpm is not None and rpm <= 0:
@@ -344,6 +583,9 @@ class Runner:
         self.header_rpm: float | None = None
         self.header_tpm: float | None = None
         self.learner = RateLearner()
+        self.breaker = CircuitBreaker(patience=patience, startup=startup)
+        self.limiter = ConcurrencyLimit(concurrency) if adaptive else None
+        self.last_event = ""
         self._cooldown_until = 0.0
         self._tpm_window: deque[list[float]] = deque()
         # Last remaining budget the server reported, per kind: (remaining, value of our
@@ -437,10 +679,17 @@ class Runner:
             wait = _WINDOW - (now - self._tpm_window[0][0]) + 0.01
             await asyncio.sleep(min(max(wait, 0.01), 1.0))
 
+    @property
+    def concurrency_limit(self) -> int:
+        """HTTP attempts allowed in flight now (the adaptive limit, at most ``concurrency``)."""
+        return self.concurrency if self.limiter is None else self.limiter.limit
+
     @asynccontextmanager
-    async def attempt(self, tokens: int = 0) -> AsyncIterator[None]:
-        """Admission of one HTTP attempt (``tokens``: its estimated size): wait out a cooldown,
-        the server's remaining budget, then the rpm pacing."""
+    async def attempt(self, tokens: int = 0) -> AsyncIterator[Attempt]:
+        """Admission of one HTTP attempt (``tokens``: its estimated size): wait out an outage
+        (circuit breaker), the adaptive in-flight limit, a cooldown, the server's remaining
+        budget, then the rpm pacing. Yields the :class:`Attempt`; raises
+        :class:`ragjudge.errors.LLMError` when the server stayed unreachable too long."""
         st = self._state()
         if not st.first_reply.is_set() and self.header_rpm is None and self.adaptive_rpm is None:
             if st.probing:
@@ -449,39 +698,120 @@ class Runner:
                 # Slow start: the first request goes alone, so its reply's rate-limit headers
                 # set the pace before a burst of `concurrency` requests can overrun the window.
                 st.probing = True
-                async with self._admit(st, tokens):
-                    try:
-                        yield
-                    finally:
-                        st.first_reply.set()
+                try:
+                    async with self._admit(st, tokens) as ticket:
+                        yield ticket
+                finally:
+                    st.first_reply.set()
                 return
-        async with self._admit(st, tokens):
-            yield
+        async with self._admit(st, tokens) as ticket:
+            yield ticket
+
+    async def _await_breaker(self) -> bool:
+        """Wait while the circuit breaker is open; True when this attempt is its probe."""
+        while True:
+            now = time.monotonic()
+            reason = self.breaker.dead(now)
+            if reason is not None:
+                raise LLMError(reason)
+            wait, probe = self.breaker.admit(now)
+            if wait <= 0:
+                return probe
+            await asyncio.sleep(wait)
+
+    async def _acquire_active(self, st: _LoopState, probe: bool) -> None:
+        """One of the adaptive limit's in-flight places (a probe goes regardless)."""
+        while not probe and self.limiter is not None and st.active >= self.limiter.limit:
+            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            st.waiters.append(fut)
+            try:
+                await fut
+            finally:
+                if fut in st.waiters:
+                    st.waiters.remove(fut)
+        st.active += 1
+
+    @staticmethod
+    def _release_active(st: _LoopState) -> None:
+        st.active -= 1
+        waiters, st.waiters = st.waiters, []
+        for fut in waiters:  # all re-check: the limit may have changed too
+            if not fut.done():
+                fut.set_result(None)
 
     @asynccontextmanager
-    async def _admit(self, st: _LoopState, tokens: int) -> AsyncIterator[None]:
+    async def _admit(self, st: _LoopState, tokens: int) -> AsyncIterator[Attempt]:
         while True:
-            delay = self._cooldown_until - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(min(delay, 1.0))
-                continue
-            await self._pace(st)
-            # Checked after pacing, with no await before the counters move: check-and-start is
-            # atomic, so concurrent attempts cannot all spend the same reported budget.
-            wait = self._budget_wait(tokens)
-            if wait <= 0 and self._cooldown_until <= time.monotonic():
+            probe = await self._await_breaker()
+            await self._acquire_active(st, probe)
+            if probe or not self.breaker.open:
                 break
-            self._refund(st)  # not starting now: the slot goes back to the schedule
-            # Re-check at least every second: a fresher reply may have brought better news.
-            await asyncio.sleep(min(max(wait, 0.01), 1.0))
+            self._release_active(st)  # the breaker opened while we waited: back to its gate
+        try:
+            while True:
+                delay = self._cooldown_until - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(min(delay, 1.0))
+                    continue
+                await self._pace(st)
+                # Checked after pacing, with no await before the counters move: check-and-start
+                # is atomic, so concurrent attempts cannot all spend the same reported budget.
+                wait = self._budget_wait(tokens)
+                if wait <= 0 and self._cooldown_until <= time.monotonic():
+                    break
+                self._refund(st)  # not starting now: the slot goes back to the schedule
+                # Re-check at least every second: a fresher reply may have brought better news.
+                await asyncio.sleep(min(max(wait, 0.01), 1.0))
+        except BaseException:
+            self._release_active(st)
+            if probe:
+                self.breaker.on_probe_done()
+            raise
         self.started += 1
         self._started_tokens += tokens
-        entry = self.learner.on_start(time.monotonic())
-        token = _TICKET.set((self.started, self._started_tokens, float(tokens), entry))
+        now = time.monotonic()
+        ticket = Attempt(float(self.started), self._started_tokens, float(tokens),
+                         self.learner.on_start(now), now, probe)
+        if self.limiter is not None:
+            ticket.in_flight = st.active
+        token = _TICKET.set(ticket)
         try:
-            yield
+            yield ticket
+        except BaseException as exc:
+            self._ended(ticket, exc)
+            raise
+        else:
+            self._ended(ticket, None)
         finally:
             _TICKET.reset(token)
+            self._release_active(st)
+
+    def _ended(self, ticket: Attempt, exc: BaseException | None) -> None:
+        """Feed an attempt's end to the circuit breaker and the adaptive limit."""
+        now = time.monotonic()
+        failure = classify_failure(exc) if exc is not None else None
+        status = ticket.status if ticket.status is not None else (failure.status if failure else None)
+        message = None
+        if exc is None or status is not None:
+            # A reply (without observe(), e.g. embeddings, a clean exit is one too).
+            message = self.breaker.on_reply(now, status or 200, probe=ticket.probe, started_at=ticket.t0,
+                                            where=failure.url if failure is not None else "")
+            if self.limiter is not None and exc is None and (status is None or 200 <= status < 300):
+                self.limiter.on_success(now, now - ticket.t0, ticket.in_flight)
+            elif self.limiter is not None and status in (503, 529):
+                self.limiter.on_overload(now, ticket.t0)
+        elif failure is not None and failure.kind == "unreachable":
+            message = self.breaker.on_failure(now, failure.reason, failure.url, probe=ticket.probe)
+        else:
+            if failure is not None and failure.kind == "timeout" and self.limiter is not None:
+                self.limiter.on_overload(now, ticket.t0)
+            if ticket.probe:
+                self.breaker.on_probe_done()
+        if exc is not None and (ticket.probe or self.breaker.open):
+            ticket.outage = True
+        if message:
+            self.last_event = message
+            log.warning(message)
 
     def _budget_wait(self, tokens: int) -> float:
         """Seconds until the server's last reported remaining budget covers this attempt.
@@ -526,11 +856,13 @@ class Runner:
             reset = parse_duration(headers.get(f"x-ratelimit-reset-{kind}"))
             if remaining is None or reset is None or ticket is None:
                 continue
-            snapshot = ticket[i]
+            snapshot = ticket.started if i == 0 else ticket.started_tokens
             info = self._budget.get(kind)
             # The freshest report wins; any real report beats a probe's placeholder.
             if info is None or info[3] or snapshot >= info[1]:
                 self._budget[kind] = (float(remaining), snapshot, now + min(reset, 60.0), False)
+        if ticket is not None:
+            ticket.status = status
         if 200 <= status < 300:
             self.learner.on_success(now)
             return
@@ -538,13 +870,13 @@ class Runner:
             return
         self.rate_limited += 1
         if ticket is not None:
-            self.learner.on_rejected(ticket[3])  # the server did not count this start
+            self.learner.on_rejected(ticket.entry)  # the server did not count this start
         # Is this the account's limit (slow everyone down) or an isolated 429 (an overloaded
         # replica, a spurious reply: only this request waits its Retry-After, in the client)?
         rem_req = _int_header(headers, "x-ratelimit-remaining-requests")
         rem_tok = _int_header(headers, "x-ratelimit-remaining-tokens")
         if rem_req is not None or rem_tok is not None:
-            need = ticket[2] if ticket is not None else 1.0
+            need = ticket.tokens if ticket is not None else 1.0
             limited = (rem_req is not None and rem_req <= 0) or (rem_tok is not None and rem_tok < need)
         else:
             # No budget headers: nothing tells a limit from a glitch; assume the limit (measured
@@ -565,4 +897,4 @@ class Runner:
         if limit_req is None and self.header_rpm is None:
             # No header says the limit: learn it from this 429 (see RateLearner).
             self.learner.on_limit(now, retry_after=wait, current=self.rpm,
-                                  started_at=None if ticket is None else ticket[3][0])
+                                  started_at=None if ticket is None else ticket.entry[0])

@@ -346,7 +346,17 @@ class LLM:
         fut.add_done_callback(lambda f: f.cancelled() or f.exception())
         st.inflight[call.key] = fut
         try:
-            outcome = await self._call(call, validate)
+            # runtime: in-flight claim in the cache file -- another process paying for this very
+            # answer is waited for instead of paid again (Cache.claim_or_wait).
+            record = await self.cache.claim_or_wait(call.key)
+            if record is not None:
+                self.stats.cache_hits += 1
+                outcome = apply_validate(self._from_record(record, call.prompt, call.key), validate)
+            else:
+                try:
+                    outcome = await self._call(call, validate)
+                finally:
+                    self.cache.release(call.key)
         except Exception as exc:
             if not fut.done():
                 fut.set_exception(exc)

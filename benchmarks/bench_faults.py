@@ -1,0 +1,236 @@
+"""Fault benchmark of the LLM judge (issue 7): what survives odd replies, outages, hidden
+reasoning, shared limits and a single-slot server, with default settings.
+
+Every scenario runs ``LLMRelevanceJudge`` against a fresh ``benchmarks/simulator.py`` process on
+127.0.0.1 and prints one JSON row, then a table:
+
+* ``lost``         -- pairs with no judgment at all (the run crashed or stopped);
+* ``undetermined`` -- judgments without a grade (a failure recorded with its reason), not
+  counting pairs skipped because the cost cap was reached (``skipped_cap``);
+* ``dup_paid``     -- identical requests the server billed more than once;
+* ``spend`` / ``cap`` -- what the *server* billed (its own token counts, hidden reasoning
+  included, at the benchmark's prices) against ``--max-cost``; ``over_cap_pct`` > 0 is a bug.
+
+Scenarios:
+
+1. ``odd fields``: 10% non-numeric logprobs, 10% string/missing usage, 5% empty choices, 5%
+   grades out of scale or as strings.
+2. ``outage refuse`` / ``outage 503`` / ``outage 429``: after 60 answers (a third of the pairs
+   if fewer) the server refuses
+   connections (its listener closes), answers 503, or answers only 429 for ``--outage`` s.
+3. ``hidden reasoning``: 5,000 reasoning tokens billed per reply (a reasoning model, run with
+   ``max_tokens=8000`` as it needs), cap at half the dry-run estimate of the whole job.
+4. ``shared limit``: two client *processes* with different pairs on one 600 rpm limit
+   (per 1 s window).
+5. ``shared cache``: two client processes, the same pairs, one cache file, at the same time.
+6. ``single slot``: a server processing one request at a time (llama.cpp ``--parallel 1``),
+   time-scaled: 0.2 s per answer and a 3 s timeout stand for 4 s and the default 60 s.
+
+Usage::
+
+    python benchmarks/bench_faults.py                     # all scenarios, ~3 minutes
+    python benchmarks/bench_faults.py --only outage --pairs 100 --json out.json
+
+Rerun after merging other branches: the script only uses the public API (``LLM``,
+``LLMRelevanceJudge``) and the simulator's counters, so its figures track the merged code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+try:
+    import ragjudge  # noqa: F401
+except ImportError:  # running from a checkout without `pip install -e .`
+    sys.path.insert(0, str(HERE.parent))
+
+from bench_judge import SimProcess, make_pairs  # noqa: E402
+
+from ragjudge.judges import LLMRelevanceJudge  # noqa: E402
+from ragjudge.llm import LLM  # noqa: E402
+
+MODEL = "sim-model"
+PRICES = {MODEL: {"input": 1.0, "output": 4.0}}  # USD per 1M tokens (the benchmark's own)
+
+
+def price_file(tmp: Path) -> Path:
+    p = tmp / "prices.json"
+    p.write_text(json.dumps(PRICES), encoding="utf-8")
+    return p
+
+
+def billed(stats: dict[str, Any]) -> float:
+    """USD the simulator billed, from its own token counts (hidden reasoning included)."""
+    return (stats.get("prompt_tokens", 0) * PRICES[MODEL]["input"]
+            + stats.get("completion_tokens", 0) * PRICES[MODEL]["output"]) / 1e6
+
+
+def judge_pairs(base_url: str, cache: Path, pairs: list[Any], *, prices: Path,
+                max_cost: float | None = None, **kw: Any) -> dict[str, Any]:
+    """Run the judge with default settings (plus ``kw``); never raises: a crash is data."""
+    start = time.monotonic()
+    out: dict[str, Any] = {"pairs": len(pairs)}
+    try:
+        llm = LLM(MODEL, base_url=base_url, api_key="sk-bench-not-a-key", cache=cache,
+                  prices=str(prices), max_cost=max_cost, **kw)
+        judge = LLMRelevanceJudge(llm=llm, progress=False)
+        judgments = judge.sync.judge_many(pairs)
+    except Exception as exc:  # the run stopped: every pair without a judgment is lost
+        out.update(lost=len(pairs), undetermined=0, skipped_cap=0,
+                   aborted=f"{type(exc).__name__}: {str(exc)[:200]}", client_cost=None)
+        out["wall_s"] = round(time.monotonic() - start, 2)
+        return out
+    failed = [j for j in judgments if j.grade is None]
+    skipped = [j for j in failed if "max cost" in str(j.error) or "budget" in str(j.error)]
+    reasons: dict[str, int] = {}
+    for j in failed:
+        if j not in skipped:
+            key = str(j.error)[:70]
+            reasons[key] = reasons.get(key, 0) + 1
+    out.update(
+        lost=len(pairs) - len(judgments),
+        undetermined=len(failed) - len(skipped),
+        skipped_cap=len(skipped),
+        reasons=dict(sorted(reasons.items(), key=lambda kv: -kv[1])[:3]),
+        client_cost=llm.cost,
+        retries=llm.stats.retries,
+        max_latency_s=round(max((j.latency for j in judgments), default=0.0), 3),
+        wall_s=round(time.monotonic() - start, 2),
+    )
+    return out
+
+
+def child_main(argv: list[str]) -> int:
+    """``--child URL CACHE SALT N PRICES``: one client process of a shared scenario."""
+    url, cache, salt, n, prices = argv
+    row = judge_pairs(url, Path(cache), make_pairs(int(n), salt), prices=Path(prices))
+    print(json.dumps(row), flush=True)
+    return 0
+
+
+def two_processes(url: str, caches: tuple[Path, Path], salts: tuple[str, str], n: int,
+                  prices: Path) -> list[dict[str, Any]]:
+    procs = [subprocess.Popen([sys.executable, __file__, "--child", url, str(c), s, str(n), str(prices)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for c, s in zip(caches, salts)]
+    rows = []
+    for p in procs:
+        out, err = p.communicate(timeout=900)
+        lines = [x for x in out.splitlines() if x.startswith("{")]
+        rows.append(json.loads(lines[-1]) if lines else
+                    {"pairs": n, "lost": n, "undetermined": 0, "aborted": err.strip()[-200:]})
+    return rows
+
+
+def merge(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k in ("pairs", "lost", "undetermined", "skipped_cap"):
+        out[k] = sum(int(r.get(k) or 0) for r in rows)
+    out["wall_s"] = max(float(r.get("wall_s") or 0.0) for r in rows)
+    out["aborted"] = [r["aborted"] for r in rows if r.get("aborted")] or None
+    reasons: dict[str, int] = {}
+    for r in rows:
+        for key, v in (r.get("reasons") or {}).items():
+            reasons[key] = reasons.get(key, 0) + v
+    out["reasons"] = reasons
+    return out
+
+
+def row(name: str, result: dict[str, Any], stats: dict[str, Any], cap: float | None) -> dict[str, Any]:
+    spend = billed(stats)
+    r = {"scenario": name, **result, "requests": stats.get("requests", 0), "paid": stats.get("paid", 0),
+         "dup_paid": stats.get("duplicate_paid", 0), "http_429": stats.get("rate_limited", 0),
+         "cancelled": stats.get("cancelled", 0), "max_inflight": stats.get("max_inflight", 0),
+         "spend": round(spend, 6), "cap": cap,
+         "over_cap_pct": None if cap is None else round(100.0 * (spend - cap) / cap, 1)}
+    print(json.dumps(r), flush=True)
+    return r
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--child"]:
+        return child_main(argv[1:])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--pairs", type=int, default=200)
+    ap.add_argument("--latency", type=float, default=0.05)
+    ap.add_argument("--outage", type=float, default=5.0, help="seconds each outage lasts")
+    ap.add_argument("--only", default="", help="comma-separated scenario name prefixes")
+    ap.add_argument("--json", metavar="FILE")
+    args = ap.parse_args(argv)
+    wanted = [w.strip() for w in args.only.split(",") if w.strip()]
+
+    def run(name: str) -> bool:
+        return not wanted or any(name.startswith(w) for w in wanted)
+
+    lat = ["--latency", str(args.latency), "--jitter", "0.2"]
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmpdir:
+        tmp = Path(tmpdir)
+        prices = price_file(tmp)
+        n = args.pairs
+        if run("odd fields"):
+            with SimProcess(*lat, "--p-odd-logprobs", "0.1", "--p-odd-usage", "0.1",
+                            "--p-empty-choices", "0.05", "--p-bad-grade", "0.05", "--seed", "11") as sim:
+                res = judge_pairs(sim.base_url, tmp / "odd.sqlite", make_pairs(n, "odd"), prices=prices)
+                rows.append(row("odd fields", res, sim.stats(), None))
+        for kind in ("refuse", "503", "429"):
+            if not run(f"outage {kind}"):
+                continue
+            with SimProcess(*lat, "--outage-after", str(max(1, min(60, n // 3))), "--outage-seconds", str(args.outage),
+                            "--outage-kind", kind) as sim:
+                res = judge_pairs(sim.base_url, tmp / f"o{kind}.sqlite", make_pairs(n, f"out{kind}"),
+                                  prices=prices)
+                rows.append(row(f"outage {kind} {args.outage:g}s", res, sim.stats(), None))
+        if run("hidden reasoning"):
+            items = make_pairs(n, "reasoning")
+            est = LLM(MODEL, base_url="http://127.0.0.1:9/v1", api_key="x", cache=False,
+                      prices=str(prices), check_key=False, max_tokens=8000)
+            judge = LLMRelevanceJudge(llm=est, progress=False)
+            dry = est.estimate(judge.prompt, [{"query": q, "passage": p} for _, _, q, p in items])
+            cap = round(0.5 * float(dry.cost or 0.0), 6)
+            with SimProcess(*lat, "--reasoning-tokens", "5000") as sim:
+                res = judge_pairs(sim.base_url, tmp / "r.sqlite", items, prices=prices, max_cost=cap,
+                                  max_tokens=8000)
+                rows.append(row("hidden reasoning 5000 tok, cap 50% of estimate", res, sim.stats(), cap))
+        if run("shared limit"):
+            with SimProcess(*lat, "--rpm", "600", "--window", "1") as sim:
+                res = merge(two_processes(sim.base_url, (tmp / "l1.sqlite", tmp / "l2.sqlite"),
+                                          ("lim-a", "lim-b"), n, prices))
+                rows.append(row("shared limit: 2 processes, 600 rpm / 1 s", res, sim.stats(), None))
+        if run("shared cache"):
+            with SimProcess(*lat) as sim:
+                res = merge(two_processes(sim.base_url, (tmp / "s.sqlite", tmp / "s.sqlite"),
+                                          ("same", "same"), n, prices))
+                rows.append(row("shared cache: 2 processes, same pairs", res, sim.stats(), None))
+        if run("single slot"):
+            with SimProcess("--latency", "0.2", "--slots", "1") as sim:
+                res = judge_pairs(sim.base_url, tmp / "slot.sqlite", make_pairs(40, "slot"), prices=prices,
+                                  timeout=3.0)
+                rows.append(row("single slot (0.2 s/answer, 3 s timeout)", res, sim.stats(), None))
+
+    print()
+    cols = ["scenario", "pairs", "lost", "undetermined", "skipped_cap", "dup_paid", "spend", "cap",
+            "over_cap_pct", "requests", "cancelled", "wall_s"]
+    print(" | ".join(cols))
+    for r in rows:
+        print(" | ".join(str(r.get(c)) for c in cols))
+    for r in rows:
+        if r.get("aborted"):
+            print(f"{r['scenario']}: aborted: {r['aborted']}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
