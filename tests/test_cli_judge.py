@@ -384,3 +384,17 @@ def test_redirected_progress_is_a_few_plain_lines(
     progress = [line for line in err.splitlines() if line.startswith("judging (")]
     assert "\r" not in err and 1 <= len(progress) <= 11
     assert progress[-1].startswith("judging (judge-model): 5/5 calls, 100%")
+
+
+def test_replies_without_usage_are_reported_and_costed(
+    httpx2_mock: respx.Router, files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    def effect(request: Any) -> respx.MockResponse:
+        body = grade_reply(2)
+        body["usage"] = {"prompt_tokens": "n/a"}
+        return ok(body)
+
+    httpx2_mock.post(URL).mock(side_effect=effect)
+    assert main(base_args(files, "-o", str(files["dir"] / "o.qrels"))) == 0
+    err = capsys.readouterr().err
+    assert "5 replies carried no readable usage: counted at their worst case" in err

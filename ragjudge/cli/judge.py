@@ -223,6 +223,8 @@ def _report(result: Any, args: argparse.Namespace, llm: Any) -> None:
         _say(f"kept {s['human_labels']} human labels; wrote {s['qrels_pairs']} labels in total")
     if s["reasoning_dropped"]:
         _say(f"{s['reasoning_dropped']} replies kept running out of tokens: graded without reasoning")
+    if s["usage_unknown"]:
+        _say(f"{s['usage_unknown']} replies carried no readable usage: counted at their worst case")
     if llm.stats.fallbacks:
         _say("server fallbacks: " + "; ".join(llm.stats.fallbacks))
     _say(f"wrote {args.output}" + (f" and {args.judgments}" if args.judgments else ""))

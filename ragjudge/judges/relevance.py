@@ -192,6 +192,7 @@ class JudgeResult:
             "completion_tokens": self.usage.completion_tokens,
             "cost_usd": self.cost,
             "reasoning_dropped": sum(1 for j in self.judgments if j.reasoning_dropped),
+            "usage_unknown": self.usage.unknown,
         }
 
     def write_judgments(self, path: str | Path) -> None:
