@@ -6,7 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..errors import InputError
 from ._inputs import add_format_options, check_inputs, read_qrels_arg, read_run_arg
+from ._plot import add_plot_options, check_plot_path, write_plot
 
 __all__ = ["register"]
 
@@ -32,6 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("-o", "--output", help="write to this file instead of stdout")
     add_format_options(p)
+    add_plot_options(p, ("confusion", "systems"), "confusion (human vs LLM grades, the default), "
+                     "systems (each --run's first metric under both qrels, tau in the title)")
     p.set_defaults(func=_run)
 
 
@@ -39,6 +43,9 @@ def _run(args: argparse.Namespace) -> int:
     from ..agreement import label_agreement, ranking_agreement
     from ..measures import parse_measure, split_metric_list
 
+    check_plot_path(args)
+    if args.plot_kind == "systems" and not args.run:
+        raise InputError("needs --run (two or more)", field="--plot-kind")
     check_inputs([args.reference, args.candidate, *args.run])
     reference = read_qrels_arg(args.reference, args)
     candidate = read_qrels_arg(args.candidate, args)
@@ -53,6 +60,8 @@ def _run(args: argparse.Namespace) -> int:
         report = ranking_agreement(reference, candidate, runs, metrics, rel=args.rel)
     else:
         report = label_agreement(reference, candidate, rel=args.rel)
+    kind = args.plot_kind or "confusion"
+    write_plot(args, lambda plots: (plots.plot_systems if kind == "systems" else plots.plot_confusion)(report))
     text = report.to_json() if args.format == "json" else str(report)
     if args.output:
         Path(args.output).write_text(text + "\n", encoding="utf-8")

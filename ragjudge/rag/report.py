@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import MetricError
+from ..errors import InputError, MetricError
 from ..report import render_table
 
 __all__ = ["Score", "Summary", "RagReport", "undetermined"]
@@ -216,6 +216,19 @@ class RagReport:
             data[m] = pd.array([s.value for s in self.scores[m]], dtype="Float64")
             data[f"{m}.reason"] = [s.reason for s in self.scores[m]]
         return pd.DataFrame(data)
+
+    def plot(self, metrics: Sequence[str] | None = None, *, kind: str = "box", ax: Any = None) -> Any:
+        """``kind="box"``: per-metric distributions over the samples, undetermined counts in the
+        tick labels; ``"heatmap"``: per-sample scores for a few metrics (blank = undetermined).
+        Returns the Axes; needs matplotlib (the ``plot`` extra)."""
+        from .. import plots  # matplotlib is optional: loaded on first plot
+
+        keys = [self.key(m) for m in metrics] if metrics else None
+        if kind == "box":
+            return plots.plot_rag(self, keys, ax=ax)
+        if kind == "heatmap":
+            return plots.plot_sample_heatmap(self, keys, ax=ax)
+        raise InputError(f"kind must be 'box' or 'heatmap', got {kind!r}", field="kind")
 
     def _repr_html_(self) -> str:
         return render_table(*self.aggregate_rows(), "html", title=f"ragjudge RAG report ({len(self.sample_ids)} samples)")
