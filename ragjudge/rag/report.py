@@ -7,6 +7,7 @@ the undetermined count is reported beside them.
 
 from __future__ import annotations
 
+import html
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -230,8 +231,34 @@ class RagReport:
             return plots.plot_sample_heatmap(self, keys, ax=ax)
         raise InputError(f"kind must be 'box' or 'heatmap', got {kind!r}", field="kind")
 
+    def to_latex(self, *, per_sample: bool = False, digits: int = 4) -> str:
+        """The aggregates (and per-sample rows) as booktabs LaTeX (``\\usepackage{booktabs}``)."""
+        return self.render("latex", per_sample=per_sample, digits=digits)
+
+    def footer(self) -> str:
+        """Why values are undetermined (top reasons per metric) and what the LLM calls cost."""
+        parts = []
+        for m, s in self.summaries.items():
+            if s.reasons:
+                top = sorted(s.reasons.items(), key=lambda x: -x[1])[:3]
+                parts.append(f"{m} undetermined: " + ", ".join(f"{r} ({n})" for r, n in top))
+        u = self.usage
+        if u.get("calls") is not None:
+            cost = u.get("cost_usd")
+            parts.append(f"{u.get('calls')} LLM calls" + ("" if cost is None else f", ${cost:.4f}"))
+        if self.invalid:
+            parts.append(f"{len(self.invalid)} invalid samples skipped")
+        return "; ".join(parts)
+
+    def __str__(self) -> str:
+        title = f"ragjudge RAG report ({len(self.sample_ids)} samples)"
+        footer = self.footer()
+        return render_table(*self.aggregate_rows(), "table", title=title) + (footer + "\n" if footer else "")
+
     def _repr_html_(self) -> str:
-        return render_table(*self.aggregate_rows(), "html", title=f"ragjudge RAG report ({len(self.sample_ids)} samples)")
+        footer = self.footer()
+        return render_table(*self.aggregate_rows(), "html", title=f"ragjudge RAG report ({len(self.sample_ids)} samples)") + (
+            f"<p><small>{html.escape(footer)}</small></p>" if footer else "")
 
     def __repr__(self) -> str:
         parts = []
