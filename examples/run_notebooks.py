@@ -2,11 +2,13 @@
 
 ``python examples/run_notebooks.py [NAME.ipynb ...]`` from the repository root; the kernel is
 ``python3`` of this interpreter (``pip install -e '.[dev,plot,pandas]'`` first). LLM answers come
-from ``examples/cache/``: no API key, no network.
+from ``examples/cache/``: no API key, no network. The figure of a cell whose metadata has
+``"figure": "NAME.png"`` is also written to ``examples/figures/NAME.png`` (the README shows them).
 """
 
 from __future__ import annotations
 
+import base64
 import sys
 import time
 from pathlib import Path
@@ -25,6 +27,14 @@ def execute(path: Path, *, timeout: int = 120) -> nbformat.NotebookNode:
     return nb
 
 
+def _export_figure(cell: nbformat.NotebookNode) -> None:
+    name = cell.get("metadata", {}).get("figure")
+    images = [o["data"]["image/png"] for o in cell.get("outputs", []) if "image/png" in o.get("data", {})]
+    if name and images:
+        (EX / "figures").mkdir(exist_ok=True)
+        (EX / "figures" / name).write_bytes(base64.b64decode(images[-1]))
+
+
 def main(argv: list[str]) -> int:
     paths = [EX / a for a in argv] if argv else sorted(EX.glob("*.ipynb"))
     for path in paths:
@@ -32,6 +42,7 @@ def main(argv: list[str]) -> int:
         nb = execute(path)
         for cell in nb.cells:  # execution metadata changes on every run: keep diffs small
             cell.get("metadata", {}).pop("execution", None)
+            _export_figure(cell)
         nbformat.write(nb, path)
         print(f"{path.name}: {time.perf_counter() - start:.1f} s")
     return 0
