@@ -27,7 +27,7 @@ NOTEBOOKS = sorted(EX.glob("*.ipynb"))
 
 def test_the_four_notebooks_exist() -> None:
     names = {p.stem for p in NOTEBOOKS}
-    assert {"quickstart", "rag"} <= names
+    assert {"quickstart", "rag", "label_free"} <= names
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
