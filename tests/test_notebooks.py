@@ -8,6 +8,7 @@ a base URL that refuses connections, so a notebook that tried the network would 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -39,6 +40,15 @@ def test_notebook_is_committed_with_outputs(path: Path) -> None:
     assert nb["metadata"]["kernelspec"]["name"] == "python3"
 
 
+def _here(module: str) -> bool:
+    """``module`` is part of the ragjudge this test imports (not of another installed copy)."""
+    import ragjudge
+
+    spec = importlib.util.find_spec(module)
+    home = Path(ragjudge.__file__).resolve().parent
+    return spec is not None and spec.origin is not None and home in Path(spec.origin).resolve().parents
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_notebook_executes_offline(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The kernel inherits this environment: no key, an endpoint that refuses connections.
@@ -49,6 +59,10 @@ def test_notebook_executes_offline(path: Path, monkeypatch: pytest.MonkeyPatch) 
     # The kernel imports this checkout's ragjudge, installed or not.
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     nb = nbformat.read(path, as_version=4)
+    # A notebook about a part of ragjudge that lives on a branch not merged yet names it here.
+    absent = [m for m in nb.metadata.get("ragjudge", {}).get("requires", []) if not _here(m)]
+    if absent:
+        pytest.skip(f"{path.name} needs {', '.join(absent)}, not in this checkout")
     client = nbclient.NotebookClient(
         nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(EX)}},
     )
