@@ -34,6 +34,8 @@ MODEL = "sim-model"
 RAG_METRICS = ["faithfulness", "context_relevance", "context_recall", "answer_relevance"]
 #: The pool judged in examples/label_free.ipynb: the top JUDGE_DEPTH documents of every run.
 JUDGE_DEPTH = 5
+#: examples/synthetic.ipynb: the settings of examples/synth/make_synth.py (same queries).
+SYNTH_N, SYNTH_OVERSAMPLE = 40, 3.0
 
 
 class Recorder(NullCache):
@@ -78,6 +80,15 @@ def main() -> None:
         judge = ragjudge.LLMRelevanceJudge(llm=llm)
         judge.sync.judge_run(queries, corpus, runs, depth=JUDGE_DEPTH)
         rec.write(EX / "cache" / "judge.jsonl.gz")
+
+        try:  # ragjudge.synth (the synthetic test collection) may be absent from old checkouts
+            from ragjudge.synth import synthesize_sync
+        except ImportError:
+            return
+        rec = Recorder()
+        llm = LLM(MODEL, base_url=sim.base_url, api_key="sim", cache=rec)
+        synthesize_sync(corpus, SYNTH_N, llm=llm, oversample=SYNTH_OVERSAMPLE, seed=0, progress=False)
+        rec.write(EX / "cache" / "synth.jsonl.gz")
 
 
 if __name__ == "__main__":

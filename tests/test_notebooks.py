@@ -28,7 +28,7 @@ NOTEBOOKS = sorted(EX.glob("*.ipynb"))
 
 def test_the_four_notebooks_exist() -> None:
     names = {p.stem for p in NOTEBOOKS}
-    assert {"quickstart", "rag", "label_free"} <= names
+    assert {"quickstart", "rag", "label_free", "synthetic"} <= names
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
