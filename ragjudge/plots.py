@@ -300,11 +300,10 @@ def plot_confusion(report: Any, *, percent: bool = True, ax: Any = None) -> Any:
     shown = share * 100 if percent else counts
     image = ax.imshow(shown, cmap="Blues", vmin=0.0, vmax=100.0 if percent else None)
     ax.figure.colorbar(image, ax=ax, label="row %" if percent else "pairs")
-    top = shown.max() if shown.size else 0.0
     for i in range(len(labels)):
         for j in range(len(labels)):
             text = f"{int(counts[i, j])}" + (f"\n{100 * share[i, j]:.0f}%" if percent else "")
-            dark = top > 0 and shown[i, j] > 0.6 * top
+            dark = float(image.norm(shown[i, j])) > 0.6  # white text only on the dark end of the scale
             ax.text(j, i, text, ha="center", va="center", fontsize=8,
                     color="white" if dark else "black")
     ax.set_xticks(np.arange(len(labels)))

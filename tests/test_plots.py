@@ -239,3 +239,9 @@ def test_cli_plot_rag_and_agree(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert _cli("agree", str(human), str(llm), "--plot", str(tmp_path / "s.png"),
                 "--plot-kind", "systems") == 2
     assert "needs --run" in capsys.readouterr().err
+
+
+def test_confusion_text_is_readable_on_light_cells() -> None:
+    ax = plot_confusion(_Agreement())
+    colours = {t.get_text(): t.get_color() for t in ax.texts}
+    assert colours["8\n80%"] == "white" and colours["2\n20%"] == "black"
