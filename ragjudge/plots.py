@@ -293,6 +293,9 @@ def plot_confusion(report: Any, *, percent: bool = True, ax: Any = None) -> Any:
     grades, columns the candidate (LLM) grades; colour is the row percentage (with
     ``percent``) or the count, and each cell shows its count (and row %)."""
     labels = [str(g) for g in report.labels]
+    if not labels:
+        raise InputError("no (query, document) pair is judged by both qrels: nothing to draw",
+                         field="confusion")
     counts = np.array(report.confusion, dtype=np.float64).reshape(len(labels), len(labels))
     totals = counts.sum(axis=1, keepdims=True)
     share = np.divide(counts, totals, out=np.zeros_like(counts), where=totals > 0)

@@ -148,6 +148,10 @@ def test_confusion_heatmap_cells_and_labels() -> None:
     assert ax.get_title() == "20 pairs judged by both; Cohen's kappa 0.500"
     counts = plot_confusion(_Agreement(), percent=False).images[0].get_array()
     assert counts[1].tolist() == [1, 6, 3]
+    empty = _Agreement()
+    empty.labels, empty.confusion = (), ()
+    with pytest.raises(InputError, match="judged by both"):
+        plot_confusion(empty)
 
 
 def test_system_scatter_points_and_tau() -> None:
