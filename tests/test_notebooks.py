@@ -52,10 +52,10 @@ def _here(module: str) -> bool:
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_notebook_executes_offline(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The kernel inherits this environment: no key, an endpoint that refuses connections.
+    monkeypatch.delenv("MPLBACKEND", raising=False)  # the inline backend, as in Jupyter
     for var in ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "OPENAI_BASE_URL"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
-    monkeypatch.setenv("MPLBACKEND", "Agg")
     # The kernel imports this checkout's ragjudge, installed or not.
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     nb = nbformat.read(path, as_version=4)
