@@ -13,6 +13,12 @@ or legend, never drawn as 0.
   histogram or box plot.
 * :func:`plot_rag` -- RAG metrics: per-metric distributions with undetermined counts.
 * :func:`plot_sample_heatmap` -- RAG per-sample heatmap for a few metrics.
+* :func:`plot_pr` -- interpolated precision-recall curves (trec_eval's 11 points) per run, from
+  reports evaluated with :data:`PR_METRICS`.
+* :func:`plot_confusion` -- agreement: confusion-matrix heatmap (reference/human rows vs
+  candidate/LLM columns), counts and row percentages in the cells.
+* :func:`plot_systems` -- agreement: each run's metric under the reference vs the candidate
+  qrels, Kendall's tau-b in the title.
 * :func:`save_figure` -- write the figure of an ``Axes`` to ``.png`` / ``.svg`` / ``.pdf``.
 """
 
@@ -24,7 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InputError
+from .errors import InputError, MetricError
+from .measures import parse_measure
 
 __all__ = [
     "plot_means",
@@ -32,11 +39,20 @@ __all__ = [
     "plot_distribution",
     "plot_rag",
     "plot_sample_heatmap",
+    "plot_pr",
+    "plot_confusion",
+    "plot_systems",
+    "PR_LEVELS",
+    "PR_METRICS",
     "save_figure",
     "PLOT_FORMATS",
 ]
 
 PLOT_FORMATS = (".png", ".svg", ".pdf")
+#: trec_eval's 11 recall levels of interpolated precision.
+PR_LEVELS: tuple[float, ...] = tuple(i / 10 for i in range(11))
+#: The metrics :func:`plot_pr` reads: pass them to ``evaluate``/``compare``.
+PR_METRICS: tuple[str, ...] = tuple(f"iprec_at_recall(recall={x:.1f})" for x in PR_LEVELS)
 _WIN, _LOSS, _TIE = "#2a9d8f", "#e76f51", "#8d99ae"
 
 
@@ -136,12 +152,7 @@ def plot_distribution(
     overlaid histograms (``kind="hist"``) or side-by-side box plots (``kind="box"``)."""
     if kind not in ("hist", "box"):
         raise InputError(f"kind must be 'hist' or 'box', got {kind!r}")
-    if hasattr(reports, "reports"):
-        group = list(reports.reports.values())
-    elif isinstance(reports, (list, tuple)):
-        group = list(reports)
-    else:
-        group = [reports]
+    group = _group(reports)
     metric = metric or group[0].metrics[0]
     for r in group:
         _check_metric(metric, r.metrics)
@@ -215,6 +226,139 @@ def plot_sample_heatmap(
     ax.set_yticks(np.arange(len(grid)))
     ax.set_yticklabels([str(i) for i in ids], fontsize=7)
     ax.set_title("per-sample scores (blank = undetermined)")
+    return ax
+
+
+def _group(reports: Any) -> list[Any]:
+    """One ``Report``, a list of them, or a ``CompareReport`` -> a list of ``Report``."""
+    if hasattr(reports, "reports"):
+        return list(reports.reports.values())
+    if isinstance(reports, (list, tuple)):
+        return list(reports)
+    return [reports]
+
+
+def _pr_points(report: Any, rel: int | None) -> dict[float, str]:
+    """``{recall level: metric key}`` of the report's ``iprec_at_recall`` columns (any spelling:
+    the canonical spec of each key is in ``meta["measures"]``)."""
+    specs = report.meta.get("measures", {})
+    out: dict[float, str] = {}
+    for key in report.metrics:
+        try:
+            m = parse_measure(specs.get(key, key))
+        except MetricError:
+            continue
+        if m.name == "iprec_at_recall" and (rel is None or int(m.get("rel")) == rel):
+            out.setdefault(float(m.get("recall")), key)
+    return out
+
+
+def plot_pr(reports: Any, *, rel: int | None = None, ax: Any = None) -> Any:
+    """Interpolated precision-recall curves, one per run (a ``Report``, a list of them or a
+    ``CompareReport``), from the means of its ``iprec_at_recall(recall=x)`` metrics -- evaluate
+    with :data:`PR_METRICS` for trec_eval's 11 points. The legend gives each run's 11-point
+    average (trec_eval ``11pt_avg``: the mean of the 11 points) when all 11 are present."""
+    group = _group(reports)
+    curves = []
+    for r in group:
+        points = _pr_points(r, rel)
+        if len(points) < 2:
+            raise InputError(
+                f"run {r.run}: a precision-recall curve needs iprec_at_recall metrics at 2 or more "
+                "recall levels; evaluate with ragjudge.plots.PR_METRICS", field="metrics")
+        levels = sorted(points)
+        means = [r.mean[points[x]] for x in levels]
+        curves.append((r.run, levels, means))
+    ax = _axes(ax, (5.5, 4.5))
+    for name, levels, means in curves:
+        xs = [x for x, v in zip(levels, means) if v is not None]
+        ys = [v for v in means if v is not None]
+        label = name
+        if all(any(abs(x - lv) < 1e-9 for x in levels) for lv in PR_LEVELS) and len(ys) == len(means):
+            eleven = [v for x, v in zip(levels, means) if any(abs(x - lv) < 1e-9 for lv in PR_LEVELS)]
+            label = f"{name} (11-pt avg {sum(eleven) / len(eleven):.3f})"
+        ax.plot(xs, ys, marker="o", markersize=4, label=label)
+    ax.set_xlim(-0.02, 1.02)
+    ax.set_ylim(0.0, 1.02)
+    ax.set_xlabel("recall")
+    ax.set_ylabel("interpolated precision")
+    ax.set_title("interpolated precision-recall (mean over queries)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    return ax
+
+
+def plot_confusion(report: Any, *, percent: bool = True, ax: Any = None) -> Any:
+    """Confusion-matrix heatmap of an ``AgreementReport``: rows are the reference (human)
+    grades, columns the candidate (LLM) grades; colour is the row percentage (with
+    ``percent``) or the count, and each cell shows its count (and row %)."""
+    labels = [str(g) for g in report.labels]
+    if not labels:
+        raise InputError("no (query, document) pair is judged by both qrels: nothing to draw",
+                         field="confusion")
+    counts = np.array(report.confusion, dtype=np.float64).reshape(len(labels), len(labels))
+    totals = counts.sum(axis=1, keepdims=True)
+    share = np.divide(counts, totals, out=np.zeros_like(counts), where=totals > 0)
+    ax = _axes(ax, (1.0 * len(labels) + 2.5, 0.9 * len(labels) + 1.8))
+    shown = share * 100 if percent else counts
+    image = ax.imshow(shown, cmap="Blues", vmin=0.0, vmax=100.0 if percent else None)
+    ax.figure.colorbar(image, ax=ax, label="row %" if percent else "pairs")
+    for i in range(len(labels)):
+        for j in range(len(labels)):
+            text = f"{int(counts[i, j])}" + (f"\n{100 * share[i, j]:.0f}%" if percent else "")
+            dark = float(image.norm(shown[i, j])) > 0.6  # white text only on the dark end of the scale
+            ax.text(j, i, text, ha="center", va="center", fontsize=8,
+                    color="white" if dark else "black")
+    ax.set_xticks(np.arange(len(labels)))
+    ax.set_xticklabels(labels)
+    ax.set_yticks(np.arange(len(labels)))
+    ax.set_yticklabels(labels)
+    ax.set_xlabel("candidate (LLM) grade")
+    ax.set_ylabel("reference (human) grade")
+    kappa = getattr(report, "cohen_kappa", None)
+    title = f"{int(counts.sum())} pairs judged by both"
+    if kappa is not None:
+        title += f"; Cohen's kappa {kappa:.3f}"
+    ax.set_title(title, fontsize=10)
+    return ax
+
+
+def plot_systems(report: Any, metric: str | None = None, *, ax: Any = None) -> Any:
+    """System scatter of an ``AgreementReport`` made with runs: one point per run at (metric
+    under the reference qrels, metric under the candidate qrels), the diagonal, and Kendall's
+    tau-b of the two orderings in the title. Runs whose metric is undetermined under either
+    qrels are left out and counted."""
+    systems = report.systems
+    if not systems:
+        raise InputError("the agreement report has no runs: give runs to compare system orderings",
+                         field="runs")
+    metrics = list(next(iter(systems.values())))
+    metric = metric or metrics[0]
+    _check_metric(metric, metrics)
+    names, xs, ys, missing = [], [], [], 0
+    for name, per_metric in systems.items():
+        ref, cand = per_metric[metric].get("reference"), per_metric[metric].get("candidate")
+        if ref is None or cand is None:
+            missing += 1
+            continue
+        names.append(name)
+        xs.append(float(ref))
+        ys.append(float(cand))
+    ax = _axes(ax, (5.0, 5.0))
+    ax.scatter(xs, ys, color="#264653", zorder=3)
+    for name, x, y in zip(names, xs, ys):
+        ax.annotate(name, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    if xs:
+        lo, hi = min(xs + ys), max(xs + ys)
+        pad = 0.05 * (hi - lo or 1.0)
+        ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], color=_TIE, linestyle="--", linewidth=1)
+    ax.set_xlabel(f"{metric} under reference (human) qrels")
+    ax.set_ylabel(f"{metric} under candidate (LLM) qrels")
+    tau = report.kendall_tau.get(metric)
+    title = f"{len(xs)} runs; Kendall's tau-b = " + ("-" if tau is None else f"{tau:.3f}")
+    if missing:
+        title += f" ({missing} undetermined left out)"
+    ax.set_title(title, fontsize=10)
     return ax
 
 

@@ -398,11 +398,14 @@ class Report:
         return self.render("latex", per_query=per_query, digits=digits)
 
     def plot(self, metric: str | None = None, *, kind: str = "hist", ax: Any = None) -> Any:
-        """Per-query distribution of ``metric`` (``kind="hist"`` or ``"box"``); returns the Axes.
-        Needs matplotlib (the ``plot`` extra)."""
-        from .plots import plot_distribution  # matplotlib is optional: loaded on first plot
+        """Per-query distribution of ``metric`` (``kind="hist"`` or ``"box"``), or with
+        ``kind="pr"`` the interpolated precision-recall curve (evaluate with
+        ``ragjudge.plots.PR_METRICS``); returns the Axes. Needs matplotlib (the ``plot`` extra)."""
+        from . import plots  # matplotlib is optional: loaded on first plot
 
-        return plot_distribution(self, metric, kind=kind, ax=ax)
+        if kind == "pr":
+            return plots.plot_pr(self, ax=ax)
+        return plots.plot_distribution(self, metric, kind=kind, ax=ax)
 
     def footer(self) -> str:
         m = self.meta
@@ -629,7 +632,8 @@ class CompareReport:
         """``kind="means"``: forest plot of every run's mean and interval, significance against
         the baseline marked; ``"differences"``: per-query differences of ``run`` (default the
         first non-baseline run) against the baseline, sorted, with win/tie/loss counts;
-        ``"hist"``/``"box"``: per-query distributions. Returns the Axes (matplotlib needed)."""
+        ``"hist"``/``"box"``: per-query distributions; ``"pr"``: precision-recall curves (compare
+        with ``ragjudge.plots.PR_METRICS``). Returns the Axes (matplotlib needed)."""
         from . import plots  # matplotlib is optional: loaded on first plot
 
         if kind == "means":
@@ -637,6 +641,8 @@ class CompareReport:
         if kind == "differences":
             others = [r for r in self.runs if r != self.baseline]
             return plots.plot_differences(self, run or (others[0] if others else self.baseline), metric, ax=ax)
+        if kind == "pr":
+            return plots.plot_pr(self, ax=ax)
         return plots.plot_distribution(self, metric, kind=kind, ax=ax)
 
     def render(self, fmt: str = "table", *, per_query: bool = False, digits: int = 4) -> str:

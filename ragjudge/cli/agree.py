@@ -9,6 +9,7 @@ from ..errors import InputError
 from ..io import check_output_path
 from ._inputs import add_format_options, check_inputs, read_qrels_arg, read_run_arg
 from .trust import parse_scale, write_output
+from ._plot import add_plot_options, check_plot_path, write_plot
 
 __all__ = ["register"]
 
@@ -50,6 +51,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="output format (default text)")
     p.add_argument("-o", "--output", help="write to this file instead of stdout")
     add_format_options(p)
+    add_plot_options(p, ("confusion", "systems"), "confusion (human vs LLM grades, the default), "
+                     "systems (each --run's first metric under both qrels, tau in the title)")
     p.set_defaults(func=_run)
 
 
@@ -57,6 +60,9 @@ def _run(args: argparse.Namespace) -> int:
     from ..measures import parse_measure, split_metric_list
     from ..trust.agreement import label_agreement, ranking_agreement
 
+    check_plot_path(args)
+    if args.plot_kind == "systems" and not args.run:
+        raise InputError("needs --run (two or more)", field="--plot-kind")
     if args.rel < 1:
         raise InputError(f"must be an integer >= 1, got {args.rel}", field="--rel")
     if args.resamples < 1:
@@ -82,6 +88,8 @@ def _run(args: argparse.Namespace) -> int:
                                    test=args.test, **opts)
     else:
         report = label_agreement(reference, candidate, **opts)
+    kind = args.plot_kind or "confusion"
+    write_plot(args, lambda plots: (plots.plot_systems if kind == "systems" else plots.plot_confusion)(report))
     if args.format == "json":
         text = report.to_json()
     elif args.format == "html":

@@ -16,6 +16,7 @@ from ..evaluate import DEFAULT_METRICS, TESTS, compare, evaluate
 from ..io import check_output_path
 from ..measures import Measure, parse_measure, split_metric_list
 from ..report import FORMATS, TREC_FORMAT, CompareReport, Report, render_reports
+from ._plot import add_plot_options, check_plot_path, write_plot
 from ._inputs import (
     add_beir_options,
     add_format_options,
@@ -94,6 +95,10 @@ def _add_arguments(p: argparse.ArgumentParser, *, min_runs: int) -> None:
         add_evaluate_options(p)
     p.add_argument("--fail-under", action="append", default=[], metavar="METRIC=VALUE",
                    help="exit 1 if a run's mean METRIC is below VALUE (CI gate); repeatable")
+    add_plot_options(p, ("means", "differences", "hist", "box", "pr"),
+                     "means (forest plot, the default with several runs), differences (per-query "
+                     "wins/ties/losses vs the baseline), hist (the default with one run), box, pr "
+                     "(11-point interpolated precision-recall curves)")
     p.set_defaults(func=_run, min_runs=min_runs)
 
 
@@ -233,19 +238,42 @@ def _check_gates(
     return failures
 
 
+def _draw(plots: Any, args: argparse.Namespace, result: Report | CompareReport | list[Report],
+          qrels: Any, names: list[str]) -> Any:
+    """The ``--plot`` figure; ``pr`` evaluates the 11 interpolated-precision points itself so the
+    printed table keeps the metrics asked for."""
+    kind = args.plot_kind or ("means" if isinstance(result, CompareReport) else "hist")
+    metric = next(iter(result.metrics if not isinstance(result, list) else result[0].metrics))
+    if kind == "pr":
+        # -M is `depth` on this branch and `max_depth` on main after the core merge
+        cut = ({"max_depth": args.max_depth} if hasattr(args, "max_depth") else {"depth": args.depth})
+        pr = [evaluate(qrels, read_run_arg(path, args, name=name, dedup=args.dedup),
+                       list(plots.PR_METRICS), rel=args.rel, skip_missing=args.skip_missing,
+                       judged_only=args.judged_only, dedup=args.dedup, name=name, **cut)
+              for name, path in zip(names, args.runs)]
+        return plots.plot_pr(pr)
+    if kind in ("means", "differences") and isinstance(result, CompareReport):
+        return result.plot(metric, kind=kind)
+    return plots.plot_distribution(result, metric, kind=kind)
+
+
 # ----------------------------------------------------------------------------- command
 def _run(args: argparse.Namespace) -> int:
     if args.output is not None:
         check_output_path(args.output)  # before any work, not after it
+    check_plot_path(args)
+    if args.beir is not None:  # every positional is a run
+        args.runs = [args.qrels, *args.runs]
     # issue 9 (trust): LLM labels with human anchors, soft labels, judging on demand
     from .trust import prepare_trust, run_evaluate
 
     if prepare_trust(args):
         return run_evaluate(args, _metric_list(args, [])[0], _run_names(args.runs))
-    if args.beir is not None:  # every positional is a run
-        args.runs = [args.qrels, *args.runs]
     if not args.runs:
         args.parser.error("the following arguments are required: RUN (or --beir DIR RUN)")
+    if args.plot_kind in ("means", "differences") and (
+            len(args.runs) < 2 or getattr(args, "no_stats", False)):
+        raise InputError("needs several runs with statistics (not --no-stats)", field="--plot-kind")
     if len(args.runs) < args.min_runs:
         raise InputError(f"compare needs at least {args.min_runs} runs, got {len(args.runs)}",
                          field="RUN")
@@ -295,6 +323,7 @@ def _run(args: argparse.Namespace) -> int:
         ]
         result = reports[0] if len(reports) == 1 else reports
     _write(_render(result, args), args.output)
+    write_plot(args, lambda plots: _draw(plots, args, result, qrels, names))
     for r in reports:
         if r.meta.get("num_missing") == r.meta.get("num_q_qrels"):
             # Almost always mismatched query ids (e.g. "q1" vs "1"), not a system scoring 0.

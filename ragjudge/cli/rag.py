@@ -13,6 +13,7 @@ from typing import Any
 
 from ..errors import InputError, MetricError
 from ._llm import add_llm_options, llm_from_args
+from ._plot import add_plot_options, check_plot_path, write_plot
 from .gates import parse_gate
 
 __all__ = ["register"]
@@ -85,6 +86,8 @@ def register(subparsers: Any) -> None:
                    help="exit 1 when METRIC's mean is below VALUE (or not determined); repeatable; "
                    "a metric not given with -m is evaluated too")
     add_llm_options(p)
+    add_plot_options(p, ("box", "heatmap"), "box (per-metric distributions with undetermined "
+                     "counts, the default), heatmap (per-sample scores)")
     p.add_argument("--embedding-model", metavar="M",
                    help="embeddings model of answer_relevance(by=embedding), e.g. text-embedding-3-small "
                         "(same endpoint and key as --model)")
@@ -96,6 +99,7 @@ def _run(args: argparse.Namespace) -> int:
     from ..rag.evaluate import plan_requests
     from ..rag.metrics import parse_rag_metrics
 
+    check_plot_path(args)
     gates = [parse_gate(g) for g in args.fail_under]
     metrics = parse_rag_metrics([*args.metrics, *(m for m, _ in gates)])
     needs_llm = [m for m in metrics if m.needs_llm]
@@ -140,6 +144,7 @@ def _run(args: argparse.Namespace) -> int:
         Path(args.output).write_text(text, encoding="utf-8")
     else:
         sys.stdout.write(text)
+    write_plot(args, lambda plots: report.plot(kind=args.plot_kind or "box"))
     if report.usage:
         u = report.usage
         n = max(1, len(report.sample_ids))

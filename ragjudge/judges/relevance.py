@@ -26,6 +26,7 @@ from ..llm.protocols import StructuredSession
 from ..llm.provenance import FailureKind, Provenance, Traced
 from ..llm.session import LLM
 from ..llm.values import DryRun, Outcome
+from ..report import render_table
 
 __all__ = ["LLMRelevanceJudge", "Judgment", "JudgeResult", "Pair", "pool_pairs", "holes",
            "qrels_from_judgments"]
@@ -194,6 +195,56 @@ class JudgeResult:
             "reasoning_dropped": sum(1 for j in self.judgments if j.reasoning_dropped),
             "usage_unknown": self.usage.unknown,
         }
+
+    # -- rendering (notebooks, reports) ---------------------------------------------------
+    def table(self) -> tuple[list[str], list[list[Any]]]:
+        """Headers and rows of the summary: counts, failures by reason, grades, usage, cost."""
+        d = self.summary()
+        rows: list[list[Any]] = [[k, d[k]] for k in ("pairs", "judged", "cached", "failed",
+                                                       "skipped_budget", "human_labels", "qrels_pairs")]
+        rows += [[f"failed: {reason}", n] for reason, n in sorted(d["failure_reasons"].items())]
+        grades = Counter(j.grade for j in self.judgments if j.ok)
+        rows += [[f"grade {g}", n] for g, n in sorted(grades.items(), key=lambda x: str(x[0]))]
+        rows += [[k, d[k]] for k in ("calls", "prompt_tokens", "cached_prompt_tokens",
+                                     "completion_tokens", "cost_usd")]
+        return ["", "value"], rows
+
+    def to_dict(self, *, judgments: bool = True) -> dict[str, Any]:
+        """``{"summary": summary(), "judgments": [one record per judgment]}`` (JSON-ready)."""
+        out: dict[str, Any] = {"summary": self.summary()}
+        if judgments:
+            out["judgments"] = [j.to_dict() for j in self.judgments]
+        return out
+
+    def to_dataframe(self) -> Any:
+        """One row per judgment (the ``--judgments`` record: qid, docid, grade, failure, model,
+        prompt, usage, latency, cached, ...). Needs pandas (``pip install ragjudge[pandas]``)."""
+        try:
+            import pandas as pd
+        except ImportError:  # pragma: no cover - depends on the environment
+            raise ImportError("to_dataframe() needs pandas: pip install 'ragjudge[pandas]'") from None
+        columns = ["qid", "docid", "grade", "failure", "error", "cached", "latency"]
+        rows = [j.to_dict() for j in self.judgments]
+        df = pd.DataFrame(rows) if rows else pd.DataFrame(columns=columns)
+        return df.astype({"grade": "Int64"}) if rows else df
+
+    def to_latex(self) -> str:
+        """The summary as a booktabs LaTeX table (``\\usepackage{booktabs}``)."""
+        return render_table(*self.table(), "latex")
+
+    def __str__(self) -> str:
+        return render_table(*self.table(), "table", title=self._title())
+
+    def __repr__(self) -> str:
+        d = self.summary()
+        return (f"<JudgeResult {d['judged']}/{d['pairs']} judged, {d['failed']} failed, "
+                f"{d['cached']} from cache, {d['calls']} calls>\n{self}")
+
+    def _repr_html_(self) -> str:
+        return render_table(*self.table(), "html", title=self._title())
+
+    def _title(self) -> str:
+        return f"ragjudge judge: {len(self.judgments)} pairs, {len(self.qrels)} labels"
 
     def write_judgments(self, path: str | Path) -> None:
         """One JSON object per line, in pooling order."""

@@ -7,12 +7,13 @@ the undetermined count is reported beside them.
 
 from __future__ import annotations
 
+import html
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import MetricError
+from ..errors import InputError, MetricError
 from ..report import render_table
 
 __all__ = ["Score", "Summary", "RagReport", "undetermined"]
@@ -220,8 +221,47 @@ class RagReport:
             data[f"{m}.reason"] = [s.reason for s in self.scores[m]]
         return pd.DataFrame(data)
 
+    def plot(self, metrics: Sequence[str] | None = None, *, kind: str = "box", ax: Any = None) -> Any:
+        """``kind="box"``: per-metric distributions over the samples, undetermined counts in the
+        tick labels; ``"heatmap"``: per-sample scores for a few metrics (blank = undetermined).
+        Returns the Axes; needs matplotlib (the ``plot`` extra)."""
+        from .. import plots  # matplotlib is optional: loaded on first plot
+
+        keys = [self.key(m) for m in metrics] if metrics else None
+        if kind == "box":
+            return plots.plot_rag(self, keys, ax=ax)
+        if kind == "heatmap":
+            return plots.plot_sample_heatmap(self, keys, ax=ax)
+        raise InputError(f"kind must be 'box' or 'heatmap', got {kind!r}", field="kind")
+
+    def to_latex(self, *, per_sample: bool = False, digits: int = 4) -> str:
+        """The aggregates (and per-sample rows) as booktabs LaTeX (``\\usepackage{booktabs}``)."""
+        return self.render("latex", per_sample=per_sample, digits=digits)
+
+    def footer(self) -> str:
+        """Why values are undetermined (top reasons per metric) and what the LLM calls cost."""
+        parts = []
+        for m, s in self.summaries.items():
+            if s.reasons:
+                top = sorted(s.reasons.items(), key=lambda x: -x[1])[:3]
+                parts.append(f"{m} undetermined: " + ", ".join(f"{r} ({n})" for r, n in top))
+        u = self.usage
+        if u.get("calls") is not None:
+            cost = u.get("cost_usd")
+            parts.append(f"{u.get('calls')} LLM calls" + ("" if cost is None else f", ${cost:.4f}"))
+        if self.invalid:
+            parts.append(f"{len(self.invalid)} invalid samples skipped")
+        return "; ".join(parts)
+
+    def __str__(self) -> str:
+        title = f"ragjudge RAG report ({len(self.sample_ids)} samples)"
+        footer = self.footer()
+        return render_table(*self.aggregate_rows(), "table", title=title) + (footer + "\n" if footer else "")
+
     def _repr_html_(self) -> str:
-        return render_table(*self.aggregate_rows(), "html", title=f"ragjudge RAG report ({len(self.sample_ids)} samples)")
+        footer = self.footer()
+        return render_table(*self.aggregate_rows(), "html", title=f"ragjudge RAG report ({len(self.sample_ids)} samples)") + (
+            f"<p><small>{html.escape(footer)}</small></p>" if footer else "")
 
     def __repr__(self) -> str:
         parts = []

@@ -1,0 +1,71 @@
+"""Every example notebook runs, offline and without an API key, in a real Jupyter kernel.
+
+The notebooks are committed with their outputs (see examples/run_notebooks.py); this executes a
+copy of each with nbclient (the ``python3`` kernel of this interpreter) and fails on any error.
+LLM answers come from the caches in examples/cache/: the environment here has no OpenAI key and
+a base URL that refuses connections, so a notebook that tried the network would fail.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+pytest.importorskip("ipykernel")
+pytest.importorskip("matplotlib")
+pytest.importorskip("pandas")
+
+ROOT = Path(__file__).resolve().parent.parent
+EX = ROOT / "examples"
+NOTEBOOKS = sorted(EX.glob("*.ipynb"))
+
+
+def test_the_four_notebooks_exist() -> None:
+    names = {p.stem for p in NOTEBOOKS}
+    assert {"quickstart", "rag", "label_free", "synthetic"} <= names
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_notebook_is_committed_with_outputs(path: Path) -> None:
+    nb = json.loads(path.read_text("utf-8"))
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    assert code and all(c.get("execution_count") for c in code), "run examples/run_notebooks.py"
+    assert not [o for c in code for o in c["outputs"] if o["output_type"] == "error"]
+    assert nb["metadata"]["kernelspec"]["name"] == "python3"
+
+
+def _here(module: str) -> bool:
+    """``module`` is part of the ragjudge this test imports (not of another installed copy)."""
+    import ragjudge
+
+    spec = importlib.util.find_spec(module)
+    home = Path(ragjudge.__file__).resolve().parent
+    return spec is not None and spec.origin is not None and home in Path(spec.origin).resolve().parents
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_notebook_executes_offline(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The kernel inherits this environment: no key, an endpoint that refuses connections.
+    monkeypatch.delenv("MPLBACKEND", raising=False)  # the inline backend, as in Jupyter
+    for var in ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    # The kernel imports this checkout's ragjudge, installed or not.
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    nb = nbformat.read(path, as_version=4)
+    # A notebook about a part of ragjudge that lives on a branch not merged yet names it here.
+    absent = [m for m in nb.metadata.get("ragjudge", {}).get("requires", []) if not _here(m)]
+    if absent:
+        pytest.skip(f"{path.name} needs {', '.join(absent)}, not in this checkout")
+    client = nbclient.NotebookClient(
+        nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(EX)}},
+    )
+    client.execute()  # raises CellExecutionError on the first failing cell
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
