@@ -245,11 +245,10 @@ def _draw(plots: Any, args: argparse.Namespace, result: Report | CompareReport |
     kind = args.plot_kind or ("means" if isinstance(result, CompareReport) else "hist")
     metric = next(iter(result.metrics if not isinstance(result, list) else result[0].metrics))
     if kind == "pr":
-        # -M is `depth` on this branch and `max_depth` on main after the core merge
-        cut = ({"max_depth": args.max_depth} if hasattr(args, "max_depth") else {"depth": args.depth})
         pr = [evaluate(qrels, read_run_arg(path, args, name=name, dedup=args.dedup),
                        list(plots.PR_METRICS), rel=args.rel, skip_missing=args.skip_missing,
-                       judged_only=args.judged_only, dedup=args.dedup, name=name, **cut)
+                       judged_only=args.judged_only, max_depth=args.max_depth, dedup=args.dedup,
+                       name=name)
               for name, path in zip(names, args.runs)]
         return plots.plot_pr(pr)
     if kind in ("means", "differences") and isinstance(result, CompareReport):
