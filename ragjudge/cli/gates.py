@@ -34,11 +34,12 @@ def parse_gate(text: str, option: str = "--fail-under") -> tuple[str, float]:
     return metric.strip(), threshold
 
 
-def below(label: str, value: float | None, threshold: float) -> str | None:
+def below(label: str, value: float | None, threshold: float,
+          missing: str = "could not be computed") -> str | None:
     """The failure line of one ``--fail-under`` check (``None`` when it passes). A value that
     could not be computed fails: a gate never passes on a missing value."""
     if value is None:
-        return f"{label} could not be computed (threshold {threshold:g})"
+        return f"{label} {missing} (threshold {threshold:g})"
     if value < threshold:
         return f"{label} = {value:.4f} < {threshold:g}"
     return None

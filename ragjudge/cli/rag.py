@@ -170,7 +170,7 @@ def _check_gates(report: Any, gates: list[tuple[str, float]]) -> list[str]:
     out = []
     for spec, threshold in gates:
         for m in parse_rag_metric(spec):
-            msg = below(str(m), report.mean(str(m)), threshold)
+            msg = below(str(m), report.mean(str(m)), threshold, "has no determined value")
             if msg is not None:
                 out.append(msg)
     return out
