@@ -156,7 +156,13 @@ class _Columnar:
         return np.repeat(self._qids, np.diff(self._offsets))
 
     def _frame(self, value_col: str) -> Any:
-        import pandas as pd  # optional dependency, imported only here
+        try:
+            import pandas as pd  # optional dependency, imported only here
+        except ImportError:
+            raise ImportError(
+                "to_dataframe() needs pandas: pip install pandas, or from the ragjudge checkout "
+                "pip install -e '.[pandas]' (the name ragjudge on the package index is another "
+                "project)") from None
 
         return pd.DataFrame(
             {

@@ -118,7 +118,8 @@ def register(subparsers: Any) -> None:
     cmp_ = subparsers.add_parser(
         "compare",
         help="compare runs: paired tests, Holm correction, bootstrap intervals",
-        description="Compare two or more runs on the same qrels (same options as evaluate).",
+        description="Compare two or more runs on the same qrels: paired tests of each run against "
+        "the baseline (or of every pair with --all-pairs), effect sizes, intervals, CI gates.",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
