@@ -202,6 +202,11 @@ def evaluate(
     max_depth: int | None = None,
     dedup: Dedup = "error",
     name: str | None = None,
+    judge: Any = None,
+    queries: Any = None,
+    corpus: Any = None,
+    judge_depth: int | None = None,
+    depth: int | None = None,
 ) -> Report:
     """Evaluate one run: ``evaluate(qrels, run, ["ndcg@10", "map"]) -> Report``.
 
@@ -215,7 +220,28 @@ def evaluate(
     the documents without a qrels entry (or with a negative label) from every ranking first,
     moving the others up. ``max_depth`` (trec_eval ``-M``): keep only each query's top
     ``max_depth`` documents (before ``judged_only``). ``name`` renames the run.
+
+    Judging on demand (:mod:`ragjudge.trust.ondemand`): with ``judge`` (an
+    :class:`~ragjudge.judges.LLMRelevanceJudge`), ``queries`` and ``corpus`` (dicts or paths),
+    the unjudged documents in the run's top ``judge_depth`` (``depth`` is the same, as issue 9
+    named it; default: the largest metric cutoff) are judged and merged under the human labels
+    first; ``qrels=None`` is label-free evaluation. ``judged_only``/``max_depth`` apply to the
+    judged qrels the same way.
     """
+    if judge_depth is not None and depth is not None and judge_depth != depth:
+        raise InputError(f"depth={depth} and judge_depth={judge_depth} are the same option; "
+                         "give one", field="depth")
+    judge_depth = judge_depth if judge_depth is not None else depth
+    if judge is not None:  # issue 9: judging on demand lives in ragjudge.trust
+        from .trust.ondemand import evaluate_with_judge
+
+        return evaluate_with_judge(  # type: ignore[no-any-return]
+            judge, qrels, run, metrics, queries=queries, corpus=corpus, judge_depth=judge_depth,
+            rel=rel, skip_missing=skip_missing, judged_only=judged_only, max_depth=max_depth,
+            dedup=dedup, name=name)
+    if judge_depth is not None or queries is not None or corpus is not None:
+        raise InputError("queries/corpus/depth are for judging on demand: pass judge= too",
+                         field="judge")
     _check_rel(rel)
     _check_max_depth(max_depth)
     measures = _metric_keys(metrics, rel)

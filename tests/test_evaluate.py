@@ -322,3 +322,35 @@ def test_report_json_shape() -> None:
     (c,) = d["comparisons"]
     assert c["run"] == "b" and c["baseline"] == "a" and c["delta"] == 0.0 and c["p_value"] == 1.0
     assert d["meta"]["correction"] == "holm"
+
+
+# ----------------------------------------------------------------------------- judge= pass-through
+def test_judging_path_forwards_trec_eval_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    """evaluate(..., judge=) hands judged_only/max_depth (and depth as judge_depth) to the
+    judging-on-demand path; the module is replaced by a recorder (no LLM here)."""
+    import sys
+    import types
+
+    seen: dict = {}
+
+    def fake(judge, qrels, run, metrics=None, **kw):  # noqa: ANN001, ANN003
+        seen.update(kw, judge=judge, metrics=metrics)
+        return "report"
+
+    mod = types.ModuleType("ragjudge.trust.ondemand")
+    mod.evaluate_with_judge = fake  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "ragjudge.trust", types.ModuleType("ragjudge.trust"))
+    monkeypatch.setitem(sys.modules, "ragjudge.trust.ondemand", mod)
+    from ragjudge.evaluate import evaluate as ev
+
+    got = ev(None, {"q": {"d": 1.0}}, "ndcg@10", judge="J", queries={"q": "x"}, corpus={"d": "y"},
+             depth=7, judged_only=True, max_depth=50, rel=2)
+    assert got == "report"
+    assert seen["judge"] == "J" and seen["judge_depth"] == 7 and seen["judged_only"] is True
+    assert seen["max_depth"] == 50 and seen["rel"] == 2 and seen["queries"] == {"q": "x"}
+    ev(None, {"q": {"d": 1.0}}, "map", judge="J", judge_depth=3)
+    assert seen["judge_depth"] == 3
+    with pytest.raises(InputError, match="same option"):
+        ev(None, {"q": {"d": 1.0}}, "map", judge="J", judge_depth=3, depth=4)
+    with pytest.raises(InputError, match="pass judge="):
+        ev({"q": {"d": 1}}, {"q": {"d": 1.0}}, "map", depth=4)
