@@ -159,10 +159,9 @@ class _Columnar:
         try:
             import pandas as pd  # optional dependency, imported only here
         except ImportError:
-            raise ImportError(
-                "to_dataframe() needs pandas: pip install pandas, or from the ragjudge checkout "
-                "pip install -e '.[pandas]' (the name ragjudge on the package index is another "
-                "project)") from None
+            raise ImportError("to_dataframe() needs pandas: pip install -e '.[pandas]' in the "
+                              "ragjudge checkout (ragjudge on the package index is another "
+                              "project)") from None
 
         return pd.DataFrame(
             {

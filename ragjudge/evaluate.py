@@ -19,7 +19,7 @@ import math
 import os
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, Union
+from typing import Any, Literal, Protocol, Union
 
 import numpy as np
 
@@ -52,6 +52,14 @@ PathLike = Union[str, "os.PathLike[str]"]
 QrelsLike = Union[Qrels, Mapping[str, Mapping[str, int]], PathLike, Any]
 RunLike = Union[Run, Mapping[str, Mapping[str, float]], PathLike, Any]
 MetricsArg = Union[str, Measure, Sequence[Union[str, Measure]], Mapping[str, Union[str, Measure]], None]
+class OnDemandJudge(Protocol):
+    """What ``evaluate(..., judge=...)`` needs of a judge (:class:`ragjudge.judges.LLMRelevanceJudge`)."""
+
+    def evaluate_on_demand(self, qrels: Any, run: Any, metrics: Any = None, *, queries: Any = None,
+                           corpus: Any = None, judge_depth: int | None = None,
+                           **options: Any) -> Report: ...
+
+
 TestName = Literal["randomization", "t"]
 TESTS: tuple[str, ...] = ("randomization", "t")
 
@@ -221,22 +229,22 @@ def evaluate(
     moving the others up. ``max_depth`` (trec_eval ``-M``): keep only each query's top
     ``max_depth`` documents (before ``judged_only``). ``name`` renames the run.
 
-    Judging on demand (:mod:`ragjudge.trust.ondemand`): with ``judge`` (an
-    :class:`~ragjudge.judges.LLMRelevanceJudge`), ``queries`` and ``corpus`` (dicts or paths),
-    the unjudged documents in the run's top ``judge_depth`` (``depth`` is the same, as issue 9
-    named it; default: the largest metric cutoff) are judged and merged under the human labels
-    first; ``qrels=None`` is label-free evaluation. ``judged_only``/``max_depth`` apply to the
-    judged qrels the same way.
+    Judging on demand (:mod:`ragjudge.judges.ondemand`): with ``judge`` (an
+    :class:`~ragjudge.judges.LLMRelevanceJudge`, or anything with its ``evaluate_on_demand``),
+    ``queries`` and ``corpus`` (dicts or paths), the unjudged documents in the run's top
+    ``judge_depth`` (default: the largest metric cutoff) are judged and merged under the human
+    labels first; ``qrels=None`` is label-free evaluation. ``depth`` is ``judge_depth`` by the
+    name issue 9 gave it; ``judged_only``/``max_depth`` apply on the judging path too.
     """
     if judge_depth is not None and depth is not None and judge_depth != depth:
         raise InputError(f"depth={depth} and judge_depth={judge_depth} are the same option; "
                          "give one", field="depth")
     judge_depth = judge_depth if judge_depth is not None else depth
-    if judge is not None:  # issue 9: judging on demand lives in ragjudge.trust
-        from .trust.ondemand import evaluate_with_judge
-
-        return evaluate_with_judge(  # type: ignore[no-any-return]
-            judge, qrels, run, metrics, queries=queries, corpus=corpus, judge_depth=judge_depth,
+    if judge is not None:
+        # The judge sits above this module: it is called through its method, never imported.
+        on_demand: OnDemandJudge = judge
+        return on_demand.evaluate_on_demand(
+            qrels, run, metrics, queries=queries, corpus=corpus, judge_depth=judge_depth,
             rel=rel, skip_missing=skip_missing, judged_only=judged_only, max_depth=max_depth,
             dedup=dedup, name=name)
     if judge_depth is not None or queries is not None or corpus is not None:

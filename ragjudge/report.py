@@ -271,10 +271,7 @@ def _pandas() -> Any:
     try:
         import pandas
     except ImportError:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "to_dataframe() needs pandas: pip install pandas, or from the ragjudge checkout "
-            "pip install -e '.[pandas]' (the name ragjudge on the package index is another "
-            "project)") from None
+        raise ImportError("to_dataframe() needs pandas: pip install -e '.[pandas]' in the ragjudge checkout") from None
     return pandas
 
 

@@ -325,32 +325,26 @@ def test_report_json_shape() -> None:
 
 
 # ----------------------------------------------------------------------------- judge= pass-through
-def test_judging_path_forwards_trec_eval_options(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_judging_path_forwards_trec_eval_options() -> None:
     """evaluate(..., judge=) hands judged_only/max_depth (and depth as judge_depth) to the
-    judging-on-demand path; the module is replaced by a recorder (no LLM here)."""
-    import sys
-    import types
-
+    judge's evaluate_on_demand (a recorder here: no LLM)."""
     seen: dict = {}
 
-    def fake(judge, qrels, run, metrics=None, **kw):  # noqa: ANN001, ANN003
-        seen.update(kw, judge=judge, metrics=metrics)
-        return "report"
+    class Recorder:
+        def evaluate_on_demand(self, qrels, run, metrics=None, **kw):  # noqa: ANN001, ANN003
+            seen.clear()
+            seen.update(kw, metrics=metrics)
+            return "report"
 
-    mod = types.ModuleType("ragjudge.trust.ondemand")
-    mod.evaluate_with_judge = fake  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "ragjudge.trust", types.ModuleType("ragjudge.trust"))
-    monkeypatch.setitem(sys.modules, "ragjudge.trust.ondemand", mod)
-    from ragjudge.evaluate import evaluate as ev
-
-    got = ev(None, {"q": {"d": 1.0}}, "ndcg@10", judge="J", queries={"q": "x"}, corpus={"d": "y"},
-             depth=7, judged_only=True, max_depth=50, rel=2)
+    j = Recorder()
+    got = evaluate(None, {"q": {"d": 1.0}}, "ndcg@10", judge=j, queries={"q": "x"},
+                   corpus={"d": "y"}, depth=7, judged_only=True, max_depth=50, rel=2)
     assert got == "report"
-    assert seen["judge"] == "J" and seen["judge_depth"] == 7 and seen["judged_only"] is True
+    assert seen["judge_depth"] == 7 and seen["judged_only"] is True
     assert seen["max_depth"] == 50 and seen["rel"] == 2 and seen["queries"] == {"q": "x"}
-    ev(None, {"q": {"d": 1.0}}, "map", judge="J", judge_depth=3)
-    assert seen["judge_depth"] == 3
+    evaluate(None, {"q": {"d": 1.0}}, "map", judge=j, judge_depth=3)
+    assert seen["judge_depth"] == 3 and seen["judged_only"] is False and seen["max_depth"] is None
     with pytest.raises(InputError, match="same option"):
-        ev(None, {"q": {"d": 1.0}}, "map", judge="J", judge_depth=3, depth=4)
+        evaluate(None, {"q": {"d": 1.0}}, "map", judge=j, judge_depth=3, depth=4)
     with pytest.raises(InputError, match="pass judge="):
-        ev({"q": {"d": 1}}, {"q": {"d": 1.0}}, "map", depth=4)
+        evaluate({"q": {"d": 1}}, {"q": {"d": 1.0}}, "map", depth=4)
