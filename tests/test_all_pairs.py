@@ -224,3 +224,12 @@ def test_cli_fail_if_worse_needs_two_runs(capsys: pytest.CaptureFixture[str]) ->
     code, _, err = _run(capsys, "evaluate", str(EXAMPLES / "qrels.txt"), RUNS[0], "-m", "map",
                         "--fail-if-worse", Path(RUNS[0]).stem)
     assert code == 2 and "at least 2 runs" in err
+
+
+@pytest.mark.parametrize("argv", [
+    [RUNS[0], "--all-pairs"],                      # one run: no pair
+    [*RUNS, "--all-pairs", "--no-stats"],          # pairs need the tests
+])
+def test_cli_all_pairs_bad_input_is_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    code, out, err = _run(capsys, "evaluate", str(EXAMPLES / "qrels.txt"), *argv, "-m", "map")
+    assert code == 2 and out == "" and "--all-pairs" in err
