@@ -233,3 +233,19 @@ def test_cli_fail_if_worse_needs_two_runs(capsys: pytest.CaptureFixture[str]) ->
 def test_cli_all_pairs_bad_input_is_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
     code, out, err = _run(capsys, "evaluate", str(EXAMPLES / "qrels.txt"), *argv, "-m", "map")
     assert code == 2 and out == "" and "--all-pairs" in err
+
+
+def test_fail_if_worse_false_alarms_stay_below_alpha() -> None:
+    """Seeded simulation of the gate end to end (compare + worse_than): 3 runs drawn from the
+    same distribution, so any failure is a false alarm; the rate stays within alpha."""
+    from ragjudge.cli.gates import worse_than
+
+    rng = np.random.default_rng(21)
+    trials, alpha, alarms = 150, 0.05, 0
+    qrels = {f"q{i}": {f"d{j}": int(j < 3) for j in range(10)} for i in range(30)}
+    for _ in range(trials):
+        runs = {name: {q: {f"d{j}": float(rng.normal()) for j in range(10)} for q in qrels}
+                for name in ("prod", "a", "b")}
+        cr = compare(qrels, runs, ["ndcg@10"], baseline="prod", test="t", n_resamples=50)
+        alarms += bool(worse_than(cr, "prod"))
+    assert alarms / trials <= alpha + 3.1 * math.sqrt(alpha * (1 - alpha) / trials)
