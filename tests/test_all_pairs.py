@@ -249,3 +249,15 @@ def test_fail_if_worse_false_alarms_stay_below_alpha() -> None:
         cr = compare(qrels, runs, ["ndcg@10"], baseline="prod", test="t", n_resamples=50)
         alarms += bool(worse_than(cr, "prod"))
     assert alarms / trials <= alpha + 3.1 * math.sqrt(alpha * (1 - alpha) / trials)
+
+
+def test_cli_fail_if_worse_fails_when_a_run_cannot_be_tested(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "q.txt").write_text("q1 0 d1 1\n")
+    (tmp_path / "a.run").write_text("q1 Q0 d1 1 2.0 a\n")
+    (tmp_path / "b.run").write_text("q1 Q0 d2 1 2.0 b\n")
+    code, _, err = _run(capsys, "compare", str(tmp_path / "q.txt"), str(tmp_path / "a.run"),
+                        str(tmp_path / "b.run"), "-m", "map", "--test", "t", "--fail-if-worse", "a")
+    assert code == 1
+    assert "run b could not be tested against a on map: the t test needs at least 2" in err

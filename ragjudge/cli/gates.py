@@ -47,7 +47,8 @@ def below(label: str, value: float | None, threshold: float,
 
 def worse_than(report: Any, baseline: str) -> list[str]:
     """One line per (run, metric) of a :class:`~ragjudge.report.CompareReport` where the run is
-    significantly worse than ``baseline`` (Holm-adjusted p <= alpha and a negative delta)."""
+    significantly worse than ``baseline`` (Holm-adjusted p <= alpha and a negative delta), or
+    could not be tested against it (a gate never passes on a missing value)."""
     out = []
     alpha = report.meta.get("alpha", 0.05)
     for metric in report.metrics:
@@ -55,7 +56,10 @@ def worse_than(report: Any, baseline: str) -> list[str]:
             if run == baseline:
                 continue
             c = report.comparison(run, metric, vs=baseline)
-            if c.significant and c.delta is not None and c.delta < 0:
+            if c.significant is None:
+                out.append(f"run {run} could not be tested against {baseline} on {metric}: "
+                           f"{c.note or 'no p-value'}")
+            elif c.significant and c.delta is not None and c.delta < 0:
                 out.append(
                     f"run {run} is worse than {baseline} on {metric}: delta = {c.delta:.4f} "
                     f"(d_z = {_fmt(c.effect_size)}, {c.losses} of {c.n} queries worse), "
