@@ -30,7 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("-m", "--metric", action="append", default=[], metavar="METRIC",
                    help="metric(s) for the system ordering (default ndcg@10); comma lists allowed")
     p.add_argument("--rel", type=int, default=1, help="binary relevance threshold (default 1)")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("-f", "--format", choices=("text", "json"), default="text",
+                   help="output format (default text)")
     p.add_argument("-o", "--output", help="write to this file instead of stdout")
     add_format_options(p)
     p.set_defaults(func=_run)
