@@ -156,7 +156,12 @@ class _Columnar:
         return np.repeat(self._qids, np.diff(self._offsets))
 
     def _frame(self, value_col: str) -> Any:
-        import pandas as pd  # optional dependency, imported only here
+        try:
+            import pandas as pd  # optional dependency, imported only here
+        except ImportError:
+            raise ImportError("to_dataframe() needs pandas: pip install -e '.[pandas]' in the "
+                              "ragjudge checkout (ragjudge on the package index is another "
+                              "project)") from None
 
         return pd.DataFrame(
             {

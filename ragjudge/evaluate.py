@@ -30,7 +30,7 @@ from .io.coerce import as_qrels, as_run
 from .lists import check_gold, check_ranking, score_lists
 from .measures import MIN_GEO_MEAN, Measure, parse_measure, spec_of, split_metric_list
 from .report import Comparison, CompareReport, Report
-from .stats import bootstrap_cis, holm, paired_t_test, randomization_tests
+from .stats import bootstrap_cis, cohens_dz, holm, paired_t_test, randomization_tests, win_tie_loss
 
 __all__ = [
     "DEFAULT_METRICS",
@@ -214,6 +214,7 @@ def evaluate(
     queries: Any = None,
     corpus: Any = None,
     judge_depth: int | None = None,
+    depth: int | None = None,
 ) -> Report:
     """Evaluate one run: ``evaluate(qrels, run, ["ndcg@10", "map"]) -> Report``.
 
@@ -232,8 +233,13 @@ def evaluate(
     :class:`~ragjudge.judges.LLMRelevanceJudge`, or anything with its ``evaluate_on_demand``),
     ``queries`` and ``corpus`` (dicts or paths), the unjudged documents in the run's top
     ``judge_depth`` (default: the largest metric cutoff) are judged and merged under the human
-    labels first; ``qrels=None`` is label-free evaluation.
+    labels first; ``qrels=None`` is label-free evaluation. ``depth`` is ``judge_depth`` by the
+    name issue 9 gave it; ``judged_only``/``max_depth`` apply on the judging path too.
     """
+    if judge_depth is not None and depth is not None and judge_depth != depth:
+        raise InputError(f"depth={depth} and judge_depth={judge_depth} are the same option; "
+                         "give one", field="depth")
+    judge_depth = judge_depth if judge_depth is not None else depth
     if judge is not None:
         # The judge sits above this module: it is called through its method, never imported.
         on_demand: OnDemandJudge = judge
@@ -241,6 +247,9 @@ def evaluate(
             qrels, run, metrics, queries=queries, corpus=corpus, judge_depth=judge_depth,
             rel=rel, skip_missing=skip_missing, judged_only=judged_only, max_depth=max_depth,
             dedup=dedup, name=name)
+    if judge_depth is not None or queries is not None or corpus is not None:
+        raise InputError("queries/corpus/depth are for judging on demand: pass judge= too",
+                         field="judge")
     _check_rel(rel)
     _check_max_depth(max_depth)
     measures = _metric_keys(metrics, rel)
@@ -286,8 +295,10 @@ def compare(
     judged_only: bool = False,
     max_depth: int | None = None,
     dedup: Dedup = "error",
+    all_pairs: bool = False,
 ) -> CompareReport:
-    """Evaluate several runs and test each against ``baseline`` (default: the first run).
+    """Evaluate several runs and test each against ``baseline`` (default: the first run), or
+    every pair of runs with ``all_pairs=True``.
 
     For every metric and every other run: the mean per-query difference (run - baseline), its
     percentile bootstrap interval, and a paired two-sided test -- ``"randomization"`` (sign
@@ -296,6 +307,14 @@ def compare(
     ``len(runs) - 1`` tests); ``significant`` means adjusted p <= ``alpha``. Each run's mean gets
     a bootstrap interval too. All resampling uses ``seed`` (the same seed for every test, so a
     result does not depend on the order of runs or metrics).
+
+    Beside each p-value: ``wins``/``ties``/``losses`` (queries where run > = < baseline) and the
+    paired effect size ``effect_size`` = Cohen's d_z = mean(d) / sd(d) (n - 1).
+
+    ``all_pairs=True`` tests every pair of runs: for runs in order ``[baseline, r2, r3, ...]``
+    each pair (earlier, later) becomes a :class:`Comparison` with ``run`` = the later and
+    ``baseline`` = the earlier run, and Holm's correction runs per metric over the family of all
+    ``k (k - 1) / 2`` pairs (``report.comparison(run, metric, vs=other)`` finds either order).
 
     Tests pair queries: with ``skip_missing=False`` (default) every run is scored on all qrels
     queries; with ``skip_missing=True`` a comparison uses the queries both runs retrieved for.
@@ -349,17 +368,19 @@ def compare(
         geo = key in reports[n].geometric
         ci[n][key] = (math.exp(lo), math.exp(hi)) if geo else (lo * scale, hi * scale)
 
-    # Paired differences against the baseline.
+    # Paired differences: each later run against the baseline, or every (earlier, later) pair.
     base = reports[baseline]
+    pairs = ([(order[i], order[j]) for i in range(len(order)) for j in range(i + 1, len(order))]
+             if all_pairs else [(baseline, n) for n in order[1:]])
     entries: list[dict[str, Any]] = []
     diffs: list[np.ndarray] = []
     for key in measures:
-        for n in order[1:]:
-            a, b = _paired(reports[n], base, key)
+        for ref, n in pairs:
+            a, b = _paired(reports[n], reports[ref], key)
             if key in base.geometric:  # gm_map: paired on logs, delta = log(gm_run / gm_base)
                 a, b = _log_floor(a), _log_floor(b)
             d = a - b
-            entry: dict[str, Any] = {"metric": key, "run": n, "baseline": baseline, "n": len(d),
+            entry: dict[str, Any] = {"metric": key, "run": n, "baseline": ref, "n": len(d),
                                      "test": test, "delta": None, "delta_ci": None,
                                      "statistic": None, "p_value": None, "note": None}
             if len(d) == 0:
@@ -368,6 +389,8 @@ def compare(
                 if key in base.geometric:
                     entry["note"] = "geometric mean: delta is log(run / baseline), tested on logs"
                 entry["delta"] = float(d.mean()) * (len(d) if key in base.summed else 1)
+                entry["wins"], entry["ties"], entry["losses"] = win_tie_loss(a, b)
+                entry["effect_size"] = cohens_dz(d)
                 diffs.append(d)
             entries.append(entry)
     with_d = [e for e in entries if e["delta"] is not None]
@@ -385,7 +408,7 @@ def compare(
         for e, res in zip(with_d, results):
             e["statistic"], e["p_value"] = res
 
-    # Holm within each metric's family: the runs compared with the baseline on that metric.
+    # Holm within each metric's family: the pairs tested on that metric.
     comparisons: list[Comparison] = []
     for key in measures:
         fam = [e for e in entries if e["metric"] == key]
@@ -407,7 +430,9 @@ def compare(
         "alpha": alpha,
         "confidence": confidence,
         "correction": "holm",
-        "family": "per metric: every run compared with the baseline",
+        "family": ("per metric: every pair of runs" if all_pairs
+                   else "per metric: every run compared with the baseline"),
+        "all_pairs": all_pairs,
         "ci_method": "percentile bootstrap",
         "skip_missing": skip_missing,
         "judged_only": judged_only,

@@ -16,7 +16,7 @@ import io
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -474,7 +474,10 @@ class Comparison:
     interval; ``p_value`` is the raw two-sided p, ``p_adjusted`` Holm-adjusted within the metric's
     family (all runs compared with the baseline on that metric); ``significant`` is
     ``p_adjusted <= alpha``. When the test cannot be run, the p-values are ``None`` and ``note``
-    says why.
+    says why. ``wins``/``ties``/``losses``: queries where run > = < baseline; ``effect_size``:
+    the paired Cohen's d_z = mean(d) / sd(d) (``None`` when undefined: constant non-zero
+    differences or fewer than 2 pairs). In an all-pairs comparison ``baseline`` is the other run
+    of the pair.
     """
 
     metric: str
@@ -489,6 +492,10 @@ class Comparison:
     significant: bool | None
     test: str
     note: str | None = None
+    wins: int | None = None
+    ties: int | None = None
+    losses: int | None = None
+    effect_size: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -529,11 +536,25 @@ class CompareReport:
         """``{run: {metric: mean}}``."""
         return {name: dict(r.mean) for name, r in self.reports.items()}
 
-    def comparison(self, run: str, metric: str) -> Comparison:
+    @property
+    def all_pairs(self) -> bool:
+        """Whether every pair of runs was tested (else each run against the baseline)."""
+        return bool(self.meta.get("all_pairs", False))
+
+    def comparison(self, run: str, metric: str, vs: str | None = None) -> Comparison:
+        """The test of ``run`` against ``vs`` (default: the baseline) on ``metric``. In an
+        all-pairs report a pair is stored once; asking for it the other way round returns the
+        stored :class:`Comparison` with the roles swapped (delta, interval, d_z and
+        wins/losses negated or exchanged; the p-values are the same)."""
+        vs = self.baseline if vs is None else vs
         for c in self.comparisons:
-            if c.run == run and c.metric == metric:
+            if c.metric != metric:
+                continue
+            if c.run == run and c.baseline == vs:
                 return c
-        raise KeyError((run, metric))
+            if c.run == vs and c.baseline == run:
+                return _swapped(c)
+        raise KeyError((run, metric, vs))
 
     def to_dict(self, *, per_query: bool = True) -> dict[str, Any]:
         """``{"runs": [per-run objects with "ci"], "comparisons": [...], "meta": {...}}``."""
@@ -553,26 +574,42 @@ class CompareReport:
                           allow_nan=False)
 
     def table(self) -> tuple[list[str], list[list[Any]]]:
-        """Long table: one row per (run, metric) with mean, CI, delta vs baseline, p, Holm p."""
+        """Long table. Baseline mode: one row per (run, metric) with mean, CI, delta vs baseline,
+        its interval, p, Holm p, significance, Cohen's d_z and win/tie/loss counts. All-pairs
+        mode: :meth:`pairs_table` (the means and their intervals are :meth:`means_table`)."""
+        if self.all_pairs:
+            return self.pairs_table()
         headers = ["run", "metric", "mean", "ci_low", "ci_high", "delta", "delta_low",
-                   "delta_high", "p", "p_holm", "sig"]
+                   "delta_high", "p", "p_holm", "sig", "d_z", "wins", "ties", "losses"]
+        rows: list[list[Any]] = []
+        for (name, m, *cells) in self.means_table()[1]:
+            row: list[Any] = [name, m, *cells]
+            if name == self.baseline:
+                row += [None, None, None, None, None, "baseline", None, None, None, None]
+            else:
+                row += _comparison_cells(self.comparison(name, m))
+            rows.append(row)
+        return headers, rows
+
+    def means_table(self) -> tuple[list[str], list[list[Any]]]:
+        """One row per (run, metric): mean and its bootstrap interval."""
         rows: list[list[Any]] = []
         for name, r in self.reports.items():
             for m in self.metrics:
                 ci = self.ci[name].get(m)
-                row: list[Any] = [name, m, r.mean[m], ci[0] if ci else None, ci[1] if ci else None]
-                if name == self.baseline:
-                    row += [None, None, None, None, None, "baseline"]
-                else:
-                    c = self.comparison(name, m)
-                    sig = None if c.significant is None else ("*" if c.significant else "")
-                    row += [c.delta, c.delta_ci[0] if c.delta_ci else None,
-                            c.delta_ci[1] if c.delta_ci else None, c.p_value, c.p_adjusted, sig]
-                rows.append(row)
+                rows.append([name, m, r.mean[m], ci[0] if ci else None, ci[1] if ci else None])
+        return ["run", "metric", "mean", "ci_low", "ci_high"], rows
+
+    def pairs_table(self) -> tuple[list[str], list[list[Any]]]:
+        """One row per test (metric, run, vs): delta = mean(run - vs), its interval, p, Holm p,
+        significance, Cohen's d_z and win/tie/loss counts of run against vs."""
+        headers = ["metric", "run", "vs", "delta", "delta_low", "delta_high", "p", "p_holm",
+                   "sig", "d_z", "wins", "ties", "losses"]
+        rows = [[c.metric, c.run, c.baseline, *_comparison_cells(c)] for c in self.comparisons]
         return headers, rows
 
     def to_dataframe(self) -> Any:
-        """The long table as a pandas DataFrame."""
+        """:meth:`table` as a pandas DataFrame (all-pairs: one row per tested pair)."""
         pd = _pandas()
         headers, rows = self.table()
         return pd.DataFrame(rows, columns=headers)
@@ -663,7 +700,13 @@ class CompareReport:
             # per run; the statistics are in the plain csv (without per_query).
             return render_reports(list(self.reports.values()), fmt, per_query=True, digits=digits)
         headers, rows = self.table()
-        return render_table(headers, rows, fmt, digits=digits)
+        text = render_table(headers, rows, fmt, digits=digits)
+        if self.all_pairs and fmt in ("table", "markdown", "html"):
+            # Human formats show the means first; csv stays one table (the pairs).
+            mh, mr = self.means_table()
+            sep = "\n" if fmt != "html" else ""
+            text = render_table(mh, mr, fmt, digits=digits) + sep + text
+        return text
 
     def footer(self) -> str:
         m = self.meta
@@ -673,9 +716,13 @@ class CompareReport:
             test = f"paired randomization test ({m.get('n_resamples', '?')} sign flips)"
         elif test == "t":
             test = "paired t test"
+        family = ("all pairs of runs; p_holm = Holm-adjusted over all pairs, per metric"
+                  if self.all_pairs else
+                  f"baseline {self.baseline}; p_holm = Holm-adjusted over the runs compared "
+                  f"with the baseline, per metric")
         return (
-            f"baseline {self.baseline}; {test}; p_holm = Holm-adjusted over the runs compared "
-            f"with the baseline, per metric; * = p_holm <= {m.get('alpha', 0.05)}; "
+            f"{family}; {test}; * = p_holm <= {m.get('alpha', 0.05)}; "
+            f"d_z = mean / sd of the per-query differences; wins/ties/losses per query; "
             f"{int(round(conf * 100))}% percentile bootstrap intervals "
             f"({m.get('n_resamples', '?')} resamples, seed {m.get('seed', '?')})"
         )
@@ -688,6 +735,24 @@ class CompareReport:
 
     def _repr_html_(self) -> str:
         h, r = self.table()
-        return render_table(h, r, "html", title="ragjudge comparison") + (
-            f"<p><small>{html.escape(self.footer())}</small></p>"
-        )
+        text = render_table(h, r, "html", title="ragjudge comparison")
+        if self.all_pairs:
+            mh, mr = self.means_table()
+            text = render_table(mh, mr, "html", title="ragjudge runs") + text
+        return text + f"<p><small>{html.escape(self.footer())}</small></p>"
+
+
+def _comparison_cells(c: Comparison) -> list[Any]:
+    """delta, its interval, p, Holm p, sig, d_z, wins, ties, losses of one comparison."""
+    sig = None if c.significant is None else ("*" if c.significant else "")
+    lo, hi = c.delta_ci if c.delta_ci else (None, None)
+    return [c.delta, lo, hi, c.p_value, c.p_adjusted, sig, c.effect_size, c.wins, c.ties, c.losses]
+
+
+def _swapped(c: Comparison) -> Comparison:
+    """``c`` seen from the other run: baseline - run."""
+    neg = (lambda x: None if x is None else -x)
+    ci = None if c.delta_ci is None else (-c.delta_ci[1], -c.delta_ci[0])
+    return replace(c, run=c.baseline, baseline=c.run, delta=neg(c.delta), delta_ci=ci,
+                   statistic=neg(c.statistic), effect_size=neg(c.effect_size),
+                   wins=c.losses, losses=c.wins)

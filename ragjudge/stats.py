@@ -14,6 +14,8 @@ References
   the ``(b + 1) / (m + 1)`` Monte Carlo p-value.
 * S. Holm (1979), "A simple sequentially rejective multiple test procedure", Scand. J. Stat.
 * B. Efron, R. Tibshirani (1993), *An Introduction to the Bootstrap* -- percentile intervals.
+* J. Cohen (1988), *Statistical Power Analysis for the Behavioral Sciences*, 2nd ed., eq. 2.3.5
+  -- the paired effect size d_z.
 * W. H. Press et al., *Numerical Recipes*, sec. 6.4 -- incomplete beta by continued fraction
   (modified Lentz, W. J. Lentz 1976).
 """
@@ -36,6 +38,8 @@ __all__ = [
     "bootstrap_ci",
     "bootstrap_cis",
     "holm",
+    "cohens_dz",
+    "win_tie_loss",
 ]
 
 # Work budget of one vectorized chunk (matrix cells) for resampling; bounds memory.
@@ -313,3 +317,40 @@ def holm(p_values: Sequence[float] | np.ndarray) -> list[float]:
     out = np.empty(m, dtype=np.float64)
     out[order] = adjusted
     return out.tolist()
+
+
+# ----------------------------------------------------------------------------- effect sizes
+def cohens_dz(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray | None = None) -> float | None:
+    """Paired effect size d_z = mean(d) / s_d of the differences d = a - b (Cohen 1988).
+
+    s_d is the sample standard deviation (n - 1), so d_z = t / sqrt(n) of :func:`paired_t_test`.
+    Defined rather than NaN where it can be: all differences zero -> 0.0. ``None`` (undefined)
+    with fewer than 2 pairs or constant non-zero differences (s_d = 0).
+    """
+    d = _differences(a, b)
+    if len(d) < 2:
+        return None
+    mean = float(d.mean())
+    sd = float(d.std(ddof=1))
+    if sd == 0.0:
+        return 0.0 if mean == 0.0 else None
+    return mean / sd
+
+
+def win_tie_loss(
+    a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray | None = None
+) -> tuple[int, int, int]:
+    """``(wins, ties, losses)``: how many paired differences d = a - b are > 0, = 0, < 0.
+
+    A difference within 1e-12 of the larger magnitude is a tie: two scores computed from the
+    same documents in another order may differ in the last bits.
+    """
+    d = _differences(a, b)
+    if b is None:
+        scale = np.abs(d)
+    else:
+        scale = np.maximum(np.abs(_as_1d(a, "scores")), np.abs(_as_1d(b, "scores")))
+    tie = np.abs(d) <= 1e-12 * np.maximum(scale, 1.0)
+    wins = int(np.count_nonzero((d > 0) & ~tie))
+    losses = int(np.count_nonzero((d < 0) & ~tie))
+    return wins, len(d) - wins - losses, losses

@@ -145,7 +145,8 @@ def test_several_runs_are_compared(files: dict[str, str], capsys: pytest.Capture
     assert code == 0
     lines = out.splitlines()
     assert lines[0].split()[:3] == ["run", "metric", "mean"]
-    assert lines[2].split()[-1] == "baseline" and lines[2].split()[0] == "a"
+    assert "baseline" in lines[2].split() and lines[2].split()[0] == "a"  # + d_z, w/t/l columns
+    assert lines[0].split()[-4:] == ["d_z", "wins", "ties", "losses"]
     assert "Holm" in out
     code, out, _ = _run(capsys, "compare", files["qrels"], files["a"], files["b"], "-m", "map",
                         "--baseline", "b", "--test", "t", "-f", "json")

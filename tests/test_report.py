@@ -200,8 +200,13 @@ def test_compare_report_outputs() -> None:
     other = {q: dict(reversed(list(d.items()))) for q, d in RUN.items()}
     cr = compare(QRELS, {"a": RUN, "b": other}, ["map", "mrr"], n_resamples=200)
     headers, rows = cr.table()
-    assert headers[:3] == ["run", "metric", "mean"] and len(rows) == 4
-    assert rows[0][-1] == "baseline"
+    # The baseline-mode columns are pinned: issue 11 only appended d_z and win/tie/loss.
+    assert headers == ["run", "metric", "mean", "ci_low", "ci_high", "delta", "delta_low",
+                       "delta_high", "p", "p_holm", "sig", "d_z", "wins", "ties", "losses"]
+    assert len(rows) == 4
+    assert rows[0][headers.index("sig")] == "baseline"
+    assert rows[0][-4:] == [None, None, None, None]
+    assert sum(rows[2][-3:]) == len(QRELS)
     for fmt in FORMATS:
         text = cr.render(fmt)
         assert "mrr" in text

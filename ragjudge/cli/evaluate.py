@@ -17,6 +17,7 @@ from ..io import check_output_path
 from ..measures import Measure, parse_measure, split_metric_list
 from ..report import FORMATS, TREC_FORMAT, CompareReport, Report, render_reports
 from ._plot import add_plot_options, check_plot_path, write_plot
+from .gates import below, parse_gate, report_failures, worse_than
 from ._inputs import (
     add_beir_options,
     add_format_options,
@@ -41,9 +42,12 @@ queries in both (trec_eval 9 / pytrec_eval numbers).
 
 several runs: each is named by its file stem and tested against the baseline (default: the
 first run) with a paired randomization or t test, Holm-adjusted per metric over the runs
-compared with the baseline, with 95% percentile bootstrap intervals (--no-stats: means only).
+compared with the baseline, with 95% percentile bootstrap intervals; beside each p-value the
+paired effect size d_z (mean / sd of the per-query differences) and win/tie/loss counts.
+--all-pairs tests every pair of runs instead (Holm over all pairs, per metric).
 
-exit status: 0 ok; 1 a --fail-under gate failed; 2 bad input (one-line message).
+exit status: 0 ok; 1 a gate failed (--fail-under, --fail-if-worse; one stderr line each);
+2 bad input (one-line message).
 """
 
 
@@ -86,6 +90,9 @@ def _add_arguments(p: argparse.ArgumentParser, *, min_runs: int) -> None:
     p.add_argument("--seed", type=int, default=0, help="random seed of the resampling (default 0)")
     p.add_argument("--alpha", type=float, default=0.05,
                    help="significance level after Holm correction (default 0.05)")
+    p.add_argument("--all-pairs", action="store_true",
+                   help="test every pair of runs (Holm over all pairs, per metric), not only "
+                        "each run against the baseline")
     if min_runs < 2:
         p.add_argument("--no-stats", action="store_true",
                        help="with several runs, print means only (no tests or intervals)")
@@ -99,6 +106,10 @@ def _add_arguments(p: argparse.ArgumentParser, *, min_runs: int) -> None:
                      "means (forest plot, the default with several runs), differences (per-query "
                      "wins/ties/losses vs the baseline), hist (the default with one run), box, pr "
                      "(11-point interpolated precision-recall curves)")
+    p.add_argument("--fail-if-worse", metavar="BASELINE",
+                   help="exit 1 if any run is significantly worse (Holm-adjusted p <= --alpha, "
+                        "lower mean) than run BASELINE (file stem) on any metric (CI gate); "
+                        "BASELINE becomes the baseline unless --all-pairs")
     p.set_defaults(func=_run, min_runs=min_runs)
 
 
@@ -116,7 +127,8 @@ def register(subparsers: Any) -> None:
     cmp_ = subparsers.add_parser(
         "compare",
         help="compare runs: paired tests, Holm correction, bootstrap intervals",
-        description="Compare two or more runs on the same qrels (same options as evaluate).",
+        description="Compare two or more runs on the same qrels: paired tests of each run against "
+        "the baseline (or of every pair with --all-pairs), effect sizes, intervals, CI gates.",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -141,20 +153,6 @@ def _run_names(paths: list[str]) -> list[str]:
     if len(set(names)) != len(names):
         raise InputError("the same run file is given twice", field="RUN")
     return names
-
-
-def _parse_gate(text: str) -> tuple[str, float]:
-    # The value follows the LAST '=': metric parameters contain '=' too (rbp(p=0.9)=0.3).
-    metric, eq, value = text.rpartition("=")
-    if not eq or not metric.strip() or not value.strip():
-        raise InputError(f"expected METRIC=VALUE, got {text!r}", field="--fail-under")
-    try:
-        threshold = float(value)
-    except ValueError:
-        raise InputError(f"threshold {value!r} in {text!r} is not a number", field="--fail-under") from None
-    if threshold != threshold or threshold in (float("inf"), float("-inf")):
-        raise InputError(f"threshold in {text!r} must be finite", field="--fail-under")
-    return metric.strip(), threshold
 
 
 def _metric_list(
@@ -230,11 +228,9 @@ def _check_gates(
     failures = []
     for (typed, threshold), key in zip(gates, gate_keys):
         for r in reports:
-            value = r.mean.get(key)
-            if value is None:
-                failures.append(f"run {r.run}: {typed} could not be computed (threshold {threshold:g})")
-            elif value < threshold:
-                failures.append(f"run {r.run}: {typed} = {value:.4f} < {threshold:g}")
+            msg = below(f"run {r.run}: {typed}", r.mean.get(key), threshold)
+            if msg is not None:
+                failures.append(msg)
     return failures
 
 
@@ -254,6 +250,25 @@ def _draw(plots: Any, args: argparse.Namespace, result: Report | CompareReport |
     if kind in ("means", "differences") and isinstance(result, CompareReport):
         return result.plot(metric, kind=kind)
     return plots.plot_distribution(result, metric, kind=kind)
+
+
+def _gate_baseline(args: argparse.Namespace, names: list[str]) -> str | None:
+    """Check ``--fail-if-worse`` against the other options; the baseline compare() must use."""
+    worse = args.fail_if_worse
+    if worse is None:
+        return args.baseline
+    if worse not in names:
+        raise InputError(f"{worse!r} is not one of the runs: {', '.join(names)}",
+                         field="--fail-if-worse")
+    if len(names) < 2:
+        raise InputError("needs at least 2 runs (the baseline and a run to test)",
+                         field="--fail-if-worse")
+    if getattr(args, "no_stats", False):
+        raise InputError("cannot gate without the tests: drop --no-stats", field="--fail-if-worse")
+    if args.baseline is not None and args.baseline != worse and not args.all_pairs:
+        raise InputError(f"gates on {worse} but --baseline is {args.baseline}: drop --baseline "
+                         "or add --all-pairs", field="--fail-if-worse")
+    return args.baseline if args.all_pairs and args.baseline is not None else worse
 
 
 # ----------------------------------------------------------------------------- command
@@ -280,7 +295,7 @@ def _run(args: argparse.Namespace) -> int:
         raise InputError(f"--digits must be between 0 and 17, got {args.digits}", field="--digits")
     if args.resamples < 1:
         raise InputError(f"--resamples must be positive, got {args.resamples}", field="--resamples")
-    gates = [_parse_gate(g) for g in args.fail_under]
+    gates = [parse_gate(g) for g in args.fail_under]
     metrics, gate_keys = _metric_list(args, gates)
     names = _run_names(args.runs)
     if args.baseline is not None and args.baseline not in names:
@@ -288,6 +303,9 @@ def _run(args: argparse.Namespace) -> int:
             f"baseline {args.baseline!r} is not one of the runs: {', '.join(names)}",
             field="--baseline",
         )
+    baseline = _gate_baseline(args, names)
+    if args.all_pairs and (len(args.runs) < 2 or getattr(args, "no_stats", False)):
+        raise InputError("needs at least 2 runs and the tests (no --no-stats)", field="--all-pairs")
     # A clear message before any parsing work for the commonest mistake.
     check_inputs(args.runs if args.beir is not None else [args.qrels, *args.runs])
     beir = beir_from_args(args, corpus=False, dedup=args.dedup)
@@ -301,7 +319,7 @@ def _run(args: argparse.Namespace) -> int:
             {name: read_run_arg(path, args, name=name, dedup=args.dedup)
              for name, path in zip(names, args.runs)},
             metrics,
-            baseline=args.baseline,
+            baseline=baseline,
             test=args.test,
             n_resamples=args.resamples,
             seed=args.seed,
@@ -311,6 +329,7 @@ def _run(args: argparse.Namespace) -> int:
             judged_only=args.judged_only,
             max_depth=args.max_depth,
             dedup=args.dedup,
+            all_pairs=args.all_pairs,
         )
         reports = list(result.reports.values())
     else:
@@ -328,7 +347,7 @@ def _run(args: argparse.Namespace) -> int:
             # Almost always mismatched query ids (e.g. "q1" vs "1"), not a system scoring 0.
             print(f"ragjudge: warning: no query of run {r.run} is in the qrels; check the query ids",
                   file=sys.stderr)
-    failures = _check_gates(reports, gates, gate_keys)
-    for msg in failures:
-        print(f"ragjudge: fail-under: {msg}", file=sys.stderr)
-    return 1 if failures else 0
+    status = report_failures("--fail-under", _check_gates(reports, gates, gate_keys))
+    if args.fail_if_worse is not None and isinstance(result, CompareReport):
+        status = report_failures("--fail-if-worse", worse_than(result, args.fail_if_worse)) or status
+    return status

@@ -14,7 +14,7 @@ from typing import Any
 from ..errors import InputError, MetricError
 from ._llm import add_llm_options, llm_from_args
 from ._plot import add_plot_options, check_plot_path, write_plot
-from .gates import parse_gate
+from .gates import below, parse_gate, report_failures
 
 __all__ = ["register"]
 
@@ -166,10 +166,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"ragjudge: error: {failed} of {asked} LLM requests failed; "
               f"most common: {reasons}", file=sys.stderr)
         return 3
-    failures = _check_gates(report, gates)
-    for msg in failures:
-        print(f"ragjudge: fail-under: {msg}", file=sys.stderr)
-    return 1 if failures else 0
+    return report_failures("--fail-under", _check_gates(report, gates))
 
 
 def _check_gates(report: Any, gates: list[tuple[str, float]]) -> list[str]:
@@ -178,11 +175,9 @@ def _check_gates(report: Any, gates: list[tuple[str, float]]) -> list[str]:
     out = []
     for spec, threshold in gates:
         for m in parse_rag_metric(spec):
-            mean = report.mean(str(m))
-            if mean is None:
-                out.append(f"{m} has no determined value (threshold {threshold:g})")
-            elif mean < threshold:
-                out.append(f"{m} = {mean:.4f} < {threshold:g}")
+            msg = below(str(m), report.mean(str(m)), threshold, "has no determined value")
+            if msg is not None:
+                out.append(msg)
     return out
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from collections.abc import Iterator
 
 import numpy as np
@@ -132,6 +133,8 @@ def _write_chunks(path: PathLike, chunks: Iterator[str]) -> None:
     src = source_name(path)
     first = next(chunks, "")  # format errors are raised before the file is created
     try:
+        # Like `mkdir -p`: write_run(run, "out/bm25.trec") into a folder that does not exist yet.
+        os.makedirs(os.path.dirname(os.fspath(path)) or ".", exist_ok=True)
         opener = gzip.open if src.lower().endswith(".gz") else open
         with opener(path, "wb") as f:  # type: ignore[operator]
             f.write(first.encode("utf-8"))
