@@ -130,8 +130,8 @@ def test_failures_reported_and_left_out(httpx2_mock: respx.Router, files: dict[s
                                         capsys: pytest.CaptureFixture[str]) -> None:
     httpx2_mock.post(URL).mock(return_value=error(503, "down"))
     out = files["dir"] / "o.qrels"
-    # Most calls failed: the (empty) qrels are written, a summary says why, the exit status is 1.
-    assert main(base_args(files, "--max-attempts", "1", "-o", str(out))) == 1
+    # Most calls failed: the (empty) qrels are written, a summary says why, the exit status is 3.
+    assert main(base_args(files, "--max-attempts", "1", "-o", str(out))) == 3
     err = capsys.readouterr().err
     assert "5 judgments failed" in err and "retries exhausted: 5" in err
     assert "5 of 5 judgments failed" in err and err.splitlines()[-1].startswith("ragjudge: error:")

@@ -103,14 +103,14 @@ def test_cli_evaluate_judge_dry_run_label_free_and_qrels(httpx2_mock: respx.Rout
     assert "--queries" in capsys.readouterr().err
 
 
-def test_cli_evaluate_judge_exits_1_when_most_judgments_fail(httpx2_mock: respx.Router, env: Path,
+def test_cli_evaluate_judge_exits_3_when_most_judgments_fail(httpx2_mock: respx.Router, env: Path,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     httpx2_mock.post(URL).mock(return_value=ok(grade_reply(7)))  # off the scale: unparsable
     rc = main(["evaluate", str(env / "human.qrels"), str(env / "bm25.run"), "-m", "ndcg@3",
                "--judge", "judge-model", "--queries", str(env / "queries.jsonl"), "--corpus",
                str(env / "corpus.jsonl"), "--base-url", BASE, "--api-key-env", "JUDGE_KEY",
                "--no-cache", "--no-progress"])
-    assert rc == 1
+    assert rc == 3
     assert "most judgments failed" in capsys.readouterr().err
 
 
@@ -248,6 +248,6 @@ def test_cli_judge_panel_with_a_failing_model_exits_1(httpx2_mock: respx.Router,
                "--run", str(env / "bm25.run"), "--depth", "3", "--model", "judge-model",
                "--model", "broken-model", "--base-url", BASE, "--api-key-env", "JUDGE_KEY",
                "--no-cache", "--no-progress", "-o", str(out)])
-    assert rc == 1
+    assert rc == 3
     assert "broken-model" in capsys.readouterr().err
     assert read_qrels(out).get("q1") == {"d1": 3, "d2": 1, "d4": 0}  # the working judge's labels

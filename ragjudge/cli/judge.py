@@ -44,7 +44,7 @@ call is made.
 
 progress: a bar on a terminal; a few plain lines when stderr is redirected (CI logs).
 
-exit status: 0 done (failed judgments are listed and left out of the qrels); 1 most
+exit status: 0 done (failed judgments are listed and left out of the qrels); 3 most
 judgments failed (the qrels are written, a summary says why); 2 bad input or a
 non-retryable endpoint error (bad key, unknown model); 130 interrupted.
 """
@@ -156,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
     if args.judgments:
         result.write_judgments(args.judgments)
     _report(result, args, llm)
-    return 1 if result.mostly_failed else 0
+    return 3 if result.mostly_failed else 0  # 1 is for gates; 3 = most LLM calls failed (as rag)
 
 
 def _check_outputs(output: str, judgments: str | None, pairs: Sequence[Any], human: Any,
@@ -230,4 +230,4 @@ def _report(result: Any, args: argparse.Namespace, llm: Any) -> None:
     _say(f"wrote {args.output}" + (f" and {args.judgments}" if args.judgments else ""))
     if result.mostly_failed:
         _say(f"ragjudge: error: {s['failed']} of {s['pairs'] - s['skipped_budget']} judgments failed "
-             f"({reasons}); the qrels hold only the {s['judged']} that succeeded (exit status 1)")
+             f"({reasons}); the qrels hold only the {s['judged']} that succeeded (exit status 3)")

@@ -93,11 +93,11 @@ def add_evaluate_options(p: argparse.ArgumentParser) -> None:
         "judging on demand",
         "--judge MODEL grades exactly the unjudged documents in the top --judge-depth of each run\n"
         "(human labels win) before evaluating; QRELS may be 'none' or left out (label-free).\n"
-        "Same cache, budget and failure rules as `ragjudge judge`; exit 1 if most failed.")
+        "Same cache, budget and failure rules as `ragjudge judge`; exit 3 if most failed.")
     j.add_argument("--judge", metavar="MODEL", help="LLM judge model")
     j.add_argument("--queries", metavar="FILE", help="query texts (BEIR JSONL or TSV)")
     j.add_argument("--corpus", metavar="FILE", help="document texts (BEIR JSONL or TSV)")
-    j.add_argument("--judge-depth", type=int, metavar="K",
+    j.add_argument("--judge-depth", "--depth", dest="judge_depth", type=int, metavar="K",
                    help="judge each run's top K (default: the largest metric cutoff, else 20)")
     j.add_argument("--all-queries", action="store_true",
                    help="also judge run queries the human qrels do not have")
@@ -298,7 +298,7 @@ def _evaluate_judged(args: argparse.Namespace, metrics: list[str], runs: dict[st
     if pairs and (info["failed"] + info["skipped_budget"]) * 2 > pairs:
         print(f"ragjudge: most judgments failed or were skipped ({info['failed']} failed, "
               f"{info['skipped_budget']} over budget of {pairs}); rerun to retry", file=sys.stderr)
-        return 1
+        return 3
     return 0
 
 
@@ -392,7 +392,7 @@ def run_panel(args: argparse.Namespace) -> int:
     if bad:
         print(f"ragjudge: most judgments of {', '.join(bad)} failed or were skipped; rerun to retry",
               file=sys.stderr)
-        return 1
+        return 3
     return 0
 
 
@@ -427,7 +427,8 @@ def register(sub: Any) -> None:
     sim.add_argument("qrels", metavar="QRELS", help="true labels")
     sim.add_argument("--judge", default="lenient", help="lenient (default), strict, noisy, perfect")
     sim.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    sim.add_argument("-o", "--output", required=True, metavar="OUT.qrels")
+    sim.add_argument("-o", "--output", required=True, metavar="OUT.qrels",
+                     help="where to write the simulated LLM qrels")
     sim.set_defaults(func=_simulate)
 
     s = sub.add_parser(
