@@ -55,8 +55,6 @@ def _reports() -> dict[str, Any]:
     return reports
 
 
-#: Report types written on other branches: a missing renderer is listed (xfail), not hidden.
-ELSEWHERE = {"AgreementReport", "PPIReport"}
 
 
 REPORTS = _reports()
@@ -72,8 +70,6 @@ def test_every_report_renders_everywhere(name: str) -> None:
     report = REPORTS[name]
     methods = ("_repr_html_", "to_dataframe", "to_dict", "to_latex")
     missing = [m for m in methods if not hasattr(report, m)]
-    if name in ELSEWHERE and missing:
-        pytest.xfail(f"{name} lacks {', '.join(missing)} (its owner's file; see the nb report)")
     assert not missing
     html = report._repr_html_()
     assert html.lstrip().startswith("<table") and "</table>" in html

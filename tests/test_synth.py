@@ -321,6 +321,9 @@ def test_synthesize_end_to_end_with_mocked_http(httpx2_mock: respx.Router, tmp_p
     d = result.to_dict()
     assert d["summary"]["kept"] == 6 and [f["filter"] for f in d["filters"]] == list(FILTERS)
     json.dumps(d)
+    df = result.to_dataframe()
+    assert len(df) == len(result.candidates) and (df["status"] == "kept").sum() == 6
+    assert "\\toprule" in result.to_latex() and "answerability" in result.to_latex()
     paths = result.write(tmp_path / "out")
     assert sorted(p.name for p in paths) == sorted(
         ["queries.jsonl", "qrels.txt", "samples.jsonl", "synth.jsonl", "summary.json"])

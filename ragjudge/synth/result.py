@@ -154,6 +154,31 @@ class SynthResult:
     def __repr__(self) -> str:
         return f"<SynthResult {self._headline()}>"
 
+    def to_dataframe(self) -> Any:
+        """One row per candidate, kept or dropped: id, qid, status, style, query, reference,
+        sources, the filter that dropped it and why, and its filter scores (``score.*``)."""
+        try:
+            import pandas as pd
+        except ModuleNotFoundError:
+            raise ImportError("to_dataframe() needs pandas: pip install -e '.[pandas]' in the "
+                              "ragjudge checkout") from None
+        rows = []
+        for c in self.candidates:
+            d = c.to_dict()
+            row = {k: d[k] for k in ("id", "qid", "status", "style", "query", "reference",
+                                     "dropped_by", "reason")}
+            row["sources"] = ", ".join(d["source_ids"])
+            row.update({f"score.{k}": v for k, v in d["scores"].items()})
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    def to_latex(self) -> str:
+        """The filter accounting as a booktabs LaTeX table (``\\usepackage{booktabs}``)."""
+        from ..report import render_table
+
+        rows = [[f.name, f.seen, f.dropped, f.description] for f in self.filters]
+        return render_table(["filter", "seen", "dropped", "drops"], rows, "latex")
+
     # -- files ------------------------------------------------------------------------------
     def write(self, directory: str | Path) -> list[Path]:
         """Write ``queries.jsonl``, ``qrels.txt``, ``samples.jsonl``, ``synth.jsonl`` (every

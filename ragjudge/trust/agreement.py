@@ -443,6 +443,11 @@ class AgreementReport:
         out.extend(f"<p><small>note: {html.escape(n)}</small></p>" for n in self.notes)
         return "\n".join(out)
 
+    def to_latex(self, digits: int = 3) -> str:
+        """Every table as booktabs LaTeX (``\\usepackage{booktabs}``), one after another."""
+        return "\n".join(f"% {t}\n" + render_table(h, r, "latex", digits=digits)
+                         for t, h, r in self.tables())
+
     def to_dataframe(self) -> Any:
         """A long DataFrame, one row per statistic: ``level`` (label / ranking), ``metric``
         (empty for label statistics), ``statistic``, ``value``, ``ci_low``, ``ci_high``."""

@@ -435,6 +435,10 @@ class PPIReport:
         h, r = self.table()
         return render_table(h, r, "html", title="prediction-powered estimates")
 
+    def to_latex(self, digits: int = 4) -> str:
+        """The estimates as a booktabs LaTeX table (``\\usepackage{booktabs}``)."""
+        return self.render("latex", digits=digits)
+
     def to_dataframe(self) -> Any:
         """One row per (run or difference, metric), the columns of the table."""
         try:
