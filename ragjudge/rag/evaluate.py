@@ -190,22 +190,24 @@ async def evaluate_samples(
     usage_before = _usage(llm) if llm is not None else None
     asker = _Asker(llm, rel_judge)
     if llm_metrics:
-        bar = _bar(len(data), progress)
+        # The LLM layer's one progress display: a bar on a terminal or in a notebook (no
+        # IProgress warning without ipywidgets), a few plain lines when stderr is redirected.
+        from ..llm.progress import Progress
+
+        bar = Progress(len(data), "rag samples", unit="sample", enabled=progress, leave=False)
 
         async def one(s: Sample) -> list[Score]:
             ask = asker.for_sample()
             got = await asyncio.gather(*(
                 _score(m.unit, m, s, s.cutoff(m.k, default_k), setup, ask)  # type: ignore[arg-type]
                 for m in llm_metrics))
-            if bar is not None:
-                bar.update(1)
+            bar.update(1)
             return list(got)
 
         try:
             results = await asyncio.gather(*(one(s) for s in data))
         finally:
-            if bar is not None:
-                bar.close()
+            bar.close()
             if isinstance(judge, str):  # a session made here from a model name is closed here
                 await llm.aclose()
         for j, m in enumerate(llm_metrics):
@@ -266,14 +268,6 @@ def _usage(llm: Any) -> dict[str, Any]:
         "total_tokens": u.total_tokens,
         "embedding_tokens": sum(e.total_tokens for e in getattr(llm, "embedding_usage", {}).values()),
     }
-
-
-def _bar(total: int, enabled: bool) -> Any:
-    if not enabled or not total:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc="rag samples", unit="sample", leave=False)
 
 
 #: How a sample field is named in messages (the accepted input names).
