@@ -107,6 +107,14 @@ def test_compare_is_the_librarys_compare(client: httpx.Client) -> None:
     assert got["comparisons"] == want["comparisons"] and got["meta"] == want["meta"]
     assert [x["ci"] for x in got["runs"]] == [x["ci"] for x in want["runs"]]
     assert [x["mean"] for x in got["runs"]] == [x["mean"] for x in want["runs"]]
+    body["all_pairs"] = True
+    r = client.post("/v1/compare", json=body)
+    assert r.status_code == 200, r.text
+    lib = compare(parse_qrels(QRELS, source="qrels"), {n: read_run(EX / f"runs/{n}.run") for n in RUNS},
+                  ["ndcg@10", "map"], baseline="bm25_raw", n_resamples=500, seed=3, test="t",
+                  all_pairs=True)
+    assert r.json()["comparisons"] == _roundtrip(lib.to_dict())["comparisons"]
+    assert len(r.json()["comparisons"]) == 2 * len(RUNS) * (len(RUNS) - 1) // 2
 
 
 def test_rag_deterministic_answers_at_once(client: httpx.Client) -> None:

@@ -68,6 +68,8 @@ class CompareRequest(EvaluateRequest):
                            description="Randomization / bootstrap resamples.")
     seed: int = Field(default=0, ge=0, le=2**32 - 1)
     alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
+    all_pairs: bool = Field(default=False, description="Test every pair of runs (Holm over all "
+                            "pairs per metric) instead of each run against the baseline.")
 
 
 class ModelSettings(_Request):

@@ -98,5 +98,5 @@ def compare_json(req: CompareRequest, limit: int) -> str:
                          field="baseline")
     result = compare(qrels, runs, req.metrics, baseline=req.baseline, test=req.test,
                      n_resamples=req.resamples, seed=req.seed, alpha=req.alpha, rel=req.rel,
-                     skip_missing=req.skip_missing)
+                     skip_missing=req.skip_missing, all_pairs=req.all_pairs)
     return result.to_json(per_query=req.per_query, indent=None)
