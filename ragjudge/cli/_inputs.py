@@ -1,5 +1,5 @@
-"""Reading the qrels, runs and BEIR folders named on a command line, the same way in every
-subcommand: ``--qrels-format`` / ``--run-format`` override the sniffed format, ``-`` (or
+"""Reading the qrels, runs and BEIR folders named on a command line (and writing a command's
+text output), the same way in every subcommand: ``--qrels-format`` / ``--run-format`` override the sniffed format, ``-`` (or
 ``/dev/stdin``) is standard input, named pipes and ``<(zcat run.gz)`` work, and
 ``--beir DIR --split NAME`` reads a BEIR dataset folder."""
 
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from typing import Any
 
 from ..data import Dedup, Qrels, Run
@@ -21,7 +22,21 @@ __all__ = [
     "read_qrels_arg",
     "read_run_arg",
     "beir_from_args",
+    "write_output",
 ]
+
+
+def write_output(text: str, output: str | None) -> None:
+    """``text`` to the file ``output`` (a one-line error if it cannot be written) or stdout."""
+    if output is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    try:
+        with open(output, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+    except OSError as exc:
+        raise InputError(f"cannot write output ({exc.strerror or exc})", source=output) from None
 
 
 def add_format_options(p: Any, *, qrels: bool = True, runs: bool = True) -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..io import check_output_path
-from ._inputs import add_format_options, check_inputs, read_qrels_arg, read_run_arg
-from .trust import parse_scale, write_output
+from ._inputs import add_format_options, check_inputs, read_qrels_arg, read_run_arg, write_output
+from .trust import parse_scale
 from ._plot import add_plot_options, check_plot_path, write_plot
 
 __all__ = ["register"]

@@ -25,6 +25,7 @@ from ._inputs import (
     check_inputs,
     read_qrels_arg,
     read_run_arg,
+    write_output,
 )
 
 __all__ = ["register"]
@@ -187,18 +188,6 @@ def _metric_list(
     return measures, gate_keys
 
 
-def _write(text: str, output: str | None) -> None:
-    if output is None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return
-    try:
-        with open(output, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-    except OSError as exc:
-        raise InputError(f"cannot write output ({exc.strerror or exc})", source=output) from None
-
-
 def _render(result: Report | CompareReport | list[Report], args: argparse.Namespace) -> str:
     fmt, pq, digits = args.format, args.per_query, args.digits
     if isinstance(result, CompareReport):
@@ -340,7 +329,7 @@ def _run(args: argparse.Namespace) -> int:
             for name, path in zip(names, args.runs)
         ]
         result = reports[0] if len(reports) == 1 else reports
-    _write(_render(result, args), args.output)
+    write_output(_render(result, args), args.output)
     write_plot(args, lambda plots: _draw(plots, args, result, qrels, names))
     for r in reports:
         if r.meta.get("num_missing") == r.meta.get("num_q_qrels"):

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .._sync import run_sync
-from ..errors import InputError, LLMError
+from ..errors import InputError
 from ._inputs import (
     add_beir_options,
     add_format_options,

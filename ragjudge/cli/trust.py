@@ -14,21 +14,10 @@ import sys
 from typing import Any
 
 from ..errors import InputError
+from ._inputs import write_output
 
-__all__ = ["register", "write_output", "parse_scale", "add_evaluate_options", "prepare_trust", "run_evaluate",
+__all__ = ["register", "parse_scale", "add_evaluate_options", "prepare_trust", "run_evaluate",
            "allow_model_panel", "is_panel", "run_panel"]
-
-
-def write_output(text: str, output: str | None) -> None:
-    """``text`` to the file ``output`` (a one-line error if it cannot be written) or stdout."""
-    if output is None:
-        sys.stdout.write(text)
-        return
-    try:
-        with open(output, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-    except OSError as exc:
-        raise InputError(f"cannot write output ({exc.strerror or exc})", source=output) from None
 
 
 def parse_scale(text: str | None) -> tuple[int, int] | None:

@@ -17,7 +17,7 @@ from typing import Any
 from ...errors import MetricError
 from ...lists import score_lists
 from ...measures import Measure, parse_measure
-from ..report import Score, undetermined
+from ..report import Score
 from ..samples import Sample
 from .base import (
     LLMMetric, RagMetric, Request, Setup, chat, format_passages, present, register, sized
