@@ -463,7 +463,7 @@ def _add_output_and_ppi_options(p: argparse.ArgumentParser) -> None:
 def _plan(args: argparse.Namespace) -> int:
     from ..io import read_qrels, read_run
     from ..measures import parse_measure, split_metric_list
-    from ..report import render_table
+    from ..render import render_table
     from ..trust.ppi import plan_evaluation
 
     method = _method(args)
@@ -495,7 +495,7 @@ def _n(value: int | None) -> Any:
 
 
 def _samples(args: argparse.Namespace) -> int:
-    from ..report import render_table
+    from ..render import render_table
     from ..trust.ppi import ppi_samples, read_scores
 
     method = _method(args)

@@ -26,7 +26,7 @@ from ..llm.protocols import StructuredSession
 from ..llm.provenance import FailureKind, Provenance, Traced
 from ..llm.session import LLM
 from ..llm.values import DryRun, Outcome
-from ..report import render_table
+from ..render import render_table
 
 __all__ = ["LLMRelevanceJudge", "Judgment", "JudgeResult", "Pair", "pool_pairs", "holes",
            "qrels_from_judgments"]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InputError, MetricError
-from ..report import render_table
+from ..render import render_table
 
 __all__ = ["Score", "Summary", "RagReport", "undetermined"]
 

@@ -174,7 +174,7 @@ class SynthResult:
 
     def to_latex(self) -> str:
         """The filter accounting as a booktabs LaTeX table (``\\usepackage{booktabs}``)."""
-        from ..report import render_table
+        from ..render import render_table
 
         rows = [[f.name, f.seen, f.dropped, f.description] for f in self.filters]
         return render_table(["filter", "seen", "dropped", "drops"], rows, "latex")

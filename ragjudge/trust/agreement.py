@@ -46,7 +46,7 @@ import numpy as np
 
 from ..data import Qrels, Run
 from ..errors import InputError
-from ..report import format_value, render_table
+from ..render import format_value, render_table
 from ..stats import holm, paired_t_test, randomization_tests
 from .resample import Interval, percentile_interval, resampled_sums
 

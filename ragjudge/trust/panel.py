@@ -28,7 +28,7 @@ import numpy as np
 from .._sync import run_sync
 from ..data import Qrels, Run
 from ..errors import InputError, LLMError
-from ..report import render_table
+from ..render import render_table
 from .agreement import AgreementReport, krippendorff_alpha_raters, label_agreement
 
 __all__ = ["RULES", "combine_grades", "combine_qrels", "PanelResult", "judge_panel",

@@ -34,7 +34,7 @@ import numpy as np
 
 from ..data import Qrels, Run
 from ..errors import InputError
-from ..report import render_table
+from ..render import render_table
 from ..stats import t_two_sided_p
 from .resample import Interval
 
