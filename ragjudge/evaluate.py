@@ -31,6 +31,7 @@ from .lists import check_gold, check_ranking, score_lists
 from .measures import MIN_GEO_MEAN, Measure, parse_measure, spec_of, split_metric_list
 from .report import Comparison, CompareReport, Report
 from .stats import bootstrap_cis, cohens_dz, holm, paired_t_test, randomization_tests, win_tie_loss
+from .engine import compute
 
 __all__ = [
     "DEFAULT_METRICS",
@@ -145,7 +146,6 @@ def _evaluate_loaded(
     judged_only: bool = False,
     max_depth: int | None = None,
 ) -> Report:
-    from .engine import compute
 
     # Query bookkeeping on the sorted byte columns: on 100,000 queries, sets of decoded strings
     # cost more than the whole evaluation of some metrics.

@@ -32,6 +32,8 @@ import numpy as np
 
 from .data import Run
 from .errors import InputError
+from .evaluate import evaluate
+from .measures import parse_measure
 
 __all__ = ["fuse", "tune_weights", "FusionTuning", "FUSION_METHODS", "NORMALIZATIONS"]
 
@@ -215,8 +217,6 @@ def tune_weights(
     Tune on one split of queries and report the fused run on another: scores on the tuning
     qrels are optimistic by construction.
     """
-    from .evaluate import evaluate  # fusion sits above evaluation; imported here to keep fuse light
-    from .measures import parse_measure
 
     run_list = list(runs.values()) if isinstance(runs, Mapping) else list(runs)
     spec = str(parse_measure(metric))

@@ -30,6 +30,7 @@ from .render import (
     render_table,
     render_trec,
 )
+from . import plots
 
 __all__ = [
     "FORMATS",
@@ -177,7 +178,6 @@ class Report:
         """Per-query distribution of ``metric`` (``kind="hist"`` or ``"box"``), or with
         ``kind="pr"`` the interpolated precision-recall curve (evaluate with
         ``ragjudge.plots.PR_METRICS``); returns the Axes. Needs matplotlib (the ``plot`` extra)."""
-        from . import plots  # matplotlib is optional: loaded on first plot
 
         if kind == "pr":
             return plots.plot_pr(self, ax=ax)
@@ -447,7 +447,6 @@ class CompareReport:
         first non-baseline run) against the baseline, sorted, with win/tie/loss counts;
         ``"hist"``/``"box"``: per-query distributions; ``"pr"``: precision-recall curves (compare
         with ``ragjudge.plots.PR_METRICS``). Returns the Axes (matplotlib needed)."""
-        from . import plots  # matplotlib is optional: loaded on first plot
 
         if kind == "means":
             return plots.plot_means(self, metric, ax=ax)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from typing import Any
+from .evaluate import compare, evaluate
 
 __all__ = ["assert_metric", "assert_not_worse"]
 
@@ -57,7 +58,6 @@ def assert_metric(
     if run is None:
         report = qrels_or_report
     else:
-        from .evaluate import evaluate
 
         report = evaluate(qrels_or_report, run, [metric], **evaluate_options)
     value = _mean_of(report, metric)
@@ -85,7 +85,6 @@ def assert_not_worse(
     ``seed=0``): fails when the mean difference is negative and the adjusted p-value is at most
     ``alpha``. Returns ``{metric: mean difference run - baseline}``.
     """
-    from .evaluate import compare
 
     metric_list = [metrics] if isinstance(metrics, str) else list(metrics)
     report = compare(qrels, {"baseline": baseline, "candidate": run}, metric_list,

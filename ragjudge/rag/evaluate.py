@@ -47,7 +47,7 @@ def _resolve_llm(judge: Any) -> tuple[Any, Any]:
     if judge is None:
         return None, None
     if isinstance(judge, str):
-        from ..llm import LLM
+        from ..llm import LLM  # the openai client (~2 s to import): only when a model is named
 
         return LLM(judge), None
     if hasattr(judge, "structured"):

@@ -15,6 +15,8 @@ from typing import Any
 
 from ..errors import InputError, MetricError
 from ..render import render_table
+from .. import plots
+from ..stats import bootstrap_ci
 
 __all__ = ["Score", "Summary", "RagReport", "undetermined"]
 
@@ -51,7 +53,6 @@ class Summary:
 
 
 def _summarize(metric: str, scores: Sequence[Score]) -> Summary:
-    from ..stats import bootstrap_ci
 
     values = [s.value for s in scores if s.value is not None]
     reasons: dict[str, int] = {}
@@ -225,7 +226,6 @@ class RagReport:
         """``kind="box"``: per-metric distributions over the samples, undetermined counts in the
         tick labels; ``"heatmap"``: per-sample scores for a few metrics (blank = undetermined).
         Returns the Axes; needs matplotlib (the ``plot`` extra)."""
-        from .. import plots  # matplotlib is optional: loaded on first plot
 
         keys = [self.key(m) for m in metrics] if metrics else None
         if kind == "box":

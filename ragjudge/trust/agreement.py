@@ -49,6 +49,7 @@ from ..errors import InputError
 from ..render import format_value, render_table
 from ..stats import holm, paired_t_test, randomization_tests
 from .resample import Interval, percentile_interval, resampled_sums
+from ..evaluate import evaluate
 
 __all__ = [
     "AgreementReport",
@@ -634,7 +635,6 @@ def ranking_agreement(
     floor: with k runs Holm needs p < alpha / (k (k - 1) / 2), below what 10,000 random sign
     flips can show once there are a few dozen runs. Runs are scored on the queries both qrels
     judge."""
-    from ..evaluate import evaluate  # agreement sits above evaluation
 
     if not 0.0 < alpha < 1.0:
         raise InputError(f"alpha must be in (0, 1), got {alpha}", field="alpha")

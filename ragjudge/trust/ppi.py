@@ -37,6 +37,7 @@ from ..errors import InputError
 from ..render import render_table
 from ..stats import t_two_sided_p
 from .resample import Interval
+from ..evaluate import evaluate
 
 __all__ = [
     "METHODS",
@@ -516,7 +517,6 @@ def _paired_values(llm_qrels: Qrels, runs: Mapping[str, Run] | Sequence[Run], me
                    human_qrels: Qrels, rel: int | None) -> tuple[Any, ...]:
     """Per-query values of every run and metric under the LLM qrels (all their queries) and
     under the human qrels (the human queries the LLM also labelled)."""
-    from ..evaluate import evaluate  # estimation sits above evaluation
 
     if not isinstance(runs, Mapping):
         runs = {r.name: r for r in runs}

@@ -25,6 +25,7 @@ import numpy as np
 from ..data import Qrels, Run
 from ..errors import InputError
 from ..report import Report
+from ..evaluate import evaluate
 
 __all__ = ["soft_evaluate", "read_judgments", "grade_distributions"]
 
@@ -33,7 +34,7 @@ _SEP = "\x1f"  # joins a query id and a world index; cannot occur in TREC ids (w
 
 def read_judgments(path: str) -> list[Any]:
     """The :class:`ragjudge.judges.Judgment` records of a ``ragjudge judge --judgments`` file."""
-    from ..judges import Judgment
+    from ..judges import Judgment  # the judge brings the openai client (~2 s): only when reading judgments
 
     out = []
     try:
@@ -119,7 +120,6 @@ def soft_evaluate(
     (seeded). ``meta["soft"]`` says which queries were exact and the Monte-Carlo standard
     errors.
     """
-    from ..evaluate import evaluate  # soft scoring sits above evaluation
 
     if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
         raise InputError(f"samples must be a positive integer, got {samples!r}", field="samples")

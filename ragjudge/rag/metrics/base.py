@@ -86,7 +86,7 @@ _SIZED: dict[tuple[str, str, int], Any] = {}
 
 def prompt(name: str) -> Any:
     """A shipped prompt template by name (``"faithfulness_claims.v1"``)."""
-    from ...llm.prompts import load_prompt
+    from ...llm.prompts import load_prompt  # the llm package loads openai (~2 s): only for LLM metrics
 
     return load_prompt(name)
 
