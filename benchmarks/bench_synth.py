@@ -138,6 +138,12 @@ def validity(args: argparse.Namespace, llm_factory: Callable[[], LLM]) -> dict[s
     human_q = read_queries(EX / "queries.jsonl")
     human_qrels = read_qrels(EX / "qrels.txt")
     result = asyncio.run(_synth(args.n, args.oversample, llm_factory(), corpus))
+    if len(result.kept) < 2:
+        # Too few synthetic queries to rank systems by: report the accounting, not a traceback.
+        print(f"\n== validity: only {len(result.kept)} synthetic queries survived the filters "
+              f"({result.model}); no ranking to compare ==\n{result}")
+        return {"synthetic_queries": len(result.kept), "model": result.model,
+                "accounting": result.to_dict()}
     variants = _variants()
     human_runs = {k: f(corpus, human_q) for k, f in variants.items()}
     synth_runs = {k: f(corpus, result.queries) for k, f in variants.items()}
