@@ -222,15 +222,15 @@ def tune_weights(
     spec = str(parse_measure(metric))
     if not (isinstance(step, (int, float)) and 0 < step <= 1):
         raise InputError(f"step must be a number in (0, 1], got {step!r}")
+    resolved = _check_options(method, norm, rrf_k)  # before the grid, not after it
     trials: list[tuple[tuple[float, ...], float]] = []
     best: tuple[tuple[float, ...], float] | None = None
     for w in _simplex_grid(len(run_list), float(step)):
-        fused = fuse(run_list, method=method, norm=norm, weights=w, rrf_k=rrf_k, depth=depth)
+        fused = fuse(run_list, method=method, norm=resolved, weights=w, rrf_k=rrf_k, depth=depth)  # type: ignore[arg-type]
         value = evaluate(qrels, fused, [spec]).mean[spec]  # type: ignore[arg-type]
         score = float(value) if value is not None else float("-inf")
         trials.append((w, score))
         if best is None or score > best[1]:
             best = (w, score)
     assert best is not None
-    resolved = _check_options(method, norm, rrf_k)
     return FusionTuning(best[0], best[1], spec, method, resolved, trials)

@@ -4,40 +4,17 @@ weights on a qrels split. It only parses arguments and calls :mod:`ragjudge.fuse
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 
 __all__ = ["register"]
 
 
 def _weights(text: str) -> list[float]:
+    # Only the shape is read here; fuse() checks the values (finite, >= 0, one per run).
     try:
-        values = [float(x) for x in text.split(",") if x.strip()]
+        return [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"weights must be comma-separated numbers, got {text!r}") from None
-    if not values or any(not math.isfinite(v) or v < 0 for v in values):
-        raise argparse.ArgumentTypeError(f"weights must be finite numbers >= 0, got {text!r}")
-    return values
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return value
-
-
-def _nonneg_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
-    return value
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -59,8 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="per-query score normalisation (default: none for rrf, minmax otherwise)")
     p.add_argument("--weights", type=_weights, default=None, metavar="W1,W2,...",
                    help="one weight per run (default all 1)")
-    p.add_argument("--rrf-k", type=_nonneg_float, default=60.0, help="the k of rrf (default 60)")
-    p.add_argument("--depth", type=_positive_int, default=None,
+    p.add_argument("--rrf-k", type=float, default=60.0, help="the k of rrf (default 60)")
+    p.add_argument("--depth", type=int, default=None,
                    help="fuse only each run's top DEPTH documents per query")
     p.add_argument("--name", default=None, help="run name / tag of the fused run")
     p.add_argument("--tune-qrels", default=None, metavar="QRELS",
