@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import respx
 
-from ragjudge.llm import LLM
+from ragjudge.llm import LLM, FailureKind
 from ragjudge.rag import evaluate_samples, evaluate_samples_sync
 from ragjudge.rag.evaluate import plan_requests
 from ragjudge.rag.metrics.context import context_precision_value, mean_normalized_grade
@@ -145,6 +145,7 @@ def test_wrong_number_of_grades_is_repaired_then_undetermined(httpx2_mock: respx
     rep = run([SAMPLE], ["context_relevance"], make_llm())
     (score,) = rep["context_relevance"]
     assert score.value is None and score.reason.startswith("grading call failed")
+    assert score.failure in (FailureKind.INVALID, FailureKind.UNPARSABLE)  # typed, not read from text
     assert len(script.bodies) == 2  # the one repair turn
     s = rep.summaries["context_relevance"]
     assert s.mean is None and s.undetermined == 1 and s.n == 0
@@ -193,6 +194,7 @@ def test_faithfulness_undetermined_cases(httpx2_mock: respx.Router) -> None:
     s = rep.summaries["faithfulness"]
     assert (s.mean, s.n, s.undetermined) == (1.0, 1, 3)
     assert s.reasons["no claims in the response"] == 1
+    assert all(sc.failure is None for sc in rep["faithfulness"])  # the samples, not a failed call
     # No NaN anywhere: JSON rendering is strict.
     data = json.loads(rep.render("json", per_sample=True))
     assert data["aggregates"][0]["undetermined"] == 3
@@ -205,6 +207,7 @@ def test_failed_call_is_undetermined_with_reason(httpx2_mock: respx.Router) -> N
     rep = run([SAMPLE], ["faithfulness"], make_llm(max_attempts=2))
     (sc,) = rep["faithfulness"]
     assert sc.value is None and sc.reason.startswith("claim extraction call failed")
+    assert sc.failure is FailureKind.RETRIES_EXHAUSTED
     assert len(script.bodies) == 2  # retried once by the client, then given up
 
 

@@ -184,10 +184,10 @@ def _check_gates(report: Any, gates: list[tuple[str, float]]) -> list[str]:
 def _failure_reasons(report: Any) -> str:
     """The most frequent reasons of undetermined LLM values (what to fix first)."""
     counts: dict[str, int] = {}
-    for summary in report.summaries.values():
-        for reason, n in summary.reasons.items():
-            if "failed" in reason:
-                counts[reason] = counts.get(reason, 0) + n
+    for scores in report.scores.values():
+        for score in scores:
+            if score.failure is not None:  # a failed LLM call, not an undeterminable sample
+                counts[score.reason] = counts.get(score.reason, 0) + 1
     top = sorted(counts.items(), key=lambda kv: -kv[1])[:3]
     return "; ".join(f"{reason} ({n}x)" for reason, n in top) or "see -q"
 

@@ -17,13 +17,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._sync import run_sync
 from ..errors import MetricError
 from .metrics import DeterministicMetric, LLMMetric, RagMetric, Request, Setup, definition, parse_rag_metrics
 from .report import RagReport, Score
 from .samples import DEFAULT_K, Sample, SampleSet, as_samples
+
+if TYPE_CHECKING:  # a type only: importing the llm package loads openai (~2 s)
+    from ..llm.provenance import FailureKind
 
 __all__ = [
     "evaluate_samples",
@@ -62,6 +65,7 @@ def _resolve_llm(judge: Any) -> tuple[Any, Any]:
 class _Answer:
     value: Any
     error: str | None
+    failure: FailureKind | None = None  # set with ``error``: the LLM layer's typed reason
 
 
 class _Asker:
@@ -96,27 +100,35 @@ class _Asker:
         variables = dict(r.variables)
         if r.embed is not None:
             emb = await self.llm.embed(list(r.embed), model=r.model)
-            return _Answer(emb.vectors, None) if emb.ok else _Answer(None, emb.error)
+            return _Answer(emb.vectors, None) if emb.ok else _Answer(None, emb.error, _kind(emb.failure))
         if r.pair and self.judge is not None:
             j = await self.judge.judge(variables["query"], variables["passage"])
-            return _Answer(int(j.grade), None) if j.ok else _Answer(None, j.error or "failed")
+            return _Answer(int(j.grade), None) if j.ok else _Answer(None, j.error or "failed", _kind(j.failure))
         o = await self.llm.structured(r.prompt, variables, validate=r.parse)
-        return _Answer(o.value, None) if o.ok else _Answer(None, o.error or "failed")
+        return _Answer(o.value, None) if o.ok else _Answer(None, o.error or "failed", _kind(o.failure))
 
 
-def _failure(todo: Sequence[Request], answers: Sequence[_Answer]) -> str | None:
-    """The reason a stage failed: ``"<what> call failed: <error>"``, or for a group of like
-    requests ``"2 of 5 chunk grades failed: <first error>"``."""
+def _kind(failure: FailureKind | None) -> FailureKind:
+    # Reached only after an LLM call, so the llm package (and openai) is loaded already.
+    from ..llm.provenance import FailureKind
+
+    return failure if failure is not None else FailureKind.OTHER
+
+
+def _failure(todo: Sequence[Request], answers: Sequence[_Answer]) -> tuple[str, FailureKind] | None:
+    """Why a stage failed, and the kind of its first failed call: ``"<what> call failed:
+    <error>"``, or for a group of like requests ``"2 of 5 chunk grades failed: <first error>"``."""
     failed = [(r, a) for r, a in zip(todo, answers) if a.error is not None]
     if not failed:
         return None
     r, a = failed[0]
     error = a.error or ""
+    kind = _kind(a.failure)
     if r.group is not None:
         n = sum(1 for q in todo if q.group == r.group)
-        return f"{len(failed)} of {n} {r.group} failed: {error}"
+        return f"{len(failed)} of {n} {r.group} failed: {error}", kind
     prefix = f"{r.what} call failed"
-    return error if error.startswith(prefix) else f"{prefix}: {error}"
+    return (error if error.startswith(prefix) else f"{prefix}: {error}"), kind
 
 
 async def _score(unit: LLMMetric, m: RagMetric, s: Sample, k: int, setup: Setup, ask: Any) -> Score:
@@ -129,9 +141,9 @@ async def _score(unit: LLMMetric, m: RagMetric, s: Sample, k: int, setup: Setup,
         if not todo:
             return unit.score(m, s, k, setup, got)
         answers = await asyncio.gather(*(ask(r) for r in todo))
-        reason = _failure(todo, answers)
-        if reason is not None:
-            return Score(None, reason, dict(got))
+        failed = _failure(todo, answers)
+        if failed is not None:
+            return Score(None, failed[0], dict(got), failure=failed[1])
         got.update((r.key, a.value) for r, a in zip(todo, answers))
 
 

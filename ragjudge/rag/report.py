@@ -11,23 +11,29 @@ import html
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError, MetricError
 from ..render import render_table
 from .. import plots
 from ..stats import bootstrap_ci
 
+if TYPE_CHECKING:  # a type only: importing the llm package loads openai (~2 s)
+    from ..llm.provenance import FailureKind
+
 __all__ = ["Score", "Summary", "RagReport", "undetermined"]
 
 
 @dataclass(frozen=True)
 class Score:
-    """One metric on one sample: ``value`` in [0, 1], or ``None`` with ``reason`` saying why."""
+    """One metric on one sample: ``value`` in [0, 1], or ``None`` with ``reason`` saying why.
+    ``failure`` is set when the reason is a failed LLM call (its typed kind), ``None`` when the
+    sample itself leaves the metric undetermined (no claims, no reference...)."""
 
     value: float | None
     reason: str | None = None
     detail: Mapping[str, Any] = field(default_factory=dict)
+    failure: FailureKind | None = None
 
     @property
     def determined(self) -> bool:
