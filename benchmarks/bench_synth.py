@@ -13,9 +13,12 @@ time at 600 rpm, and the round-trip retriever choice (bm25s vs rank_bm25).
    (No dense model: none is installable offline here.)
 2. **cost** -- LLM calls and tokens per kept query at the default oversampling (1.5), split
    into generation and judge calls, against the simulator at 300 ms latency and 600 rpm, and
-   the wall time. The simulator's relevance judge grades at random (half the grades are >= 2),
-   so its answerability pass rate (~50%) is far below a real model's; the script also prints
-   the calls per kept query this pipeline makes at a given pass rate.
+   the wall time; with the shipped prompts (three candidates per generation call) and with the
+   ``v1`` prompts (one per call). Two simulated judges: ``random`` grades uniformly (half the
+   grades are >= 2: a coin flip, the worst case for the answerability filter) and ``overlap``
+   grades by the query's words found in the passage with 15% of grades moved one step (a judge
+   that reads, imperfectly). The script also prints the calls per kept query each design makes
+   at a given judge pass rate.
 3. **bm25** -- the round-trip workload (index a corpus, rank each query's source) with bm25s
    and with rank_bm25 on a 20,000-passage corpus derived from the example corpus.
 
@@ -27,7 +30,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import random
 import re
 import sys
@@ -128,12 +130,17 @@ def _scores(qrels: Any, runs: dict[str, Run], metric: str) -> dict[str, float]:
 
 
 # ----------------------------------------------------------------------------- sections
-async def _synth(n: int, oversample: float, llm: LLM, corpus: dict[str, str]) -> Any:
+V1_PROMPTS = {"question": "synth_question.v1", "keyword": "synth_keyword.v1", "multi": "synth_multi.v1"}
+
+
+async def _synth(n: int, oversample: float, llm: LLM, corpus: dict[str, str],
+                 prompts: dict[str, str] | None = None, seed: int = 0) -> Any:
     async with llm:
-        return await synthesize(corpus, n, llm=llm, oversample=oversample, progress=False)
+        return await synthesize(corpus, n, llm=llm, oversample=oversample, progress=False, prompts=prompts,
+                                seed=seed)
 
 
-def validity(args: argparse.Namespace, llm_factory: Callable[[], LLM]) -> dict[str, Any]:
+def validity(args: argparse.Namespace, llm_factory: Callable[..., LLM]) -> dict[str, Any]:
     corpus = read_corpus(EX / "corpus.jsonl")
     human_q = read_queries(EX / "queries.jsonl")
     human_qrels = read_qrels(EX / "qrels.txt")
@@ -166,34 +173,73 @@ def validity(args: argparse.Namespace, llm_factory: Callable[[], LLM]) -> dict[s
             "human": h, "synthetic": s}
 
 
-def cost(args: argparse.Namespace, llm_factory: Callable[[], LLM]) -> dict[str, Any]:
+def _cost_row(args: argparse.Namespace, llm: LLM, corpus: dict[str, str], oversample: float,
+              prompts: dict[str, str] | None, seed: int) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    result = asyncio.run(_synth(args.n, oversample, llm, corpus, prompts, seed))
+    wall = time.perf_counter() - t0
+    s = result.summary()
+    judged = [c for c in result.candidates if c.judgment is not None]
+    passed = sum(1 for c in judged if (c.judgment.get("grade") or 0) >= 2)
+    return {"kept": s["kept"], "requested": args.n, "wall_s": round(wall, 2), "calls": s["calls"],
+            "generation_calls": s["generation_calls"], "judge_calls": len(judged),
+            "candidates": s["generated"], "calls_per_kept": s["calls_per_kept_query"],
+            "tokens_per_kept": s["tokens_per_kept_query"],
+            "judge_pass_rate": round(passed / len(judged), 3) if judged else None}
+
+
+def cost(args: argparse.Namespace, llm_factory: Callable[..., LLM]) -> dict[str, Any]:
     corpus = read_corpus(EX / "corpus.jsonl")
     out: dict[str, Any] = {}
-    for oversample in args.cost_oversample:
-        llm = llm_factory()
-        t0 = time.perf_counter()
-        result = asyncio.run(_synth(args.n, oversample, llm, corpus))
-        wall = time.perf_counter() - t0
-        kept = len(result.kept)
-        gen = sum(1 for c in result.candidates if c.generation and c.generation.get("usage", {}).get("calls"))
-        judged = sum(1 for c in result.candidates if c.judgment is not None)
-        passed = sum(1 for c in result.candidates if c.judgment and (c.judgment.get("grade") or 0) >= 2)
-        s = result.summary()
-        row = {"oversample": oversample, "kept": kept, "requested": args.n, "wall_s": round(wall, 2),
-               "calls": s["calls"], "generation_calls": gen, "judge_calls": judged,
-               "calls_per_kept": s["calls_per_kept_query"], "tokens_per_kept": s["tokens_per_kept_query"],
-               "judge_pass_rate": round(passed / judged, 3) if judged else None}
-        out[f"oversample={oversample}"] = row
-        print(f"\n== cost: n={args.n}, oversample {oversample} ({result.model}, rpm {args.rpm}) ==")
-        print(f"kept {kept}/{args.n}; {s['calls']} calls ({gen} generation + {judged} judge) = "
-              f"{s['calls_per_kept_query']} per kept query; {s['tokens_per_kept_query']} tokens per kept "
-              f"query; judge pass rate {row['judge_pass_rate']}; wall {wall:.1f} s")
-    # the calls a kept query costs at a given judge pass rate p and free-filter pass rate f:
-    # generation 1/(f*p), judging 1/p (ignoring the last batch's small surplus)
-    print("\ncalls per kept query at judge pass rate p (free filters passing 85%):")
-    for p in (0.5, 0.7, 0.8, 0.9):
-        print(f"  p={p:.1f}: {1 / (0.85 * p) + 1 / p:.2f}")
+    judges = args.cost_judges if args.base_url is None and not args.llamacpp else ["model"]
+    for judge in judges:
+        for design, prompts in (("3 per call (v2)", None), ("1 per call (v1)", V1_PROMPTS)):
+            for oversample in args.cost_oversample:
+                rows = []
+                for seed in range(args.cost_seeds):  # passage samples differ by seed
+                    row = _cost_row(args, llm_factory(judge), corpus, oversample, prompts, seed)
+                    rows.append(row)
+                    print(f"  judge {judge}, {design}, oversample {oversample}, seed {seed}: kept "
+                          f"{row['kept']}/{args.n}; {row['calls']} calls ({row['generation_calls']} "
+                          f"generation writing {row['candidates']} candidates + {row['judge_calls']} "
+                          f"judge) = {row['calls_per_kept']} per kept query; {row['tokens_per_kept']} "
+                          f"tokens per kept query; judge pass rate {row['judge_pass_rate']}; wall "
+                          f"{row['wall_s']:.1f} s")
+                summary = {k: _mean_range([r[k] for r in rows]) for k in
+                           ("kept", "calls_per_kept", "tokens_per_kept", "judge_pass_rate", "wall_s", "calls")}
+                out[f"{judge}/{design}/oversample={oversample}"] = {
+                    "judge": judge, "design": design, "oversample": oversample, "seeds": args.cost_seeds,
+                    "runs": rows, **summary}
+                print(f"== cost: n={args.n}, judge {judge}, {design}, oversample {oversample}, "
+                      f"{args.cost_seeds} seeds: calls per kept query {summary['calls_per_kept']}, tokens "
+                      f"per kept query {summary['tokens_per_kept']}, kept {summary['kept']}, judge pass "
+                      f"rate {summary['judge_pass_rate']}, wall {summary['wall_s']} s for "
+                      f"{summary['calls']} calls (rpm {args.rpm}) ==\n")
+    print("\ncalls per kept query at judge pass rate p (free filters passing f = 85% of candidates):")
+    print(f"  {'p':>4}  {'1 per call':>10}  {'3 per call, best first':>22}")
+    for p in (0.5, 0.6, 0.7, 0.8, 0.9):
+        print(f"  {p:>4.1f}  {_per_kept(p, 0.85, 1):>10.2f}  {_per_kept(p, 0.85, 3):>22.2f}")
     return out
+
+
+def _mean_range(values: list[Any]) -> str:
+    got = [float(v) for v in values if v is not None]
+    if not got:
+        return "-"
+
+    def f(x: float) -> str:
+        return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+    return f"{f(sum(got) / len(got))} ({f(min(got))}-{f(max(got))})"
+
+
+def _per_kept(p: float, f: float, k: int) -> float:
+    """Expected calls per kept query, ignoring the last round's surplus. One candidate per
+    call: generation 1/(f*p), judging 1/p. ``k`` per call, judged best first, one kept per
+    draw: a draw yields a query unless all its S ~ Binomial(k, f) survivors fail, so
+    generation is 1/(1 - E[(1-p)^S]) = 1/(1 - (1 - f*p)^k); judging is still 1/p (each judge
+    call passes with probability p and a kept query ends its draw's judging)."""
+    return 1 / (1 - (1 - f * p) ** k) + 1 / p
 
 
 def bm25_choice(args: argparse.Namespace) -> dict[str, Any]:
@@ -293,32 +339,40 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--latency", type=float, default=0.3, help="simulator latency (s)")
     ap.add_argument("--bm25-docs", type=int, default=20000)
     ap.add_argument("--cost-n", type=int, default=40, help="queries of the cost runs (default 40)")
-    ap.add_argument("--cost-oversample", type=lambda v: [float(x) for x in v.split(",")], default=[1.5, 3.0],
-                    help="oversampling factors of the cost runs (default 1.5,3)")
+    ap.add_argument("--cost-oversample", type=lambda v: [float(x) for x in v.split(",")], default=[1.5],
+                    help="oversampling factors of the cost runs (default 1.5, the default of synth)")
+    ap.add_argument("--cost-seeds", type=int, default=3, help="seeds (passage samples) per cost setting (default 3)")
+    ap.add_argument("--cost-judges", type=lambda v: v.split(","), default=["random", "overlap"],
+                    help="simulated judges of the cost runs (default random,overlap)")
+    ap.add_argument("--sim-judge", choices=("random", "overlap"), default="overlap",
+                    help="the simulated judge of the validity run (default overlap)")
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     args = ap.parse_args(argv)
     sections = args.only or ["validity", "cost", "bm25"]
     results: dict[str, Any] = {}
-    sim = None
+    sims: dict[str, Any] = {}
     server = None
     base_url = args.base_url
     if args.llamacpp:
         server, base_url = _llamacpp()
         args.model = "smollm2"
-    if base_url is None and ({"validity", "cost"} & set(sections)):
-        from simulator import SimConfig, SimulatorThread
-
-        sim = SimulatorThread(SimConfig(latency=args.latency, rpm=int(args.rpm), max_lifetime=3600))
-        sim.start()
-        base_url = sim.base_url
     tmp = tempfile.TemporaryDirectory()
+    local = base_url is None or server is not None  # no key, no key check
+    concurrency = 2 if server is not None else 16  # llama.cpp: its two slots
 
-    def llm_factory() -> LLM:  # a fresh cache each time: every call is paid and counted
+    def llm_factory(judge: str = args.sim_judge) -> LLM:  # a fresh cache each time: every call is paid
+        url = base_url
+        if url is None:  # one loopback simulator per simulated judge
+            if judge not in sims:
+                from simulator import SimConfig, SimulatorThread
+
+                sims[judge] = SimulatorThread(SimConfig(latency=args.latency, rpm=int(args.rpm),
+                                                        max_lifetime=3600, judge=judge))
+                sims[judge].start()
+            url = sims[judge].base_url
         cache = Path(tmp.name) / f"cache-{time.monotonic_ns()}.sqlite"
-        local = sim is not None or server is not None
-        return LLM(args.model, base_url=base_url, api_key="sk-bench" if local else None, cache=cache,
-                   rpm=args.rpm, check_key=not local, timeout=600.0,
-                   concurrency=2 if server is not None else 16)
+        return LLM(args.model, base_url=url, api_key="sk-bench" if local else None, cache=cache,
+                   rpm=args.rpm, check_key=not local, timeout=600.0, concurrency=concurrency)
 
     try:
         if "validity" in sections:
@@ -329,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
         if "bm25" in sections:
             results["bm25"] = bm25_choice(args)
     finally:
-        if sim is not None:
+        for sim in sims.values():
             sim.stop()
         del server
         tmp.cleanup()

@@ -132,6 +132,8 @@ class SimConfig:
     api_key: str | None = None  # when set, other keys get 401
     supports_json_schema: bool = True  # False: json_schema requests get 400, like older servers
     supports_logprobs: bool = True
+    judge: str = "random"  # "random" | "overlap": how the relevance prompt is graded (see above)
+    judge_noise: float = 0.15  # judge="overlap": share of grades moved one step at random
     logprobs_fence: bool = False  # logprobs spell "```json\n...\n```" around the content (llama.cpp)
     batch_seconds: float = 1.0  # time from batch creation to completion
     batch_p_error: float = 0.0  # per batch line: an entry in the error file instead
@@ -164,6 +166,8 @@ class SimConfig:
             raise ValueError(f"outage_kind must be one of {OUTAGE_KINDS}, got {self.outage_kind!r}")
         if self.slots is not None and self.slots < 1:
             raise ValueError("slots must be at least 1")
+        if self.judge not in ("random", "overlap") or not 0.0 <= self.judge_noise <= 1.0:
+            raise ValueError("judge must be 'random' or 'overlap', judge_noise in [0, 1]")
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -369,7 +373,8 @@ def _schema_in_prompt(text: str) -> Mapping[str, Any] | None:
 # ``ragjudge synth``'s prompts (json_schema named ``synth_*``, fields ``query`` and ``answer``)
 # get a query made of words of their passage(s), so the round-trip filter and the validity
 # benchmark see something query-like rather than random words. A few replies misbehave on
-# purpose (a copied span, an off-topic query), so every filter has work. Deterministic: the
+# purpose (a copied span, an off-topic query, a vague query with a single passage word), so
+# every filter has work. A ``{"queries": [...]}`` schema (synth_*.v2) gets ``maxItems`` of them. Deterministic: the
 # PRNG is the one seeded by the request.
 _SYNTH_PASSAGE = re.compile(r"<(passage(?:_[ab])?)>\n?(.*?)\n?</\1>", re.S)
 _SYNTH_WORD = re.compile(r"[^\W\d_]{4,}")
@@ -385,12 +390,26 @@ def _synth_reply(rf: Mapping[str, Any], user_text: str, rng: random.Random) -> s
     if not isinstance(js, Mapping) or not str(js.get("name", "")).startswith("synth_"):
         return None
     props = (js.get("schema") or {}).get("properties") or {}
-    if not {"query", "answer"} <= set(props):
+    many = props.get("queries") if isinstance(props.get("queries"), Mapping) else None
+    if many is not None:  # {"queries": [{query, answer}, ...]} (synth_*.v2)
+        item = (many.get("items") or {}).get("properties") or {}
+        if not {"query", "answer"} <= set(item):
+            return None
+        count = int(many.get("maxItems") or 3)
+    elif {"query", "answer"} <= set(props):
+        item, count = props, 1
+    else:
         return None
     passages = [m.group(2).strip() for m in _SYNTH_PASSAGE.finditer(user_text)]
     if not passages:
         return None
     style = str(js["name"])[len("synth_"):]
+    out = [_synth_candidate(style, passages, item, rng) for _ in range(count)]
+    return json.dumps({"queries": out} if many is not None else out[0], ensure_ascii=False)
+
+
+def _synth_candidate(style: str, passages: list[str], props: Mapping[str, Any],
+                     rng: random.Random) -> dict[str, str]:
     picks: list[str] = []
     for text in passages:
         words = list(dict.fromkeys(w for w in _SYNTH_WORD.findall(text.lower()) if w not in _SYNTH_STOP))
@@ -405,6 +424,8 @@ def _synth_reply(rf: Mapping[str, Any], user_text: str, rng: random.Random) -> s
         query = " ".join(seq[start : start + 10])
     elif u < 0.14:  # off-topic: the round trip should catch it
         query = " ".join(rng.choice(_WORDS) for _ in range(4))
+    elif u < 0.26 and picks:  # vague: one passage word in generic ones; a reading judge fails it
+        query = " ".join([rng.choice(_WORDS) for _ in range(3)] + [picks[0]])
     elif style == "keyword":
         query = " ".join(picks)
     elif len(passages) > 1:
@@ -418,7 +439,33 @@ def _synth_reply(rf: Mapping[str, Any], user_text: str, rng: random.Random) -> s
         hi = (props.get(name) or {}).get("maxLength")
         if hi is not None:
             out[name] = out[name][: int(hi)]
-    return json.dumps(out, ensure_ascii=False)
+    return out
+
+
+# ----------------------------------------------------------------------------- judge="overlap"
+# With ``SimConfig(judge="overlap")`` the pointwise relevance prompt (json_schema ``relevance``)
+# is graded from the query's content words found in the passage, with ``judge_noise`` of the
+# grades moved one step at random: a judge that reads the text, imperfectly. The default,
+# ``judge="random"``, grades uniformly at random (a coin-flip judge: the worst case for any
+# filter that relies on it).
+_REL_QUERY = re.compile(r"<query>\n?(.*?)\n?</query>", re.S)
+_REL_PASSAGE = re.compile(r"<passage>\n?(.*?)\n?</passage>", re.S)
+
+
+def _overlap_grade(user_text: str, rng: random.Random, noise: float) -> int | None:
+    q = _REL_QUERY.search(user_text)
+    p = _REL_PASSAGE.search(user_text)
+    if q is None or p is None:
+        return None
+    words = {w for w in _SYNTH_WORD.findall(q.group(1).lower()) if w not in _SYNTH_STOP}
+    if not words:
+        grade = 0
+    else:
+        found = len(words & set(_SYNTH_WORD.findall(p.group(1).lower()))) / len(words)
+        grade = 3 if found >= 0.75 else 2 if found >= 0.5 else 1 if found >= 0.25 else 0
+    if rng.random() < noise:
+        grade = min(3, max(0, grade + rng.choice((-1, 1))))
+    return grade
 
 
 _DEFAULT_OBJECT_SCHEMA: Mapping[str, Any] = {
@@ -747,9 +794,12 @@ class Simulator:
         if synth is not None:
             content = synth
         elif rf.get("type") == "json_schema":
-            content = json.dumps(
-                instance_for_schema(rf["json_schema"]["schema"], key, pool), ensure_ascii=False
-            )
+            obj = instance_for_schema(rf["json_schema"]["schema"], key, pool)
+            if self.config.judge == "overlap" and rf["json_schema"].get("name") == "relevance" \
+                    and isinstance(obj, dict) and "grade" in obj:
+                grade = _overlap_grade(_message_text(users[-1:]), rng, self.config.judge_noise)
+                obj["grade"] = obj["grade"] if grade is None else grade
+            content = json.dumps(obj, ensure_ascii=False)
         elif rf.get("type") == "json_object":
             schema = _schema_in_prompt(text) or _DEFAULT_OBJECT_SCHEMA
             content = json.dumps(instance_for_schema(schema, key, pool), ensure_ascii=False)

@@ -34,8 +34,9 @@ MODEL = "sim-model"
 RAG_METRICS = ["faithfulness", "context_relevance", "context_recall", "answer_relevance"]
 #: The pool judged in examples/label_free.ipynb: the top JUDGE_DEPTH documents of every run.
 JUDGE_DEPTH = 5
-#: examples/synthetic.ipynb: the settings of examples/synth/make_synth.py (same queries).
-SYNTH_N, SYNTH_OVERSAMPLE = 40, 3.0
+#: examples/synthetic.ipynb: the settings of examples/synth/make_synth.py (same queries,
+#: same simulated judge: grades from the query's words found in the passage).
+SYNTH_N, SYNTH_OVERSAMPLE, SYNTH_JUDGE = 40, 1.5, "overlap"
 
 
 class Recorder(NullCache):
@@ -85,6 +86,7 @@ def main() -> None:
             from ragjudge.synth import synthesize_sync
         except ImportError:
             return
+    with SimulatorThread(SimConfig(latency=0.0, model=MODEL, seed=0, judge=SYNTH_JUDGE)) as sim:
         rec = Recorder()
         llm = LLM(MODEL, base_url=sim.base_url, api_key="sim", cache=rec)
         synthesize_sync(corpus, SYNTH_N, llm=llm, oversample=SYNTH_OVERSAMPLE, seed=0, progress=False)

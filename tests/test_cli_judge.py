@@ -154,6 +154,8 @@ def test_failures_reported_and_left_out(httpx2_mock: respx.Router, files: dict[s
         (["--rpm", "inf"], "--rpm"),
         (["--tpm", "-3"], "--tpm"),
         (["--timeout", "nan"], "--timeout"),
+        (["--patience", "nan"], "--patience"),
+        (["--patience", "-1"], "--patience"),
         (["--timeout", "inf"], "--timeout"),
         (["--seed", "-1"], "--seed"),
     ],

@@ -219,8 +219,8 @@ def test_429s_do_not_use_up_the_attempt_budget(httpx2_mock: respx.Router, tmp_pa
 
 def test_429s_are_bounded_by_patience(httpx2_mock: respx.Router, tmp_path: Path) -> None:
     route = httpx2_mock.post(URL).mock(return_value=error(429, "slow down", headers={"retry-after-ms": "1"}))
-    llm = make_llm(tmp_path, max_attempts=2)
-    llm.config = ClientConfig(**{**llm.config.__dict__, "patience": 0.2})
+    llm = make_llm(tmp_path, max_attempts=2, patience=0.2)  # LLM(patience=) / --patience
+    assert llm.config.patience == 0.2 and llm.runner.breaker.patience == 0.2
     out = ask(llm)
     assert not out.ok and "429" in out.error and route.call_count >= 2
 

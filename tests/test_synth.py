@@ -224,7 +224,7 @@ def test_prompt_checks(tmp_path: Path) -> None:
                          .replace(',\n   "answer": {"type": "string"}', "")
                          .replace('["query", "answer"]', '["query"]')
                          .replace("{{examples}}", "{{examples}} {{passage}}"))
-    with pytest.raises(InputError, match="string field 'answer'"):
+    with pytest.raises(InputError, match="string fields 'query' and 'answer'"):
         estimate_synth(corpus, 3, llm=offline_llm(), styles="question=1", prompts={"question": no_answer})
     with pytest.raises(InputError, match="not in the mix"):
         estimate_synth(corpus, 3, llm=offline_llm(), styles="question=1", prompts={"keyword": bad})
@@ -249,9 +249,13 @@ def test_dry_run_counts_candidates_and_sends_nothing() -> None:
         plan = estimate_synth(corpus, 4, llm=offline_llm(), oversample=2,
                               styles="question=0.5,keyword=0.25,multi=0.25")
     assert not route.called
-    assert plan.candidates == 8
+    assert plan.draws == 8 and plan.candidates == 24  # three candidates per v2 call
     assert {k: v.pairs for k, v in plan.generation.items()} == {"question": 4, "keyword": 2, "multi": 2}
-    assert plan.judge.calls == 8 and "dry run: 8 candidates" in plan.describe()
+    assert plan.judge.calls == 24 and "at most 8 generation calls" in plan.describe()
+    assert "up to 24 candidate queries" in plan.describe()
+    v1 = estimate_synth(corpus, 4, llm=offline_llm(), oversample=2, styles="question=1",
+                        prompts={"question": "synth_question.v1"})
+    assert (v1.draws, v1.candidates, v1.judge.calls) == (8, 8, 8)
 
 
 # ----------------------------------------------------------------------------- the pipeline, mocked HTTP
@@ -276,8 +280,18 @@ class FakeModel:
             query = " ".join(words[:4]) if name == "synth_keyword" else f"what about {' '.join(words[:3])}?"
             if len(passages) > 1:
                 query = f"how are {words[0]} and {tokens(passages[1])[0]} {tokens(passages[1])[1]} related?"
-            return ok(completion(json.dumps({"query": query, "answer": passages[0].split(".")[0] + "."}),
-                                 **self.usage))
+            answer = passages[0].split(".")[0] + "."
+            schema = body["response_format"]["json_schema"]["schema"]
+            if "queries" not in schema["properties"]:  # a v1 prompt: one candidate per call
+                return ok(completion(json.dumps({"query": query, "answer": answer}), **self.usage))
+            # v2: three candidates; on coffee passages the first shares too few words with its
+            # passage for the judge (grade 1), so its sibling must be judged next
+            first = {"query": query, "answer": answer}
+            if "coffee" in passages[0].lower():
+                first = {"query": f"{words[1]} {words[2]} for breakfast", "answer": answer}
+            second = {"query": f"tell me about {' '.join(words[3:6])}", "answer": answer}
+            third = {"query": f"{' '.join(words[6:9])} explained", "answer": answer}
+            return ok(completion(json.dumps({"queries": [first, second, third]}), **self.usage))
         q = re.search(r"<query>\n(.*?)\n</query>", user, re.S).group(1)  # type: ignore[union-attr]
         p = re.search(r"<passage>\n(.*?)\n</passage>", user, re.S).group(1)  # type: ignore[union-attr]
         overlap = len(set(tokens(q)) & set(tokens(p)))
@@ -307,9 +321,27 @@ def test_synthesize_end_to_end_with_mocked_http(httpx2_mock: respx.Router, tmp_p
     s0 = result.samples[0]
     assert set(s0) >= {"user_input", "reference", "reference_context_ids", "reference_contexts"}
     assert s0["reference_contexts"] == [corpus[d] for d in s0["reference_context_ids"]]
-    # at most oversample x n generated; calls accounted
-    assert sum(1 for c in result.candidates if c.generation) <= 18
+    # at most oversample x n generation calls; calls accounted
+    gen_requests = sum(1 for name in fake.calls if name.startswith("synth_"))  # + repair turns
+    assert result.summary()["generation_calls"] <= min(18, gen_requests)
     assert result.usage.calls == len(fake.calls)
+    # one query per draw; a coffee draw's first candidate fails the judge, so its sibling is
+    # judged next (no new generation call) and the third is not needed
+    draws: dict[str, list[Any]] = {}
+    for c in result.candidates:
+        draws.setdefault(c.draw, []).append(c)
+    assert all(sum(c.kept for c in cs) <= 1 for cs in draws.values())
+    coffee = [cs for cs in draws.values() if cs[0].sources[0].startswith("coffee") and len(cs) == 3]
+    assert coffee
+    for first, second, third in coffee:
+        if second.kept:
+            assert first.dropped_by == "answerability" and first.scores["grade"] == 1
+            assert third.status == "unused" and "from the same call, was kept" in third.reason
+    assert any(cs[1].kept for cs in coffee)
+    assert {c.generation["prompt_id"] for c in result.candidates if c.generation} <= {
+        "synth_question", "synth_keyword", "synth_multi"}
+    judge_calls = sum(1 for name in fake.calls if not name.startswith("synth_"))
+    assert judge_calls == sum(1 for c in result.candidates if c.judgment is not None)
     # provenance
     gen = result.kept[0].generation
     assert gen["prompt_id"].startswith("synth_") and len(gen["prompt_sha"]) == 64 and gen["model"] == "m"
@@ -336,14 +368,16 @@ def test_synthesize_end_to_end_with_mocked_http(httpx2_mock: respx.Router, tmp_p
 
 def test_max_cost_stops_spending(httpx2_mock: respx.Router) -> None:
     corpus = make_corpus(3)
-    # ~0.26 USD per call as billed (below the pre-call estimate); 5 queries need ~10 calls
-    httpx2_mock.post(URL).mock(side_effect=FakeModel(prompt_tokens=200, completion_tokens=60))
+    # 2.5 USD per call as billed, below the worst case reserved before each call (a byte
+    # per token of prompt and schema + max_tokens: ~4-5 USD for a generation call); 5
+    # queries need ~8 calls, the cap allows ~4
+    httpx2_mock.post(URL).mock(side_effect=FakeModel(prompt_tokens=2000, completion_tokens=500))
     prices = PriceTable.parse({"m": {"input": 1000.0, "output": 1000.0}})
-    llm = LLM("m", base_url=BASE, api_key=SECRET, cache=False, prices=prices, max_cost=2.0)
+    llm = LLM("m", base_url=BASE, api_key=SECRET, cache=False, prices=prices, max_cost=12.0)
     result = synthesize_sync(corpus, 5, llm=llm, progress=False)
     assert not result.ok
     assert any(c.dropped_by == "budget" for c in result.candidates)
-    assert llm.cost is not None and 0 < llm.cost <= 2.0
+    assert llm.cost is not None and 0 < llm.cost <= 12.0
     assert "FEWER THAN REQUESTED" in str(result)
 
 
@@ -374,3 +408,49 @@ def test_pool_stratifies_by_repeated_titles() -> None:
     assert pool.report.stratified_by[0] == "title"
     first = pool.order[:3]
     assert {d.rstrip("0123456789") for d in first} == {"volcano", "coffee", "bees"}
+
+
+def test_siblings_unusable_items_and_one_query_per_draw(httpx2_mock: respx.Router) -> None:
+    """A v2 reply's unusable item is a candidate dropped by `generation` (accounted, not lost);
+    a reply with no usable item gets the repair turn; siblings are judged in the model's order
+    and the judge stops at the first that passes."""
+    calls: list[str] = []
+
+    def reply(request: Any) -> respx.MockResponse:
+        body = json.loads(request.content)
+        name = body["response_format"]["json_schema"]["name"]
+        user = body["messages"][1]["content"]
+        calls.append(name)
+        if name == "synth_question":
+            words = tokens(re.search(r"<passage>\n(.*?)\n</passage", user, re.S).group(1))  # type: ignore[union-attr]
+            if len(body["messages"]) == 2 and words[0] == "coffee":  # first try: nothing usable
+                return ok(completion(json.dumps({"queries": [{"query": " ", "answer": "x"}]})))
+            return ok(completion(json.dumps({"queries": [
+                {"query": "", "answer": "no query here"},
+                {"query": f"{words[0]} {words[1]} please", "answer": "weak"},  # grade 1
+                {"query": f"what about {' '.join(words[:4])}?", "answer": "good"},  # grade 3
+            ]})))
+        q = re.search(r"<query>\n(.*?)\n</query>", user, re.S).group(1)  # type: ignore[union-attr]
+        p = re.search(r"<passage>\n(.*?)\n</passage>", user, re.S).group(1)  # type: ignore[union-attr]
+        grade = 3 if len(set(tokens(q)) & set(tokens(p))) >= 3 else 1
+        return ok(completion(json.dumps({"reasoning": "overlap", "grade": grade})))
+
+    httpx2_mock.post(URL).mock(side_effect=reply)
+    corpus = {k: v for k, v in make_corpus(1).items() if k.split("-")[0] in ("volcano", "coffee", "bees")}
+    result = synthesize_sync(corpus, 3, model="m", base_url=BASE, api_key=SECRET, cache=False,
+                             progress=False, styles="question=1", roundtrip_k=None, seed=1)
+    assert result.ok and len(result.kept) == 3
+    assert len(result.candidates) == 9  # three passages, one draw each, three candidates per draw
+    for c in result.candidates:
+        draw = c.draw
+        assert c.id.startswith(f"{draw}-")
+        if c.id.endswith("-1"):
+            assert c.dropped_by == "generation" and "candidate 1 of the reply is unusable" in c.reason
+        elif c.id.endswith("-2"):
+            assert c.dropped_by == "answerability" and c.judgment["grade"] == 1  # judged first
+        else:
+            assert c.kept and c.judgment["grade"] == 3  # then its sibling
+    generation = [n for n in calls if n == "synth_question"]
+    assert len(generation) == 4  # three draws + the repair turn of the coffee reply
+    assert len(calls) - len(generation) == 6  # two judge calls per draw
+    assert result.summary()["generation_calls"] == 3

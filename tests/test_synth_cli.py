@@ -110,7 +110,7 @@ def test_fewer_than_n_exits_1_unless_allowed(sim: Any, tmp_path: Path, capsys: p
 def test_dry_run_sends_nothing(sim: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(synth(sim, tmp_path, "--dry-run", "--prices", str(_prices(tmp_path)))) == 0
     out = capsys.readouterr().out
-    assert out.startswith("dry run: 12 candidates") and "estimated cost at most $" in out
+    assert out.startswith("dry run: at most 12 generation calls") and "estimated cost at most $" in out
     assert sim.stats()["requests"] == 0
     assert not (tmp_path / "out").exists()
 
@@ -179,8 +179,9 @@ def test_empty_and_tiny_corpora(sim: Any, tmp_path: Path, capsys: pytest.Capture
     assert main(synth(sim, tmp_path, "--allow-fewer", "--oversample", "3", corpus=tiny, n=4)) == 0
     records = jsonl(tmp_path / "out" / "synth.jsonl")
     # two passages, three styles: every (passage, style) at most once
-    anchors = [(r["source_ids"][0], r["style"]) for r in records]
-    assert len(anchors) == len(set(anchors)) and len(records) <= 6
+    draws = {r["draw"]: (r["source_ids"][0], r["style"]) for r in records}  # siblings share a draw
+    anchors = list(draws.values())
+    assert len(anchors) == len(set(anchors)) and len(draws) <= 6
 
 
 def test_corpus_with_duplicates(sim: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -193,9 +194,10 @@ def test_corpus_with_duplicates(sim: Any, tmp_path: Path, capsys: pytest.Capture
     assert main(synth(sim, tmp_path, "--oversample", "4", "--allow-fewer", corpus=corpus, n=8)) == 0
     out = capsys.readouterr().out
     assert "15 duplicates" in out
-    anchors = [r["source_ids"][0] for r in jsonl(tmp_path / "out" / "synth.jsonl")]
+    draws = {r["draw"]: r["source_ids"][0] for r in jsonl(tmp_path / "out" / "synth.jsonl")}
+    anchors = list(draws.values())
     stems = [a.removesuffix("-copy").removesuffix("-near") for a in anchors]
-    assert len(anchors) == 32  # 32 candidates < 40 distinct texts: no passage needs reusing
+    assert len(anchors) == 32  # 32 draws < 40 distinct texts: no passage needs reusing
     assert len(stems) == len(set(stems))  # each text sampled once, whichever copy was drawn
 
 
@@ -307,7 +309,9 @@ def test_bundled_example_set_is_consistent(capsys: pytest.CaptureFixture[str]) -
     assert [q["text"] for q in queries] == [r["query"] for r in kept]
     qrels = read_qrels(d / "qrels.txt")
     assert qrels.to_dict() == {r["qid"]: {s: 3 for s in r["source_ids"]} for r in kept}
-    shas = {name: load_prompt(f"{name}.v1").sha256 for name in ("synth_question", "synth_keyword", "synth_multi")}
+    from ragjudge.synth import STYLE_PROMPTS
+
+    shas = {load_prompt(name).id: load_prompt(name).sha256 for name in STYLE_PROMPTS.values()}
     for r in records:  # made with the prompts shipped today (regenerate after editing a prompt)
         if r["generation"]:
             assert r["generation"]["prompt_sha"] == shas[r["generation"]["prompt_id"]], r["id"]

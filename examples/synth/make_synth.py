@@ -4,14 +4,15 @@
     python examples/synth/make_synth.py --check    # exits 1 if the kept queries on disk differ
 
 MADE WITH THE PROJECT'S DETERMINISTIC SIMULATOR (``benchmarks/simulator.py``), NOT A REAL
-MODEL: its "queries" are a few words of the passage in a question template and its relevance
-grades are pseudo-random, so this set shows the plumbing and the file formats -- it says
-nothing about any model's quality. Make a real one with
+MODEL: its "queries" are a few words of the passage in a question template (three per call,
+with the shipped ``synth_*.v2`` prompts) and its relevance judge grades by the share of the
+query's words found in the passage, with 15% of grades moved one step at random
+(``SimConfig(judge="overlap")``), so this set shows the plumbing and the file formats -- it
+says nothing about any model's quality. Make a real one with
 ``ragjudge synth --corpus examples/corpus.jsonl -n 40 --model gpt-4o-mini -o my-synth``.
 
 Steps: start the simulator on 127.0.0.1, run :func:`ragjudge.synth.synthesize` (n=40,
-oversample 3 because the simulator's random judge passes only about half the candidates,
-seed 0, no cache), write the outputs here, then run the three bundled BM25/term-overlap
+the default oversampling 1.5, seed 0, no cache), write the outputs here, then run the three bundled BM25/term-overlap
 variants of ``examples/make_dataset.py`` on the synthetic queries (``runs/``) and make RAG
 samples from the two BM25 runs' top 5 (``rag_bm25_stemmed.jsonl``, ``rag_bm25_raw.jsonl``).
 Needs aiohttp (dev extra) and rank_bm25 (example-only), like the rest of examples/.
@@ -37,14 +38,14 @@ from ragjudge.io import format_run, read_corpus  # noqa: E402
 from ragjudge.llm import LLM  # noqa: E402
 from ragjudge.synth import synthesize_sync  # noqa: E402
 
-N, OVERSAMPLE, RAG_DEPTH = 40, 3.0, 5
+N, OVERSAMPLE, RAG_DEPTH = 40, 1.5, 5
 
 
 def build(out: Path) -> dict[str, str]:
     from simulator import SimConfig, SimulatorThread
 
     corpus = read_corpus(EX / "corpus.jsonl")
-    with SimulatorThread(SimConfig(latency=0.0, max_lifetime=300)) as sim:
+    with SimulatorThread(SimConfig(latency=0.0, max_lifetime=300, judge="overlap")) as sim:
         llm = LLM("sim-model", base_url=sim.base_url, api_key="sk-simulator", cache=False)
         result = synthesize_sync(corpus, N, llm=llm, oversample=OVERSAMPLE, seed=0, progress=False)
     result.write(out)

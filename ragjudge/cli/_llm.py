@@ -35,6 +35,9 @@ def add_llm_options(p: argparse.ArgumentParser) -> None:
                     help="timeout of one HTTP attempt in seconds (default 60)")
     ep.add_argument("--max-attempts", type=int, default=6, metavar="N",
                     help="attempts per request on retryable errors (default 6)")
+    ep.add_argument("--patience", type=float, default=600.0, metavar="S",
+                    help="how long an outage or a run of 429s may last before the run stops "
+                         "(seconds, default 600; they do not use up --max-attempts)")
     rl = p.add_argument_group("rate limits and cost")
     rl.add_argument("--concurrency", type=int, default=16, metavar="N",
                     help="requests in flight at most (default 16)")
@@ -65,7 +68,8 @@ def llm_from_args(args: argparse.Namespace) -> Any:
                                  ("--max-attempts", args.max_attempts, True),
                                  ("--max-tokens", args.max_tokens, True),
                                  ("--rpm", args.rpm, False), ("--tpm", args.tpm, False),
-                                 ("--timeout", args.timeout, False)):
+                                 ("--timeout", args.timeout, False),
+                                 ("--patience", args.patience, False)):
         check_finite(value, flag, integer=integer)
     check_finite(args.max_cost, "--max-cost", positive=False)
     # llama.cpp reads a negative seed as "random": the answer would not be reproducible.
@@ -88,6 +92,7 @@ def llm_from_args(args: argparse.Namespace) -> Any:
         max_tokens=args.max_tokens,
         timeout=args.timeout,
         max_attempts=args.max_attempts,
+        patience=args.patience,
         logprobs=not args.no_logprobs,
         # A dry run sends nothing, so it must not demand an API key.
         check_key=not args.dry_run,

@@ -18,11 +18,13 @@ __all__ = ["register"]
 
 _EPILOG = """\
 pipeline: sample passages (seeded by --seed, stratified by source/title and length; too short,
-boilerplate and near-duplicate passages skipped) -> one call per candidate writing a query and
-its reference answer -> filters: copy (long spans of the passage), round trip (BM25 over the
-corpus must rank the source in the top --roundtrip-k), duplicates, answerability (the
-relevance judge grades query vs source >= --min-grade), optional --min-confidence. Candidates
-are generated and judged in rounds until N are kept or --oversample x N have been tried.
+boilerplate and near-duplicate passages skipped) -> one call per draw (a style and its
+passage) writing three candidate queries, each with its reference answer (v1 prompts: one)
+-> filters: copy (long spans of the passage), round trip (BM25 over the corpus must rank the
+source in the top --roundtrip-k), duplicates, answerability (the relevance judge grades query
+vs source >= --min-grade; a draw's candidates in the model's order, stopping at the first
+that passes: at most one query per draw), optional --min-confidence. Draws are generated and
+judged in rounds until N are kept or --oversample x N draws have been tried.
 
 outputs in DIR: queries.jsonl (_id, text, style), qrels.txt (sources at grade 3; with
 --judge-pool also the judged pooled top --depth of the runs), samples.jsonl (RAGAS fields
@@ -62,7 +64,8 @@ def register(subparsers: Any) -> None:
                      help="example queries of your users (one per line, or queries JSONL/TSV); "
                           "a few go into each prompt, InPars-style")
     gen.add_argument("--oversample", type=float, default=1.5, metavar="X",
-                     help="candidates tried at most per requested query (default 1.5)")
+                     help="generation calls (draws of up to three candidates each) at most per "
+                          "requested query (default 1.5)")
     gen.add_argument("--min-words", type=int, default=12, metavar="N",
                      help="skip passages shorter than N words (default 12)")
     flt = p.add_argument_group("filters")

@@ -100,6 +100,7 @@ class LLM:
         timeout: float = 60.0,
         max_attempts: int = 6,
         backoff_base: float = 0.5,
+        patience: float = 600.0,
         logprobs: bool = True,
         top_logprobs: int = 5,
         http_client: Any = None,
@@ -110,7 +111,7 @@ class LLM:
         # Limits are checked here, not only in the CLI: a NaN would silently disable the
         # limit it sets (every comparison with NaN is false).
         for name, value in (("rpm", rpm), ("tpm", tpm), ("timeout", timeout),
-                            ("backoff_base", backoff_base)):
+                            ("backoff_base", backoff_base), ("patience", patience)):
             check_finite(value, name)
         for name, value in (("concurrency", concurrency), ("max_attempts", max_attempts),
                             ("max_tokens", max_tokens)):
@@ -122,11 +123,11 @@ class LLM:
         self.config = ClientConfig(
             model=model, base_url=base_url, api_key=api_key, api_key_env=api_key_env,
             azure_endpoint=azure_endpoint, azure_api_version=azure_api_version,
-            timeout=timeout, max_attempts=max_attempts, backoff_base=backoff_base,
+            timeout=timeout, max_attempts=max_attempts, backoff_base=backoff_base, patience=patience,
         )
         if check_key:  # fail fast on a missing key, before any work (a dry run needs none)
             self.config.resolve_key()
-        self.runner = Runner(concurrency=concurrency, rpm=rpm, tpm=tpm)
+        self.runner = Runner(concurrency=concurrency, rpm=rpm, tpm=tpm, patience=patience)
         if cache is True:
             self.cache: Cache | NullCache = Cache(default_cache_path())
         elif cache is False or cache is None:

@@ -1,8 +1,8 @@
 """Candidates and the filters that decide which synthetic queries are kept (pure logic).
 
 Every candidate ends in exactly one state: ``kept``, ``dropped`` (by the first filter that
-rejected it, with a reason) or ``unused`` (it passed every filter it met, but enough queries
-were already kept, so it was never judged). The filters run cheap-first so the only paid
+rejected it, with a reason) or ``unused`` (it passed every filter it met, but was not needed:
+enough queries were already kept, or a sibling from the same generation call was kept). The filters run cheap-first so the only paid
 filter, the answerability judge, sees only candidates that survived the free ones:
 
 1. ``pairing``      -- a two-passage style found no second passage;
@@ -57,6 +57,7 @@ class Candidate:
     dropped_by: str | None = None
     reason: str | None = None
     qid: str | None = None
+    draw: str | None = None  # the generation call it came from (siblings share one call)
     scores: dict[str, Any] = field(default_factory=dict)
     generation: dict[str, Any] = field(default_factory=dict)
     judgment: dict[str, Any] | None = None
@@ -75,7 +76,8 @@ class Candidate:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "id": self.id, "qid": self.qid, "status": self.status, "style": self.style,
+            "id": self.id, "qid": self.qid, "draw": self.draw or self.id, "status": self.status,
+            "style": self.style,
             "query": self.query, "reference": self.reference, "source_ids": list(self.sources),
             "pairing": self.pairing, "dropped_by": self.dropped_by, "reason": self.reason,
             "scores": dict(self.scores), "generation": dict(self.generation),

@@ -1,13 +1,20 @@
 """Synthetic test collections from a corpus: :func:`synthesize` (async) and :func:`synthesize_sync`.
 
 The pipeline, per run: sample passages (seeded, stratified, no short/boilerplate/duplicate
-text) -> plan candidates (``ceil(n * oversample)``, styles mixed by weight, two-passage styles
-paired with a BM25 neighbour sharing an entity) -> one LLM call per candidate writing the query
-*and* its reference answer -> free filters (copy, round trip, duplicates) -> the relevance
-judge on survivors only, in batches sized to what is still missing, so calls per kept query
-stay near ``oversample + 1`` -> qrels (sources at grade 3; optionally a judged pool) and RAG
-samples. Every LLM call goes through one :class:`ragjudge.llm.LLM` session: its cache makes a
-rerun (after a crash, or with more queries) free for everything already answered.
+text) -> plan *draws* (at most ``ceil(n * oversample)``; a draw is a style and its passage,
+two-passage styles paired with a BM25 neighbour sharing an entity) -> one LLM call per draw
+writing up to three candidate queries, each *with* its reference answer (the prompt's
+``maxItems``; ``v1`` prompts write one) -> free filters (copy, round trip, duplicates) on
+every candidate -> the relevance judge, best candidate of each draw first (the model's own
+order), a sibling only when the one before it failed, and at most one query kept per draw ->
+qrels (sources at grade 3; optionally a judged pool) and RAG samples.
+
+Why siblings: one call shares the passage's prompt tokens between three candidates, and a
+draw whose first candidate fails the judge usually still yields a query without a new
+generation call, so calls per kept query are about ``1/P(draw yields a query) + 1/p`` (``p``
+the judge's pass rate) instead of ``1/(f*p) + 1/p`` for one candidate per call. Every LLM
+call goes through one :class:`ragjudge.llm.LLM` session: its cache makes a rerun (after a
+crash, or with more queries) free for everything already answered.
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ __all__ = [
 DEFAULT_STYLES: dict[str, float] = {"question": 0.6, "keyword": 0.3, "multi": 0.1}
 #: The shipped prompt of each style.
 STYLE_PROMPTS: dict[str, str] = {
-    "question": "synth_question.v1", "keyword": "synth_keyword.v1", "multi": "synth_multi.v1",
+    "question": "synth_question.v2", "keyword": "synth_keyword.v2", "multi": "synth_multi.v2",
 }
 _ONE = ("passage",)
 _TWO = ("passage_a", "passage_b")
@@ -113,6 +120,28 @@ class _Style:
     name: str
     prompt: Prompt
     two: bool  # a two-passage style (passage_a, passage_b)
+    per_call: int | None  # candidates one reply may hold: 1 for {query, answer}, else maxItems
+
+    @property
+    def many(self) -> bool:
+        """The reply is ``{"queries": [{query, answer}, ...]}`` rather than ``{query, answer}``."""
+        return self.per_call != 1
+
+
+def _reply_shape(schema: Any) -> int | None | bool:
+    """``1`` for ``{query, answer}`` replies, ``maxItems`` (``None``: unbounded) for
+    ``{queries: [{query, answer}, ...]}``, ``False`` for anything else."""
+    def pair(s: Any) -> bool:
+        props = (s or {}).get("properties") or {} if isinstance(s, dict) else {}
+        return all((props.get(k) or {}).get("type") == "string" for k in ("query", "answer"))
+
+    if pair(schema):
+        return 1
+    arr = ((schema or {}).get("properties") or {}).get("queries") if isinstance(schema, dict) else None
+    if isinstance(arr, dict) and arr.get("type") == "array" and pair(arr.get("items")):
+        hi = arr.get("maxItems")
+        return int(hi) if isinstance(hi, int) and hi >= 1 else None
+    return False
 
 
 def _styles(weights: Mapping[str, float], prompts: Mapping[str, Any]) -> dict[str, _Style]:
@@ -132,12 +161,12 @@ def _styles(weights: Mapping[str, float], prompts: Mapping[str, Any]) -> dict[st
         if extra:
             raise InputError(f"{where} uses variable(s) synth cannot fill: {', '.join(extra)}",
                              source=prompt.source, field="variables")
-        props = prompt.output_schema.get("properties") or {}
-        for key in ("query", "answer"):
-            if (props.get(key) or {}).get("type") != "string":
-                raise InputError(f"{where}: the output schema needs a string field {key!r}",
-                                 source=prompt.source, field="output_schema")
-        out[name] = _Style(name, prompt, two)
+        shape = _reply_shape(prompt.output_schema)
+        if shape is False:
+            raise InputError(f"{where}: the output schema needs string fields 'query' and 'answer', "
+                             "or an array 'queries' of objects with them", source=prompt.source,
+                             field="output_schema")
+        out[name] = _Style(name, prompt, two, shape)
     return out
 
 
@@ -151,14 +180,31 @@ def _allocate(total: int, weights: Mapping[str, float]) -> list[str]:
     return [k for _, _, k in sorted(keyed)]
 
 
-def _reply(obj: Any) -> dict[str, str]:
-    query = " ".join(str(obj.get("query", "")).split())
-    answer = " ".join(str(obj.get("answer", "")).split())
+def _pair(obj: Any) -> dict[str, str] | str:
+    """A clean ``{query, answer}``, or why not."""
+    query = " ".join(str(obj.get("query", "")).split()) if isinstance(obj, dict) else ""
+    answer = " ".join(str(obj.get("answer", "")).split()) if isinstance(obj, dict) else ""
     if not query:
-        raise ValueError("the query is empty")
+        return "the query is empty"
     if not answer:
-        raise ValueError("the answer is empty")
+        return "the answer is empty"
     return {"query": query, "answer": answer}
+
+
+def _reply(obj: Any) -> list[dict[str, str] | str]:
+    """The candidates of one reply, in the model's order: each a clean ``{query, answer}`` or
+    the reason it is unusable (kept, so the accounting shows it). A reply with no usable
+    candidate fails as a whole, which earns it the session's repair turn."""
+    if isinstance(obj, dict) and isinstance(obj.get("queries"), list):
+        items = [_pair(x) for x in obj["queries"]]
+        if not any(isinstance(x, dict) for x in items):
+            raise ValueError("no usable candidate in the reply"
+                             + (f" ({items[0]})" if items else " (empty list)"))
+        return items
+    one = _pair(obj)
+    if isinstance(one, str):
+        raise ValueError(one)
+    return [one]
 
 
 # ----------------------------------------------------------------------------- the job
@@ -166,7 +212,8 @@ def _reply(obj: Any) -> dict[str, str]:
 class SynthPlan:
     """A dry run: what :func:`synthesize` would send (no network)."""
 
-    candidates: int
+    draws: int  # generation calls, at most
+    candidates: int  # candidate queries those calls may write, at most
     generation: dict[str, DryRun]
     judge: DryRun  # upper bound: every candidate judged
     sampling: SamplingReport
@@ -182,14 +229,29 @@ class SynthPlan:
         return None if any(c is None for c in costs) else sum(costs)  # type: ignore[misc]
 
     def describe(self) -> str:
-        gen = sum(d.calls for d in self.generation.values())
         cached = sum(d.cached for d in self.generation.values())
         ptoks = sum(d.prompt_tokens for d in self.generation.values()) + self.judge.prompt_tokens
         ctoks = sum(d.completion_tokens for d in self.generation.values()) + self.judge.completion_tokens
         cost = "unknown (no price for this model; pass --prices)" if self.cost is None else f"at most ${self.cost:.4f}"
-        return (f"dry run: {self.candidates} candidates from {self.sampling.eligible} eligible passages; "
-                f"{gen} generation calls ({cached} cached) + at most {self.judge.calls} judge calls "
-                f"to {self.model}; ~{ptoks} prompt + ~{ctoks} completion tokens; estimated cost {cost}")
+        return (f"dry run: at most {self.draws} generation calls ({cached} cached) writing up to "
+                f"{self.candidates} candidate queries from {self.sampling.eligible} eligible passages, "
+                f"+ at most {self.judge.calls} judge calls to {self.model} (every candidate judged; "
+                f"a run stops once N queries are kept); ~{ptoks} prompt + ~{ctoks} completion "
+                f"tokens; estimated cost {cost}")
+
+
+@dataclass
+class _Draw:
+    """One generation call: a style, its passage(s), the prompt variables, and the
+    candidates its reply held (a single placeholder until then, which also carries a
+    pairing, generation or budget drop)."""
+
+    id: str
+    style: str
+    sources: list[str]
+    variables: dict[str, Any]
+    cands: list[Candidate]
+    generated: bool = False
 
 
 @dataclass
@@ -203,8 +265,12 @@ class _Job:
     params: dict[str, Any]
     pool: PassagePool
     index: LexicalIndex
-    candidates: list[Candidate] = field(default_factory=list)
-    variables: dict[str, dict[str, Any]] = field(default_factory=dict)  # candidate id -> prompt vars
+    draws: list[_Draw] = field(default_factory=list)
+
+    @property
+    def candidates(self) -> list[Candidate]:
+        """Every candidate, in draw order then the model's order within a draw."""
+        return [c for d in self.draws for c in d.cands]
 
 
 def _corpus(corpus: Mapping[str, str] | str | Path) -> Mapping[str, str]:
@@ -274,9 +340,9 @@ def _prepare(
 
 
 def _plan(job: _Job, total: int, seed: int, max_chars: int) -> None:
-    """Candidates in their final order: a style per slot, an anchor passage per candidate
-    (fresh passages first; on a small corpus, a passage again only with another style), a
-    partner for two-passage styles."""
+    """Draws in their final order: a style per slot, an anchor passage per draw (fresh
+    passages first; on a small corpus, a passage again only with another style), a partner
+    for two-passage styles."""
     fresh = job.pool.draw()
     used: dict[str, set[str]] = {}  # passage -> styles it anchors
     width = max(4, len(str(total)))
@@ -288,8 +354,10 @@ def _plan(job: _Job, total: int, seed: int, max_chars: int) -> None:
                 continue
         used.setdefault(anchor, set()).add(style)
         st = job.styles[style]
-        c = Candidate(id=f"c{i + 1:0{width}d}", style=style, sources=[anchor])
-        job.candidates.append(c)
+        did = f"c{i + 1:0{width}d}"
+        c = Candidate(id=did, style=style, sources=[anchor], draw=did)
+        draw = _Draw(did, style, c.sources, {}, [c])
+        job.draws.append(draw)
         if st.two:
             found = job.pool.partner(anchor, job.index)
             if found is None:
@@ -301,9 +369,9 @@ def _plan(job: _Job, total: int, seed: int, max_chars: int) -> None:
         variables: dict[str, Any] = dict(zip(_TWO, texts)) if st.two else {"passage": texts[0]}
         if "examples" in st.prompt.variables:
             k = min(_EXAMPLES_PER_CALL, len(job.examples))
-            picked = random.Random(f"{seed}:{c.id}").sample(job.examples, k) if k else []
+            picked = random.Random(f"{seed}:{did}").sample(job.examples, k) if k else []
             variables["examples"] = "\n".join(f"- {q}" for q in picked) or _NO_EXAMPLES
-        job.variables[c.id] = variables
+        draw.variables = variables
 
 
 def _provenance(out: Outcome) -> dict[str, Any]:
@@ -315,27 +383,46 @@ def _provenance(out: Outcome) -> dict[str, Any]:
     }
 
 
-async def _generate(job: _Job, todo: list[Candidate], progress: bool) -> None:
+async def _generate(job: _Job, todo: list[_Draw], progress: bool) -> None:
     import asyncio
 
-    by_style: dict[str, list[Candidate]] = {}
-    for c in todo:
-        by_style.setdefault(c.style, []).append(c)
+    by_style: dict[str, list[_Draw]] = {}
+    for d in todo:
+        by_style.setdefault(d.style, []).append(d)
 
-    async def one(style: str, cands: list[Candidate]) -> None:
+    async def one(style: str, draws: list[_Draw]) -> None:
+        st = job.styles[style]
         outs = await job.llm.structured_many(
-            job.styles[style].prompt, [job.variables[c.id] for c in cands], validate=_reply,
+            st.prompt, [d.variables for d in draws], validate=_reply,
             desc=f"synth {style} ({job.llm.model})", progress=progress)
-        for c, out in zip(cands, outs):
-            c.generation = _provenance(out)
-            if out.ok:
-                c.query, c.reference = out.value["query"], out.value["answer"]
-            elif out.skipped:
-                c.drop("budget", "not generated: max cost reached")
-            else:
-                c.drop("generation", str(out.error))
+        for d, out in zip(draws, outs):
+            d.generated = True
+            first = d.cands[0]
+            first.generation = prov = _provenance(out)
+            if not out.ok:
+                if out.skipped:
+                    first.drop("budget", "not generated: max cost reached")
+                else:
+                    first.drop("generation", str(out.error))
+                continue
+            values = out.value
+            prov["candidates_in_call"] = len(values)
+            if not st.many:  # one candidate per call keeps the draw's id (v1 prompts)
+                only = values[0]
+                assert isinstance(only, dict)  # _reply raises for an unusable single candidate
+                first.query, first.reference = only["query"], only["answer"]
+                continue
+            d.cands = []
+            for j, v in enumerate(values, 1):
+                c = Candidate(id=f"{d.id}-{j}", style=style, sources=list(d.sources),
+                              pairing=first.pairing, draw=d.id, generation=dict(prov))
+                if isinstance(v, str):
+                    c.drop("generation", f"candidate {j} of the reply is unusable: {v}")
+                else:
+                    c.query, c.reference = v["query"], v["answer"]
+                d.cands.append(c)
 
-    await asyncio.gather(*(one(s, cs) for s, cs in by_style.items()))
+    await asyncio.gather(*(one(s, ds) for s, ds in by_style.items()))
 
 
 async def _judge(job: _Job, judge: LLMRelevanceJudge, batch: list[Candidate], min_grade: int,
@@ -352,13 +439,23 @@ async def _judge(job: _Job, judge: LLMRelevanceJudge, batch: list[Candidate], mi
                      budget=j.error == BUDGET_REASON)
 
 
+def _next_to_judge(draw: _Draw) -> Candidate | None:
+    """The draw's first candidate (the model's order) that survived the free filters and
+    awaits the judge, unless a sibling was already kept (one query per draw)."""
+    if any(c.kept for c in draw.cands):
+        return None
+    return next((c for c in draw.cands if c.pending and c.query is not None and c.checked
+                 and c.judgment is None), None)
+
+
 async def _rounds(job: _Job, judge: LLMRelevanceJudge, *, copy_span: int, roundtrip_k: int | None,
                   min_grade: int, min_confidence: float | None, progress: bool) -> None:
     """Generate and judge in rounds sized by what is still missing and the pass rates seen so
-    far, so a run stops paying once ``n`` queries are kept: the planned candidates are a cap
-    (``oversample``), not a quota. Decisions depend only on the replies, so a rerun from the
-    cache takes exactly the same path."""
-    cands = job.candidates
+    far, so a run stops paying once ``n`` queries are kept: the planned draws are a cap
+    (``oversample``), not a quota. A failed candidate's next sibling is judged before any new
+    draw is generated (one judge call is cheaper than a generation call plus a judge call).
+    Decisions depend only on the replies, so a rerun from the cache takes the same path."""
+    cands = job.candidates  # refreshed after each generation round
 
     def count(pred: Any) -> int:
         return sum(1 for c in cands if pred(c))
@@ -368,29 +465,42 @@ async def _rounds(job: _Job, judge: LLMRelevanceJudge, *, copy_span: int, roundt
         need = job.n - kept
         if need <= 0:
             break
-        ready = [c for c in cands if c.pending and c.query is not None]
+        ready = [c for c in map(_next_to_judge, job.draws) if c is not None]
+        # Batches are sized to what is missing at the pass rates seen so far, optimistic at
+        # first: a batch too small costs one more round trip, a batch too large costs calls
+        # whose queries are not needed.
         if ready:  # judge survivors of the free filters first
             judged = count(lambda c: c.judgment is not None)
-            rate = max(kept / judged, 0.2) if judged else 0.9
-            await _judge(job, judge, ready[: math.ceil(need / rate * 1.1)], min_grade, min_confidence)
+            rate = max(kept / judged, 0.2) if judged else 1.0
+            await _judge(job, judge, ready[: math.ceil(need / rate)], min_grade, min_confidence)
             continue
-        fresh = [c for c in cands if c.pending and not c.generation]
+        fresh = [d for d in job.draws if not d.generated and d.cands[0].pending]
         if not fresh:
             break
-        done = count(lambda c: bool(c.generation))
-        rate = max(kept / done, 0.15) if done else 0.85
-        await _generate(job, fresh[: math.ceil(need / rate * 1.1)], progress)
+        done = sum(1 for d in job.draws if d.generated)
+        rate = max(kept / done, 0.15) if done else 0.9  # kept queries per draw
+        await _generate(job, fresh[: math.ceil(need / rate * 1.05)], progress)
+        cands = job.candidates
         text_filters(cands, job.pool.tokens_of, job.index, copy_span=copy_span, roundtrip_k=roundtrip_k)
     kept = 0
-    for c in cands:  # the first n kept, in candidate order, stay; a batch's surplus is unused
-        if c.kept:
-            kept += 1
-            if kept > job.n:
-                c.status, c.reason = "unused", f"passed, but {job.n} queries were already kept"
-        elif c.pending:
+    for d in job.draws:  # the first n kept, in draw order, stay; a batch's surplus is unused
+        sibling = None
+        for c in d.cands:
+            if c.kept:
+                kept += 1
+                if kept > job.n:
+                    c.status, c.reason = "unused", f"passed, but {job.n} queries were already kept"
+                else:
+                    sibling = c.id
+        for c in d.cands:
+            if not c.pending:
+                continue
             c.status = "unused"
-            c.reason = (f"not judged: {job.n} queries already kept" if c.generation
-                        else f"not generated: {job.n} queries already kept")
+            if sibling is not None:
+                c.reason = f"not judged: {sibling}, from the same call, was kept (one query per draw)"
+            else:
+                c.reason = (f"not judged: {job.n} queries already kept" if c.generation
+                            else f"not generated: {job.n} queries already kept")
 
 
 def _llm(llm: LLM | None, model: str | None, options: Mapping[str, Any]) -> LLM:
@@ -432,7 +542,8 @@ async def synthesize(
     :class:`ragjudge.llm.LLM` options) generates and judges. ``styles``: weights per style
     (``"question=0.6,keyword=0.3,multi=0.1"``); ``prompts``: ``{style: prompt name/path}``
     overrides or adds styles; ``examples``: few-shot queries (list or file). ``oversample``:
-    candidates drawn per requested query. ``copy_span``: drop queries sharing this many
+    draws (generation calls, each writing up to the prompt's ``maxItems`` candidates; at most
+    one query is kept per draw) tried at most per requested query. ``copy_span``: drop queries sharing this many
     consecutive words with their passage (0: off); ``roundtrip_k``: the source must rank in
     BM25's top k (``None``: off); ``min_grade``: answerability threshold of the relevance
     judge; ``min_confidence``: optional logprob confidence threshold. ``judge_pool``: runs of
@@ -532,19 +643,20 @@ def estimate_synth(
         raise TypeError(f"unexpected argument(s): {', '.join(sorted(unknown))}")
     job = _prepare(corpus, n, llm, **{**defaults, **kwargs})
     judge = _judge_for(llm, judge_prompt, int(kwargs.get("min_grade", 2)), False)
-    gen = {}
-    for style, st in job.styles.items():
-        gen[style] = llm.estimate(st.prompt, [job.variables[c.id] for c in job.candidates
-                                              if c.style == style and c.pending])
+    live = [d for d in job.draws if d.cands[0].pending]
+    gen = {style: llm.estimate(st.prompt, [d.variables for d in live if d.style == style])
+           for style, st in job.styles.items()}
+    # every candidate judged: a draw writes up to its prompt's maxItems (3 when unbounded)
+    per = {d.id: job.styles[d.style].per_call or 3 for d in live}
     typical = "a typical synthetic query of about twelve words for estimating tokens"
-    judged = llm.estimate(judge.prompt, [{"query": f"{typical} {c.id}",
-                                          "passage": "\n\n".join(job.corpus[s] for s in c.sources)}
-                                         for c in job.candidates if c.pending])
-    return SynthPlan(len(job.candidates), gen, judged, job.pool.report, llm.model)
+    judged = llm.estimate(judge.prompt, [{"query": f"{typical} {d.id}-{j}",
+                                          "passage": "\n\n".join(job.corpus[s] for s in d.sources)}
+                                         for d in live for j in range(per[d.id])])
+    return SynthPlan(len(live), sum(per.values()), gen, judged, job.pool.report, llm.model)
 
 
 _LLM_OPTIONS = frozenset({
     "base_url", "api_key", "api_key_env", "azure_endpoint", "azure_api_version", "concurrency", "rpm",
     "tpm", "cache", "prices", "max_cost", "temperature", "max_tokens", "timeout", "max_attempts",
-    "backoff_base", "logprobs", "top_logprobs", "http_client", "check_key",
+    "backoff_base", "patience", "logprobs", "top_logprobs", "http_client", "check_key",
 })

@@ -82,6 +82,8 @@ class SynthResult:
         return {
             "requested": self.requested,
             "generated": sum(1 for c in self.candidates if c.query is not None),
+            "generation_calls": len({c.draw or c.id for c in self.candidates if c.generation
+                                     and not (c.dropped_by == "budget" and c.query is None)}),
             "candidates": len(self.candidates),
             "kept": kept,
             "dropped": status.get("dropped", 0),
@@ -111,8 +113,8 @@ class SynthResult:
     # -- renderers ------------------------------------------------------------------------
     def _headline(self) -> str:
         s = self.summary()
-        line = (f"synth: {s['kept']}/{s['requested']} queries kept from {s['generated']} generated "
-                f"({s['candidates']} candidates, {s['unused']} not needed)")
+        line = (f"synth: {s['kept']}/{s['requested']} queries kept from {s['generated']} candidates "
+                f"generated in {s['generation_calls']} calls ({s['unused']} not needed)")
         if not self.ok:
             line += f" -- FEWER THAN REQUESTED ({self.requested - s['kept']} short)"
         return line

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .lexical import LexicalIndex
-from .text import boilerplate_reason, jaccard, normalize, shingles, tokens
+from .text import boilerplate_reason, jaccard, shingles, tokens
 
 __all__ = ["PassagePool", "SamplingReport"]
 
