@@ -149,6 +149,22 @@ def test_filters_and_accounting_on_fixed_candidates() -> None:
     assert lines["pairing"].seen == len(cands)
 
 
+def test_siblings_drop_only_exact_repeats_of_each_other() -> None:
+    corpus = make_corpus(3)
+    pool = PassagePool(corpus, seed=0)
+    a1 = cand("d1-1", "why does sourdough rise without yeast from a packet", ["bread-0"])
+    a2 = cand("d1-2", "why does sourdough bread rise without packet yeast", ["bread-0"])  # near: kept
+    a3 = cand("d1-3", "Why does sourdough rise without yeast from a packet?", ["bread-0"])  # exact
+    b1 = cand("d2-1", "why does sourdough bread rise without any packet yeast", ["bread-1"])  # near d1
+    for c in (a1, a2, a3):
+        c.draw = "d1"
+    b1.draw = "d2"
+    text_filters([a1, a2, a3, b1], pool.tokens_of, None, near_duplicate=0.6)
+    assert a1.pending and a2.pending
+    assert a3.dropped_by == "duplicate" and "same query as d1-1" in (a3.reason or "")
+    assert b1.dropped_by == "duplicate" and "nearly" in (b1.reason or "")
+
+
 def test_text_filters_are_idempotent_across_rounds() -> None:
     corpus = make_corpus(2)
     index = LexicalIndex(corpus)

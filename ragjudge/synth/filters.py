@@ -12,7 +12,8 @@ filter, the answerability judge, sees only candidates that survived the free one
 5. ``roundtrip``    -- BM25 over the whole corpus does not rank every source in the top
                        ``roundtrip_k`` (Promptagator's round-trip consistency);
 6. ``duplicate``    -- same normalised query, or token-set Jaccard >= ``near_duplicate``,
-                       as an earlier surviving candidate;
+                       as an earlier surviving candidate (near: not a sibling from the
+                       same generation call, since siblings are never both kept);
 7. ``answerability``-- the relevance judge grades (query, sources) below ``min_grade``;
 8. ``confidence``   -- optional: the judge's probability of a grade >= ``min_grade`` (from
                        logprobs) is below ``min_confidence`` (InPars keeps the candidates the
@@ -146,9 +147,13 @@ def text_filters(
 
 
 def _dedup(cands: list[tuple[Candidate, bool]], threshold: float) -> None:
+    """Exact, then near duplicates of earlier survivors. Siblings (one generation call) are
+    never kept together, so among them only an exact repeat is dropped (it would get the same
+    verdict); a close rewording may still pass where its sibling fails."""
     exact: dict[str, str] = {}
     sets: dict[str, frozenset[str]] = {}
     postings: dict[str, list[str]] = {}
+    draw_of: dict[str, str] = {}
     for c, fresh in cands:
         norm = normalize(c.query or "")
         if fresh and norm in exact:
@@ -156,12 +161,15 @@ def _dedup(cands: list[tuple[Candidate, bool]], threshold: float) -> None:
             continue
         mine = frozenset(norm.split())
         near = None
+        draw = c.draw or c.id
         if fresh and len(mine) > 3:  # short keyword queries differ by one word on purpose
             counts: dict[str, int] = {}
             for t in mine:
                 for other in postings.get(t, ()):
                     counts[other] = counts.get(other, 0) + 1
             for other, inter in counts.items():
+                if draw_of[other] == draw:
+                    continue
                 if inter / (len(mine) + len(sets[other]) - inter) >= threshold:
                     near = other
                     break
@@ -169,6 +177,7 @@ def _dedup(cands: list[tuple[Candidate, bool]], threshold: float) -> None:
             c.drop("duplicate", f"nearly the same query as {near}")
             continue
         exact[norm] = c.id
+        draw_of[c.id] = draw
         sets[c.id] = mine
         for t in mine:
             postings.setdefault(t, []).append(c.id)
