@@ -50,7 +50,7 @@ def test_no_server_errors(live: ServerProcess) -> None:
         check()
     assert {200, 400, 404, 422} <= statuses  # the fuzz reached past the schema and the guards
     assert {"POST /v1/evaluate", "POST /v1/compare", "POST /v1/rag", "POST /v1/judge",
-            "GET /v1/jobs/{job_id}", "DELETE /v1/jobs/{job_id}", "GET /v1/metrics"} <= set(seen)
+            "POST /v1/synth", "GET /v1/jobs/{job_id}", "DELETE /v1/jobs/{job_id}", "GET /v1/metrics"} <= set(seen)
 
 
 _ids = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=6)

@@ -1,6 +1,6 @@
-"""Background jobs over HTTP against the loopback LLM simulator: judge and RAG jobs, results
-identical to the library's, cancellation, budget, and a server restart that resumes a job
-without paying for anything twice."""
+"""Background jobs over HTTP against the loopback LLM simulator: judge, RAG and synth jobs,
+results identical to the library's, cancellation, budget, and a server restart that resumes a
+job without paying for anything twice."""
 
 from __future__ import annotations
 
@@ -152,7 +152,7 @@ def test_restart_resumes_without_paying_twice(tmp_path: Path) -> None:
         db.close()
         assert status == "queued" and 12 <= done < 120 and stored == done
         assert sim.stats()["paid"] == stored  # nothing in flight was lost
-        with srv.start(), srv.client() as c:  # same state: the job resumes by itself
+        with srv, srv.client() as c:  # same state: the job resumes by itself
             state = wait_job(c, job["id"], timeout=120)
         assert state["status"] == "done", state
         assert state["result"]["summary"]["judged"] == 120
@@ -164,7 +164,7 @@ def test_restart_resumes_without_paying_twice(tmp_path: Path) -> None:
 def test_crash_resumes_after_the_lease(tmp_path: Path) -> None:
     with simulator_thread(latency=0.2, api_key=None) as sim:
         srv, job = _interrupt(tmp_path, sim, depth=1, concurrency=2, after=6, sig=signal.SIGKILL)
-        with srv.start(), srv.client() as c:
+        with srv, srv.client() as c:
             state = wait_job(c, job["id"], timeout=120)
         assert state["status"] == "done" and state["result"]["summary"]["judged"] == 60
         stats = sim.stats()
@@ -252,19 +252,27 @@ def test_job_state_without_the_result_and_embedding_check(tmp_path: Path) -> Non
         assert r.status_code == 400 and "embeddings model" in r.json()["detail"]
 
 
+def _stopped_mid_job(tmp: Path, sim: object, path: str, body: dict, done: int) -> tuple:
+    """Start a server with 2 LLM slots, post a job, SIGTERM the server once ``done`` requests
+    are answered: ``(server, job, state before the stop)``."""
+    srv = _server(tmp, sim, "--concurrency", "2").start()
+    try:
+        with srv.client() as c:
+            job = c.post(path, json=body).json()
+            first = wait_job(c, job["id"], until=lambda s: s["progress"]["done"] >= done)
+    finally:
+        srv.stop(signal.SIGTERM)
+    return srv, job, first
+
+
 def test_rag_job_resumes_after_a_restart(tmp_path: Path) -> None:
     samples = [json.loads(line) for line in (EX / "rag_samples.jsonl").read_text().splitlines() if line]
     with simulator_thread(latency=0.2, api_key=None) as sim:
-        srv = _server(tmp_path, sim, "--concurrency", "2").start()
-        try:
-            with srv.client() as c:
-                job = c.post("/v1/rag", json={"samples": samples, "metrics": ["context_relevance"]}).json()
-                first = wait_job(c, job["id"], until=lambda s: s["progress"]["done"] >= 4)
-                assert first["progress"]["total"] >= len(samples)
-        finally:
-            srv.stop(signal.SIGTERM)
+        srv, job, first = _stopped_mid_job(tmp_path, sim, "/v1/rag",
+                                           {"samples": samples, "metrics": ["context_relevance"]}, 4)
+        assert first["progress"]["total"] >= len(samples)
         paid_before = sim.stats()["paid"]
-        with srv.start(), srv.client() as c:
+        with srv, srv.client() as c:
             state = wait_job(c, job["id"], timeout=120)
         assert state["status"] == "done", state
         agg = state["result"]["aggregates"][0]
@@ -274,3 +282,134 @@ def test_rag_job_resumes_after_a_restart(tmp_path: Path) -> None:
         # cut off in flight are asked again
         assert 4 <= paid_before and stats["duplicate_paid"] <= 2
         assert stats["distinct_paid_bodies"] == stats["paid"] - stats["duplicate_paid"]
+
+
+# ----------------------------------------------------------------------------- synth jobs
+def _synth_body(n: int, **extra: object) -> dict:
+    return {"corpus": CORPUS, "n": n, "oversample": 3, **extra}
+
+
+def _library_synth(sim: object, n: int, **options: object) -> object:
+    from ragjudge.synth import synthesize_sync
+
+    llm = LLM("sim-model", base_url=sim.base_url, api_key="sim", cache=False)
+    return synthesize_sync(CORPUS, n, llm=llm, oversample=3, progress=False, **options)
+
+
+def test_synth_job_matches_the_library(tmp_path: Path) -> None:
+    from ragjudge.io import format_qrels
+
+    with simulator_thread(latency=0.0, api_key=None) as sim, _server(tmp_path, sim) as srv, \
+            srv.client() as c:
+        r = c.post("/v1/synth", json=_synth_body(6, styles="question=0.5,keyword=0.5"))
+        assert r.status_code == 202, r.text
+        job = r.json()
+        assert job["kind"] == "synth" and job["progress"]["total"] > 0
+        state = wait_job(c, job["id"], timeout=120)
+        assert state["status"] == "done", state
+        res = state["result"]
+        assert state["progress"]["fraction"] == 1.0
+        assert res["summary"]["kept"] == state["counts"]["kept"] == 6 and res["summary"]["ok"]
+        assert len(res["queries"]) == len(res["samples"]) == 6
+        assert {f["filter"] for f in res["filters"]} and res["params"]["n"] == 6
+        assert sum(c_["status"] == "kept" for c_ in res["candidates"]) == 6
+        assert state["usage"]["calls"] == res["summary"]["calls"] > 0
+        assert sim.stats()["duplicate_paid"] == 0
+        paid = sim.stats()["paid"]
+        # the library, asked directly with the same inputs, makes the same collection
+        lib = _library_synth(sim, 6, styles="question=0.5,keyword=0.5")
+        assert res["queries"] == lib.queries
+        assert res["qrels"] == format_qrels(lib.qrels)
+        assert res["samples"] == json.loads(json.dumps(lib.samples))
+        # the same job again costs nothing: every answer is in the server's cache
+        before = sim.stats()["paid"]
+        again = wait_job(c, c.post("/v1/synth", json=_synth_body(
+            6, styles="question=0.5,keyword=0.5")).json()["id"], timeout=120)
+        assert again["status"] == "done" and sim.stats()["paid"] == before
+        assert again["counts"]["calls"] == 0 and again["counts"]["cache_hits"] == paid
+        assert again["result"]["queries"] == res["queries"]
+        db = sqlite3.connect(tmp_path / "jobs.sqlite")
+        stored = json.loads(db.execute("SELECT request FROM jobs WHERE id = ?", (job["id"],)).fetchone()[0])
+        db.close()
+        assert stored["settings"]["model"] == "sim-model"
+
+
+def test_synth_dry_run_sends_nothing_and_starts_no_job(tmp_path: Path) -> None:
+    from ragjudge.synth import estimate_synth
+
+    with simulator_thread(latency=0.0, api_key=None) as sim, _server(tmp_path, sim) as srv, \
+            srv.client() as c:
+        r = c.post("/v1/synth", json={**_synth_body(10), "dry_run": True})
+        assert r.status_code == 200, r.text
+        est = r.json()
+        plan = estimate_synth(CORPUS, 10, model="sim-model", cache=False, check_key=False,
+                              oversample=3)
+        assert est["draws"] == plan.draws == 30 and est["calls"] == plan.calls > 30
+        assert est["candidates"] == plan.candidates and est["model"] == "sim-model"
+        assert est["cost"] is None and est["description"] == plan.describe()
+        assert set(est["generation"]) == {"question", "keyword", "multi"}
+        assert est["sampling"]["corpus"] == len(CORPUS)
+        assert c.get("/v1/jobs").json() == []  # nothing was started
+        assert sim.stats()["requests"] == 0  # nothing was sent
+
+
+def test_synth_bad_input_is_a_one_line_4xx(tmp_path: Path) -> None:
+    with simulator_thread(latency=0.0, api_key=None) as sim, \
+            _server(tmp_path, sim, "--max-pairs", "1000") as srv, srv.client() as c:
+        small = dict(list(CORPUS.items())[:20])
+        cases = [
+            ({"corpus": small, "n": 0}, 422, "n: Input should be greater than or equal to 1"),
+            ({"corpus": {}, "n": 1}, 422, "corpus: "),
+            ({"corpus": small, "n": 1, "oversample": 0.5}, 422, "oversample: "),
+            ({"corpus": small, "n": 1, "styles": "question=0.5,keyword=0.3"}, 400,
+             "styles: style weights sum to 0.8, not 1"),
+            ({"corpus": small, "n": 1, "styles": "poem=1"}, 400,
+             "styles: unknown style 'poem' (known: keyword, multi, question)"),
+            ({"corpus": small, "n": 1, "min_grade": 9}, 400, "min_grade: must be one of the judge's grades"),
+            ({"corpus": {"doc 1": "some text"}, "n": 1}, 400, "corpus: doc id 'doc 1' cannot be written"),
+            ({"corpus": small, "n": 40}, 413, "request has 1,200 corpus documents x draws"),
+            ({"corpus": small, "n": 1, "prompts": {"question": "/etc/passwd"}}, 422, "prompts: "),
+        ]
+        for body, status, start in cases:
+            for dry in (False, True):
+                r = c.post("/v1/synth", json={**body, "dry_run": dry})
+                assert r.status_code == status, (body, r.text)
+                detail = r.json()["detail"]
+                assert detail.startswith(start) and "\n" not in detail, detail
+        assert c.get("/v1/jobs").json() == [] and sim.stats()["requests"] == 0
+
+
+def test_synth_job_resumes_after_a_restart(tmp_path: Path) -> None:
+    with simulator_thread(latency=0.2, api_key=None) as sim:
+        srv, job, first = _stopped_mid_job(tmp_path, sim, "/v1/synth", _synth_body(8), 6)
+        assert first["status"] == "running"
+        paid_before = sim.stats()["paid"]
+        with srv, srv.client() as c:
+            state = wait_job(c, job["id"], timeout=120)
+        assert state["status"] == "done", state
+        assert state["result"]["summary"]["kept"] == 8
+        stats = sim.stats()
+        # answers that landed before the stop come from the cache; only the (at most 2) calls
+        # cut off in flight are asked again
+        assert 6 <= paid_before < stats["paid"] and stats["duplicate_paid"] <= 2
+        assert stats["distinct_paid_bodies"] == stats["paid"] - stats["duplicate_paid"]
+        assert state["usage"]["calls"] == stats["paid"]  # usage counts both runs
+        assert state["result"]["summary"]["calls"] == stats["paid"] - paid_before
+        # an interrupted job makes the collection an uninterrupted run makes
+        assert state["result"]["queries"] == _library_synth(sim, 8).queries
+
+
+def test_synth_cancel_stops_the_calls(tmp_path: Path) -> None:
+    import time
+
+    with simulator_thread(latency=0.3, api_key=None) as sim, \
+            _server(tmp_path, sim, "--concurrency", "2") as srv, srv.client() as c:
+        job = c.post("/v1/synth", json=_synth_body(8)).json()
+        wait_job(c, job["id"], until=lambda s: s["progress"]["done"] >= 2)
+        assert c.delete(f"/v1/jobs/{job['id']}").status_code == 200
+        state = wait_job(c, job["id"], timeout=30)
+        assert state["status"] == "cancelled" and state["result"] is None
+        paid = sim.stats()["paid"]
+        time.sleep(1.0)  # the job's own event loop (a worker thread) stopped too
+        assert sim.stats()["paid"] == paid and sim.stats()["inflight"] == 0
+        assert c.get("/v1/health").json()["jobs_running"] == 0

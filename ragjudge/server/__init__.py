@@ -1,9 +1,9 @@
 """The HTTP service (``ragjudge serve``; optional extra ``ragjudge[server]``).
 
 A thin FastAPI layer over the library: ``/v1/evaluate``, ``/v1/compare`` and ``/v1/rag`` return
-the library's own JSON; ``/v1/judge`` and LLM-graded ``/v1/rag`` run as background jobs whose
-state lives in SQLite beside the LLM cache and that resume after a restart without paying
-again. FastAPI and uvicorn are imported only here, never by the core.
+the library's own JSON; ``/v1/judge``, ``/v1/synth`` and LLM-graded ``/v1/rag`` run as
+background jobs whose state lives in SQLite beside the LLM cache and that resume after a
+restart without paying again. FastAPI and uvicorn are imported only here, never by the core.
 
     from ragjudge.server import ServerSettings, create_app
     app = create_app(ServerSettings(model="gpt-4o-mini"))

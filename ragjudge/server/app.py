@@ -30,10 +30,14 @@ from fastapi.security import HTTPBearer
 from .. import __version__
 from ..errors import MetricError, RagjudgeError
 from .catalog import metric_catalog
-from .jobs import FINAL, JobManager, JobStore, build_llm, job_view, judge_pairs, rag_inputs
+from .jobs import (
+    FINAL, JobManager, JobStore, build_llm, job_view, judge_pairs, rag_inputs, synth_inputs,
+    synth_plan,
+)
 from .models import (
     CompareBody, CompareRequest, DryRunBody, ErrorBody, EvaluateRequest, Health, JobState,
-    JudgeRequest, MetricInfo, RagReportBody, RagRequest, ReportBody, Version,
+    JudgeRequest, MetricInfo, RagReportBody, RagRequest, ReportBody, SynthDryRunBody,
+    SynthRequest, Version,
 )
 from .service import TooLarge, compare_json, evaluate_json
 from .settings import SETTINGS_ENV, ServerSettings
@@ -293,6 +297,23 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
             return _json(json.dumps({**dataclasses.asdict(est), "description": est.describe()}))
         req.settings.model = llm.model  # a restart with another --model must not switch models
         return _new_job(request, "judge", req, len(pairs))
+
+    @app.post("/v1/synth", dependencies=bearer, response_model=None, status_code=202,
+              tags=["jobs"], responses={202: {"model": JobState, "description": "The job"},
+                                        200: {"model": SynthDryRunBody, "description": "dry_run"}})
+    async def synth(req: SynthRequest, request: Request) -> Response:
+        """Start a synth job: `n` filtered synthetic queries from the corpus alone, as
+        `ragjudge synth`; the result holds the queries, qrels (TREC text), RAG samples, every
+        candidate and the accounting. With `dry_run`: the estimate only (200)."""
+        options = synth_inputs(req, limit)
+        llm = build_llm(settings, req.settings, check_key=not req.dry_run)
+        plan = await _cpu(synth_plan, req, options, llm)  # checks every input; sends nothing
+        if req.dry_run:
+            return _json(json.dumps({**dataclasses.asdict(plan), "calls": plan.calls,
+                                     "cost": plan.cost, "description": plan.describe()}))
+        req.settings.model = llm.model  # a restart with another --model must not switch models
+        total = sum(d.pairs for d in plan.generation.values()) + plan.judge.pairs
+        return _new_job(request, "synth", req, total)
 
     def _new_job(request: Request, kind: str, req: Any, total: int) -> Response:
         store: JobStore = request.app.state.store

@@ -1,4 +1,5 @@
-"""Background jobs of the HTTP service: LLM judging and LLM-graded RAG metrics.
+"""Background jobs of the HTTP service: LLM judging, LLM-graded RAG metrics, synthetic test
+collections.
 
 State lives in SQLite (``jobs.sqlite`` beside the LLM cache): the request, status, progress,
 cost, every judgment as it arrives, and the result. A job survives a server restart:
@@ -9,7 +10,8 @@ cost, every judgment as it arrives, and the result. A job survives a server rest
   the state resumes it.
 
 Resuming never pays twice: judged pairs are in the job's own table (and in the LLM cache),
-so only what is missing is asked; the budget (``max_cost``) counts what earlier runs spent.
+so only what is missing is asked; RAG and synth jobs (one library call each) replay answered
+calls from the LLM cache; the budget (``max_cost``) counts what earlier runs spent.
 Several worker processes share the store safely: a job is claimed atomically by one of them.
 """
 
@@ -18,22 +20,25 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import os
 import sqlite3
 import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from ..errors import InputError, RagjudgeError
-from .models import JudgeRequest, ModelSettings, RagRequest
+from .models import JudgeRequest, ModelSettings, RagRequest, SynthRequest
 from .service import check_pairs, load_qrels, load_run
 from .settings import ServerSettings
 
-__all__ = ["JobStore", "JobManager", "build_llm", "judge_pairs", "rag_inputs", "job_view"]
+__all__ = ["JobStore", "JobManager", "build_llm", "judge_pairs", "rag_inputs", "synth_inputs",
+           "synth_plan", "synth_result", "job_view"]
 
 log = logging.getLogger("ragjudge.server")
 
@@ -282,9 +287,112 @@ def rag_inputs(req: RagRequest, limit: int) -> tuple[Any, list[Any]]:
     return samples, metrics
 
 
+# Library errors name CLI flags; over HTTP they name the request fields.
+_SYNTH_FIELDS = {"-n": "n", "--styles": "styles", "--oversample": "oversample",
+                 "--roundtrip-k": "roundtrip_k", "--min-grade": "min_grade",
+                 "--min-confidence": "min_confidence", "--prompt": "styles"}
+
+
+@contextmanager
+def _synth_fields() -> Iterator[None]:
+    try:
+        yield
+    except InputError as exc:
+        if exc.field not in _SYNTH_FIELDS:
+            raise
+        message = exc.message.replace("; or give its prompt with --prompt STYLE=FILE", "")
+        raise InputError(message, source=exc.source, line=exc.line,
+                         field=_SYNTH_FIELDS[exc.field]) from None
+
+
+def synth_inputs(req: SynthRequest, limit: int) -> dict[str, Any]:
+    """The keyword arguments of :func:`ragjudge.synth.synthesize` for a request, after the
+    checks that cost nothing: the size limit (documents x draws: every candidate query is
+    ranked against the whole corpus) and docids that TREC qrels can hold."""
+    check_pairs(len(req.corpus) * math.ceil(req.n * req.oversample), limit,
+                "corpus documents x draws (n x oversample)")
+    for docid in req.corpus:
+        if not docid or docid.split() != [docid] or "\x00" in docid:
+            shown = docid if len(docid) <= 60 else docid[:57] + "..."
+            raise InputError(f"doc id {shown!r} cannot be written to TREC qrels (it is empty "
+                             "or contains whitespace)", field="corpus")
+    return {"styles": req.styles, "examples": req.examples, "oversample": req.oversample,
+            "seed": req.seed, "min_words": req.min_words, "copy_span": req.copy_span,
+            "roundtrip_k": req.roundtrip_k, "min_grade": req.min_grade,
+            "min_confidence": req.min_confidence}
+
+
+def synth_plan(req: SynthRequest, options: Mapping[str, Any], llm: Any) -> Any:
+    """The request's :class:`ragjudge.synth.SynthPlan` (dry run; checks every input, sends
+    nothing). CPU work: sampling and the BM25 index over the corpus."""
+    from ..synth import estimate_synth
+
+    with _synth_fields():
+        return estimate_synth(req.corpus, req.n, llm=llm, **options)
+
+
+def synth_result(result: Any) -> dict[str, Any]:
+    """A :class:`ragjudge.synth.SynthResult` as a job result: ``to_dict()`` plus the outputs
+    (``queries``, ``qrels`` as TREC text, ``samples``, every candidate)."""
+    from ..io import format_qrels
+
+    return {**result.to_dict(), "queries": result.queries,
+            "qrels": format_qrels(result.qrels) if len(result.qrels) else "",
+            "samples": result.samples, "candidates": [c.to_dict() for c in result.candidates]}
+
+
+async def _off_loop(make: Callable[[], Awaitable[Any]]) -> Any:
+    """Await ``make()`` on its own event loop in a worker thread, so CPU-bound steps inside
+    it (sampling, BM25) never stall the server's loop (leases, requests). Cancelling the
+    caller cancels it there and waits for it to stop."""
+    loop = asyncio.get_running_loop()
+    finished = asyncio.Event()
+    lock = threading.Lock()
+    box: dict[str, Any] = {}
+
+    async def main() -> Any:
+        with lock:
+            if box.get("cancel"):
+                raise asyncio.CancelledError
+            box["loop"], box["task"] = asyncio.get_running_loop(), asyncio.current_task()
+        return await make()
+
+    def work() -> None:
+        try:
+            box["result"] = asyncio.run(main())
+        except BaseException as exc:  # handed to the caller, cancellation included
+            box["error"] = exc
+        finally:
+            try:
+                loop.call_soon_threadsafe(finished.set)
+            except RuntimeError:  # the server's loop is gone
+                pass
+
+    threading.Thread(target=work, name="ragjudge-job", daemon=True).start()
+    try:
+        await finished.wait()
+    except asyncio.CancelledError:
+        with lock:
+            box["cancel"] = True
+            inner = box.get("loop"), box.get("task")
+        if inner[0] is not None:
+            try:
+                inner[0].call_soon_threadsafe(inner[1].cancel)
+            except RuntimeError:  # already finished
+                pass
+        await finished.wait()  # calls in flight are cancelled; answers so far are cached
+        raise
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
+
+
 # ----------------------------------------------------------------------------- running jobs
 class _Job:
     """One job being run by this process."""
+
+    #: One library call: cancelled as a whole, not between requests.
+    atomic = False
 
     def __init__(self, manager: JobManager, row: sqlite3.Row) -> None:
         self.manager = manager
@@ -318,6 +426,19 @@ class _Job:
         if now is None:
             return None
         return (spent_before or 0.0) + now
+
+    def _session_snapshot(self) -> dict[str, Any]:
+        """Progress from the LLM session's counters (jobs that are one library call)."""
+        done, counts, usage = 0, {}, dict(self.prior_usage)
+        if self.llm is not None:
+            st = self.llm.stats
+            done = min(self.total, st.calls + st.cache_hits + st.failed + st.skipped)
+            counts = {"calls": st.calls, "cache_hits": st.cache_hits, "retries": st.retries,
+                      "failed": st.failed, "skipped_budget": st.skipped}
+            u = self.llm.usage.to_dict()
+            usage = {k: usage.get(k, 0) + v for k, v in u.items()}
+        return {"done": done, "total": self.total, "counts": counts,
+                "cost": self._cost(self.prior_cost), "usage": usage}
 
 
 class JudgeJob(_Job):
@@ -440,6 +561,8 @@ class JudgeJob(_Job):
 class RagJob(_Job):
     """LLM-graded RAG metrics over all samples (one report); resumes through the LLM cache."""
 
+    atomic = True
+
     async def run(self) -> Any:
         from ..rag import evaluate_samples, plan_requests
 
@@ -457,19 +580,51 @@ class RagJob(_Job):
         return report.to_dict(per_sample=req.per_sample)
 
     def snapshot(self) -> dict[str, Any]:
-        done, counts, usage = 0, {}, dict(self.prior_usage)
-        if self.llm is not None:
-            st = self.llm.stats
-            done = min(self.total, st.calls + st.cache_hits + st.failed + st.skipped)
-            counts = {"calls": st.calls, "cache_hits": st.cache_hits, "retries": st.retries,
-                      "failed": st.failed, "skipped_budget": st.skipped}
-            u = self.llm.usage.to_dict()
-            usage = {k: usage.get(k, 0) + v for k, v in u.items()}
-        return {"done": done, "total": self.total, "counts": counts,
-                "cost": self._cost(self.prior_cost), "usage": usage}
+        return self._session_snapshot()
 
 
-_KINDS: dict[str, type[_Job]] = {"judge": JudgeJob, "rag": RagJob}
+class SynthJob(_Job):
+    """A synthetic test collection: one :func:`ragjudge.synth.synthesize` call, run off the
+    server's event loop; resumes through the LLM cache (a rerun replays answered calls).
+    Progress counts requests against the dry run's upper bound (every draw generated, every
+    candidate judged); the job usually stops earlier, once ``n`` queries are kept."""
+
+    atomic = True
+
+    def __init__(self, manager: JobManager, row: sqlite3.Row) -> None:
+        super().__init__(manager, row)
+        self.outcome: dict[str, Any] | None = None  # summary of the finished run
+
+    async def run(self) -> Any:
+        from ..synth import synthesize
+
+        req = SynthRequest.model_validate(self.request)
+        options = synth_inputs(req, self.settings.max_pairs)
+        llm = self.llm = build_llm(self.settings, req.settings, spent=self.prior_cost or 0.0)
+
+        async def main() -> dict[str, Any]:
+            try:
+                with _synth_fields():
+                    result = await synthesize(req.corpus, req.n, llm=llm, progress=False,
+                                              **options)
+                return synth_result(result)
+            finally:
+                await llm.aclose()
+
+        out = await _off_loop(main)
+        self.outcome = out["summary"]
+        return out
+
+    def snapshot(self) -> dict[str, Any]:
+        snap = self._session_snapshot()
+        if self.outcome is not None:  # finished: the requests it took are the total
+            snap["done"] = snap["total"] = (self.llm.stats.calls + self.llm.stats.cache_hits
+                                            + self.llm.stats.failed + self.llm.stats.skipped)
+            snap["counts"].update(kept=self.outcome["kept"], requested=self.outcome["requested"])
+        return snap
+
+
+_KINDS: dict[str, type[_Job]] = {"judge": JudgeJob, "rag": RagJob, "synth": SynthJob}
 
 
 class JobManager:
@@ -528,7 +683,7 @@ class JobManager:
         job.cancelling = True
         job.stop_new.set()
         if job.task is not None:
-            if isinstance(job, RagJob):
+            if job.atomic:
                 job.task.cancel()  # one library call: cannot stop between requests
             else:
                 asyncio.get_running_loop().call_later(CANCEL_GRACE, job.task.cancel)
@@ -579,7 +734,7 @@ class JobManager:
         jobs = list(self.running.values())
         for job in jobs:
             job.stop_new.set()
-            if isinstance(job, RagJob) and job.task is not None:
+            if job.atomic and job.task is not None:
                 job.task.cancel()  # one library call: cannot stop between requests
         tasks = [j.task for j in jobs if j.task is not None]
         if tasks:

@@ -10,8 +10,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "QrelsInput", "RunInput", "EvaluateRequest", "CompareRequest", "ModelSettings",
-    "JudgeRequest", "RagRequest", "JobState", "Progress", "MetricInfo", "ErrorBody",
-    "Health", "Version", "ReportBody", "CompareBody", "RagReportBody", "DryRunBody",
+    "JudgeRequest", "RagRequest", "SynthRequest", "JobState", "Progress", "MetricInfo",
+    "ErrorBody", "Health", "Version", "ReportBody", "CompareBody", "RagReportBody", "DryRunBody",
+    "SynthDryRunBody",
 ]
 
 _INT32 = 2**31 - 1
@@ -127,6 +128,37 @@ class RagRequest(_Request):
     settings: ModelSettings = Field(default_factory=ModelSettings)
 
 
+class SynthRequest(_Request):
+    """A synthetic test collection from a corpus alone (as ``ragjudge synth``): shipped
+    prompts only, no judge pool."""
+
+    corpus: dict[str, str] = Field(min_length=1, description=(
+        "{docid: passage text}; docids are written to TREC qrels (no whitespace)."))
+    n: int = Field(ge=1, le=10_000, description="Number of queries to keep.")
+    styles: Optional[str] = Field(default=None, max_length=1000, description=(
+        "Mix of query styles, weights summing to 1 (default question=0.6,keyword=0.3,multi=0.1)."))
+    examples: Optional[list[Annotated[str, Field(max_length=10_000)]]] = Field(
+        default=None, max_length=10_000, description=(
+            "Example queries of your users; a few go into each prompt (InPars-style)."))
+    oversample: float = Field(default=1.5, ge=1.0, le=100.0, description=(
+        "Generation calls (draws of up to three candidates each) at most per requested query."))
+    seed: int = Field(default=0, ge=0, le=2**32 - 1, description=(
+        "Seed of the passage sampling and of the few-shot example picks."))
+    roundtrip_k: Optional[int] = Field(default=20, ge=1, le=1_000_000, description=(
+        "BM25 must rank the source passage(s) in the top k (null: no round-trip filter)."))
+    min_grade: int = Field(default=2, ge=0, le=100, description=(
+        "Answerability: the judge's grade of (query, source) must be at least this."))
+    min_confidence: Optional[float] = Field(default=None, ge=0.0, le=1.0, description=(
+        "Also drop candidates whose P(grade >= min_grade) from logprobs is below this."))
+    copy_span: int = Field(default=7, ge=0, le=100_000, description=(
+        "Drop queries sharing this many consecutive words with their passage (0: off)."))
+    min_words: int = Field(default=12, ge=0, le=100_000, description=(
+        "Skip passages shorter than this many words."))
+    settings: ModelSettings = Field(default_factory=ModelSettings)
+    dry_run: bool = Field(default=False, description=(
+        "Only estimate: calls, tokens and cost (upper bounds); nothing is sent, no job."))
+
+
 # ----------------------------------------------------------------------------- responses
 class ErrorBody(BaseModel):
     detail: str = Field(description="One line: `field:line: name: message` for input errors.")
@@ -178,6 +210,21 @@ class DryRunBody(BaseModel):
     description: str
 
 
+class SynthDryRunBody(BaseModel):
+    """What a synth job would cost at most (``ragjudge synth --dry-run``); nothing is sent."""
+
+    model_config = ConfigDict(extra="allow")
+    draws: int
+    candidates: int
+    generation: dict[str, dict[str, Any]]
+    judge: dict[str, Any]
+    sampling: dict[str, Any]
+    model: str
+    calls: int
+    cost: Optional[float]
+    description: str
+
+
 class Progress(BaseModel):
     done: int
     total: int
@@ -186,7 +233,7 @@ class Progress(BaseModel):
 
 class JobState(BaseModel):
     id: str
-    kind: Literal["judge", "rag"]
+    kind: Literal["judge", "rag", "synth"]
     status: Literal["queued", "running", "done", "failed", "cancelled"]
     created: float
     updated: float
@@ -198,7 +245,8 @@ class JobState(BaseModel):
     error: Optional[str] = None
     result: Optional[dict[str, Any]] = Field(default=None, description=(
         "When done (or cancelled: what was judged): judge -> {qrels, judgments, summary}; "
-        "rag -> the RAG report."))
+        "rag -> the RAG report; synth -> {summary, filters, sampling, params, pool, queries, "
+        "qrels, samples, candidates}."))
 
 
 class MetricInfo(BaseModel):
