@@ -18,6 +18,7 @@ Several worker processes share the store safely: a job is claimed atomically by 
 from __future__ import annotations
 
 import asyncio
+import builtins
 import json
 import logging
 import math
@@ -171,7 +172,8 @@ class JobStore:
         self._run("INSERT INTO judgments (job, idx, record) VALUES (?, ?, ?)",
                   (job_id, idx, json.dumps(record)))
 
-    def judgments(self, job_id: str) -> list[tuple[int, dict[str, Any]]]:
+    # ``builtins.list``: inside this class ``list`` is the method above.
+    def judgments(self, job_id: str) -> builtins.list[tuple[int, dict[str, Any]]]:
         """Every stored judgment attempt of a job, oldest first (a retried pair appears twice)."""
         with self._lock:
             rows = self._db.execute("SELECT idx, record FROM judgments WHERE job = ? ORDER BY seq",
@@ -374,10 +376,10 @@ async def _off_loop(make: Callable[[], Awaitable[Any]]) -> Any:
     except asyncio.CancelledError:
         with lock:
             box["cancel"] = True
-            inner = box.get("loop"), box.get("task")
-        if inner[0] is not None:
+            inner_loop, inner_task = box.get("loop"), box.get("task")
+        if inner_loop is not None and inner_task is not None:
             try:
-                inner[0].call_soon_threadsafe(inner[1].cancel)
+                inner_loop.call_soon_threadsafe(inner_task.cancel)
             except RuntimeError:  # already finished
                 pass
         await finished.wait()  # calls in flight are cancelled; answers so far are cached

@@ -226,7 +226,8 @@ class SynthPlan:
     @property
     def cost(self) -> float | None:
         costs = [d.cost for d in self.generation.values()] + [self.judge.cost]
-        return None if any(c is None for c in costs) else sum(costs)  # type: ignore[misc]
+        known = [c for c in costs if c is not None]
+        return sum(known) if len(known) == len(costs) else None
 
     def describe(self) -> str:
         cached = sum(d.cached for d in self.generation.values())
