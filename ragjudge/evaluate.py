@@ -517,7 +517,7 @@ def evaluate_lists(
     specs: list[str] = []
     for spec in base:
         if k_list and _expandable(spec, rel):
-            specs.extend(f"{spec}@{k}" for k in k_list)
+            specs.extend(_with_cutoff(spec, k, rel) for k in k_list)
         else:
             specs.append(spec)
     measures = _metric_keys(specs, rel)
@@ -550,6 +550,18 @@ def _spec_list(metrics: MetricsArg) -> list[str]:
     for m in metrics or []:
         out.extend([str(m)] if isinstance(m, Measure) else split_metric_list(m))
     return out
+
+
+def _with_cutoff(spec: str, k: int, rel: int | None) -> str:
+    """``spec`` at cutoff ``k``: ``spec@k`` when that parses (``ndcg@5``, ``P@5``), else the
+    canonical spec with the cutoff (ranx's ``rbp.80`` -> ``rbp(gain=raw,p=0.8)@5``)."""
+    naive = f"{spec}@{k}"
+    try:
+        parse_measure(naive, rel=rel)
+    except MetricError:
+        m = parse_measure(spec, rel=rel)
+        return str(Measure(m.name, m.params, k))
+    return naive
 
 
 def _expandable(spec: str, rel: int | None) -> bool:

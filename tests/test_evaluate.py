@@ -271,6 +271,14 @@ def test_evaluate_lists_keeps_input_order_beyond_ten_examples() -> None:
     assert pooled["mrr"] == pytest.approx(11.5 / 12)
 
 
+def test_evaluate_lists_expands_peer_names_with_parameters() -> None:
+    # ranx's rbp.80 has no "@k" spelling of its own: the expansion uses the canonical spec
+    pooled, _ = evaluate_lists([["a"], ["b"]], [["x", "a"], ["b"]], ["rbp.80", "P"], k_list=(1, 2))
+    assert set(pooled) == {"rbp(gain=raw,p=0.8)@1", "rbp(gain=raw,p=0.8)@2", "P@1", "P@2"}
+    assert pooled["rbp(gain=raw,p=0.8)@1"] == pytest.approx(0.5 * 0.2)  # (0 + 0.2) / 2
+    assert pooled["rbp(gain=raw,p=0.8)@2"] == pytest.approx(0.5 * (0.2 * 0.8 + 0.2))
+
+
 def test_evaluate_lists_default_metrics_and_expansion() -> None:
     pooled, per = evaluate_lists([["a", "b"], ["c"]], [["b", "x", "a"], ["x", "y"]], k_list=(1, 3))
     assert list(pooled) == [f"{m}@{k}" for m in ("hit", "recall", "precision", "mrr", "ndcg")
