@@ -37,6 +37,7 @@ __all__ = [
     "randomization_tests",
     "bootstrap_ci",
     "bootstrap_cis",
+    "resampled_sums",
     "holm",
     "cohens_dz",
     "win_tie_loss",
@@ -262,6 +263,31 @@ def bootstrap_ci(
     return bootstrap_cis(x[None, :], n_resamples=n_resamples, confidence=confidence, seed=seed)[0]
 
 
+def resampled_sums(x: np.ndarray, n_resamples: int, seed: int | None) -> np.ndarray:
+    """``(n_resamples, k)`` sums of the rows of the ``(n, k)`` matrix ``x`` over bootstrap
+    resamples of its n rows (drawn with replacement, Efron & Tibshirani 1993).
+
+    A resample is a vector of multiplicities (how often each row was drawn), so the k sums
+    of a chunk of resamples are one matrix product, never a Python loop over resamples.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    n = x.shape[0]
+    if n < 1:
+        raise ValueError("the bootstrap needs at least one item")
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be positive, got {n_resamples}")
+    rng = np.random.default_rng(seed)
+    out = np.empty((n_resamples, x.shape[1]), dtype=np.float64)
+    rows = max(1, _CHUNK_CELLS // n)
+    for start in range(0, n_resamples, rows):
+        m = min(rows, n_resamples - start)
+        idx = rng.integers(0, n, size=(m, n))
+        flat = (idx + (np.arange(m, dtype=np.int64) * n)[:, None]).ravel()
+        mult = np.bincount(flat, minlength=m * n).reshape(m, n).astype(np.float64)
+        out[start : start + m] = mult @ x
+    return out
+
+
 def bootstrap_cis(
     matrix: Sequence[Sequence[float]] | np.ndarray,
     *,
@@ -283,15 +309,7 @@ def bootstrap_cis(
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     if n_resamples < 1:
         raise ValueError(f"n_resamples must be positive, got {n_resamples}")
-    rng = np.random.default_rng(seed)
-    means = np.empty((n_resamples, k), dtype=np.float64)
-    rows = max(1, _CHUNK_CELLS // n)
-    for start in range(0, n_resamples, rows):
-        m = min(rows, n_resamples - start)
-        idx = rng.integers(0, n, size=(m, n))
-        flat = (idx + (np.arange(m, dtype=np.int64) * n)[:, None]).ravel()
-        mult = np.bincount(flat, minlength=m * n).reshape(m, n).astype(np.float64)
-        means[start : start + m] = (mult @ X.T) / n
+    means = resampled_sums(X.T, n_resamples, seed) / n
     alpha = 1.0 - confidence
     q = np.quantile(means, [alpha / 2.0, 1.0 - alpha / 2.0], axis=0)
     # A constant sample has exactly that mean in every resample; keep it exact.

@@ -11,10 +11,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["Interval", "resampled_sums", "percentile_interval"]
+from ..stats import resampled_sums  # the one multiplicity resampler (bootstrap_cis uses it too)
 
-# Work budget of one chunk (matrix cells) of multiplicities; bounds memory on big collections.
-_CHUNK_CELLS = 2_000_000
+__all__ = ["Interval", "resampled_sums", "percentile_interval"]
 
 
 class Interval(NamedTuple):
@@ -26,27 +25,6 @@ class Interval(NamedTuple):
 
     def to_dict(self) -> dict[str, float | None]:
         return {"value": self.value, "ci_low": self.ci_low, "ci_high": self.ci_high}
-
-
-def resampled_sums(x: np.ndarray, n_resamples: int, seed: int | None) -> np.ndarray:
-    """``(n_resamples, k)`` sums of the rows of the ``(n, k)`` matrix ``x`` over bootstrap
-    resamples of its n rows (drawn with replacement, Efron & Tibshirani 1993)."""
-    x = np.asarray(x, dtype=np.float64)
-    n = x.shape[0]
-    if n < 1:
-        raise ValueError("the bootstrap needs at least one item")
-    if n_resamples < 1:
-        raise ValueError(f"n_resamples must be positive, got {n_resamples}")
-    rng = np.random.default_rng(seed)
-    out = np.empty((n_resamples, x.shape[1]), dtype=np.float64)
-    rows = max(1, _CHUNK_CELLS // n)
-    for start in range(0, n_resamples, rows):
-        m = min(rows, n_resamples - start)
-        idx = rng.integers(0, n, size=(m, n))
-        flat = (idx + (np.arange(m, dtype=np.int64) * n)[:, None]).ravel()
-        mult = np.bincount(flat, minlength=m * n).reshape(m, n).astype(np.float64)
-        out[start : start + m] = mult @ x
-    return out
 
 
 def percentile_interval(
