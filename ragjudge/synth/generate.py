@@ -252,7 +252,11 @@ class _Draw:
     sources: list[str]
     variables: dict[str, Any]
     cands: list[Candidate]
-    generated: bool = False
+
+    @property
+    def generated(self) -> bool:
+        """Its call was made (or skipped by the budget): the first candidate has provenance."""
+        return bool(self.cands[0].generation)
 
 
 @dataclass
@@ -397,7 +401,6 @@ async def _generate(job: _Job, todo: list[_Draw], progress: bool) -> None:
             st.prompt, [d.variables for d in draws], validate=_reply,
             desc=f"synth {style} ({job.llm.model})", progress=progress)
         for d, out in zip(draws, outs):
-            d.generated = True
             first = d.cands[0]
             first.generation = prov = _provenance(out)
             if not out.ok:
@@ -544,8 +547,8 @@ async def synthesize(
     (``"question=0.6,keyword=0.3,multi=0.1"``); ``prompts``: ``{style: prompt name/path}``
     overrides or adds styles; ``examples``: few-shot queries (list or file). ``oversample``:
     draws (generation calls, each writing up to the prompt's ``maxItems`` candidates; at most
-    one query is kept per draw) tried at most per requested query. ``copy_span``: drop queries sharing this many
-    consecutive words with their passage (0: off); ``roundtrip_k``: the source must rank in
+    one query is kept per draw) tried at most per requested query. ``copy_span``: drop
+    queries sharing this many consecutive words with their passage (0: off); ``roundtrip_k``: the source must rank in
     BM25's top k (``None``: off); ``min_grade``: answerability threshold of the relevance
     judge; ``min_confidence``: optional logprob confidence threshold. ``judge_pool``: runs of
     the kept queries whose top ``depth`` documents are judged into the qrels.
