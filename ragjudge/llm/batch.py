@@ -41,7 +41,7 @@ import openai
 
 from ..errors import LLMError
 from .cache import default_cache_path
-from .client import redact
+from .client import AttemptDeadline, redact, within_deadline
 from .budget import worst_case_prompt_tokens
 from .cost import Usage
 from .prompts import Prompt, load_prompt
@@ -82,6 +82,9 @@ class BatchOptions:
     completion_window: str = "24h"
     resubmit_failed: int = 1  # extra batch rounds for items the batch returned no answer for
     management_retries: int = 3  # SDK retries for upload / retrieve / download (never create)
+    #: seconds one management call (upload, create, status, a whole download) may take in all:
+    #: the HTTP timeout bounds each read, so a trickling server could otherwise stall the run
+    call_deadline: float = 900.0
 
 
 @dataclass(frozen=True)
@@ -324,7 +327,9 @@ class _BatchRunner:
 
     async def _call(self, what: str, coro: Any) -> Any:
         try:
-            return await coro
+            return await within_deadline(self.options.call_deadline, coro, redact(str(self.api.base_url)))
+        except AttemptDeadline as exc:
+            raise LLMError(redact(f"batch: {what} failed: {exc}")) from None
         except openai.APIStatusError as exc:
             if exc.status_code in NO_BATCH_API and what in ("upload", "create", "list"):
                 where = redact(str(self.api.base_url))

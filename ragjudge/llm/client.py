@@ -8,7 +8,8 @@ Retry policy
     (501 Not Implemented, 505, 506, 510, 511), timeouts, connection errors and 200 replies whose
     body is not a chat completion. Waits honour ``retry-after-ms`` / ``Retry-After`` (seconds
     or an HTTP date) plus a little jitter; otherwise "full jitter" exponential backoff (uniform
-    in ``[0, base * 2**n]``, capped). The timeout is per HTTP attempt and starts when the runner
+    in ``[0, base * 2**n]``, capped). The timeout bounds each HTTP attempt as a whole (connect, headers and
+    the entire body: a server trickling its body cannot stretch it) and starts when the runner
     lets the attempt go: time queued in our own runner never counts. Every attempt passes the
     runner's gate, so retries respect the rate limits and the circuit breaker too.
 Two budgets
@@ -60,6 +61,8 @@ __all__ = [
     "EmbeddingReply",
     "CallFailed",
     "UnsupportedFeature",
+    "AttemptDeadline",
+    "within_deadline",
     "Failure",
     "classify_failure",
     "redact",
@@ -115,6 +118,27 @@ class UnsupportedFeature(Exception):
 
 class _BadBody(Exception):
     """A 2xx reply whose body is not a chat completion (retried like a 5xx)."""
+
+
+class AttemptDeadline(Exception):
+    """An HTTP attempt that did not deliver its whole reply (connect, headers and body) within
+    its deadline: a server that trickles or stalls its body. Retried like a timeout."""
+
+    def __init__(self, seconds: float, url: str) -> None:
+        super().__init__(f"no complete reply within {seconds:g} s")
+        self.seconds = seconds
+        self.url = url
+
+
+async def within_deadline(seconds: float, awaitable: Any, url: str) -> Any:
+    """``await awaitable``, cancelled after ``seconds`` in all (:class:`AttemptDeadline`).
+
+    httpx's timeouts bound each read, so a body sent one byte at a time never times out; this
+    bounds the attempt as a whole."""
+    try:
+        return await asyncio.wait_for(awaitable, timeout=seconds)
+    except asyncio.TimeoutError:
+        raise AttemptDeadline(seconds, url) from None
 
 
 _SECRETS: set[str] = set()
@@ -379,6 +403,8 @@ def _request_url(exc: BaseException) -> str:
 def classify_failure(exc: BaseException) -> Failure:
     """Tell an unreachable server from a slow one from an HTTP error, for the runner's
     circuit breaker and adaptive concurrency (no openai or httpx types leak out)."""
+    if isinstance(exc, AttemptDeadline):
+        return Failure("timeout", str(exc), exc.url)
     url = _request_url(exc)
     status = _status(exc)
     if status is not None:
@@ -431,7 +457,7 @@ def _raw_server_message(exc: BaseException) -> str:
 
 
 def _retryable(exc: BaseException) -> bool:
-    if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError, _BadBody)):
+    if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError, _BadBody, AttemptDeadline)):
         return True
     status = _status(exc)
     if status is None:
@@ -453,6 +479,8 @@ def _describe(exc: BaseException) -> str:
         return "connection error"
     if isinstance(exc, _BadBody):
         return f"malformed reply body ({exc})"
+    if isinstance(exc, AttemptDeadline):
+        return f"timeout ({exc})"
     status = _status(exc)
     if status is not None:
         return f"HTTP {status}: {redact(_raw_server_message(exc))}"
@@ -579,7 +607,7 @@ class LLMClient:
                     call.attempts += 1
                     call.ticket = None
                     return await once(call)
-        except (openai.APIError, _BadBody) as exc:
+        except (openai.APIError, _BadBody, AttemptDeadline) as exc:
             raise self._final(exc, call.attempts) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -597,7 +625,12 @@ class LLMClient:
             call.ticket = ticket
             start = time.monotonic()
             try:
-                raw = await resource.with_raw_response.create(**body, timeout=self.config.timeout)
+                # The SDK reads the whole body inside create(): the deadline covers connect,
+                # headers and body, whatever pace the server sends them at.
+                raw = await within_deadline(
+                    self.config.timeout,
+                    resource.with_raw_response.create(**body, timeout=self.config.timeout),
+                    self.endpoint)
             except openai.APIStatusError as exc:
                 if observe is not None:
                     observe(exc.response.headers, exc.status_code)
@@ -623,7 +656,7 @@ class LLMClient:
         """Map the last exception to what callers handle: LLMError, UnsupportedFeature, CallFailed."""
         status = _status(exc)
         if _retryable(exc):
-            return CallFailed(f"gave up after {attempts} attempt(s): {_describe(exc)}", attempts=attempts,
+            return CallFailed(redact(f"gave up after {attempts} attempt(s): {_describe(exc)}"), attempts=attempts,
                               kind=FailureKind.MALFORMED if isinstance(exc, _BadBody) else FailureKind.RETRIES_EXHAUSTED)
         if status is None:  # an SDK error without an HTTP status: this item fails, the run goes on
             return CallFailed(f"client error: {_describe(exc)}", attempts=attempts, kind=FailureKind.MALFORMED)

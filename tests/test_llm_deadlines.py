@@ -1,0 +1,171 @@
+"""No attempt outlives its deadline: a server that sends its headers and then trickles or stalls
+its body fails the attempt as a timeout, retried within the budget, and the run ends."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from ragjudge.judges import LLMRelevanceJudge
+from ragjudge.llm import LLM
+from ragjudge.llm.client import AttemptDeadline, CallFailed, ClientConfig, LLMClient, classify_failure
+
+_REPLY = json.dumps({
+    "id": "x", "object": "chat.completion", "model": "m", "created": 0,
+    "choices": [{"index": 0, "finish_reason": "stop",
+                 "message": {"role": "assistant", "content": json.dumps({"grade": 2})}}],
+    "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13},
+}).encode()
+
+
+class _Trickler:
+    """A loopback HTTP server whose replies send headers at once and then the body one byte
+    every ``pace`` seconds (``stall=True``: a few bytes, then nothing until the client goes)."""
+
+    def __init__(self, *, pace: float = 0.2, stall: bool = False) -> None:
+        self.pace = pace
+        self.stall = stall
+        self.requests = 0
+        self.loop = asyncio.new_event_loop()
+        self.port = 0
+        self._ready = threading.Event()
+        self._stop: asyncio.Event | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = 0
+            for line in head.decode("latin-1").split("\r\n"):
+                if line.lower().startswith("content-length:"):
+                    length = int(line.split(":", 1)[1])
+            await reader.readexactly(length)
+            self.requests += 1
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                         b"content-length: %d\r\n\r\n" % len(_REPLY))
+            await writer.drain()
+            for i, byte in enumerate(_REPLY):
+                if self.stall and i >= 5:
+                    await asyncio.sleep(60)  # bounded: the server thread is a daemon anyway
+                    break
+                writer.write(bytes([byte]))
+                await writer.drain()
+                await asyncio.sleep(self.pace)
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+
+        async def main() -> None:
+            self._stop = asyncio.Event()
+            server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+            self.port = server.sockets[0].getsockname()[1]
+            self._ready.set()
+            async with server:
+                try:
+                    await asyncio.wait_for(self._stop.wait(), timeout=120)
+                except asyncio.TimeoutError:
+                    pass
+            current = asyncio.current_task()
+            handlers = [t for t in asyncio.all_tasks() if t is not current]
+            for t in handlers:
+                t.cancel()
+            await asyncio.gather(*handlers, return_exceptions=True)
+
+        self.loop.run_until_complete(main())
+        self.loop.close()
+
+    def __enter__(self) -> _Trickler:
+        self.thread.start()
+        assert self._ready.wait(10)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._stop is not None:
+            self.loop.call_soon_threadsafe(self._stop.set)
+        self.thread.join(10)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+
+@contextmanager
+def _trickler(**kw: object) -> Iterator[_Trickler]:
+    with _Trickler(**kw) as server:  # type: ignore[arg-type]
+        yield server
+
+
+@pytest.mark.parametrize("stall", [False, True], ids=["trickle", "stall"])
+def test_a_trickling_body_fails_the_attempt_at_its_deadline(stall: bool) -> None:
+    with _trickler(stall=stall) as server:
+        client = LLMClient(ClientConfig(model="m", base_url=server.url, api_key="k", timeout=1.0,
+                                        max_attempts=2, backoff_base=0.01))
+
+        async def main() -> float:
+            t0 = time.monotonic()
+            with pytest.raises(CallFailed) as info:
+                await client.complete({"model": "m", "messages": [{"role": "user", "content": "q"}]})
+            await client.close()
+            assert "no complete reply within 1 s" in info.value.reason
+            assert info.value.attempts == 2
+            return time.monotonic() - t0
+
+        elapsed = asyncio.run(main())
+        # Two attempts of one second each, not the ~60 s the body would take to arrive.
+        assert elapsed < 30
+        assert server.requests == 2
+
+
+def test_the_deadline_is_a_timeout_for_the_runner() -> None:
+    failure = classify_failure(AttemptDeadline(5.0, "http://h/v1"))
+    assert failure.kind == "timeout" and "5 s" in failure.reason
+
+
+def test_a_judge_facing_a_trickling_server_ends_with_every_pair_failed_with_its_reason(
+        tmp_path: Path) -> None:
+    with _trickler() as server:
+        llm = LLM(model="m", base_url=server.url, api_key="k", timeout=0.5, max_attempts=2,
+                  backoff_base=0.01, cache=None)
+        judge = LLMRelevanceJudge(llm=llm, progress=False)
+        pairs = [("q1", "d1", "what is x", "x is y"), ("q1", "d2", "what is x", "z")]
+        judgments = judge.sync.judge_many(pairs)
+        assert len(judgments) == 2
+        for j in judgments:
+            assert j.grade is None
+            assert "no complete reply within 0.5 s" in (j.error or "")
+
+
+@pytest.mark.slow
+def test_the_judge_command_ends_against_a_trickling_server(tmp_path: Path) -> None:
+    (tmp_path / "q.jsonl").write_text('{"_id": "q1", "text": "what is x"}\n')
+    (tmp_path / "c.jsonl").write_text('{"_id": "d1", "text": "x is y"}\n{"_id": "d2", "text": "z"}\n')
+    (tmp_path / "run").write_text("q1 Q0 d1 1 2.0 r\nq1 Q0 d2 2 1.0 r\n")
+    with _trickler() as server:
+        env = {**os.environ, "OPENAI_API_KEY": "k"}
+        proc = subprocess.run(
+            [sys.executable, "-m", "ragjudge", "judge", "--run", str(tmp_path / "run"), "--queries",
+             str(tmp_path / "q.jsonl"), "--corpus", str(tmp_path / "c.jsonl"), "--model", "m",
+             "--base-url", server.url, "--timeout", "1", "--max-attempts", "2", "--no-cache",
+             "-o", str(tmp_path / "out.qrels"), "--judgments", str(tmp_path / "j.jsonl"),
+             "--no-progress"],
+            capture_output=True, text=True, timeout=120, env=env)
+    assert "Traceback" not in proc.stderr
+    assert proc.returncode != 0  # every pair failed: a run that mostly failed exits non-zero
+    assert "2 of 2 judgments failed" in proc.stderr
+    lines = [json.loads(line) for line in (tmp_path / "j.jsonl").read_text().splitlines()]
+    assert len(lines) == 2
+    assert all("no complete reply within 1 s" in (rec["error"] or "") for rec in lines)
