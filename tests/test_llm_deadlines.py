@@ -4,7 +4,9 @@ its body fails the attempt as a timeout, retried within the budget, and the run 
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -13,8 +15,11 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
+import respx
+from test_llm_fakes import BASE, SECRET, URL, error, grade_reply, ok
 
 from ragjudge.judges import LLMRelevanceJudge
 from ragjudge.llm import LLM
@@ -169,3 +174,55 @@ def test_the_judge_command_ends_against_a_trickling_server(tmp_path: Path) -> No
     lines = [json.loads(line) for line in (tmp_path / "j.jsonl").read_text().splitlines()]
     assert len(lines) == 2
     assert all("no complete reply within 1 s" in (rec["error"] or "") for rec in lines)
+
+
+# -- waits are bounded by the patience and said --------------------------------------------
+def _far_date(seconds: float) -> str:
+    return email.utils.formatdate(time.time() + seconds, usegmt=True)
+
+
+def test_a_retry_after_beyond_the_patience_fails_at_once_with_its_reason(
+        httpx2_mock: respx.Router, tmp_path: Path) -> None:
+    route = httpx2_mock.post(URL).mock(
+        return_value=error(429, "slow down", headers={"retry-after": _far_date(3600)}))
+    llm = LLM("judge-model", base_url=BASE, api_key=SECRET, cache=tmp_path / "c.sqlite",
+              backoff_base=0.001, patience=30)
+
+    async def go() -> Any:
+        try:
+            return await llm.structured("relevance.v1", {"query": "q", "passage": "p"})
+        finally:
+            await llm.aclose()
+
+    t0 = time.monotonic()
+    out = asyncio.run(go())
+    assert time.monotonic() - t0 < 20  # not an hour, not even the patience
+    assert not out.ok
+    assert "asked to wait" in out.error and "Retry-After" in out.error and "--patience 30" in out.error
+    assert route.call_count == 1
+
+
+def test_a_long_wait_is_said_once_on_stderr(httpx2_mock: respx.Router, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch,
+                                           caplog: pytest.LogCaptureFixture) -> None:
+    import ragjudge.llm.client as client_mod
+
+    monkeypatch.setattr(client_mod, "LONG_WAIT", 0.2)  # the real threshold is ~10 s
+    route = httpx2_mock.post(URL)
+    route.side_effect = [error(429, "slow down", headers={"retry-after": "1"}), ok(grade_reply(2))]
+    llm = LLM("judge-model", base_url=BASE, api_key=SECRET, cache=tmp_path / "c.sqlite",
+              backoff_base=0.001)
+
+    async def go() -> Any:
+        try:
+            return await llm.structured("relevance.v1", {"query": "q", "passage": "p"})
+        finally:
+            await llm.aclose()
+
+    with caplog.at_level(logging.WARNING, logger="ragjudge.llm"):
+        out = asyncio.run(go())
+    assert out.ok
+    lines = [r.getMessage() for r in caplog.records if "waiting" in r.getMessage()]
+    assert len(lines) == 1
+    assert lines[0].startswith("rate limited by http://llm.test/v1")
+    assert "waiting 1 s (Retry-After)" in lines[0]

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import logging
 import math
 import os
 import random
@@ -70,6 +71,10 @@ __all__ = [
     "retry_after_seconds",
 ]
 
+log = logging.getLogger("ragjudge.llm")
+
+#: A retry wait this long (seconds) or longer is said on stderr.
+LONG_WAIT = 10.0
 RETRY_STATUS = frozenset({408, 409, 429})
 # 5xx that say the server cannot ever do this (not implemented, misconfigured): never retried.
 PERMANENT_STATUS = frozenset({501, 505, 506, 510, 511})
@@ -364,6 +369,10 @@ def _status(exc: BaseException) -> int | None:
     return exc.status_code if isinstance(exc, openai.APIStatusError) else None
 
 
+def _headers(exc: BaseException | None) -> Mapping[str, str] | None:
+    return exc.response.headers if isinstance(exc, openai.APIStatusError) else None
+
+
 class Failure(NamedTuple):
     """What a failed HTTP attempt says about the server (see :func:`classify_failure`).
 
@@ -499,6 +508,8 @@ class _Call:
     attempts: int = 0
     counted: int = 0
     ticket: Any = None
+    #: (seconds the server asked to wait, patience left) when a Retry-After outran the patience
+    refused_wait: tuple[float, float] | None = None
 Observer = Callable[[Mapping[str, str], int], None]
 
 
@@ -530,6 +541,7 @@ class LLMClient:
         else:
             self.openai = openai.AsyncOpenAI(base_url=config.resolved_base_url(), **common)
         self.retries = 0
+        self._said_wait_at = -math.inf
 
     @property
     def endpoint(self) -> str:
@@ -539,14 +551,28 @@ class LLMClient:
     async def close(self) -> None:
         await self.openai.close()
 
+    def _say_wait(self, wait: float, exc: BaseException | None) -> None:
+        """One stderr line for a wait of :data:`LONG_WAIT` s or more (at most one per
+        :data:`LONG_WAIT` s, however many requests wait at once): a long pause is never silent."""
+        now = time.monotonic()
+        if now - self._said_wait_at < LONG_WAIT:
+            return
+        self._said_wait_at = now
+        status = _status(exc) if exc is not None else None
+        if status == 429:
+            why = "Retry-After" if retry_after_seconds(_headers(exc)) is not None else "HTTP 429"
+            log.warning("rate limited by %s: waiting %.0f s (%s)", self.endpoint, wait, why)
+        else:
+            why = _describe(exc) if exc is not None else "retry"
+            log.warning("%s failed (%s): waiting %.0f s before retrying", self.endpoint, why, wait)
+
     def _wait(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
         if exc is not None and classify_failure(exc).kind == "unreachable":
             # The runner's circuit breaker paces an outage (one probe at a time, backing off):
             # a long backoff here would only delay the resume once the server is back.
             return random.uniform(0, min(1.0, self.config.max_wait))
-        headers = exc.response.headers if isinstance(exc, openai.APIStatusError) else None
-        after = retry_after_seconds(headers)
+        after = retry_after_seconds(_headers(exc))
         if after is not None:
             # Honour the server; the small jitter keeps a crowd of waiters from returning at once.
             return min(after, self.config.max_wait) + random.uniform(0, 0.05 + 0.1 * after)
@@ -584,6 +610,10 @@ class LLMClient:
             self.retries += 1
             if self._on_retry is not None:
                 self._on_retry()
+            wait = state.next_action.sleep if state.next_action is not None else 0.0
+            if wait >= LONG_WAIT:
+                exc = state.outcome.exception() if state.outcome else None
+                self._say_wait(wait, exc)
 
         def stop(state: RetryCallState) -> bool:
             exc = state.outcome.exception() if state.outcome else None
@@ -591,7 +621,16 @@ class LLMClient:
                 call.counted += 1
             if call.counted >= max(1, self.config.max_attempts):
                 return True
-            return time.monotonic() - first >= self.config.patience
+            left = self.config.patience - (time.monotonic() - first)
+            if left <= 0:
+                return True
+            after = retry_after_seconds(_headers(exc)) if exc is not None else None
+            if after is not None and after > left:
+                # Honour the server up to the patience, never past it: a Retry-After an hour
+                # ahead ends this request now, with its reason, instead of a silent hour.
+                call.refused_wait = (after, left)
+                return True
+            return False
 
         retrying = AsyncRetrying(
             stop=stop,
@@ -608,6 +647,12 @@ class LLMClient:
                     call.ticket = None
                     return await once(call)
         except (openai.APIError, _BadBody, AttemptDeadline) as exc:
+            if call.refused_wait is not None:
+                after, left = call.refused_wait
+                raise CallFailed(
+                    f"rate limited by {self.endpoint}: the server asked to wait {after:.0f} s "
+                    f"(Retry-After), more than the {max(left, 0.0):.0f} s of patience left "
+                    f"(--patience {self.config.patience:g})", attempts=call.attempts) from None
             raise self._final(exc, call.attempts) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
