@@ -27,7 +27,7 @@ from typing import Any
 from ..errors import InputError, LLMError
 from .budget import Admission, Budget, check_finite, worst_case_prompt_tokens
 from .cache import Cache, NullCache, cache_key, default_cache_path
-from .client import CallFailed, ClientConfig, Completion, EmbeddingReply, LLMClient, UnsupportedFeature
+from .client import CallFailed, ClientConfig, Completion, EmbeddingReply, LLMClient, UnsupportedFeature, redact_url
 from .cost import PriceTable, Usage, estimate_tokens
 from .progress import Progress
 from .prompts import Prompt, load_prompt
@@ -166,7 +166,7 @@ class LLM:
 
     # -- plumbing --------------------------------------------------------------------
     def __repr__(self) -> str:
-        return f"LLM(model={self.model!r}, endpoint={self.config.resolved_base_url() or 'openai'!r})"
+        return f"LLM(model={self.model!r}, endpoint={redact_url(self.config.resolved_base_url()) or 'openai'!r})"
 
     @property
     def max_cost(self) -> float | None:
@@ -496,7 +496,7 @@ class LLM:
         """Drop a feature the server rejected (once per session), or give up."""
         if exc.feature == "response_format":
             if fmt + 1 >= len(FORMATS):
-                raise LLMError(f"{self.config.resolved_base_url() or 'the server'} rejected the request: {exc}")
+                raise LLMError(f"{redact_url(self.config.resolved_base_url()) or 'the server'} rejected the request: {exc}")
             nxt = fmt + 1
             if FORMATS[nxt] == "json_schema_basic" and not _SCHEMA_KEYWORDS.search(str(exc)):
                 nxt += 1  # the server lacks json_schema itself, not some of its keywords
@@ -505,7 +505,7 @@ class LLM:
                 self.stats.fallbacks.append(f"response_format -> {FORMATS[nxt]}")
             return
         if exc.feature in dropped:
-            raise LLMError(f"{self.config.resolved_base_url() or 'the server'} rejected the request: {exc}")
+            raise LLMError(f"{redact_url(self.config.resolved_base_url()) or 'the server'} rejected the request: {exc}")
         if exc.feature not in self._drop:
             self._drop.add(exc.feature)
             self.stats.fallbacks.append(
@@ -571,7 +571,7 @@ class LLM:
                     return Embeddings(None, f"embedding call failed: {exc.reason}", model, usage, cached,
                                       _call_failed_kind(exc))
                 except UnsupportedFeature as exc:
-                    raise LLMError(f"{self.config.resolved_base_url() or 'the server'} rejected the "
+                    raise LLMError(f"{redact_url(self.config.resolved_base_url()) or 'the server'} rejected the "
                                    f"embeddings request: {exc}") from None
                 except LLMError:
                     raise
