@@ -84,8 +84,11 @@ def test_malformed_reply_is_retried_and_failure_is_data(httpx2_mock: respx.Route
     llm = make_llm(tmp_path, max_attempts=2)
     got = embed(llm, ["alpha"])
     assert not got.ok and got.vectors is None
-    assert got.error.startswith("embedding call failed: gave up after 2 attempt(s)")
+    assert got.error == ("embedding call failed: malformed reply body (embeddings reply has 0 vectors "
+                         "for 1 inputs) (after 2 unusable replies)")
     assert route.call_count == 2 and llm.stats.failed == 1
+    # Both replies were billed: both are counted, at the usage they state.
+    assert got.usage.calls == 2 and got.usage.prompt_tokens == 2
     assert embedding_key("emb-model", "alpha") not in Cache(tmp_path / "cache.sqlite")  # failures not cached
 
 

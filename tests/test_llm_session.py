@@ -174,18 +174,23 @@ def test_malformed_reply_gets_one_repair(httpx2_mock: respx.Router, tmp_path: Pa
 def test_unparsable_after_repairs_is_a_failure(httpx2_mock: respx.Router, tmp_path: Path) -> None:
     route = httpx2_mock.post(URL)
     route.side_effect = [ok(completion("I cannot decide.")), ok(completion("Still unsure.")),
-                         ok(completion("No idea."))]
-    llm = make_llm(tmp_path)
+                         ok(completion("No idea.")), ok(completion("Maybe.")), ok(completion("Hmm.")),
+                         ok(completion("Pass."))]
+    llm = make_llm(tmp_path, max_attempts=5)
     out = ask(llm)
     assert out.value is None
-    assert out.error == "unparsable reply after 2 repairs: no JSON object in the reply"
-    assert route.call_count == 3
+    # Two repairs, then (the replies vary) a fresh attempt and its repairs: five unusable
+    # replies in all, the call's retry budget.
+    assert out.error == "unparsable reply after 3 repairs and 1 fresh attempt: no JSON object in the reply"
+    assert route.call_count == 5 and out.usage.calls == 5
     bodies = [body_of(c) for c in route.calls]
     # Each repair turn is the original request + the latest unusable reply: never a duplicate.
     assert bodies[1]["messages"][-2]["content"] == "I cannot decide."
     assert bodies[2]["messages"][-2]["content"] == "Still unsure."
     assert bodies[2]["messages"][:2] == bodies[0]["messages"]
-    assert len({json.dumps(b, sort_keys=True) for b in bodies}) == 3
+    assert bodies[3] == bodies[0]  # the fresh attempt
+    assert bodies[4]["messages"][-2]["content"] == "Maybe."
+    assert len({json.dumps(b, sort_keys=True) for b in bodies}) == 4
     assert llm.stats.failed == 1 and len(llm.cache) == 0  # failures are never cached
 
 

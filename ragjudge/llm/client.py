@@ -5,15 +5,18 @@ switched off (``max_retries=0``): tenacity retries here, so attempts never multi
 
 Retry policy
     Retried: 408, 409, 429 (except ``insufficient_quota``), 5xx other than the permanent ones
-    (501 Not Implemented, 505, 506, 510, 511), timeouts, connection errors and 200 replies whose
-    body is not a chat completion. Waits honour ``retry-after-ms`` / ``Retry-After`` (seconds
+    (501 Not Implemented, 505, 506, 510, 511), timeouts and connection errors. A 200 reply
+    whose body is not a chat completion is billed, so it is not retried here: it raises
+    :class:`RejectedReply` with the usage it states, the session counts it and sends a fresh
+    attempt only once the budget admits it. Waits honour ``retry-after-ms`` / ``Retry-After`` (seconds
     or an HTTP date) plus a little jitter; otherwise "full jitter" exponential backoff (uniform
     in ``[0, base * 2**n]``, capped). The timeout bounds each HTTP attempt as a whole (connect, headers and
     the entire body: a server trickling its body cannot stretch it) and starts when the runner
     lets the attempt go: time queued in our own runner never counts. Every attempt passes the
     runner's gate, so retries respect the rate limits and the circuit breaker too.
 Two budgets
-    A pair has ``max_attempts`` attempts for failures of its own (5xx, timeouts, bad bodies).
+    A pair has ``max_attempts`` attempts for failures of its own (5xx, timeouts; the session
+    gives it as many billed-but-unusable replies).
     A 429 (the server asking to wait), an unreachable server and a failed outage probe are not
     the pair's fault: they do not use that budget, and are bounded by time instead (``patience``
     seconds from the pair's first attempt; the runner's circuit breaker stops a run whose server
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import json
 import logging
 import math
 import os
@@ -61,6 +65,7 @@ __all__ = [
     "Completion",
     "EmbeddingReply",
     "CallFailed",
+    "RejectedReply",
     "UnsupportedFeature",
     "AttemptDeadline",
     "within_deadline",
@@ -122,7 +127,30 @@ class UnsupportedFeature(Exception):
 
 
 class _BadBody(Exception):
-    """A 2xx reply whose body is not a chat completion (retried like a 5xx)."""
+    """A 2xx reply whose body is not a chat completion. The server did the work, so it is
+    billed: ``usage`` is what the body said (``None``: unreadable, count the worst case)."""
+
+    def __init__(self, reason: str, usage: Usage | None = None) -> None:
+        super().__init__(reason)
+        self.usage = usage
+
+
+class RejectedReply(CallFailed):
+    """A 2xx reply that could not be used (not JSON, not valid UTF-8, no choices, a malformed
+    vector). Not retried here: the provider billed it, so the session counts ``usage`` (the
+    worst case when ``None``) and admits the next attempt against the budget before sending."""
+
+    def __init__(self, reason: str, *, usage: Usage | None, attempts: int = 1) -> None:
+        super().__init__(reason, attempts=attempts, kind=FailureKind.MALFORMED)
+        self.usage = usage
+
+
+def _usage_in(d: Any) -> Usage | None:
+    """The usage a rejected body still states, if it states one."""
+    if not isinstance(d, Mapping):
+        return None
+    usage = Usage.from_openai(d.get("usage"))
+    return None if usage.unknown else usage
 
 
 class AttemptDeadline(Exception):
@@ -140,8 +168,12 @@ async def within_deadline(seconds: float, awaitable: Any, url: str) -> Any:
 
     httpx's timeouts bound each read, so a body sent one byte at a time never times out; this
     bounds the attempt as a whole."""
+    timeout = getattr(asyncio, "timeout", None)
     try:
-        return await asyncio.wait_for(awaitable, timeout=seconds)
+        if timeout is None:  # Python 3.10: wait_for runs the attempt in a task of its own
+            return await asyncio.wait_for(awaitable, timeout=seconds)
+        async with timeout(seconds):  # no extra task on the hot path
+            return await awaitable
     except asyncio.TimeoutError:
         raise AttemptDeadline(seconds, url) from None
 
@@ -282,18 +314,29 @@ class Completion:
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
+    def parse(cls, d: Any) -> Completion:
+        """A reply obtained elsewhere (a Batch API result line): an unusable body raises
+        :class:`RejectedReply` carrying the usage it states, so it is still counted."""
+        if not isinstance(d, Mapping):
+            raise RejectedReply("malformed reply body (not a JSON object)", usage=None)
+        try:
+            return cls.from_dict(d)
+        except _BadBody as exc:
+            raise RejectedReply(f"malformed reply body ({exc})", usage=exc.usage) from None
+
+    @classmethod
     def from_dict(cls, d: Mapping[str, Any], *, latency: float = 0.0, attempts: int = 1) -> Completion:
-        """From the JSON of a ``/chat/completions`` reply (also used for Batch API results)."""
+        """From the JSON of a ``/chat/completions`` reply (``_BadBody`` when it is not one)."""
         choices = d.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
-            raise _BadBody("reply has no choices")
+            raise _BadBody("reply has no choices", _usage_in(d))
         choice = choices[0]
         message = choice.get("message") or {}
         if not isinstance(message, Mapping):
-            raise _BadBody("reply choice has no message")
+            raise _BadBody("reply choice has no message", _usage_in(d))
         content = message.get("content")
         if content is not None and not isinstance(content, str):
-            raise _BadBody("reply content is not text")
+            raise _BadBody("reply content is not text", _usage_in(d))
         refusal = message.get("refusal")
         return cls(
             text=content,
@@ -356,15 +399,18 @@ class EmbeddingReply:
     def from_dict(cls, d: Mapping[str, Any], *, expected: int, latency: float = 0.0,
                   attempts: int = 1) -> EmbeddingReply:
         """From the JSON of an ``/embeddings`` reply; a body that is not one (wrong count,
-        non-numeric vector) is a :class:`_BadBody` (retried like a malformed chat reply)."""
+        non-numeric vector) is a :class:`_BadBody` (billed, like a malformed chat reply)."""
+        u = d.get("usage") or {}
+        tokens = _count_tokens(u)
+        billed = Usage(calls=1, prompt_tokens=tokens) if tokens is not None else None
         items = d.get("data")
         if not isinstance(items, list) or len(items) != expected:
             raise _BadBody(f"embeddings reply has {len(items) if isinstance(items, list) else 'no'} "
-                           f"vectors for {expected} inputs")
+                           f"vectors for {expected} inputs", billed)
         vectors: list[list[float] | None] = [None] * expected
         for pos, item in enumerate(items):
             if not isinstance(item, Mapping):
-                raise _BadBody("embeddings reply item is not an object")
+                raise _BadBody("embeddings reply item is not an object", billed)
             index = item.get("index", pos)
             emb = item.get("embedding")
             if isinstance(emb, str):  # base64 little-endian float32 (encoding_format=base64)
@@ -377,12 +423,29 @@ class EmbeddingReply:
                     or not isinstance(emb, list) or not emb
                     or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
                                and math.isfinite(x) for x in emb)):
-                raise _BadBody("embeddings reply has a malformed vector")
+                raise _BadBody("embeddings reply has a malformed vector", billed)
             vectors[index] = [float(x) for x in emb]
-        u = d.get("usage") or {}
-        tokens = int(u.get("prompt_tokens") or u.get("total_tokens") or 0) if isinstance(u, Mapping) else 0
-        return cls([v for v in vectors if v is not None], Usage(calls=1, prompt_tokens=tokens),
-                   d.get("model"), latency, attempts)
+        # No readable count: unknown, and the session counts the worst case (never zero).
+        usage = billed if billed is not None else Usage(calls=1, unknown=1)
+        return cls([v for v in vectors if v is not None], usage, d.get("model"), latency, attempts)
+
+
+def _count_tokens(usage: Any) -> int | None:
+    """The input tokens an ``/embeddings`` reply states (``prompt_tokens`` or
+    ``total_tokens``), ``None`` when it states no readable count."""
+    if not isinstance(usage, Mapping):
+        return None
+    for name in ("prompt_tokens", "total_tokens"):
+        value = usage.get(name)
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, str) and value.strip().isdigit():
+            return int(value.strip())
+        if isinstance(value, int) and value >= 0:
+            return value
+        if isinstance(value, float) and math.isfinite(value) and value >= 0 and value == int(value):
+            return int(value)
+    return None
 
 
 def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
@@ -509,7 +572,7 @@ def _raw_server_message(exc: BaseException) -> str:
 
 
 def _retryable(exc: BaseException) -> bool:
-    if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError, _BadBody, AttemptDeadline)):
+    if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError, AttemptDeadline)):
         return True
     status = _status(exc)
     if status is None:
@@ -726,8 +789,16 @@ class LLMClient:
             latency = time.monotonic() - start
             if observe is not None:
                 observe(raw.headers, raw.status_code)
+        content = raw.http_response.content
         try:
-            data = raw.http_response.json()
+            data = json.loads(content.decode("utf-8"))
+        except UnicodeDecodeError:
+            # Still read what it says it cost: a stray byte in the text is billed all the same.
+            try:
+                salvaged = json.loads(content.decode("utf-8", errors="replace"))
+            except ValueError:
+                salvaged = None
+            raise _BadBody("not valid UTF-8", _usage_in(salvaged)) from None
         except ValueError:
             raise _BadBody("not JSON") from None
         if not isinstance(data, Mapping):
@@ -742,10 +813,12 @@ class LLMClient:
 
     def _final(self, exc: BaseException, attempts: int) -> Exception:
         """Map the last exception to what callers handle: LLMError, UnsupportedFeature, CallFailed."""
+        if isinstance(exc, _BadBody):
+            return RejectedReply(f"malformed reply body ({exc})", usage=exc.usage, attempts=attempts)
         status = _status(exc)
         if _retryable(exc):
             return CallFailed(redact(f"gave up after {attempts} attempt(s): {_describe(exc)}"), attempts=attempts,
-                              kind=FailureKind.MALFORMED if isinstance(exc, _BadBody) else FailureKind.RETRIES_EXHAUSTED)
+                              kind=FailureKind.RETRIES_EXHAUSTED)
         if status is None:  # an SDK error without an HTTP status: this item fails, the run goes on
             return CallFailed(f"client error: {_describe(exc)}", attempts=attempts, kind=FailureKind.MALFORMED)
         raw = _raw_server_message(exc)

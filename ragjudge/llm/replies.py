@@ -8,8 +8,11 @@ does what it says.
 The policy (:class:`Conversation`), per structured call:
 
 * an unusable reply (no JSON object, schema violation, validator rejection) gets a repair
-  turn -- the reply and what was wrong, asking again -- at most :data:`MAX_REPAIRS` times,
-  never the same request twice (a model repeating the same bad reply is not asked again);
+  turn -- the reply and what was wrong, asking again -- at most :data:`MAX_REPAIRS` times;
+  when the repairs did not help, a fresh attempt (the original request again, as after a
+  5xx), until the call's retry budget of unusable replies (``attempts``) is spent. Never the
+  same request twice for the same reply: a model repeating a bad reply word for word is
+  deterministic, and is not asked again;
 * a reply cut off by ``max_tokens`` (``finish_reason="length"``) is asked again for the
   label alone -- the prompt's schema without its free-text fields (``reasoning``), which
   the caller sees as ``Outcome.dropped`` -- when the schema has such fields, else with twice
@@ -274,10 +277,17 @@ class GiveUp:
 class Conversation:
     """The repair/retry policy of one structured call (see the module docstring)."""
 
-    def __init__(self, prompt: Prompt, messages: Sequence[Mapping[str, str]]) -> None:
+    def __init__(self, prompt: Prompt, messages: Sequence[Mapping[str, str]], *,
+                 attempts: int = 1) -> None:
         self.base = [dict(m) for m in messages]
+        self.prompt = prompt
         self.turn = Turn(list(self.base), prompt, prompt)
-        self.bad: list[str] = []
+        self.attempts = max(1, attempts)  # unusable replies a call may spend (each billed)
+        self.bad: list[str] = []  # this attempt's unusable replies (repair turns asked)
+        self.seen: set[str] = set()  # every unusable reply of the call
+        self.unusable_replies = 0
+        self.repairs = 0
+        self.fresh = 0
         self.repaired = False
         self.truncations = 0
         self.dropped: tuple[str, ...] = ()
@@ -305,13 +315,23 @@ class Conversation:
     def unusable(self, text: str | None, exc: BaseException) -> Turn | GiveUp:
         """The reply could not be used (``exc`` says why)."""
         text = text or ""
-        if len(self.bad) >= MAX_REPAIRS or text in self.bad:
-            n = len(self.bad)
-            kind = FailureKind.UNPARSABLE
-            return GiveUp(kind, f"unparsable reply after {n} repair{'s' * (n != 1)}: "
-                                f"{describe_exc(exc)}")
-        self.bad.append(text)
+        repeat = text in self.seen
+        self.seen.add(text)
+        self.unusable_replies += 1
+        if repeat or self.unusable_replies >= self.attempts:
+            n, f = self.repairs, self.fresh
+            fresh = f" and {f} fresh attempt{'s' * (f != 1)}" if f else ""
+            return GiveUp(FailureKind.UNPARSABLE, f"unparsable reply after {n} repair{'s' * (n != 1)}"
+                                                  f"{fresh}: {describe_exc(exc)}")
         self.repaired = True
+        if len(self.bad) >= MAX_REPAIRS:
+            # The repairs did not help, but the replies vary: a fresh attempt may well succeed.
+            self.bad = []
+            self.fresh += 1
+            self.turn = Turn(list(self.base), self.prompt, self.prompt)
+            return self.turn
+        self.bad.append(text)
+        self.repairs += 1
         t = self.turn
         schema = json.dumps(t.prompt.output_schema, separators=(",", ":"))
         # The repair turn: the request, the unusable reply, what was wrong.

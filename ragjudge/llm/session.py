@@ -27,7 +27,16 @@ from typing import Any
 from ..errors import InputError, LLMError
 from .budget import Admission, Budget, check_finite, worst_case_prompt_tokens
 from .cache import Cache, NullCache, cache_key, default_cache_path
-from .client import CallFailed, ClientConfig, Completion, EmbeddingReply, LLMClient, UnsupportedFeature, redact_url
+from .client import (
+    CallFailed,
+    ClientConfig,
+    Completion,
+    EmbeddingReply,
+    LLMClient,
+    RejectedReply,
+    UnsupportedFeature,
+    redact_url,
+)
 from .cost import PriceTable, Usage, estimate_tokens
 from .progress import Progress
 from .prompts import Prompt, load_prompt
@@ -221,6 +230,13 @@ class LLM:
             total += c
         return total
 
+    def _count(self, usage: Usage, *, batch: bool = False) -> None:
+        """Account one billed reply (``batch``: answered through the Batch API)."""
+        self.usage = self.usage + usage
+        if batch:
+            self.batch_usage = self.batch_usage + usage
+        self.stats.calls += 1
+
     def _count_retry(self) -> None:
         self.stats.retries += 1
 
@@ -388,11 +404,14 @@ class LLM:
 
     async def _converse(self, call: PreparedCall, validate: Validator | None) -> Outcome:
         """The turns of one structured call, as the policy of :mod:`.replies` directs."""
-        conv = Conversation(call.prompt, call.messages)
+        conv = Conversation(call.prompt, call.messages, attempts=self.config.max_attempts)
         usage = Usage()
         attempts = 0
         latency = 0.0
         served = fingerprint = None
+        # Billed reply bodies that were not chat completions: a call gets as many as its retry
+        # budget, each sent only after a fresh budget admission, before it fails with its reason.
+        rejected = 0
 
         def done(value: Any = None, failure: tuple[FailureKind, str] | None = None,
                  comp: Completion | None = None, fmt: int = 0, **extra: Any) -> Outcome:
@@ -416,6 +435,11 @@ class LLM:
                 continue
             except CallFailed as exc:
                 attempts += exc.attempts
+                if isinstance(exc, RejectedReply):
+                    usage = usage + (exc.usage or Usage())
+                    rejected += 1
+                    if rejected < self.config.max_attempts:
+                        continue  # like a 5xx, but only once the budget admits it again
                 return done(failure=(_call_failed_kind(exc), exc.reason), fmt=fmt)
             if comp is None:
                 return done(failure=(FailureKind.BUDGET, BUDGET_REASON), fmt=fmt)
@@ -474,6 +498,14 @@ class LLM:
             try:
                 comp: Completion = await self.client().complete(
                     body, gate=lambda: self.runner.attempt(attempt_tokens), observe=self.runner.observe)
+            except RejectedReply as exc:
+                # Billed though unusable: counted now, at what it says or the worst case.
+                billed = exc.usage if exc.usage is not None else replace(worst_usage, unknown=1)
+                if exc.usage is not None:
+                    completion_tokens = billed.completion_tokens
+                exc.usage = billed
+                self._count(billed)
+                raise
             except (CallFailed, UnsupportedFeature, LLMError):
                 raise
             except Exception as exc:  # an odd reply the client could not read: this item fails
@@ -485,8 +517,7 @@ class LLM:
                 comp.usage = replace(worst_usage, unknown=1)
             else:
                 completion_tokens = comp.usage.completion_tokens
-            self.usage = self.usage + comp.usage
-            self.stats.calls += 1
+            self._count(comp.usage)
             return comp
         finally:
             self.budget.release(worst, completion_tokens=completion_tokens, allowed_tokens=allowed)
@@ -549,41 +580,58 @@ class LLM:
             worst_tokens = sum(len(t.encode("utf-8")) + 2 for t in chunk)
             worst = (self.prices.cost(model, Usage(1, worst_tokens, 0, 0)) or 0.0) \
                 if self.max_cost is not None else 0.0
+            rejected = 0
             async with self.runner.slot(tokens) as reservation:
-                while True:
-                    changed = st.budget_changed
-                    verdict = self.budget.admit(self.cost or 0.0, worst)
-                    if verdict is not Admission.WAIT:
-                        break
-                    await changed.wait()
-                if verdict is Admission.SKIP:
-                    self.stats.skipped += 1
-                    reservation.settle(0)
-                    return Embeddings(None, BUDGET_REASON, model, usage, cached, FailureKind.BUDGET)
-                try:
-                    # No ``observe``: an embedding model's rate-limit headers describe its own
-                    # limits, which must not overwrite the ones learned for the chat model.
-                    reply: EmbeddingReply = await self.client().embed(
-                        body, gate=lambda: self.runner.attempt(tokens))
-                except CallFailed as exc:
-                    reservation.settle(0)
-                    self.stats.failed += 1
-                    return Embeddings(None, f"embedding call failed: {exc.reason}", model, usage, cached,
-                                      _call_failed_kind(exc))
-                except UnsupportedFeature as exc:
-                    raise LLMError(f"{redact_url(self.config.resolved_base_url()) or 'the server'} rejected the "
-                                   f"embeddings request: {exc}") from None
-                except LLMError:
-                    raise
-                except Exception as exc:  # an odd reply the client could not read
-                    reservation.settle(0)
-                    self.stats.failed += 1
-                    return Embeddings(None, f"embedding call failed: malformed reply: {describe_exc(exc)}",
-                                      model, usage, cached, FailureKind.MALFORMED)
-                finally:
-                    self.budget.release(worst, completion_tokens=0)
-                    st.wake_budget_waiters()
-                reservation.settle(reply.usage.total_tokens)
+                while True:  # one more attempt per billed-but-unusable reply
+                    while True:
+                        changed = st.budget_changed
+                        verdict = self.budget.admit(self.cost or 0.0, worst)
+                        if verdict is not Admission.WAIT:
+                            break
+                        await changed.wait()
+                    if verdict is Admission.SKIP:
+                        self.stats.skipped += 1
+                        reservation.settle(0)
+                        return Embeddings(None, BUDGET_REASON, model, usage, cached, FailureKind.BUDGET)
+                    try:
+                        # No ``observe``: an embedding model's rate-limit headers describe its own
+                        # limits, which must not overwrite the ones learned for the chat model.
+                        reply: EmbeddingReply = await self.client().embed(
+                            body, gate=lambda: self.runner.attempt(tokens))
+                    except RejectedReply as exc:
+                        billed = exc.usage if exc.usage is not None else Usage(1, worst_tokens, 0, 0, unknown=1)
+                        usage = usage + billed
+                        self.embedding_usage[model] = self.embedding_usage.get(model, Usage()) + billed
+                        self.stats.calls += 1
+                        rejected += 1
+                        if rejected < self.config.max_attempts:
+                            continue
+                        reservation.settle(0)
+                        self.stats.failed += 1
+                        return Embeddings(None, f"embedding call failed: {exc.reason} (after {rejected} "
+                                          f"unusable replies)", model, usage, cached, FailureKind.MALFORMED)
+                    except CallFailed as exc:
+                        reservation.settle(0)
+                        self.stats.failed += 1
+                        return Embeddings(None, f"embedding call failed: {exc.reason}", model, usage, cached,
+                                          _call_failed_kind(exc))
+                    except UnsupportedFeature as exc:
+                        raise LLMError(f"{redact_url(self.config.resolved_base_url()) or 'the server'} rejected the "
+                                       f"embeddings request: {exc}") from None
+                    except LLMError:
+                        raise
+                    except Exception as exc:  # an odd reply the client could not read
+                        reservation.settle(0)
+                        self.stats.failed += 1
+                        return Embeddings(None, f"embedding call failed: malformed reply: {describe_exc(exc)}",
+                                          model, usage, cached, FailureKind.MALFORMED)
+                    finally:
+                        self.budget.release(worst, completion_tokens=0)
+                        st.wake_budget_waiters()
+                    if reply.usage.unknown:  # no readable count: the worst case, never zero
+                        reply.usage = Usage(1, worst_tokens, 0, 0, unknown=1)
+                    reservation.settle(reply.usage.total_tokens)
+                    break
             usage = usage + reply.usage
             self.embedding_usage[model] = self.embedding_usage.get(model, Usage()) + reply.usage
             self.stats.calls += 1
@@ -653,18 +701,18 @@ class LLM:
         """Complete a prepared call from a reply obtained elsewhere: parse, account usage,
         write the cache. No repair turn is possible here. ``batch=True``: the reply came from
         the Batch API and is costed at the batch price."""
+        allowed = int(call.body.get("max_tokens") or call.body.get("max_completion_tokens") or 0)
+        worst = Usage(1, worst_case_prompt_tokens(call.messages), 0, allowed, unknown=1)
         try:
-            comp = Completion.from_dict(completion)
-        except Exception as exc:  # the client's "not a chat completion", or anything odd
+            comp = Completion.parse(completion)
+        except RejectedReply as exc:
+            # Billed though unusable: counted at what it says, or the worst case.
+            self._count(exc.usage if exc.usage is not None else worst, batch=batch)
             self.stats.failed += 1
-            return self.failure(call, FailureKind.MALFORMED, f"malformed reply body ({describe_exc(exc)})")
+            return self.failure(call, FailureKind.MALFORMED, exc.reason)
         if comp.usage.unknown:
-            allowed = int(call.body.get("max_tokens") or call.body.get("max_completion_tokens") or 0)
-            comp.usage = Usage(1, worst_case_prompt_tokens(call.messages), 0, allowed, unknown=1)
-        self.usage = self.usage + comp.usage
-        if batch:
-            self.batch_usage = self.batch_usage + comp.usage
-        self.stats.calls += 1
+            comp.usage = worst
+        self._count(comp.usage, batch=batch)
         fmt = (call.body.get("response_format") or {}).get("type", "text")
         prov = self.provenance(call.prompt, served_model=comp.model,
                                system_fingerprint=comp.system_fingerprint, response_format=fmt)

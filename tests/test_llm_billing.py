@@ -1,0 +1,145 @@
+"""Every paid reply is counted: a 200 whose body is rejected (no choices, not UTF-8, not JSON,
+unusable content) was billed by the provider, so its usage is counted as soon as it arrives
+(the worst case when it cannot be read), and the next attempt is admitted by the budget."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import respx
+from test_llm_fakes import BASE, SECRET, URL, completion, grade_reply, ok
+
+from ragjudge.judges import LLMRelevanceJudge
+from ragjudge.llm import LLM, PriceTable, Usage
+from ragjudge.llm.provenance import FailureKind
+
+PRICES = PriceTable.default().with_price("judge-model", PriceTable.default().get("gpt-4o-mini"))
+USAGE = {"prompt_tokens": 400, "completion_tokens": 30, "total_tokens": 430}
+
+
+def make_llm(tmp_path: Path, **kw: Any) -> LLM:
+    kw.setdefault("cache", False)
+    kw.setdefault("backoff_base", 0.001)
+    kw.setdefault("prices", PRICES)
+    return LLM("judge-model", base_url=BASE, api_key=SECRET, **kw)
+
+
+def ask(llm: LLM) -> Any:
+    async def go() -> Any:
+        try:
+            return await llm.structured("relevance.v1", {"query": "q", "passage": "p"})
+        finally:
+            await llm.aclose()
+
+    return asyncio.run(go())
+
+
+def raw(content: bytes) -> respx.MockResponse:
+    return respx.MockResponse(200, content=content, headers={"content-type": "application/json"})
+
+
+def test_empty_choices_with_usage_are_counted_then_retried(httpx2_mock: respx.Router, tmp_path: Path) -> None:
+    route = httpx2_mock.post(URL)
+    route.side_effect = [ok({"id": "x", "object": "chat.completion", "choices": [], "usage": USAGE}),
+                         ok(grade_reply(2, prompt_tokens=400, completion_tokens=30))]
+    llm = make_llm(tmp_path)
+    out = ask(llm)
+    assert out.ok and out.value["grade"] == 2
+    assert route.call_count == 2
+    assert llm.usage.calls == 2 and llm.usage.prompt_tokens == 800 and llm.usage.completion_tokens == 60
+    assert out.usage.calls == 2
+    assert llm.cost == PRICES.cost("judge-model", Usage(2, 800, 0, 60))
+
+
+def test_a_body_that_is_not_utf8_is_counted_at_the_usage_it_states(
+        httpx2_mock: respx.Router, tmp_path: Path) -> None:
+    body = json.dumps(completion("MARK", prompt_tokens=400, completion_tokens=30)).encode()
+    body = body.replace(b"MARK", b"\xff\xfe")
+    assert b"\xff" in body
+    route = httpx2_mock.post(URL)
+    route.side_effect = [raw(body), ok(grade_reply(1, prompt_tokens=400, completion_tokens=30))]
+    llm = make_llm(tmp_path)
+    out = ask(llm)
+    assert out.ok and route.call_count == 2
+    assert llm.usage.calls == 2 and llm.usage.prompt_tokens == 800 and llm.usage.unknown == 0
+
+
+def test_a_body_without_readable_usage_counts_the_worst_case(httpx2_mock: respx.Router, tmp_path: Path) -> None:
+    route = httpx2_mock.post(URL)
+    route.side_effect = [raw(b"<html>upstream hiccup</html>"), ok(grade_reply(1, prompt_tokens=400,
+                                                                              completion_tokens=30))]
+    llm = make_llm(tmp_path)
+    out = ask(llm)
+    assert out.ok and route.call_count == 2
+    assert llm.usage.calls == 2 and llm.usage.unknown == 1
+    # The stand-in is the worst case of the request: never less than a real reply.
+    assert llm.usage.prompt_tokens > 400 and llm.usage.completion_tokens >= 30 + 300
+
+
+def test_unusable_bodies_are_bounded_by_the_retry_budget(httpx2_mock: respx.Router, tmp_path: Path) -> None:
+    route = httpx2_mock.post(URL).mock(return_value=ok({"object": "chat.completion", "choices": [],
+                                                         "usage": USAGE}))
+    llm = make_llm(tmp_path, max_attempts=3)
+    out = ask(llm)
+    assert not out.ok and out.failure is FailureKind.MALFORMED
+    assert "no choices" in out.error
+    assert route.call_count == 3 and llm.usage.calls == 3 and llm.usage.prompt_tokens == 1200
+
+
+def test_unparsable_replies_get_fresh_attempts_until_one_is_usable(
+        httpx2_mock: respx.Router, tmp_path: Path) -> None:
+    route = httpx2_mock.post(URL)
+    route.side_effect = [ok(completion("I cannot decide.")), ok(completion("Still unsure.")),
+                         ok(completion("No idea.")), ok(grade_reply(3))]
+    llm = make_llm(tmp_path)
+    out = ask(llm)
+    assert out.ok and out.value["grade"] == 3
+    assert route.call_count == 4 and llm.usage.calls == 4 and out.usage.calls == 4
+
+
+def test_reported_cost_is_the_true_bill_and_never_passes_the_cap(
+        httpx2_mock: respx.Router, tmp_path: Path) -> None:
+    """Many calls in flight, a quarter of the replies billed but rejected: the session's cost
+    is exactly what the server's usage says, and that never exceeds --max-cost."""
+    rng = random.Random(7)
+    billed: list[Usage] = []
+
+    async def effect(request: Any) -> respx.MockResponse:
+        await asyncio.sleep(0.01)
+        body = json.loads(request.content)
+        usage = {"prompt_tokens": 450, "completion_tokens": body["max_tokens"],
+                 "total_tokens": 450 + body["max_tokens"]}
+        billed.append(Usage(1, 450, 0, body["max_tokens"]))
+        u = rng.random()
+        if u < 0.15:
+            return ok({"object": "chat.completion", "choices": [], "usage": usage})
+        if u < 0.25:
+            text = json.dumps({"choices": [{"index": 0, "finish_reason": "stop", "message": {
+                "role": "assistant", "content": "MARK"}}], "usage": usage}).encode()
+            return raw(text.replace(b"MARK", b"\xff\xfe"))
+        reply = grade_reply(2, prompt_tokens=450, completion_tokens=body["max_tokens"])
+        return ok(reply)
+
+    httpx2_mock.post(URL).mock(side_effect=effect)
+    cap = 0.006
+    llm = make_llm(tmp_path, max_cost=cap, concurrency=16)
+    judge = LLMRelevanceJudge(llm=llm, progress=False)
+    judgments = judge.sync.judge_many([(f"query {i}", f"passage {i}") for i in range(80)])
+    true_bill = sum(PRICES.cost("judge-model", u) for u in billed)
+    assert llm.usage.calls == len(billed)
+    assert abs(llm.cost - true_bill) < 1e-12
+    assert true_bill <= cap
+    assert any(j.failure is FailureKind.BUDGET for j in judgments)
+
+
+def test_a_rejected_batch_result_is_counted(tmp_path: Path) -> None:
+    llm = make_llm(tmp_path)
+    call = llm.prepare("relevance.v1", {"query": "q", "passage": "p"})
+    out = llm.accept(call, {"object": "chat.completion", "choices": [], "usage": USAGE}, batch=True)
+    assert not out.ok and out.failure is FailureKind.MALFORMED
+    assert llm.usage.calls == 1 and llm.usage.prompt_tokens == 400
+    assert llm.batch_usage.calls == 1
