@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import os
 import socket
 import sqlite3
@@ -36,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+
+log = logging.getLogger("ragjudge.llm")
 
 __all__ = ["Cache", "NullCache", "cache_key", "default_cache_path"]
 
@@ -99,7 +102,20 @@ def cache_key(payload: dict[str, Any]) -> str:
 
 
 class Cache:
-    """SQLite-backed ``key -> record`` store (records are JSON objects)."""
+    """SQLite-backed ``key -> record`` store (records are JSON objects).
+
+    A cache fault never costs the run (one warning line each, naming the file):
+
+    * a damaged file (``database disk image is malformed``, a truncated or foreign file), at
+      open or later, is moved aside (``NAME.damaged-TIME``, never deleted) and what is still
+      readable is salvaged into a fresh cache at the same path;
+    * a write that fails (``database or disk is full``, an I/O error) turns the cache
+      read-only for the rest of the run: answers still reach the outputs, only a rerun would
+      pay for them again; claims degrade to "not shared" (we pay rather than wait forever);
+    * a read that fails is a miss.
+
+    Opening a cache whose folder cannot be written stays an error (before any paid call).
+    """
 
     def __init__(self, path: str | Path, *, claim_ttl: float = 30.0) -> None:
         """``claim_ttl``: seconds after its last heartbeat that a claim of a process on another
@@ -110,74 +126,170 @@ class Cache:
         self._claimed: set[str] = set()
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            # check_same_thread=False: sync wrappers may drive the session from a worker thread;
-            # the lock below serialises access.
-            self._db = sqlite3.connect(str(self.path), timeout=30.0, check_same_thread=False,
-                                       isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("PRAGMA busy_timeout=30000")
-            self._db.execute(_SCHEMA)
-            self._db.execute(_CLAIMS)
-        except (OSError, sqlite3.Error) as exc:
-            raise InputError(f"cannot open the cache: {exc}", source=str(self.path)) from None
         self._lock = threading.Lock()
         self.hits = 0
         self.writes = 0
         self.waited = 0  # answers obtained by waiting for another process's claim
+        #: False once a write failed: the run goes on without storing new answers
+        self.writable = True
+        #: the warnings said about this file (also logged once each)
+        self.faults: list[str] = []
+        self._db: sqlite3.Connection | None = None
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = self._connect()
+        except sqlite3.DatabaseError as exc:
+            if not _damaged(exc):
+                raise InputError(f"cannot open the cache: {exc}", source=str(self.path)) from None
+            self._salvage(exc)
+        except OSError as exc:
+            raise InputError(f"cannot open the cache: {exc}", source=str(self.path)) from None
 
-    def get(self, key: str) -> dict[str, Any] | None:
+    def _connect(self) -> sqlite3.Connection:
+        # check_same_thread=False: sync wrappers may drive the session from a worker thread;
+        # the lock serialises access.
+        db = sqlite3.connect(str(self.path), timeout=30.0, check_same_thread=False, isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA busy_timeout=30000")
+            db.execute(_SCHEMA)
+            db.execute(_CLAIMS)
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    # -- faults ------------------------------------------------------------------------
+    def _warn(self, message: str) -> None:
+        text = f"ragjudge: warning: cache {self.path}: {message}"
+        if text not in self.faults:
+            self.faults.append(text)
+            log.warning(text)
+
+    def _salvage(self, exc: BaseException) -> None:
+        """Move the damaged file aside, start a fresh cache at its path, and copy into it what
+        the damaged one still lets us read. Called with the lock held (or before it is used)."""
+        if self._db is not None:
+            try:
+                self._db.close()
+            except sqlite3.Error:
+                pass
+            self._db = None
+        aside = self.path.with_name(f"{self.path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
+        try:
+            os.replace(self.path, aside)
+            for suffix in ("-wal", "-shm"):
+                extra = Path(f"{self.path}{suffix}")
+                if extra.exists():
+                    os.replace(extra, Path(f"{aside}{suffix}"))
+            self._db = self._connect()
+        except (OSError, sqlite3.Error) as again:
+            self.writable = False
+            self._warn(f"damaged ({_reason(exc)}) and no fresh cache could be made ({_reason(again)}): "
+                       "continuing without a cache")
+            return
+        saved = _copy_readable(aside, self._db)
+        self._warn(f"damaged ({_reason(exc)}): moved to {aside.name}; {saved} answer(s) salvaged into "
+                   "a fresh cache")
+
+    def _fault(self, exc: sqlite3.Error, *, writing: bool) -> None:
+        """React to an error of the running cache: salvage a damaged file, stop writing on a
+        full or failing disk. Called with the lock held."""
+        if _damaged(exc):
+            self._salvage(exc)
+        elif writing and self.writable:
+            self.writable = False
+            self._warn(f"cannot write ({_reason(exc)}): continuing without storing new answers "
+                       "(the outputs are complete; a rerun would pay again for them)")
+
+    def _run(self, sql: str, args: tuple[Any, ...] = (), *, writing: bool = False) -> list[Any] | None:
+        """One statement under the lock; ``None`` when the cache could not serve it."""
         with self._lock:
-            row = self._db.execute("SELECT record FROM answers WHERE key = ?", (key,)).fetchone()
-        if row is None:
+            for _ in range(2):  # once more on the fresh file after a salvage
+                if self._db is None or (writing and not self.writable):
+                    return None
+                try:
+                    return self._db.execute(sql, args).fetchall()
+                except sqlite3.Error as exc:
+                    self._fault(exc, writing=writing)
+            return None
+
+    # -- answers -----------------------------------------------------------------------
+    def get(self, key: str) -> dict[str, Any] | None:
+        rows = self._run("SELECT record FROM answers WHERE key = ?", (key,))
+        if not rows:
             return None
         try:
-            record = json.loads(row[0])
-        except json.JSONDecodeError:
+            record = json.loads(rows[0][0])
+        except (json.JSONDecodeError, TypeError):
             return None  # unreadable record: treat as a miss, it will be overwritten
+        if not isinstance(record, dict):
+            return None
         self.hits += 1
         return record
 
     def put(self, key: str, record: dict[str, Any]) -> None:
         blob = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
         with self._lock:
-            # One transaction: the answer lands and our claim on it goes at the same instant.
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.execute(
-                    "INSERT OR REPLACE INTO answers (key, record, model, prompt, created) VALUES (?,?,?,?,?)",
-                    (key, blob, record.get("model"), record.get("prompt_id"), time.time()),
-                )
-                if key in self._claimed:
-                    self._db.execute("DELETE FROM claims WHERE key = ? AND owner = ?", (key, self.owner))
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
             self._claimed.discard(key)
-        self.writes += 1
+            for _ in range(2):
+                db = self._db
+                if db is None or not self.writable:
+                    return
+                try:
+                    # One transaction: the answer lands and our claim on it goes at once.
+                    db.execute("BEGIN IMMEDIATE")
+                    try:
+                        db.execute(
+                            "INSERT OR REPLACE INTO answers (key, record, model, prompt, created) "
+                            "VALUES (?,?,?,?,?)",
+                            (key, blob, record.get("model"), record.get("prompt_id"), time.time()))
+                        db.execute("DELETE FROM claims WHERE key = ? AND owner = ?", (key, self.owner))
+                        db.execute("COMMIT")
+                    except BaseException:
+                        if db.in_transaction:
+                            db.execute("ROLLBACK")
+                        raise
+                except sqlite3.Error as exc:
+                    self._fault(exc, writing=True)
+                    continue
+                self.writes += 1
+                return
 
     # -- in-flight claims ---------------------------------------------------------------
     def claim(self, key: str) -> bool:
-        """Take the claim on ``key`` (True), unless another live owner holds it (False)."""
+        """Take the claim on ``key`` (True), unless another live owner holds it (False). A
+        cache that cannot record claims grants every one: paying beats waiting forever."""
         now = time.time()
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                row = self._db.execute("SELECT owner, host, pid, expires FROM claims WHERE key = ?",
-                                       (key,)).fetchone()
-                if row is not None and row[0] != self.owner and row[3] > now \
-                        and not (row[1] == _HOST and not _pid_alive(int(row[2]))):
-                    self._db.execute("COMMIT")
-                    return False
-                self._db.execute("INSERT OR REPLACE INTO claims (key, owner, host, pid, expires) "
-                                 "VALUES (?,?,?,?,?)", (key, self.owner, _HOST, os.getpid(), now + self.claim_ttl))
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+            for _ in range(2):
+                db = self._db
+                if db is None or not self.writable:
+                    return True
+                try:
+                    db.execute("BEGIN IMMEDIATE")
+                    try:
+                        row = db.execute("SELECT owner, host, pid, expires FROM claims WHERE key = ?",
+                                         (key,)).fetchone()
+                        if row is not None and row[0] != self.owner and row[3] > now \
+                                and not (row[1] == _HOST and not _pid_alive(int(row[2]))):
+                            db.execute("COMMIT")
+                            return False
+                        db.execute("INSERT OR REPLACE INTO claims (key, owner, host, pid, expires) "
+                                   "VALUES (?,?,?,?,?)",
+                                   (key, self.owner, _HOST, os.getpid(), now + self.claim_ttl))
+                        db.execute("COMMIT")
+                    except BaseException:
+                        if db.in_transaction:
+                            db.execute("ROLLBACK")
+                        raise
+                except sqlite3.Error as exc:
+                    self._fault(exc, writing=True)
+                    continue
+                break
+            else:
+                return True
             self._claimed.add(key)
             if self._beat is None:
                 self._beat = threading.Thread(
@@ -192,14 +304,13 @@ class Cache:
             if key not in self._claimed:
                 return
             self._claimed.discard(key)
-            self._db.execute("DELETE FROM claims WHERE key = ? AND owner = ?", (key, self.owner))
+        self._run("DELETE FROM claims WHERE key = ? AND owner = ?", (key, self.owner), writing=True)
 
     def renew(self) -> None:
         """Push back the expiry of every claim we hold (the heartbeat)."""
-        with self._lock:
-            if self._claimed and not self._stop.is_set():
-                self._db.execute("UPDATE claims SET expires = ? WHERE owner = ?",
-                                 (time.time() + self.claim_ttl, self.owner))
+        if self._claimed and not self._stop.is_set():
+            self._run("UPDATE claims SET expires = ? WHERE owner = ?",
+                      (time.time() + self.claim_ttl, self.owner), writing=True)
 
     async def claim_or_wait(self, key: str, *, poll: float = 0.05) -> dict[str, Any] | None:
         """Claim ``key`` and return None (the caller makes the call, then :meth:`put` or
@@ -219,26 +330,81 @@ class Cache:
                 return record
 
     def __contains__(self, key: str) -> bool:
-        with self._lock:
-            return self._db.execute("SELECT 1 FROM answers WHERE key = ?", (key,)).fetchone() is not None
+        return bool(self._run("SELECT 1 FROM answers WHERE key = ?", (key,)))
 
     def __len__(self) -> int:
-        with self._lock:
-            return int(self._db.execute("SELECT COUNT(*) FROM answers").fetchone()[0])
+        rows = self._run("SELECT COUNT(*) FROM answers")
+        return int(rows[0][0]) if rows else 0
 
     def close(self) -> None:
         self._stop.set()
         with self._lock:
+            if self._db is None:
+                return
             try:
-                if self._claimed:
+                if self._claimed and self.writable:
                     self._db.execute("DELETE FROM claims WHERE owner = ?", (self.owner,))
                     self._claimed.clear()
             except sqlite3.Error:
                 pass
             self._db.close()
+            self._db = None
 
     def __repr__(self) -> str:
         return f"Cache({str(self.path)!r})"
+
+
+# Messages of SQLite's "this file is damaged" errors (SQLITE_CORRUPT, SQLITE_NOTADB): matched on
+# the text because the error codes are only exposed from Python 3.11.
+_DAMAGE_WORDS = ("malformed", "not a database", "file is encrypted")
+
+
+def _damaged(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.DatabaseError) and any(w in str(exc).lower() for w in _DAMAGE_WORDS)
+
+
+def _reason(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__
+
+
+def _copy_readable(damaged: Path, into: sqlite3.Connection) -> int:
+    """Copy the answers still readable in ``damaged`` into ``into``; returns how many. Reads
+    in rowid order and steps over ranges that fail (a damaged page), so one bad page costs
+    the rows on it, not those after it."""
+    saved = 0
+    try:
+        old = sqlite3.connect(f"file:{damaged}?mode=ro", uri=True, timeout=1.0)
+    except sqlite3.Error:
+        return 0
+    try:
+        last, step, misses = 0, 1, 0
+        while misses < 2000:
+            try:
+                rows = old.execute("SELECT rowid, key, record, model, prompt, created FROM answers "
+                                   "WHERE rowid > ? ORDER BY rowid LIMIT 256", (last,)).fetchall()
+            except sqlite3.Error:
+                misses += 1
+                last += step
+                step = min(step * 2, 64)
+                continue
+            if not rows:
+                break
+            step = 1
+            good = [r[1:] for r in rows if isinstance(r[1], str) and isinstance(r[2], str)]
+            try:
+                into.execute("BEGIN IMMEDIATE")
+                into.executemany("INSERT OR IGNORE INTO answers (key, record, model, prompt, created) "
+                                 "VALUES (?,?,?,?,?)", good)
+                into.execute("COMMIT")
+            except sqlite3.Error:
+                if into.in_transaction:
+                    into.execute("ROLLBACK")
+                break
+            saved += len(good)
+            last = rows[-1][0]
+    finally:
+        old.close()
+    return saved
 
 
 class NullCache:
