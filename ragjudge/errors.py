@@ -6,6 +6,8 @@ Every problem with user input is an :class:`InputError` that names where it happ
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = ["RagjudgeError", "InputError", "MetricError", "LLMError"]
 
 
@@ -53,3 +55,7 @@ class MetricError(RagjudgeError, ValueError):
 
 class LLMError(RagjudgeError):
     """A non-retryable failure talking to an LLM endpoint (bad key, unknown model, bad request)."""
+
+    #: what finished before the run stopped (set by the layer that has it: the session's
+    #: outcomes, a judge's partial result...), so callers can write it out; ``None``: nothing
+    partial: Any = None

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from ..data import Dedup, Qrels, Run
@@ -37,6 +38,28 @@ def write_output(text: str, output: str | None) -> None:
             f.write(text)
     except OSError as exc:
         raise InputError(f"cannot write output ({exc.strerror or exc})", source=output) from None
+
+
+def check_writable(paths: list[str | None]) -> None:
+    """Each output path can be written (its folder is created when missing): a one-line
+    error before any paid call, instead of a lost result after it."""
+    for path in paths:
+        if not path:
+            continue
+        target = Path(path)
+        if target.is_dir():
+            raise InputError("is a directory; give a file name", source=str(path))
+        probe = target.with_name(f".ragjudge-probe-{target.name}")
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            probe.write_bytes(b"")
+        except OSError as exc:
+            raise InputError(f"cannot write here ({exc.strerror or exc})", source=str(path)) from None
+        finally:
+            try:
+                probe.unlink(missing_ok=True)
+            except OSError:
+                pass
 
 
 def add_format_options(p: Any, *, qrels: bool = True, runs: bool = True) -> None:

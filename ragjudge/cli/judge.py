@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .._sync import run_sync
-from ..errors import InputError
+from ..errors import InputError, LLMError
 from ._inputs import (
     add_beir_options,
     add_format_options,
@@ -150,13 +150,33 @@ def run(args: argparse.Namespace) -> int:
             finally:
                 await llm.aclose()
 
-        result = run_sync(main())
+        try:
+            result = run_sync(main())
+        except LLMError as exc:
+            _write_partial(exc, args, llm, write_qrels)
+            raise
 
     write_qrels(result.qrels, args.output)
     if args.judgments:
         result.write_judgments(args.judgments)
     _report(result, args, llm)
     return 3 if result.mostly_failed else 0  # 1 is for gates; 3 = most LLM calls failed (as rag)
+
+
+def _write_partial(exc: LLMError, args: argparse.Namespace, llm: Any, write_qrels: Any) -> None:
+    """The run stopped (a revoked key, a vanished model): write what was judged before it, so
+    nothing paid for is lost, and say how to go on."""
+    result = exc.partial
+    if result is None or not getattr(result, "judgments", None):
+        return
+    write_qrels(result.qrels, args.output)
+    if args.judgments:
+        result.write_judgments(args.judgments)
+    ok = sum(1 for j in result.judgments if j.ok)
+    resume = ("a rerun resumes from the cache without paying for them again" if llm.cache.path is not None
+              else "--no-cache was given: a rerun pays for them again")
+    _say(f"the run stopped; wrote the {ok} judgments made before it to {args.output}"
+         + (f" and {args.judgments}" if args.judgments else "") + f"; {resume}")
 
 
 def _check_outputs(output: str, judgments: str | None, pairs: Sequence[Any], human: Any,

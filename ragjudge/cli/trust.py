@@ -13,8 +13,8 @@ import json
 import sys
 from typing import Any
 
-from ..errors import InputError
-from ._inputs import write_output
+from ..errors import InputError, LLMError
+from ._inputs import check_writable, write_output
 
 __all__ = ["register", "parse_scale", "add_evaluate_options", "prepare_trust", "run_evaluate",
            "allow_model_panel", "is_panel", "run_panel"]
@@ -238,6 +238,8 @@ def _evaluate_judged(args: argparse.Namespace, metrics: list[str], runs: dict[st
     if args.all_queries and human is None:
         raise InputError("--all-queries only makes sense with human QRELS", field="--all-queries")
     depth = args.judge_depth or default_depth(metrics, args.rel)
+    if not args.dry_run:
+        check_writable([args.judgments, args.save_qrels, args.output])
     llm = _llm(args, args.judge)
     judge = LLMRelevanceJudge(llm=llm, prompt=args.prompt, progress=not args.no_progress)
     queries, corpus = read_queries(args.queries), read_corpus(args.corpus)
@@ -255,7 +257,23 @@ def _evaluate_judged(args: argparse.Namespace, metrics: list[str], runs: dict[st
         finally:
             await llm.aclose()
 
-    done = run_sync(main())
+    try:
+        done = run_sync(main())
+    except LLMError as exc:
+        # The run stopped (a revoked key, a vanished model): keep what was judged before it.
+        partial = exc.partial
+        if partial is not None and getattr(partial, "judgments", None) and (args.judgments or args.save_qrels):
+            if args.judgments:
+                partial.write_judgments(args.judgments)
+            if args.save_qrels:
+                write_qrels(partial.qrels, args.save_qrels, format="trec")
+            ok = sum(1 for j in partial.judgments if j.ok)
+            print(f"the run stopped; wrote the {ok} judgments made before it to "
+                  + " and ".join(p for p in (args.judgments, args.save_qrels) if p)
+                  + ("; a rerun resumes from the cache without paying for them again"
+                     if llm.cache.path is not None else "; --no-cache was given: a rerun pays again"),
+                  file=sys.stderr)
+        raise
     if args.judgments:
         done.result.write_judgments(args.judgments)
     if args.save_qrels:

@@ -19,7 +19,7 @@ import numpy as np
 
 from .._sync import run_sync
 from ..data import Qrels, Run
-from ..errors import InputError
+from ..errors import InputError, LLMError
 from ..llm.cost import Usage
 from ..llm.prompts import Prompt, load_prompt
 from ..llm.protocols import StructuredSession
@@ -426,13 +426,20 @@ class LLMRelevanceJudge:
         """Grade many pairs concurrently; results in input order. Items: ``(query, passage)``,
         ``(qid, docid, query, passage)``, ``{"qid", "docid", "query", "passage"}`` or :class:`Pair`."""
         items = [_as_pair(p, i) for i, p in enumerate(pairs)]
-        outs = await self.llm.structured_many(
-            self.prompt,
-            [{"query": p.query, "passage": p.passage} for p in items],
-            validate=self.grade_of,
-            desc=f"judging ({self.llm.model})",
-            progress=self.progress if progress is None else progress,
-        )
+        try:
+            outs = await self.llm.structured_many(
+                self.prompt,
+                [{"query": p.query, "passage": p.passage} for p in items],
+                validate=self.grade_of,
+                desc=f"judging ({self.llm.model})",
+                progress=self.progress if progress is None else progress,
+            )
+        except LLMError as exc:
+            # The run stopped (a revoked key, a vanished model): keep what was judged.
+            if isinstance(exc.partial, list):
+                exc.partial = [Judgment.from_outcome(p, o, self.prompt.label_field or "")
+                               for p, o in zip(items, exc.partial) if o is not None]
+            raise
         return [Judgment.from_outcome(p, o, self.prompt.label_field or "") for p, o in zip(items, outs)]
 
     async def judge_run(
@@ -468,11 +475,18 @@ class LLMRelevanceJudge:
 
     async def _result(self, pairs: list[Pair], human: Qrels | None) -> JudgeResult:
         before_usage = self.llm.usage
-        judgments = await self.judge_many(pairs)
+        source = f"llm:{self.llm.model}:{self.prompt.name}"
+        try:
+            judgments = await self.judge_many(pairs)
+        except LLMError as exc:
+            if isinstance(exc.partial, list):  # the judgments made before the run stopped
+                usage = self.llm.usage - before_usage
+                exc.partial = JudgeResult.build(exc.partial, usage, self.llm.cost_of(usage), source,
+                                                human=human)
+            raise
         usage = self.llm.usage - before_usage
         cost = self.llm.cost_of(usage)
-        return JudgeResult.build(judgments, usage, cost, f"llm:{self.llm.model}:{self.prompt.name}",
-                                 human=human)
+        return JudgeResult.build(judgments, usage, cost, source, human=human)
 
     # -- planning -----------------------------------------------------------------------
     def estimate(

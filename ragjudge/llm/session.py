@@ -655,8 +655,9 @@ class LLM:
         """Many structured calls, results in input order, with progress (a bar on a
         terminal or in a notebook, a few lines when stderr is redirected).
 
-        A configuration failure (:class:`LLMError`) cancels the rest and is raised; whatever
-        finished is already in the cache.
+        A configuration failure (:class:`LLMError`) cancels the rest and is raised with the
+        outcomes that finished as ``exc.partial`` (``None`` where unfinished); they are also
+        in the cache, so a rerun resumes without paying for them again.
         """
         prompt = load_prompt(prompt)
         items = list(variables)
@@ -686,10 +687,12 @@ class LLM:
         tasks = [asyncio.create_task(worker()) for _ in range(n_workers)]
         try:
             await asyncio.gather(*tasks)
-        except BaseException:
+        except BaseException as exc:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            if isinstance(exc, LLMError):
+                exc.partial = list(results)
             raise
         finally:
             bar.close()
