@@ -23,10 +23,13 @@ References
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
+
+from .errors import InputError
 
 __all__ = [
     "TestResult",
@@ -38,6 +41,7 @@ __all__ = [
     "bootstrap_ci",
     "bootstrap_cis",
     "resampled_sums",
+    "check_resampling",
     "holm",
     "cohens_dz",
     "win_tie_loss",
@@ -209,8 +213,7 @@ def randomization_tests(
     k, n = D.shape
     if n < 1:
         raise ValueError("the randomization test needs at least 1 paired value")
-    if n_resamples < 1:
-        raise ValueError(f"n_resamples must be positive, got {n_resamples}")
+    check_resampling(n_resamples, seed)
     obs = np.abs(D.sum(axis=1))
     # Sums of the same numbers in another sign pattern can tie the observed sum mathematically
     # (e.g. 0.1 + 0.2 - 0.3 = 0) yet differ in the last bits; such ties must count as extreme.
@@ -263,6 +266,23 @@ def bootstrap_ci(
     return bootstrap_cis(x[None, :], n_resamples=n_resamples, confidence=confidence, seed=seed)[0]
 
 
+def check_resampling(n_resamples: Any, seed: Any) -> None:
+    """A resample count is a positive integer and a seed ``None`` or a non-negative integer
+    (numpy refuses negative seeds deep inside; say it here, naming the parameter)."""
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or n_resamples < 1:
+        raise InputError(f"must be a positive integer, got {n_resamples!r}", field="resamples")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
+        raise InputError(f"must be a non-negative integer, got {seed!r}", field="seed")
+
+
+def _available_memory() -> int | None:
+    """Bytes of physical memory free now (``None`` where the system does not say)."""
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
 def resampled_sums(x: np.ndarray, n_resamples: int, seed: int | None) -> np.ndarray:
     """``(n_resamples, k)`` sums of the rows of the ``(n, k)`` matrix ``x`` over bootstrap
     resamples of its n rows (drawn with replacement, Efron & Tibshirani 1993).
@@ -274,8 +294,16 @@ def resampled_sums(x: np.ndarray, n_resamples: int, seed: int | None) -> np.ndar
     n = x.shape[0]
     if n < 1:
         raise ValueError("the bootstrap needs at least one item")
-    if n_resamples < 1:
-        raise ValueError(f"n_resamples must be positive, got {n_resamples}")
+    check_resampling(n_resamples, seed)
+    # Every resampled sum is kept (the interval is their quantiles): refuse a count whose
+    # table cannot fit in memory, in one line, instead of an allocation error deep in numpy.
+    need = int(n_resamples) * max(1, x.shape[1]) * 8 * 2  # the sums and the quantile's copy
+    free = _available_memory()
+    if free is not None and need > free:
+        most = max(1, free // (max(1, x.shape[1]) * 8 * 2))
+        raise InputError(f"{n_resamples} bootstrap resamples of {x.shape[1]} value(s) need "
+                         f"~{need / 2**30:.1f} GiB; {free / 2**30:.1f} GiB is free (at most ~{most} "
+                         "resamples fit)", field="resamples")
     rng = np.random.default_rng(seed)
     out = np.empty((n_resamples, x.shape[1]), dtype=np.float64)
     rows = max(1, _CHUNK_CELLS // n)
@@ -307,8 +335,7 @@ def bootstrap_cis(
         raise ValueError("the bootstrap needs at least 1 value")
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    if n_resamples < 1:
-        raise ValueError(f"n_resamples must be positive, got {n_resamples}")
+    check_resampling(n_resamples, seed)
     means = resampled_sums(X.T, n_resamples, seed) / n
     alpha = 1.0 - confidence
     q = np.quantile(means, [alpha / 2.0, 1.0 - alpha / 2.0], axis=0)

@@ -169,9 +169,10 @@ def test_empty_and_tiny_corpora(sim: Any, tmp_path: Path, capsys: pytest.Capture
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "empty" in err and "Traceback" not in err
     short = write_corpus(tmp_path / "short.jsonl", {"a": "Too short.", "b": "Also short here."})
-    assert main(synth(sim, tmp_path, corpus=short)) == 1
-    out = capsys.readouterr().out
-    assert "0/8 queries kept" in out and "2 too short" in out
+    # No passage can anchor a query: refused before planning (a dry run too), with the count.
+    assert main(synth(sim, tmp_path, corpus=short)) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "2 shorter than 12 words" in err and "--min-words" in err
     tiny = write_corpus(tmp_path / "tiny.jsonl", {
         "a": "Glaciers form where snow accumulates faster than it melts, compressing into dense ice over centuries.",
         "b": "Coral reefs grow from colonies of tiny animals that build limestone skeletons in warm shallow seas.",

@@ -55,6 +55,9 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.tune_qrels and args.weights is not None:
         raise InputError("--weights and --tune-qrels exclude each other: tuning chooses the weights")
+    if args.name is not None and (not args.name or any(c.isspace() for c in args.name)):
+        # The name is the run file's tag column: one token, or it would be cut at the space.
+        raise InputError(f"a run name is one word (the TREC tag column), got {args.name!r}", field="--name")
     runs = [read_run(path) for path in args.runs]
     weights = args.weights
     if args.tune_qrels:

@@ -126,10 +126,11 @@ def run(args: argparse.Namespace) -> int:
         min_confidence=args.min_confidence, judge_prompt=args.judge_prompt,
     )
     corpus = read_corpus(args.corpus)
+    # Every input is read before planning, a dry run included: a missing file is an error now.
+    runs = [read_run(path) for path in args.judge_pool] if args.judge_pool else None
     if args.dry_run:
         print(estimate_synth(corpus, args.n, llm=llm, **options).describe())
         return 0
-    runs = [read_run(path) for path in args.judge_pool] if args.judge_pool else None
 
     async def main() -> Any:
         try:

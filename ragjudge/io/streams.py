@@ -3,6 +3,11 @@
 Every reader goes through :func:`open_input`, which never seeks: named pipes, process
 substitution (``<(zcat run.gz)``) and ``-`` / ``/dev/stdin`` work like regular files, and the
 first bytes (for gzip detection and format sniffing) are kept and replayed rather than re-read.
+
+Line breaks are universal: ``\r\n`` and a lone ``\r`` (old Mac files) read as ``\n``, so every
+reader sees one kind. Input that is not text is refused instead of read forever: a NUL byte
+near its start ("not a text file") or a line longer than :data:`MAX_LINE` bytes ("line too
+long").
 """
 
 from __future__ import annotations
@@ -42,6 +47,10 @@ BOM = b"\xef\xbb\xbf"
 WS_BYTES = b" \t\n\x0b\x0c\r"
 #: Bytes kept at the front of an input for format sniffing.
 HEAD = 1 << 16
+#: The longest line any reader accepts: past this without a line break, the input is not a
+#: line-based text file (``/dev/zero``, a binary blob), and reading on would never end.
+MAX_LINE = 1 << 26
+_CHUNK = 1 << 20
 _READ_ERRORS = (OSError, EOFError, zlib.error)
 
 
@@ -52,7 +61,11 @@ def source_name(path: PathLike) -> str:
 
 
 def as_bytes(text: str | bytes) -> bytes:
-    return text.encode("utf-8") if isinstance(text, str) else bytes(text)
+    """In-memory input as bytes, with universal line breaks (as files are read)."""
+    data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+    if b"\r" in data:
+        data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    return data
 
 
 class _Prefixed:
@@ -114,6 +127,9 @@ class Input:
             raise
         self._stream = stream
         self._front = b""  # bytes peeked and not yet consumed
+        self._cr = False  # a chunk ended with "\r": is it half of a "\r\n"?
+        self._offset = 0  # decompressed bytes delivered so far
+        self._head_lines = 0  # line breaks among the first HEAD bytes delivered
 
     def _guard(self, fn: Any) -> Any:
         try:
@@ -121,10 +137,42 @@ class Input:
         except _READ_ERRORS as exc:
             raise InputError(f"cannot read file ({exc})", source=self.source) from None
 
+    def _pull(self, n: int) -> bytes:
+        """Up to ``n`` more bytes of text (``b""`` at the end): decompressed, line breaks made
+        ``\n``, refused when they hold a NUL byte."""
+        while True:
+            chunk = self._guard(lambda: self._stream.read(n))
+            if self._cr:
+                self._cr = False
+                chunk = b"\r" + chunk
+            if not chunk:
+                return b""
+            if self._offset < HEAD:
+                # Binary input shows at its start (a NUL byte never occurs in UTF-8 text); only
+                # the head is checked, so reading stays one pass over the rest.
+                head = chunk[: HEAD - self._offset]
+                nul = head.find(b"\x00")
+                if nul >= 0:
+                    line = self._head_lines + head.count(b"\n", 0, nul) + 1
+                    raise InputError("not a text file (a NUL byte)", source=self.source, line=line)
+                self._head_lines += head.count(b"\n")
+            if b"\r" in chunk:
+                if chunk.endswith(b"\r") and len(chunk) > 1:
+                    chunk, self._cr = chunk[:-1], True  # wait for the next byte: "\r\n" or not
+                elif chunk == b"\r":
+                    nxt = self._guard(lambda: self._stream.read(1))
+                    if nxt:
+                        chunk += nxt
+                        if nxt == b"\r":
+                            chunk, self._cr = chunk[:-1], True
+                chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            self._offset += len(chunk)
+            return chunk
+
     def peek(self, n: int = HEAD) -> bytes:
         """Up to ``n`` first bytes (decompressed), left in place for the next read."""
         while len(self._front) < n:
-            chunk = self._guard(lambda: self._stream.read(n - len(self._front)))
+            chunk = self._pull(n - len(self._front))
             if not chunk:
                 break
             self._front += chunk
@@ -132,13 +180,16 @@ class Input:
 
     def read(self, n: int = -1) -> bytes:
         """The next ``n`` bytes (all the rest when ``n < 0``); ``b""`` at the end."""
+        if n < 0:
+            parts = [self._front]
+            self._front = b""
+            while chunk := self._pull(_CHUNK):
+                parts.append(chunk)
+            return b"".join(parts)
         if self._front:
-            if n < 0:
-                out, self._front = self._front + self._guard(self._stream.read), b""
-                return out
             out, self._front = self._front[:n], self._front[n:]
             return out
-        return self._guard(lambda: self._stream.read(n))
+        return self._pull(n)
 
     def blocks(self, block: int) -> Iterator[bytes]:
         """Blocks of whole lines (each ends with ``\\n``; a missing final newline is added)."""
@@ -150,6 +201,9 @@ class Input:
             data = carry + chunk if carry else chunk
             cut = data.rfind(b"\n")
             if cut < 0:
+                if len(data) > MAX_LINE:
+                    raise InputError(f"line too long (no line break in {len(data) >> 20} MiB): "
+                                     "not a line-based text file", source=self.source)
                 carry = data
                 continue
             carry = data[cut + 1 :]

@@ -103,6 +103,8 @@ def _run_chunks(run: Run, format: str, tag: str | None) -> Iterator[str]:
         )
     _check_ids(qids, "query id", "TREC", hash_ok=False)
     _check_ids(docids, "doc id", "TREC", hash_ok=True)
+    if tag is not None and (not tag or tag.split() != [tag]):
+        raise InputError(f"a TREC tag is one word, got {tag!r}", field="tag")
     words = (run.name if tag is None else tag).split()
     tag = words[0] if words else "run"  # the tag is one token; it is not read back
     ol = offsets.tolist()

@@ -326,6 +326,11 @@ def _build(record: Mapping[str, Any], index: int) -> Sample:
             "no recognised field (expected e.g. user_input/input/question, retrieved_contexts/"
             "retrieval_context/retrieved, response/actual_output, reference/expected_output)",
         )
+    for name in _ID_FIELDS:
+        if name in record and record[name] is None:
+            # An id given as null is a broken record, not "no id": numbering it silently would
+            # pair its judgments with whatever sample later takes that number.
+            raise _Bad(name, "the sample id is null")
     name, raw = _first(record, _ID_FIELDS)
     sid = _id(raw, name) if name else str(index)
 

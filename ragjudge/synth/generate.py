@@ -331,6 +331,17 @@ def _prepare(
     corpus = _corpus(corpus)
     index = LexicalIndex(corpus)
     pool = PassagePool(corpus, seed=seed, min_words=min_words)
+    rep = pool.report
+    if rep.eligible == 0:
+        raise InputError(f"no passage of the {rep.corpus} in the corpus can anchor a query ({rep.too_short} "
+                         f"shorter than {min_words} words, {rep.boilerplate} boilerplate, "
+                         f"{rep.duplicates} duplicates)", field="--min-words")
+    # A draw is a style and an anchor passage, each pair used once: more queries than that
+    # cannot be made, and planning for them would only take time and memory.
+    most = rep.eligible * len(style_map)
+    if n > most:
+        raise InputError(f"asks for {n} queries, but the corpus can anchor at most {most} "
+                         f"({rep.eligible} eligible passages x {len(style_map)} style(s))", field="-n")
     params = {
         "n": n, "styles": weights, "oversample": oversample, "seed": seed, "min_words": min_words,
         "copy_span": copy_span, "roundtrip_k": roundtrip_k, "roundtrip_retriever": "bm25s BM25 (k1=1.5, b=0.75)",

@@ -43,14 +43,45 @@ def read_judgments(path: str) -> list[Any]:
                 if not line.strip():
                     continue
                 try:
-                    out.append(Judgment.from_dict(json.loads(line)))
+                    j = Judgment.from_dict(json.loads(line))
                 except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
                     raise InputError(f"not a judgment record ({exc})", source=path, line=i) from None
+                why = _bad_probs(j.probs)
+                if why:
+                    raise InputError(why, source=path, line=i, field="probs")
+                out.append(j)
     except OSError as exc:
         raise InputError(exc.strerror or "cannot read", source=path) from None
     if not out:
         raise InputError("no judgments in the file", source=path)
     return out
+
+
+#: How far a grade distribution may sum from 1 (the judge writes them normalised; rounding
+#: in a file written by another tool is fine, a missing grade's mass is not).
+PROB_TOLERANCE = 1e-3
+
+
+def _bad_probs(probs: Any) -> str | None:
+    """Why ``probs`` (grade -> probability) is not a probability distribution, or ``None``."""
+    if not probs:
+        return None
+    if not isinstance(probs, Mapping):
+        return f"probabilities must be an object of grade: probability, got {type(probs).__name__}"
+    total = 0.0
+    for grade, p in probs.items():
+        try:
+            int(grade)
+        except (TypeError, ValueError):
+            return f"grade {grade!r} is not an integer"
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not math.isfinite(p):
+            return f"probability of grade {grade} is not a number: {p!r}"
+        if not 0.0 <= p <= 1.0:
+            return f"probability of grade {grade} is outside [0, 1]: {p!r}"
+        total += p
+    if abs(total - 1.0) > PROB_TOLERANCE:
+        return f"probabilities sum to {total:.6g}, not 1"
+    return None
 
 
 def grade_distributions(
@@ -64,11 +95,12 @@ def grade_distributions(
         if j.error is not None or (j.grade is None and not j.probs):
             continue  # a failed judgment carries no label
         if j.probs:
-            probs = {int(g): float(p) for g, p in j.probs.items() if float(p) > 0}
+            why = _bad_probs(j.probs)
+            probs = {} if why else {int(g): float(p) for g, p in j.probs.items() if float(p) > 0}
             total = sum(probs.values())
-            if not probs or not all(math.isfinite(p) for p in probs.values()):
-                raise InputError(f"bad probabilities for query {j.qid!r}, document {j.docid!r}",
-                                 source=source, field="probs")
+            if why or not probs:
+                raise InputError(f"bad probabilities for query {j.qid!r}, document {j.docid!r}: "
+                                 f"{why or 'all zero'}", source=source, field="probs")
             dist = {g: p / total for g, p in probs.items()}
         else:
             dist = {int(j.grade): 1.0}
