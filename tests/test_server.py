@@ -241,26 +241,33 @@ def test_size_limits_are_413(tmp_path: Path) -> None:
 
 
 def test_per_client_concurrency_limit(tmp_path: Path) -> None:
-    with ServerProcess(tmp_path, "--client-concurrency", "1") as srv:
-        # A request whose body never finishes occupies this client's one slot.
-        with socket.create_connection(("127.0.0.1", srv.port)) as s:
-            s.sendall(b"POST /v1/evaluate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                      b"Content-Length: 1000\r\n\r\n{\"qrels\":")
-            import time
+    import threading
+    import time
 
-            deadline = time.monotonic() + 10
-            status = 0
-            while time.monotonic() < deadline:
-                status = httpx.get(srv.url + "/v1/version").status_code
-                if status == 429:
-                    break
-                time.sleep(0.05)
-            assert status == 429
+    with ServerProcess(tmp_path, "--client-concurrency", "1") as srv:
+        # A request being processed (a compare of many runs, 100,000 resamples) holds this
+        # client's one slot; a body still arriving does not (see test_server_lockout.py).
+        runs = {f"r{i}": {f"q{q}": {f"d{d}": float((q * 7 + d * i) % 13) for d in range(30)}
+                          for q in range(300)} for i in range(12)}
+        qrels = {f"q{q}": {f"d{d}": 1 for d in range(0, 30, 3)} for q in range(300)}
+        done: list[int] = []
+        busy = threading.Thread(target=lambda: done.append(httpx.post(
+            srv.url + "/v1/compare", json={"qrels": qrels, "runs": runs, "metrics": ["map", "ndcg@10"],
+                                           "resamples": 100_000, "all_pairs": True},
+            timeout=120).status_code), daemon=True)
+        busy.start()
+        deadline = time.monotonic() + 60
+        status = 0
+        while time.monotonic() < deadline and not done:
+            status = httpx.get(srv.url + "/v1/version").status_code
+            if status == 429:
+                break
+            time.sleep(0.02)
+        assert status == 429
+        busy.join(120)
+        assert done == [200]
         # the slot is given back when that request ends
-        deadline = time.monotonic() + 10
-        while httpx.get(srv.url + "/v1/version").status_code != 200:
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        assert httpx.get(srv.url + "/v1/version").status_code == 200
 
 
 def test_cors_is_off_by_default(client: httpx.Client) -> None:

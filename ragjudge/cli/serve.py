@@ -50,6 +50,8 @@ def register(subparsers: Any) -> None:
                      help="query-document pairs per request (default 2,000,000)")
     lim.add_argument("--client-concurrency", type=int, default=16, metavar="N",
                      help="concurrent requests per client address (default 16)")
+    lim.add_argument("--body-seconds", type=float, default=30.0, metavar="S",
+                     help="a request body must arrive within this many seconds (default 30; 408 after)")
     lim.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
                      help="allow browser requests from ORIGIN (repeatable; default: CORS off)")
     llm = p.add_argument_group("LLM endpoint of jobs (the server's, never a request's)")
@@ -88,7 +90,8 @@ def _run(args: argparse.Namespace) -> int:
     settings = ServerSettings(
         host=args.host, port=args.port, token_env=args.token_env, workers=args.workers,
         max_body_bytes=args.max_body_bytes, max_pairs=args.max_pairs,
-        client_concurrency=args.client_concurrency, cors_origins=tuple(args.cors_origin),
+        client_concurrency=args.client_concurrency, body_seconds=args.body_seconds,
+        cors_origins=tuple(args.cors_origin),
         model=args.model, base_url=args.base_url, api_key_env=args.api_key_env,
         azure_endpoint=args.azure_endpoint, azure_api_version=args.azure_api_version,
         rpm=args.rpm, tpm=args.tpm, timeout=args.timeout, max_attempts=args.max_attempts,

@@ -1,14 +1,16 @@
 """The FastAPI application: routes that translate HTTP to library calls, and the guards.
 
 Guards (one ASGI middleware, in this order): bearer token (constant-time comparison; every
-path but ``/v1/health`` and the API docs), per-client concurrency (429 beyond it), request
-body size (413). Errors: input problems are 400 (library) or 422 (schema) with the one-line
+path but ``/v1/health`` and the API docs), request body size (413) and a deadline for the
+whole body (408: a client trickling its body cannot hold the server), then per-client
+concurrency (429 beyond it), counted only while a request is processed. Errors: input problems are 400 (library) or 422 (schema) with the one-line
 ``field:line: name: message`` text the CLI prints; anything unexpected is a bare 500 whose
 details stay in the server log. CORS is off unless origins are configured.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hmac
 import json
@@ -67,14 +69,20 @@ async def _send_json(send: Any, status: int, body: dict[str, Any],
     await send({"type": "http.response.body", "body": data})
 
 
+class _BodyTooLarge(Exception):
+    """The body outgrew ``--max-body-bytes`` while it was read."""
+
+
 class Guard:
     """Authentication, per-client concurrency and body size, before any route runs."""
 
-    def __init__(self, app: Any, *, token: str | None, max_body: int, per_client: int) -> None:
+    def __init__(self, app: Any, *, token: str | None, max_body: int, per_client: int,
+                 body_seconds: float = 30.0) -> None:
         self.app = app
         self.token = token.encode() if token else None
         self.max_body = max_body
         self.per_client = per_client
+        self.body_seconds = body_seconds
         self.active: Counter[str] = Counter()
 
     def _authorized(self, scope: Any) -> bool:
@@ -99,6 +107,12 @@ class Guard:
                                          "(send 'Authorization: Bearer <token>')"},
                              [(b"www-authenticate", b"Bearer")])
             return
+        if scope["method"] in ("POST", "PUT", "PATCH"):
+            receive = await self._read_body(scope, receive, send)
+            if receive is None:
+                return  # answered already (413, 408, 400) or the client went away
+        # A slot is held while the request is processed, not while its body arrives: slow
+        # uploads cannot lock a client's (or a shared proxy's) other requests out.
         client = (scope.get("client") or ("?", 0))[0]
         if self.active[client] >= self.per_client:
             await _send_json(send, 429, {"detail": f"more than {self.per_client} concurrent "
@@ -107,16 +121,15 @@ class Guard:
             return
         self.active[client] += 1
         try:
-            await self._with_body(scope, receive, send)
+            await self.app(scope, receive, send)
         finally:
             self.active[client] -= 1
             if self.active[client] <= 0:
                 del self.active[client]
 
-    async def _with_body(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["method"] not in ("POST", "PUT", "PATCH"):
-            await self.app(scope, receive, send)
-            return
+    async def _read_body(self, scope: Any, receive: Any, send: Any) -> Any:
+        """The whole body, within its size limit and deadline, as a replaying ``receive``;
+        ``None`` when the request was answered here instead."""
         too_large = {"detail": f"request body larger than {self.max_body:,} bytes "
                                "(ragjudge serve --max-body-bytes)"}
         for name, v in scope.get("headers", ()):
@@ -125,21 +138,33 @@ class Guard:
                     declared = int(v)
                 except ValueError:
                     await _send_json(send, 400, {"detail": "invalid Content-Length header"})
-                    return
+                    return None
                 if declared > self.max_body:
                     await _send_json(send, 413, too_large)
-                    return
+                    return None
         body = bytearray()
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            body += message.get("body", b"")
-            if len(body) > self.max_body:
-                await _send_json(send, 413, too_large)
-                return
-            if not message.get("more_body", False):
-                break
+
+        async def read() -> bool:
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return False
+                body.extend(message.get("body", b""))
+                if len(body) > self.max_body:
+                    raise _BodyTooLarge
+                if not message.get("more_body", False):
+                    return True
+
+        try:
+            if not await asyncio.wait_for(read(), timeout=self.body_seconds):
+                return None
+        except _BodyTooLarge:
+            await _send_json(send, 413, too_large)
+            return None
+        except asyncio.TimeoutError:
+            await _send_json(send, 408, {"detail": f"request body not received within "
+                                         f"{self.body_seconds:g} s"}, [(b"connection", b"close")])
+            return None
         sent = False
 
         async def replay() -> Any:
@@ -149,7 +174,7 @@ class Guard:
                 return {"type": "http.request", "body": bytes(body), "more_body": False}
             return await receive()
 
-        await self.app(scope, replay, send)
+        return replay
 
 
 # ----------------------------------------------------------------------------- errors
@@ -231,7 +256,7 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
     app.add_exception_handler(TooLarge, _too_large)  # type: ignore[arg-type]
     app.add_exception_handler(Exception, _internal)
     app.add_middleware(Guard, token=settings.token(), max_body=settings.max_body_bytes,
-                       per_client=settings.client_concurrency)
+                       per_client=settings.client_concurrency, body_seconds=settings.body_seconds)
     if settings.cors_origins:  # outside the guard: a browser's preflight carries no token
         from fastapi.middleware.cors import CORSMiddleware
 

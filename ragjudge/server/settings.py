@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import math
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -41,6 +42,7 @@ class ServerSettings:
     max_body_bytes: int = 32 * 1024 * 1024
     max_pairs: int = 2_000_000
     client_concurrency: int = 16
+    body_seconds: float = 30.0  # a request body must arrive within this (408 after)
     cors_origins: tuple[str, ...] = ()
     # the LLM endpoint: only ever from the server's configuration, never from a request
     model: str | None = None
@@ -76,19 +78,33 @@ class ServerSettings:
                 f"set ${self.token_env} (or pass --token-env VAR) first",
                 field="--host",
             )
-        for flag, value in (("--port", self.port), ("--workers", self.workers),
+        if isinstance(self.port, bool) or not isinstance(self.port, int) or not 0 <= self.port <= 65535:
+            raise InputError(f"must be a port number from 0 to 65535, got {self.port!r}", field="--port")
+        for flag, value in (("--workers", self.workers),
                             ("--max-body-bytes", self.max_body_bytes), ("--max-pairs", self.max_pairs),
                             ("--client-concurrency", self.client_concurrency),
                             ("--concurrency", self.concurrency), ("--max-jobs", self.max_jobs),
                             ("--max-attempts", self.max_attempts)):
-            if value < (0 if flag == "--port" else 1):
-                raise InputError(f"must be at least 1, got {value}", field=flag)
-        for flag, fvalue in (("--rpm", self.rpm), ("--tpm", self.tpm), ("--timeout", self.timeout),
-                             ("--max-cost", self.max_cost)):
-            if fvalue is not None and fvalue <= 0:
-                raise InputError(f"must be positive, got {fvalue}", field=flag)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InputError(f"must be an integer of at least 1, got {value!r}", field=flag)
+        # NaN passes every "<= 0" test and infinity disables a limit: both are refused.
+        for flag, fvalue, optional, zero_ok in (
+                ("--rpm", self.rpm, True, False), ("--tpm", self.tpm, True, False),
+                ("--timeout", self.timeout, False, False), ("--max-cost", self.max_cost, True, False),
+                ("--body-seconds", self.body_seconds, False, False),
+                ("--drain-seconds", self.drain_seconds, False, True),
+                ("--lease-seconds", self.lease_seconds, False, False)):
+            if fvalue is None and optional:
+                continue
+            if isinstance(fvalue, bool) or not isinstance(fvalue, (int, float)) or not math.isfinite(fvalue) \
+                    or fvalue < 0 or (fvalue == 0 and not zero_ok):
+                raise InputError(f"must be a finite number {'>= 0' if zero_ok else '> 0'}, got {fvalue!r}",
+                                 field=flag)
         if self.no_cache and self.cache:
             raise InputError("--cache and --no-cache contradict each other", field="--no-cache")
+        for flag, path in (("--jobs-db", self.jobs_db), ("--cache", self.cache), ("--prices", None)):
+            if path and Path(path).expanduser().is_dir():
+                raise InputError(f"is a directory; give a file name, got {path!r}", field=flag)
 
     def cache_path(self) -> Path | None:
         if self.no_cache:
