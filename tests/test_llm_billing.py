@@ -15,6 +15,7 @@ from test_llm_fakes import BASE, SECRET, URL, completion, grade_reply, ok
 
 from ragjudge.judges import LLMRelevanceJudge
 from ragjudge.llm import LLM, PriceTable, Usage
+from ragjudge.llm.cost import Price
 from ragjudge.llm.provenance import FailureKind
 
 PRICES = PriceTable.default().with_price("judge-model", PriceTable.default().get("gpt-4o-mini"))
@@ -143,3 +144,55 @@ def test_a_rejected_batch_result_is_counted(tmp_path: Path) -> None:
     assert not out.ok and out.failure is FailureKind.MALFORMED
     assert llm.usage.calls == 1 and llm.usage.prompt_tokens == 400
     assert llm.batch_usage.calls == 1
+
+
+def test_a_body_that_is_not_json_is_counted_at_the_usage_it_still_states(
+        httpx2_mock: respx.Router, tmp_path: Path) -> None:
+    # A JSON reply with a trailer (a proxy's stray event line): not JSON as a whole, but its
+    # usage is readable, and that is what the provider billed.
+    body = json.dumps(completion("MARK", prompt_tokens=400, completion_tokens=30)).encode() + b"\ndata: [DONE]\n"
+    route = httpx2_mock.post(URL)
+    route.side_effect = [raw(body), ok(grade_reply(1, prompt_tokens=400, completion_tokens=30))]
+    llm = make_llm(tmp_path)
+    out = ask(llm)
+    assert out.ok and route.call_count == 2
+    assert llm.usage == Usage(2, 800, 0, 60)
+    assert llm.cost == PRICES.cost("judge-model", Usage(2, 800, 0, 60))
+
+
+def test_a_usage_quoted_inside_the_reply_text_is_not_taken_for_the_bill(
+        httpx2_mock: respx.Router, tmp_path: Path) -> None:
+    text = json.dumps({"usage": {"prompt_tokens": 1, "completion_tokens": 1}})
+    body = json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]})
+    route = httpx2_mock.post(URL)
+    route.side_effect = [raw(body.encode()[:-2]), ok(grade_reply(1, prompt_tokens=400, completion_tokens=30))]
+    llm = make_llm(tmp_path)
+    out = ask(llm)
+    assert out.ok and route.call_count == 2
+    # The cut-off body states no usage of its own: counted at the worst case, not at 1 + 1.
+    assert llm.usage.unknown == 1 and llm.usage.prompt_tokens > 400 + 1
+
+
+def test_an_embeddings_reply_that_cannot_be_decoded_is_counted_then_retried(
+        httpx2_mock: respx.Router, tmp_path: Path) -> None:
+    emb_url = BASE + "/embeddings"
+    bad = ok({"object": "list", "data": [{"index": 0, "embedding": "not base64!"}],
+              "usage": {"prompt_tokens": 7, "total_tokens": 7}})
+    good = ok({"object": "list", "data": [{"index": 0, "embedding": [1.0, 0.0]}],
+               "usage": {"prompt_tokens": 7, "total_tokens": 7}})
+    route = httpx2_mock.post(emb_url)
+    route.side_effect = [bad, good]
+    prices = PRICES.with_price("emb-model", Price(input=0.02, output=0.0))
+    llm = make_llm(tmp_path, prices=prices)
+
+    async def go() -> Any:
+        try:
+            return await llm.embed(["alpha"], model="emb-model")
+        finally:
+            await llm.aclose()
+
+    got = asyncio.run(go())
+    assert got.ok and got.vectors == [[1.0, 0.0]]
+    assert route.call_count == 2
+    assert llm.embedding_usage["emb-model"] == Usage(2, 14, 0, 0)
+    assert got.usage == Usage(2, 14, 0, 0)

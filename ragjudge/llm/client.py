@@ -153,6 +153,29 @@ def _usage_in(d: Any) -> Usage | None:
     return None if usage.unknown else usage
 
 
+_USAGE_KEY = re.compile(r'"usage"\s*:\s*')
+
+
+def _usage_in_text(text: str) -> Usage | None:
+    """The usage a body that is not one JSON object still states (a JSON reply with a
+    trailer, a cut-off or mangled body): the last readable top-level-looking ``"usage":
+    {...}``. A key inside a string value is escaped (``\\"usage\\"``) and does not match."""
+    try:
+        return _usage_in(json.loads(text))
+    except ValueError:
+        pass
+    decoder = json.JSONDecoder()
+    for m in reversed(list(_USAGE_KEY.finditer(text))):
+        try:
+            value, _ = decoder.raw_decode(text, m.end())
+        except (ValueError, RecursionError):
+            continue
+        usage = _usage_in({"usage": value})
+        if usage is not None:
+            return usage
+    return None
+
+
 class AttemptDeadline(Exception):
     """An HTTP attempt that did not deliver its whole reply (connect, headers and body) within
     its deadline: a server that trickles or stalls its body. Retried like a timeout."""
@@ -765,7 +788,12 @@ class LLMClient:
     async def _once(self, body: Mapping[str, Any], gate: Gate, observe: Observer | None,
                     call: _Call) -> Completion:
         data, latency = await self._post(self.openai.chat.completions, body, gate, observe, call)
-        return Completion.from_dict(data, latency=latency, attempts=call.attempts)
+        try:
+            return Completion.from_dict(data, latency=latency, attempts=call.attempts)
+        except _BadBody:
+            raise
+        except Exception as exc:  # a 200 read this far is billed: never an uncounted crash
+            raise _BadBody(f"unreadable reply: {type(exc).__name__}: {exc}", _usage_in(data)) from None
 
     async def _post(self, resource: Any, body: Mapping[str, Any], gate: Gate,
                     observe: Observer | None, call: _Call) -> tuple[Mapping[str, Any], float]:
@@ -794,13 +822,10 @@ class LLMClient:
             data = json.loads(content.decode("utf-8"))
         except UnicodeDecodeError:
             # Still read what it says it cost: a stray byte in the text is billed all the same.
-            try:
-                salvaged = json.loads(content.decode("utf-8", errors="replace"))
-            except ValueError:
-                salvaged = None
-            raise _BadBody("not valid UTF-8", _usage_in(salvaged)) from None
-        except ValueError:
-            raise _BadBody("not JSON") from None
+            raise _BadBody("not valid UTF-8",
+                           _usage_in_text(content.decode("utf-8", errors="replace"))) from None
+        except (ValueError, RecursionError):
+            raise _BadBody("not JSON", _usage_in_text(content.decode("utf-8"))) from None
         if not isinstance(data, Mapping):
             raise _BadBody("not a JSON object")
         return data, latency
@@ -808,8 +833,15 @@ class LLMClient:
     async def _once_embed(self, body: Mapping[str, Any], gate: Gate, observe: Observer | None,
                           call: _Call) -> EmbeddingReply:
         data, latency = await self._post(self.openai.embeddings, body, gate, observe, call)
-        return EmbeddingReply.from_dict(data, expected=len(body.get("input") or ()),
-                                        latency=latency, attempts=call.attempts)
+        try:
+            return EmbeddingReply.from_dict(data, expected=len(body.get("input") or ()),
+                                            latency=latency, attempts=call.attempts)
+        except _BadBody:
+            raise
+        except Exception as exc:  # e.g. base64 that is not a vector: billed all the same
+            tokens = _count_tokens(data.get("usage"))
+            raise _BadBody(f"unreadable reply: {type(exc).__name__}: {exc}",
+                           None if tokens is None else Usage(calls=1, prompt_tokens=tokens)) from None
 
     def _final(self, exc: BaseException, attempts: int) -> Exception:
         """Map the last exception to what callers handle: LLMError, UnsupportedFeature, CallFailed."""
