@@ -196,3 +196,47 @@ def test_an_embeddings_reply_that_cannot_be_decoded_is_counted_then_retried(
     assert route.call_count == 2
     assert llm.embedding_usage["emb-model"] == Usage(2, 14, 0, 0)
     assert got.usage == Usage(2, 14, 0, 0)
+
+
+def test_two_malformed_bodies_then_a_good_reply_is_graded(httpx2_mock: respx.Router, tmp_path: Path) -> None:
+    route = httpx2_mock.post(URL)
+    route.side_effect = [raw(b'{"choices": [{"message": {"content": "{\\"grade\\": 2'),
+                         ok({"object": "chat.completion", "choices": [], "usage": USAGE}),
+                         ok(grade_reply(2, prompt_tokens=400, completion_tokens=30))]
+    llm = make_llm(tmp_path, max_attempts=3)
+    out = ask(llm)
+    assert out.ok and out.value["grade"] == 2 and route.call_count == 3
+    # Every reply counted: the cut-off one at the worst case, the others at their usage.
+    assert llm.usage.calls == 3 and llm.usage.unknown == 1 and out.usage.calls == 3
+
+
+def test_always_unusable_content_fails_with_its_reason_after_the_retry_budget(
+        httpx2_mock: respx.Router, tmp_path: Path) -> None:
+    n = 0
+
+    def effect(request: Any) -> respx.MockResponse:
+        nonlocal n
+        n += 1
+        return ok(completion(f"I would say it depends ({n}).", prompt_tokens=400, completion_tokens=30))
+
+    route = httpx2_mock.post(URL).mock(side_effect=effect)
+    llm = make_llm(tmp_path, max_attempts=5)
+    out = ask(llm)
+    assert not out.ok and out.failure is FailureKind.UNPARSABLE
+    assert out.error.startswith("unparsable reply after 3 repairs and 1 fresh attempt: ")
+    assert route.call_count == 5
+    assert llm.usage == Usage(5, 2000, 0, 150) and out.usage == llm.usage
+    assert llm.cost == PRICES.cost("judge-model", Usage(5, 2000, 0, 150))
+
+
+def test_rejected_bodies_and_unusable_content_share_one_retry_budget(
+        httpx2_mock: respx.Router, tmp_path: Path) -> None:
+    route = httpx2_mock.post(URL)
+    route.side_effect = [ok({"object": "chat.completion", "choices": [], "usage": USAGE}),
+                         ok(completion("Maybe.", prompt_tokens=400, completion_tokens=30)),
+                         ok(completion("Perhaps.", prompt_tokens=400, completion_tokens=30)),
+                         ok(grade_reply(1, prompt_tokens=400, completion_tokens=30))]
+    llm = make_llm(tmp_path, max_attempts=3)
+    out = ask(llm)
+    assert not out.ok and out.failure is FailureKind.UNPARSABLE
+    assert route.call_count == 3 and llm.usage == Usage(3, 1200, 0, 90)

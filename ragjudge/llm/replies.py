@@ -286,6 +286,7 @@ class Conversation:
         self.bad: list[str] = []  # this attempt's unusable replies (repair turns asked)
         self.seen: set[str] = set()  # every unusable reply of the call
         self.unusable_replies = 0
+        self.rejected_replies = 0  # billed bodies that were no completion at all
         self.repairs = 0
         self.fresh = 0
         self.repaired = False
@@ -312,13 +313,19 @@ class Conversation:
             self.turn = dataclasses.replace(t, boost=t.boost * 2)
         return self.turn
 
+    def rejected(self) -> bool:
+        """A billed reply body that was not a completion (no choices, not JSON): ``True``
+        when the retry budget, shared with unusable replies, allows sending the turn again."""
+        self.rejected_replies += 1
+        return self.unusable_replies + self.rejected_replies < self.attempts
+
     def unusable(self, text: str | None, exc: BaseException) -> Turn | GiveUp:
         """The reply could not be used (``exc`` says why)."""
         text = text or ""
         repeat = text in self.seen
         self.seen.add(text)
         self.unusable_replies += 1
-        if repeat or self.unusable_replies >= self.attempts:
+        if repeat or self.unusable_replies + self.rejected_replies >= self.attempts:
             n, f = self.repairs, self.fresh
             fresh = f" and {f} fresh attempt{'s' * (f != 1)}" if f else ""
             return GiveUp(FailureKind.UNPARSABLE, f"unparsable reply after {n} repair{'s' * (n != 1)}"

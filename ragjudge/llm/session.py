@@ -409,9 +409,6 @@ class LLM:
         attempts = 0
         latency = 0.0
         served = fingerprint = None
-        # Billed reply bodies that were not chat completions: a call gets as many as its retry
-        # budget, each sent only after a fresh budget admission, before it fails with its reason.
-        rejected = 0
 
         def done(value: Any = None, failure: tuple[FailureKind, str] | None = None,
                  comp: Completion | None = None, fmt: int = 0, **extra: Any) -> Outcome:
@@ -436,10 +433,11 @@ class LLM:
             except CallFailed as exc:
                 attempts += exc.attempts
                 if isinstance(exc, RejectedReply):
+                    # Billed but no completion: the turn again, like a 5xx, but only once the
+                    # budget admits it again, and from the same retry budget as unusable content.
                     usage = usage + (exc.usage or Usage())
-                    rejected += 1
-                    if rejected < self.config.max_attempts:
-                        continue  # like a 5xx, but only once the budget admits it again
+                    if conv.rejected():
+                        continue
                 return done(failure=(_call_failed_kind(exc), exc.reason), fmt=fmt)
             if comp is None:
                 return done(failure=(FailureKind.BUDGET, BUDGET_REASON), fmt=fmt)
