@@ -240,3 +240,54 @@ def test_rejected_bodies_and_unusable_content_share_one_retry_budget(
     out = ask(llm)
     assert not out.ok and out.failure is FailureKind.UNPARSABLE
     assert route.call_count == 3 and llm.usage == Usage(3, 1200, 0, 90)
+
+
+def test_a_request_answered_by_two_batch_jobs_is_counted_twice(tmp_path: Path) -> None:
+    """Two processes submitted the same requests before either recorded a batch id: a rerun
+    harvests both jobs, uses one answer per request, and counts both (both are billed)."""
+    from _loopback import simulator_thread
+
+    from ragjudge.llm.batch import BatchOptions, BatchStore, build_requests, run_batch
+
+    items = [{"query": f"q{i}", "passage": f"passage {i}"} for i in range(4)]
+    with simulator_thread(latency=0.0, batch_seconds=0.1) as sim:
+        def make() -> LLM:
+            return LLM("sim-model", base_url=sim.base_url, api_key="sk-test-batch-key",
+                       cache=tmp_path / "cache.sqlite", prices=PRICES.with_price(
+                           "sim-model", Price(input=1.0, output=4.0)))
+
+        llm = make()
+        calls = [llm.prepare("relevance.v1", v) for v in items]
+        data = b"".join(build_requests((c.key, c.body) for c in calls))
+
+        async def upload_and_create() -> str:
+            client = llm.client().openai
+            try:
+                f = await client.files.create(file=("in.jsonl", data), purpose="batch")
+                await client.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions",
+                                            completion_window="24h")
+                return f.id
+            finally:
+                await llm.aclose()
+
+        store = BatchStore(tmp_path / "cache.sqlite")
+        for _ in range(2):  # ... and each "crashed" before recording its batch id
+            store.record_upload(asyncio.run(upload_and_create()), [c.key for c in calls])
+        store.close()
+
+        llm2 = make()
+
+        async def main() -> list[Any]:
+            try:
+                return await run_batch(llm2, "relevance.v1", items,
+                                       options=BatchOptions(poll_interval=0.05, max_poll_interval=0.2))
+            finally:
+                await llm2.aclose()
+
+        outs = asyncio.run(main())
+        assert all(o.ok for o in outs)
+        stats = sim.stats()
+        assert stats["batches_created"] == 2 and stats["batch_lines"] == 8
+        assert llm2.usage.calls == 8 and llm2.batch_usage.calls == 8
+        used = sum((o.usage for o in outs), Usage())
+        assert llm2.usage.prompt_tokens == 2 * used.prompt_tokens

@@ -552,6 +552,8 @@ async def _submit_and_join(
                 for key, res in joined.items():
                     call = pending.get(key)
                     if call is None or key in results:  # answered by another job of this round
+                        if res.body is not None:  # billed all the same: counted, not used
+                            llm.count_unused(res.body, call, batch=True)
                         continue
                     if res.body is not None:
                         results[key] = llm.accept(call, res.body, validate=validate, batch=True)

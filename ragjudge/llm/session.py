@@ -697,13 +697,32 @@ class LLM:
         assert all(r is not None for r in results)
         return results  # type: ignore[return-value]
 
+    @staticmethod
+    def _worst_reply(call: PreparedCall | None) -> Usage:
+        """The stand-in for a billed reply to ``call`` whose usage cannot be read: its worst
+        case (with no call to measure, one call of unknown size)."""
+        if call is None:
+            return Usage(1, unknown=1)
+        allowed = int(call.body.get("max_tokens") or call.body.get("max_completion_tokens") or 0)
+        return Usage(1, worst_case_prompt_tokens(call.messages), 0, allowed, unknown=1)
+
+    def count_unused(self, completion: Any, call: PreparedCall | None = None, *,
+                     batch: bool = False) -> Usage:
+        """Count a reply obtained elsewhere that was billed but is not used (a second answer
+        to a request already answered, e.g. by two Batch API jobs): at the usage it states,
+        or the worst case of ``call``."""
+        stated = Usage.from_openai(completion.get("usage")) if isinstance(completion, Mapping) \
+            else Usage(1, unknown=1)
+        billed = self._worst_reply(call) if stated.unknown else stated
+        self._count(billed, batch=batch)
+        return billed
+
     def accept(self, call: PreparedCall, completion: Mapping[str, Any],
                *, validate: Validator | None = None, batch: bool = False) -> Outcome:
         """Complete a prepared call from a reply obtained elsewhere: parse, account usage,
         write the cache. No repair turn is possible here. ``batch=True``: the reply came from
         the Batch API and is costed at the batch price."""
-        allowed = int(call.body.get("max_tokens") or call.body.get("max_completion_tokens") or 0)
-        worst = Usage(1, worst_case_prompt_tokens(call.messages), 0, allowed, unknown=1)
+        worst = self._worst_reply(call)
         try:
             comp = Completion.parse(completion)
         except RejectedReply as exc:
