@@ -103,6 +103,7 @@ FAULT_PROBABILITIES = (
     "p_odd_logprobs",
     "p_odd_usage",
     "p_empty_choices",
+    "p_billed_garbage",
     "p_bad_grade",
 )
 OUTAGE_KINDS = ("refuse", "503", "429")
@@ -144,6 +145,7 @@ class SimConfig:
     p_odd_logprobs: float = 0.0  # a logprob that is not a number ("-0.1x", null, "NaN")
     p_odd_usage: float = 0.0  # usage fields as strings, or no usage at all
     p_empty_choices: float = 0.0  # "choices": [] (paid: the server did the work)
+    p_billed_garbage: float = 0.0  # a paid reply whose body is not clean JSON but states its usage
     p_bad_grade: float = 0.0  # the "grade" field out of scale (7, -1) or a string ("2")
     reasoning_tokens: int = 0  # hidden reasoning billed per reply (completion_tokens_details)
     # --- outages and load
@@ -530,6 +532,7 @@ class _Stats:
         self.duplicate_paid = 0
         # odd fields injected into good replies, and hidden reasoning tokens billed
         self.odd_logprobs = self.odd_usage = self.empty_choices = self.bad_grades = 0
+        self.billed_garbage = 0
         self.reasoning_tokens = 0
         self.outages = self.outage_rejected = 0  # outages; requests dropped/refused/failed while down
         self.queued = 0  # requests that waited for a slot
@@ -1029,6 +1032,16 @@ class Simulator:
         }
         # Billed on what the server did, whatever the reply's usage field says.
         self._pay(body_key, prompt_tokens, completion_tokens)
+        if frng.random() < cfg.p_billed_garbage:
+            # Paid, and the body still states its usage, but it is no clean JSON: a byte that
+            # is not UTF-8 in the text, or a proxy's stray event line after the object.
+            st.billed_garbage += 1
+            data = json.dumps(reply).encode()
+            if content and frng.random() < 0.5:
+                data = data.replace(b'"content": "', b'"content": "\xff', 1)
+            else:
+                data += b"\ndata: [DONE]\n"
+            return web.Response(body=data, headers={**headers, "Content-Type": "application/json"})
         return web.json_response(reply, headers=headers)
 
     def _bad_grade(self, content: str, frng: random.Random) -> str:

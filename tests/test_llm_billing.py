@@ -291,3 +291,34 @@ def test_a_request_answered_by_two_batch_jobs_is_counted_twice(tmp_path: Path) -
         assert llm2.usage.calls == 8 and llm2.batch_usage.calls == 8
         used = sum((o.usage for o in outs), Usage())
         assert llm2.usage.prompt_tokens == 2 * used.prompt_tokens
+
+
+def test_against_the_simulator_the_reported_cost_is_its_bill_and_within_the_cap(tmp_path: Path) -> None:
+    """Empty choices, content that is no JSON, bodies that are not clean JSON and 5xx, all
+    but the 5xx billed: what the session reports is what the server billed, under the cap."""
+    from _loopback import simulator_thread
+
+    price = Price(input=1.0, output=4.0)
+    with simulator_thread(latency=0.0, p_5xx=0.1, p_malformed=0.05, p_empty_choices=0.1,
+                          p_billed_garbage=0.1, seed=5) as sim:
+        def run(cap: float | None, salt: str) -> tuple[LLM, list[Any], dict[str, Any]]:
+            before = sim.stats()
+            llm = LLM("sim-model", base_url=sim.base_url, api_key="sk-test", cache=False,
+                      backoff_base=0.001, prices=PRICES.with_price("sim-model", price), max_cost=cap)
+            judge = LLMRelevanceJudge(llm=llm, progress=False)
+            out = judge.sync.judge_many([(f"{salt} query {i % 7}", f"{salt} passage {i}") for i in range(60)])
+            after = sim.stats()
+            return llm, out, {k: after[k] - before[k] for k in ("prompt_tokens", "completion_tokens",
+                                                                 "billed_garbage", "empty_choices")}
+
+        llm, judgments, billed = run(None, "a")
+        true_bill = price.cost(Usage(1, billed["prompt_tokens"], 0, billed["completion_tokens"]))
+        assert billed["billed_garbage"] and billed["empty_choices"]
+        assert all(j.grade is not None for j in judgments), [j.error for j in judgments if j.grade is None]
+        assert abs(llm.cost - true_bill) < 1e-9
+
+        cap = true_bill / 3
+        llm, judgments, billed = run(cap, "b")
+        true_bill = price.cost(Usage(1, billed["prompt_tokens"], 0, billed["completion_tokens"]))
+        assert abs(llm.cost - true_bill) < 1e-9 and true_bill <= cap
+        assert any(j.failure is FailureKind.BUDGET for j in judgments)
