@@ -25,6 +25,10 @@ Scenarios:
 5. ``shared cache``: two client processes, the same pairs, one cache file, at the same time.
 6. ``single slot``: a server processing one request at a time (llama.cpp ``--parallel 1``),
    time-scaled: 0.2 s per answer and a 3 s timeout stand for 4 s and the default 60 s.
+11. ``malformed mix``: 10% 5xx, 5% unusable content, 5% empty choices and 5% bodies that are
+    not clean JSON but state their usage (all but the 5xx billed), without and with a cap at
+    half the dry-run estimate: no pair undetermined without a cap, ``reported`` equal to
+    ``spend`` and the bill within the cap.
 
 Usage::
 
@@ -212,6 +216,19 @@ def main(argv: list[str] | None = None) -> int:
                 res = merge(two_processes(sim.base_url, (tmp / "s.sqlite", tmp / "s.sqlite"),
                                           ("same", "same"), n, prices))
                 rows.append(row("shared cache: 2 processes, same pairs", res, sim.stats(), None))
+        if run("malformed mix"):
+            items = make_pairs(n, "mix")
+            est = LLM(MODEL, base_url="http://127.0.0.1:9/v1", api_key="x", cache=False,
+                      prices=str(prices), check_key=False)
+            dry = est.estimate(LLMRelevanceJudge(llm=est, progress=False).prompt,
+                               [{"query": q, "passage": p} for _, _, q, p in items])
+            for cap in (None, round(0.5 * float(dry.cost or 0.0), 6)):
+                with SimProcess(*lat, "--p-5xx", "0.1", "--p-malformed", "0.05", "--p-empty-choices", "0.05",
+                                "--p-billed-garbage", "0.05", "--seed", "13") as sim:
+                    res = judge_pairs(sim.base_url, tmp / f"mix{cap}.sqlite", items, prices=prices, max_cost=cap)
+                    res["reported"] = res.get("client_cost")
+                    rows.append(row("malformed mix: 10% 5xx, 5% unusable, 5% empty, 5% unclean"
+                                    + (", cap 50%" if cap else ""), res, sim.stats(), cap))
         if run("single slot"):
             with SimProcess("--latency", "0.2", "--slots", "1") as sim:
                 res = judge_pairs(sim.base_url, tmp / "slot.sqlite", make_pairs(40, "slot"), prices=prices,
