@@ -10,9 +10,10 @@ The policy (:class:`Conversation`), per structured call:
 * an unusable reply (no JSON object, schema violation, validator rejection) gets a repair
   turn -- the reply and what was wrong, asking again -- at most :data:`MAX_REPAIRS` times;
   when the repairs did not help, a fresh attempt (the original request again, as after a
-  5xx), until the call's retry budget of unusable replies (``attempts``) is spent. Never the
-  same request twice for the same reply: a model repeating a bad reply word for word is
-  deterministic, and is not asked again;
+  5xx), until the call's retry budget (``attempts``) is spent -- unusable replies and billed
+  bodies that were no completion at all (:meth:`Conversation.rejected`) draw on the same
+  budget. Never the same request twice for the same reply: a model repeating a bad reply
+  word for word is deterministic, and is not asked again;
 * a reply cut off by ``max_tokens`` (``finish_reason="length"``) is asked again for the
   label alone -- the prompt's schema without its free-text fields (``reasoning``), which
   the caller sees as ``Outcome.dropped`` -- when the schema has such fields, else with twice
