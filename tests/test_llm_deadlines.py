@@ -23,7 +23,7 @@ from test_llm_fakes import BASE, SECRET, URL, error, grade_reply, ok
 
 from ragjudge.judges import LLMRelevanceJudge
 from ragjudge.llm import LLM
-from ragjudge.llm.client import AttemptDeadline, CallFailed, ClientConfig, LLMClient, classify_failure
+from ragjudge.llm.client import AttemptDeadline, ClientConfig, LLMClient, RejectedReply, classify_failure
 
 _REPLY = json.dumps({
     "id": "x", "object": "chat.completion", "model": "m", "created": 0,
@@ -122,17 +122,19 @@ def test_a_trickling_body_fails_the_attempt_at_its_deadline(stall: bool) -> None
 
         async def main() -> float:
             t0 = time.monotonic()
-            with pytest.raises(CallFailed) as info:
+            with pytest.raises(RejectedReply) as info:
                 await client.complete({"model": "m", "messages": [{"role": "user", "content": "q"}]})
             await client.close()
             assert "no complete reply within 1 s" in info.value.reason
-            assert info.value.attempts == 2
+            # The reply was on its way, so it may be billed: not retried here, but handed to
+            # the session, which counts its worst case and re-admits the next attempt.
+            assert info.value.usage is None and info.value.attempts == 1
             return time.monotonic() - t0
 
         elapsed = asyncio.run(main())
-        # Two attempts of one second each, not the ~60 s the body would take to arrive.
+        # One second, not the ~60 s the body would take to arrive.
         assert elapsed < 30
-        assert server.requests == 2
+        assert server.requests == 1
 
 
 def test_the_deadline_is_a_timeout_for_the_runner() -> None:
@@ -152,6 +154,9 @@ def test_a_judge_facing_a_trickling_server_ends_with_every_pair_failed_with_its_
         for j in judgments:
             assert j.grade is None
             assert "no complete reply within 0.5 s" in (j.error or "")
+        # Two attempts per pair, each counted at its worst case (the reply may be billed).
+        assert server.requests == 4
+        assert llm.usage.calls == 4 and llm.usage.unknown == 4
 
 
 @pytest.mark.slow
@@ -226,3 +231,47 @@ def test_a_long_wait_is_said_once_on_stderr(httpx2_mock: respx.Router, tmp_path:
     assert len(lines) == 1
     assert lines[0].startswith("rate limited by http://llm.test/v1")
     assert "waiting 1 s (Retry-After)" in lines[0]
+
+
+def test_a_far_retry_after_does_not_pause_the_whole_run() -> None:
+    from ragjudge.llm.runner import Runner
+
+    runner = Runner(concurrency=4, patience=600)
+
+    async def go() -> None:
+        runner.observe({"retry-after": _far_date(3600)}, 429)
+
+        async def start() -> None:
+            async with runner.attempt():
+                pass
+
+        # The other pairs go on at once: only the request that got the 429 ends (its wait
+        # is refused by the client), the run is neither paused nor throttled for an hour.
+        await asyncio.wait_for(start(), timeout=10)
+
+    asyncio.run(go())
+    assert runner.refused_waits == 1 and runner.adaptive_rpm is None
+
+
+def test_a_judge_facing_far_retry_afters_grades_the_rest_and_fails_those_with_their_reason() -> None:
+    from _loopback import simulator_thread
+
+    pairs = [("q1", f"d{i}", "what is x", f"passage {i}") for i in range(12)]
+    with simulator_thread(p_429=0.25, spurious_retry_after=3600.0, seed=11, latency=0.01) as sim:
+        llm = LLM(model="sim-model", base_url=sim.base_url, api_key="k", cache=None, patience=600)
+        judge = LLMRelevanceJudge(llm=llm, progress=False)
+
+        async def go() -> list[Any]:
+            try:
+                # Hard bound: each far 429 used to pause every start for a minute.
+                return await asyncio.wait_for(judge.judge_many(pairs), timeout=60)
+            finally:
+                await llm.aclose()
+
+        judgments = asyncio.run(go())
+        spurious = sim.stats()["spurious_429"]
+    assert spurious >= 1
+    failed = [j for j in judgments if j.grade is None]
+    assert len(judgments) == 12 and len(failed) == spurious
+    for j in failed:
+        assert "asked to wait 3600 s (Retry-After)" in (j.error or "")

@@ -6,8 +6,9 @@ switched off (``max_retries=0``): tenacity retries here, so attempts never multi
 Retry policy
     Retried: 408, 409, 429 (except ``insufficient_quota``), 5xx other than the permanent ones
     (501 Not Implemented, 505, 506, 510, 511), timeouts and connection errors. A 200 reply
-    whose body is not a chat completion is billed, so it is not retried here: it raises
-    :class:`RejectedReply` with the usage it states, the session counts it and sends a fresh
+    whose body is not a chat completion, and a reply still arriving at the attempt's deadline,
+    may be billed, so they are not retried here: they raise :class:`RejectedReply` with the
+    usage they state (none: the session counts the worst case), and the session sends a fresh
     attempt only once the budget admits it. Waits honour ``retry-after-ms`` / ``Retry-After`` (seconds
     or an HTTP date) plus a little jitter; otherwise "full jitter" exponential backoff (uniform
     in ``[0, base * 2**n]``, capped). The timeout bounds each HTTP attempt as a whole (connect, headers and
@@ -136,12 +137,14 @@ class _BadBody(Exception):
 
 
 class RejectedReply(CallFailed):
-    """A 2xx reply that could not be used (not JSON, not valid UTF-8, no choices, a malformed
-    vector). Not retried here: the provider billed it, so the session counts ``usage`` (the
-    worst case when ``None``) and admits the next attempt against the budget before sending."""
+    """A reply that could not be used but may well be billed: a 2xx that is not JSON, not
+    valid UTF-8, has no choices or a malformed vector, or one that was still arriving at the
+    attempt's deadline. Not retried here: the session counts ``usage`` (the worst case when
+    ``None``) and admits the next attempt against the budget before sending it."""
 
-    def __init__(self, reason: str, *, usage: Usage | None, attempts: int = 1) -> None:
-        super().__init__(reason, attempts=attempts, kind=FailureKind.MALFORMED)
+    def __init__(self, reason: str, *, usage: Usage | None, attempts: int = 1,
+                 kind: FailureKind = FailureKind.MALFORMED) -> None:
+        super().__init__(reason, attempts=attempts, kind=kind)
         self.usage = usage
 
 
@@ -595,7 +598,7 @@ def _raw_server_message(exc: BaseException) -> str:
 
 
 def _retryable(exc: BaseException) -> bool:
-    if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError, AttemptDeadline)):
+    if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError)):
         return True
     status = _status(exc)
     if status is None:
@@ -847,6 +850,10 @@ class LLMClient:
         """Map the last exception to what callers handle: LLMError, UnsupportedFeature, CallFailed."""
         if isinstance(exc, _BadBody):
             return RejectedReply(f"malformed reply body ({exc})", usage=exc.usage, attempts=attempts)
+        if isinstance(exc, AttemptDeadline):
+            # The server may have computed (and billed) the reply it was still sending.
+            return RejectedReply(f"timeout ({exc})", usage=None, attempts=attempts,
+                                 kind=FailureKind.RETRIES_EXHAUSTED)
         status = _status(exc)
         if _retryable(exc):
             return CallFailed(redact(f"gave up after {attempts} attempt(s): {_describe(exc)}"), attempts=attempts,

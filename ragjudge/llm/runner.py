@@ -599,6 +599,7 @@ class Runner:
         self.started = 0
         self.rate_limited = 0
         self.isolated_429 = 0
+        self.refused_waits = 0  # 429s asking to wait longer than the patience
         self.in_flight = 0
 
     # -- limits ----------------------------------------------------------------------
@@ -892,6 +893,12 @@ class Runner:
                 self._refund(st)
             return
         after = retry_after_seconds(headers)
+        if after is not None and after > self.breaker.patience:
+            # The client ends this request at once (a wait beyond the patience is refused):
+            # pausing every start for it, or learning a rate from it, would stall the pairs
+            # the server still serves (a spurious "come back in an hour" froze whole runs).
+            self.refused_waits += 1
+            return
         wait = min(after if after is not None else 1.0, 60.0)
         self._cooldown_until = max(self._cooldown_until, now + wait)
         if limit_req is None and self.header_rpm is None:
