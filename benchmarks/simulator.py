@@ -105,6 +105,7 @@ FAULT_PROBABILITIES = (
     "p_empty_choices",
     "p_billed_garbage",
     "p_bad_grade",
+    "p_slow_body",
 )
 OUTAGE_KINDS = ("refuse", "503", "429")
 
@@ -147,6 +148,8 @@ class SimConfig:
     p_empty_choices: float = 0.0  # "choices": [] (paid: the server did the work)
     p_billed_garbage: float = 0.0  # a paid reply whose body is not clean JSON but states its usage
     p_bad_grade: float = 0.0  # the "grade" field out of scale (7, -1) or a string ("2")
+    p_slow_body: float = 0.0  # a good reply (paid) whose body trickles out at slow_body_pace
+    slow_body_pace: float = 1.0  # seconds per byte of a slow body
     reasoning_tokens: int = 0  # hidden reasoning billed per reply (completion_tokens_details)
     # --- outages and load
     outage_after: int | None = None  # admitted requests before the server goes down (once)
@@ -530,6 +533,7 @@ class _Stats:
         self.client_errors = 0  # 400/401/404
         self.cancelled = 0  # client went away before the reply
         self.duplicate_paid = 0
+        self.slow_bodies = 0
         # odd fields injected into good replies, and hidden reasoning tokens billed
         self.odd_logprobs = self.odd_usage = self.empty_choices = self.bad_grades = 0
         self.billed_garbage = 0
@@ -903,7 +907,8 @@ class Simulator:
                     st.queued += 1
                 await slot.acquire()
                 acquired = True
-            return await self._answer(body, body_key, frng, headers, content, logprobs, prompt_tokens)
+            return await self._answer(body, body_key, frng, headers, content, logprobs, prompt_tokens,
+                                  request=request)
         except asyncio.CancelledError:
             st.cancelled += 1
             raise
@@ -914,7 +919,7 @@ class Simulator:
 
     async def _answer(self, body: dict[str, Any], body_key: str, frng: random.Random,
                       headers: dict[str, str], content: str, logprobs: dict[str, Any] | None,
-                      prompt_tokens: int) -> web.StreamResponse:
+                      prompt_tokens: int, *, request: web.Request) -> web.StreamResponse:
         """An admitted request: its fault draw, its latency, then the reply."""
         st = self._stats
         cfg = self.config
@@ -1042,6 +1047,22 @@ class Simulator:
             else:
                 data += b"\ndata: [DONE]\n"
             return web.Response(body=data, headers={**headers, "Content-Type": "application/json"})
+        if frng.random() < cfg.p_slow_body:
+            # Headers at once, then the body a byte at a time: every read is quick, the whole
+            # reply takes minutes (a congested proxy, a stalled stream).
+            st.slow_bodies += 1
+            data = json.dumps(reply).encode()
+            resp = web.StreamResponse(status=200, headers={**headers, "Content-Type": "application/json"})
+            resp.content_length = len(data)
+            await resp.prepare(request)
+            try:
+                for i in range(len(data)):
+                    await resp.write(data[i : i + 1])
+                    await asyncio.sleep(cfg.slow_body_pace)
+                await resp.write_eof()
+            except (ConnectionResetError, asyncio.CancelledError):
+                pass
+            return resp
         return web.json_response(reply, headers=headers)
 
     def _bad_grade(self, content: str, frng: random.Random) -> str:
@@ -1487,6 +1508,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--outage-seconds", type=float, default=d.outage_seconds)
     p.add_argument("--outage-kind", choices=OUTAGE_KINDS, default=d.outage_kind)
     p.add_argument("--slots", type=int, default=None, help="requests processed at once (the rest queue)")
+    p.add_argument("--slow-body-pace", type=float, default=d.slow_body_pace, help="seconds per byte of a slow body")
+    p.add_argument("--spurious-retry-after", type=float, default=d.spurious_retry_after,
+                   help="seconds a spurious 429 asks to wait (3600: an hour ahead)")
     return p
 
 
