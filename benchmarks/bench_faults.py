@@ -25,6 +25,17 @@ Scenarios:
 5. ``shared cache``: two client processes, the same pairs, one cache file, at the same time.
 6. ``single slot``: a server processing one request at a time (llama.cpp ``--parallel 1``),
    time-scaled: 0.2 s per answer and a 3 s timeout stand for 4 s and the default 60 s.
+7. ``slow bodies``: 5% of the replies send their headers and then one byte per second (a
+   3 s timeout): every attempt must end at its deadline, be counted as billed (worst case)
+   and be retried.
+8. ``billed rejects``: 10% of the 200 replies have empty choices and 5% unusable content
+   (both billed), plus 10% 5xx, with a cap at half the dry-run estimate: ``reported`` (the
+   client's cost) must be at least ``spend`` (the server's bill) and the bill within the cap.
+9. ``far retry-after``: 5% spurious 429s asking to wait an hour: those pairs fail at once
+   with the reason (beyond ``--patience``), the run does not wait.
+10. ``cache damaged`` / ``cache full``: half the pairs judged, then the cache file truncated
+    (salvaged into a fresh one), or a cache that cannot grow (SQLite's "database or disk is
+    full"): the run finishes with every judgment; ``dup_paid`` counts the answers lost.
 11. ``malformed mix``: 10% 5xx, 5% unusable content, 5% empty choices and 5% bodies that are
     not clean JSON but state their usage (all but the 5xx billed), without and with a cap at
     half the dry-run estimate: no pair undetermined without a cap, ``reported`` equal to
@@ -43,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -60,7 +72,7 @@ except ImportError:  # running from a checkout without `pip install -e .`
 from bench_judge import SimProcess, make_pairs  # noqa: E402
 
 from ragjudge.judges import LLMRelevanceJudge  # noqa: E402
-from ragjudge.llm import LLM  # noqa: E402
+from ragjudge.llm import LLM, Cache  # noqa: E402
 
 MODEL = "sim-model"
 PRICES = {MODEL: {"input": 1.0, "output": 4.0}}  # USD per 1M tokens (the benchmark's own)
@@ -78,7 +90,7 @@ def billed(stats: dict[str, Any]) -> float:
             + stats.get("completion_tokens", 0) * PRICES[MODEL]["output"]) / 1e6
 
 
-def judge_pairs(base_url: str, cache: Path, pairs: list[Any], *, prices: Path,
+def judge_pairs(base_url: str, cache: Path | Cache, pairs: list[Any], *, prices: Path,
                 max_cost: float | None = None, **kw: Any) -> dict[str, Any]:
     """Run the judge with default settings (plus ``kw``); never raises: a crash is data."""
     start = time.monotonic()
@@ -151,7 +163,9 @@ def merge(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def row(name: str, result: dict[str, Any], stats: dict[str, Any], cap: float | None) -> dict[str, Any]:
     spend = billed(stats)
-    r = {"scenario": name, **result, "requests": stats.get("requests", 0), "paid": stats.get("paid", 0),
+    reported = result.get("client_cost")
+    r = {"scenario": name, **result, "reported": None if reported is None else round(reported, 6),
+         "requests": stats.get("requests", 0), "paid": stats.get("paid", 0),
          "dup_paid": stats.get("duplicate_paid", 0), "http_429": stats.get("rate_limited", 0),
          "cancelled": stats.get("cancelled", 0), "max_inflight": stats.get("max_inflight", 0),
          "spend": round(spend, 6), "cap": cap,
@@ -216,6 +230,51 @@ def main(argv: list[str] | None = None) -> int:
                 res = merge(two_processes(sim.base_url, (tmp / "s.sqlite", tmp / "s.sqlite"),
                                           ("same", "same"), n, prices))
                 rows.append(row("shared cache: 2 processes, same pairs", res, sim.stats(), None))
+        if run("slow bodies"):
+            with SimProcess(*lat, "--p-slow-body", "0.05", "--slow-body-pace", "1.0", "--seed", "7") as sim:
+                res = judge_pairs(sim.base_url, tmp / "slow.sqlite", make_pairs(n, "slow"), prices=prices,
+                                  timeout=3.0)
+                rows.append(row("slow bodies 5% (1 byte/s, 3 s timeout)", res, sim.stats(), None))
+        if run("billed rejects"):
+            items = make_pairs(n, "rejects")
+            est = LLM(MODEL, base_url="http://127.0.0.1:9/v1", api_key="x", cache=False,
+                      prices=str(prices), check_key=False)
+            dry = est.estimate(LLMRelevanceJudge(llm=est, progress=False).prompt,
+                               [{"query": q, "passage": p} for _, _, q, p in items])
+            cap = round(0.5 * float(dry.cost or 0.0), 6)
+            with SimProcess(*lat, "--p-empty-choices", "0.1", "--p-malformed", "0.05", "--p-5xx", "0.1",
+                            "--seed", "5") as sim:
+                res = judge_pairs(sim.base_url, tmp / "rej.sqlite", items, prices=prices, max_cost=cap)
+                rows.append(row("billed rejects: 10% empty, 5% malformed, 10% 5xx, cap 50%", res,
+                                sim.stats(), cap))
+        if run("far retry-after"):
+            with SimProcess(*lat, "--p-429", "0.05", "--spurious-retry-after", "3600", "--seed", "3") as sim:
+                res = judge_pairs(sim.base_url, tmp / "far.sqlite", make_pairs(n, "far"), prices=prices)
+                rows.append(row("far retry-after: 5% 429 asking 1 h", res, sim.stats(), None))
+        if run("cache damaged"):
+            items = make_pairs(n, "damaged")
+            path = tmp / "damaged.sqlite"
+            with SimProcess(*lat) as sim:
+                judge_pairs(sim.base_url, path, items[: n // 2], prices=prices)
+                with sqlite3.connect(path) as db:  # answers from the WAL into the file, then cut it
+                    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                path.write_bytes(path.read_bytes()[:4096])  # the header page survives, the rest not
+                res = judge_pairs(sim.base_url, path, items, prices=prices)
+                rows.append(row("cache damaged (truncated after half the pairs)", res, sim.stats(), None))
+        if run("cache full"):
+
+            class FullCache(Cache):
+                """A cache file that cannot grow by one page: SQLite's "database or disk is full"."""
+
+                def _connect(self) -> Any:
+                    db = super()._connect()
+                    db.execute(f"PRAGMA max_page_count = {db.execute('PRAGMA page_count').fetchone()[0]}")
+                    return db
+
+            with SimProcess(*lat) as sim:
+                res = judge_pairs(sim.base_url, FullCache(tmp / "full.sqlite"), make_pairs(n, "full"),
+                                  prices=prices)
+                rows.append(row("cache full (no page to grow)", res, sim.stats(), None))
         if run("malformed mix"):
             items = make_pairs(n, "mix")
             est = LLM(MODEL, base_url="http://127.0.0.1:9/v1", api_key="x", cache=False,
@@ -236,8 +295,8 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(row("single slot (0.2 s/answer, 3 s timeout)", res, sim.stats(), None))
 
     print()
-    cols = ["scenario", "pairs", "lost", "undetermined", "skipped_cap", "dup_paid", "spend", "cap",
-            "over_cap_pct", "requests", "cancelled", "wall_s"]
+    cols = ["scenario", "pairs", "lost", "undetermined", "skipped_cap", "dup_paid", "reported", "spend",
+            "cap", "over_cap_pct", "requests", "cancelled", "wall_s"]
     print(" | ".join(cols))
     for r in rows:
         print(" | ".join(str(r.get(c)) for c in cols))
