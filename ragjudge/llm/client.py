@@ -213,8 +213,14 @@ _KEY_PREFIX = re.compile(r"^(sk|pk|rk|key|gsk|xai|hf|api|tok|token)[-_]", re.IGN
 _TOKEN_SEGMENT = re.compile(r"^[A-Za-z0-9_\-.~%]{20,}$")
 
 
+_UUID_OR_HEX = re.compile(r"^(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{24,})$",
+                          re.IGNORECASE)
+
+
 def _key_like_segment(segment: str) -> bool:
     if len(segment) >= 12 and _KEY_PREFIX.match(segment):
+        return True
+    if _UUID_OR_HEX.match(segment):  # gateways that take a UUID or hex token as the key
         return True
     if not _TOKEN_SEGMENT.match(segment):
         return False
