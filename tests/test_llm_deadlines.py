@@ -275,3 +275,31 @@ def test_a_judge_facing_far_retry_afters_grades_the_rest_and_fails_those_with_th
     assert len(judgments) == 12 and len(failed) == spurious
     for j in failed:
         assert "asked to wait 3600 s (Retry-After)" in (j.error or "")
+
+
+def test_a_long_pause_for_the_servers_reported_window_is_said(caplog: pytest.LogCaptureFixture) -> None:
+    from ragjudge.llm.runner import Runner
+
+    runner = Runner(concurrency=2)
+    runner.where = "http://gw.test/***/v1"
+
+    async def go() -> None:
+        async with runner.attempt():  # a reply saying the window is spent for the next 30 s
+            runner.observe({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "30s"}, 200)
+
+        async def start() -> None:
+            async with runner.attempt():
+                pass
+
+        task = asyncio.create_task(start())
+        deadline = time.monotonic() + 10
+        while not any("waiting" in r.getMessage() for r in caplog.records) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    with caplog.at_level(logging.WARNING, logger="ragjudge.llm"):
+        asyncio.run(go())
+    lines = [r.getMessage() for r in caplog.records if "waiting" in r.getMessage()]
+    assert len(lines) == 1
+    assert lines[0].startswith("rate limited by http://gw.test/***/v1: waiting 30 s (x-ratelimit-reset)")

@@ -57,7 +57,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 from ..errors import LLMError
-from .client import classify_failure, retry_after_seconds
+from .client import LONG_WAIT, classify_failure, retry_after_seconds
 
 __all__ = ["Runner", "RateLearner", "CircuitBreaker", "ConcurrencyLimit", "Attempt", "Reservation",
            "parse_duration"]
@@ -600,6 +600,9 @@ class Runner:
         self.rate_limited = 0
         self.isolated_429 = 0
         self.refused_waits = 0  # 429s asking to wait longer than the patience
+        #: the server as printed in wait lines (a redacted URL, set by whoever owns the client)
+        self.where = "the server"
+        self._said_pause_at = -math.inf
         self.in_flight = 0
 
     # -- limits ----------------------------------------------------------------------
@@ -761,6 +764,8 @@ class Runner:
                 if wait <= 0 and self._cooldown_until <= time.monotonic():
                     break
                 self._refund(st)  # not starting now: the slot goes back to the schedule
+                if wait >= LONG_WAIT:
+                    self._say_pause(wait)
                 # Re-check at least every second: a fresher reply may have brought better news.
                 await asyncio.sleep(min(max(wait, 0.01), 1.0))
         except BaseException:
@@ -791,6 +796,8 @@ class Runner:
         """Feed an attempt's end to the circuit breaker and the adaptive limit."""
         now = time.monotonic()
         failure = classify_failure(exc) if exc is not None else None
+        if failure is not None and failure.url != "the server" and self.where == "the server":
+            self.where = failure.url  # redacted; the wait lines name the server from now on
         status = ticket.status if ticket.status is not None else (failure.status if failure else None)
         message = None
         if exc is None or status is not None:
@@ -813,6 +820,15 @@ class Runner:
         if message:
             self.last_event = message
             log.warning(message)
+
+    def _say_pause(self, wait: float) -> None:
+        """One stderr line when the server's reported window holds every start for a while
+        (at most one per :data:`LONG_WAIT` s): no 429 is involved, so the client says nothing."""
+        now = time.monotonic()
+        if now - self._said_pause_at < LONG_WAIT:
+            return
+        self._said_pause_at = now
+        log.warning("rate limited by %s: waiting %.0f s (x-ratelimit-reset)", self.where, wait)
 
     def _budget_wait(self, tokens: int) -> float:
         """Seconds until the server's last reported remaining budget covers this attempt.
