@@ -79,6 +79,9 @@ __all__ = [
 
 log = logging.getLogger("ragjudge.llm")
 
+#: The share of ``timeout`` each read may wait (connect, headers, a body chunk); the attempt
+#: as a whole has the full ``timeout``.
+READ_SHARE = 0.8
 #: A retry wait this long (seconds) or longer is said on stderr.
 LONG_WAIT = 10.0
 RETRY_STATUS = frozenset({408, 409, 429})
@@ -814,10 +817,13 @@ class LLMClient:
             start = time.monotonic()
             try:
                 # The SDK reads the whole body inside create(): the deadline covers connect,
-                # headers and body, whatever pace the server sends them at.
+                # headers and body, whatever pace the server sends them at. Each read has a
+                # shorter timeout, so a server that sends nothing at all is a plain timeout
+                # (no reply, nothing billed, retried here), while one whose reply started
+                # and never finished meets the deadline (maybe billed: see RejectedReply).
                 raw = await within_deadline(
                     self.config.timeout,
-                    resource.with_raw_response.create(**body, timeout=self.config.timeout),
+                    resource.with_raw_response.create(**body, timeout=READ_SHARE * self.config.timeout),
                     self.endpoint)
             except openai.APIStatusError as exc:
                 if observe is not None:
