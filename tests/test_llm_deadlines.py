@@ -303,3 +303,20 @@ def test_a_long_pause_for_the_servers_reported_window_is_said(caplog: pytest.Log
     lines = [r.getMessage() for r in caplog.records if "waiting" in r.getMessage()]
     assert len(lines) == 1
     assert lines[0].startswith("rate limited by http://gw.test/***/v1: waiting 30 s (x-ratelimit-reset)")
+
+
+def test_evaluate_judge_takes_the_attempt_bounds_and_ends_against_a_trickling_server(tmp_path: Path) -> None:
+    (tmp_path / "q.jsonl").write_text('{"_id": "q1", "text": "what is x"}\n')
+    (tmp_path / "c.jsonl").write_text('{"_id": "d1", "text": "x is y"}\n{"_id": "d2", "text": "z"}\n')
+    (tmp_path / "run").write_text("q1 Q0 d1 1 2.0 r\nq1 Q0 d2 2 1.0 r\n")
+    (tmp_path / "qrels").write_text("q1 0 d1 1\n")
+    with _trickler() as server:
+        proc = subprocess.run(
+            [sys.executable, "-m", "ragjudge", "evaluate", str(tmp_path / "qrels"), str(tmp_path / "run"),
+             "--judge", "m", "--queries", str(tmp_path / "q.jsonl"), "--corpus", str(tmp_path / "c.jsonl"),
+             "--base-url", server.url, "--timeout", "1", "--max-attempts", "1", "--patience", "30",
+             "--no-cache", "--no-progress", "--judgments", str(tmp_path / "j.jsonl")],
+            capture_output=True, text=True, timeout=120, env={**os.environ, "OPENAI_API_KEY": "k"})
+    assert "Traceback" not in proc.stderr and "unrecognized" not in proc.stderr
+    records = [json.loads(line) for line in (tmp_path / "j.jsonl").read_text().splitlines()]
+    assert records and all("no complete reply within 1 s" in (r["error"] or "") for r in records)

@@ -102,6 +102,12 @@ def add_evaluate_options(p: argparse.ArgumentParser) -> None:
     j.add_argument("--prices", metavar="FILE", help="JSON price overrides (USD/1M tokens)")
     j.add_argument("--concurrency", type=int, default=16, metavar="N",
                    help="requests in flight at most (default 16)")
+    j.add_argument("--timeout", type=float, default=60.0, metavar="S",
+                   help="bound of one HTTP attempt as a whole, in seconds (default 60)")
+    j.add_argument("--max-attempts", type=int, default=6, metavar="N",
+                   help="attempts per request on retryable errors (default 6)")
+    j.add_argument("--patience", type=float, default=600.0, metavar="S",
+                   help="how long an outage or a run of 429s may last (seconds, default 600)")
     j.add_argument("--dry-run", action="store_true", help="print the judging cost; send nothing")
     j.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -217,7 +223,7 @@ def _llm(args: argparse.Namespace, model: str) -> Any:
     add_llm_options(tmp)
     ns = tmp.parse_args([])
     for key in ("base_url", "api_key_env", "cache", "no_cache", "max_cost", "prices",
-                "concurrency", "dry_run", "no_progress"):
+                "concurrency", "dry_run", "no_progress", "timeout", "max_attempts", "patience"):
         setattr(ns, key, getattr(args, key))
     ns.model = model
     return llm_from_args(ns)
