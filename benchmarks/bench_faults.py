@@ -25,7 +25,7 @@ Scenarios:
 5. ``shared cache``: two client processes, the same pairs, one cache file, at the same time.
 6. ``single slot``: a server processing one request at a time (llama.cpp ``--parallel 1``),
    time-scaled: 0.2 s per answer and a 3 s timeout stand for 4 s and the default 60 s.
-7. ``slow bodies``: 5% of the replies send their headers and then one byte per second (a
+7. ``slow bodies``: 10% of the replies send their headers and then one byte per second (a
    3 s timeout): every attempt must end at its deadline, be counted as billed (worst case)
    and be retried.
 8. ``billed rejects``: 10% of the 200 replies have empty choices and 5% unusable content
@@ -231,10 +231,10 @@ def main(argv: list[str] | None = None) -> int:
                                           ("same", "same"), n, prices))
                 rows.append(row("shared cache: 2 processes, same pairs", res, sim.stats(), None))
         if run("slow bodies"):
-            with SimProcess(*lat, "--p-slow-body", "0.05", "--slow-body-pace", "1.0", "--seed", "7") as sim:
+            with SimProcess(*lat, "--p-slow-body", "0.1", "--slow-body-pace", "1.0", "--seed", "1") as sim:
                 res = judge_pairs(sim.base_url, tmp / "slow.sqlite", make_pairs(n, "slow"), prices=prices,
                                   timeout=3.0)
-                rows.append(row("slow bodies 5% (1 byte/s, 3 s timeout)", res, sim.stats(), None))
+                rows.append(row("slow bodies 10% (1 byte/s, 3 s timeout)", res, sim.stats(), None))
         if run("billed rejects"):
             items = make_pairs(n, "rejects")
             est = LLM(MODEL, base_url="http://127.0.0.1:9/v1", api_key="x", cache=False,
