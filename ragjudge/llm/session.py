@@ -195,6 +195,8 @@ class LLM:
         st = self._state()
         if st.client is None:
             st.client = LLMClient(self.config, http_client=self._http_client, on_retry=self._count_retry)
+            if self.runner.where == "the server":  # the runner's wait lines name the server
+                self.runner.where = st.client.endpoint
         return st.client
 
     async def aclose(self) -> None:
