@@ -33,6 +33,7 @@ import threading
 import time
 import uuid
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -229,67 +230,64 @@ class Cache:
         self.hits += 1
         return record
 
+    def _transaction(self, work: Callable[[sqlite3.Connection], Any]) -> tuple[bool, Any]:
+        """``work(db)`` in one write transaction (the caller holds the lock): ``(True, its
+        result)``, or ``(False, None)`` when the cache cannot write. A fault is handled (a
+        damaged file salvaged, a full disk made read-only) and the work tried once more."""
+        for _ in range(2):
+            db = self._db
+            if db is None or not self.writable:
+                return False, None
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    out = work(db)
+                    db.execute("COMMIT")
+                except BaseException:
+                    if db.in_transaction:
+                        db.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                self._fault(exc, writing=True)
+                continue
+            return True, out
+        return False, None
+
     def put(self, key: str, record: dict[str, Any]) -> None:
         blob = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+
+        def write(db: sqlite3.Connection) -> None:
+            # One transaction: the answer lands and our claim on it goes at once.
+            db.execute("INSERT OR REPLACE INTO answers (key, record, model, prompt, created) VALUES (?,?,?,?,?)",
+                       (key, blob, record.get("model"), record.get("prompt_id"), time.time()))
+            db.execute("DELETE FROM claims WHERE key = ? AND owner = ?", (key, self.owner))
+
         with self._lock:
             self._claimed.discard(key)
-            for _ in range(2):
-                db = self._db
-                if db is None or not self.writable:
-                    return
-                try:
-                    # One transaction: the answer lands and our claim on it goes at once.
-                    db.execute("BEGIN IMMEDIATE")
-                    try:
-                        db.execute(
-                            "INSERT OR REPLACE INTO answers (key, record, model, prompt, created) "
-                            "VALUES (?,?,?,?,?)",
-                            (key, blob, record.get("model"), record.get("prompt_id"), time.time()))
-                        db.execute("DELETE FROM claims WHERE key = ? AND owner = ?", (key, self.owner))
-                        db.execute("COMMIT")
-                    except BaseException:
-                        if db.in_transaction:
-                            db.execute("ROLLBACK")
-                        raise
-                except sqlite3.Error as exc:
-                    self._fault(exc, writing=True)
-                    continue
+            if self._transaction(write)[0]:
                 self.writes += 1
-                return
 
     # -- in-flight claims ---------------------------------------------------------------
     def claim(self, key: str) -> bool:
         """Take the claim on ``key`` (True), unless another live owner holds it (False). A
         cache that cannot record claims grants every one: paying beats waiting forever."""
         now = time.time()
+
+        def take(db: sqlite3.Connection) -> bool:
+            row = db.execute("SELECT owner, host, pid, expires FROM claims WHERE key = ?", (key,)).fetchone()
+            if row is not None and row[0] != self.owner and row[3] > now \
+                    and not (row[1] == _HOST and not _pid_alive(int(row[2]))):
+                return False
+            db.execute("INSERT OR REPLACE INTO claims (key, owner, host, pid, expires) VALUES (?,?,?,?,?)",
+                       (key, self.owner, _HOST, os.getpid(), now + self.claim_ttl))
+            return True
+
         with self._lock:
-            for _ in range(2):
-                db = self._db
-                if db is None or not self.writable:
-                    return True
-                try:
-                    db.execute("BEGIN IMMEDIATE")
-                    try:
-                        row = db.execute("SELECT owner, host, pid, expires FROM claims WHERE key = ?",
-                                         (key,)).fetchone()
-                        if row is not None and row[0] != self.owner and row[3] > now \
-                                and not (row[1] == _HOST and not _pid_alive(int(row[2]))):
-                            db.execute("COMMIT")
-                            return False
-                        db.execute("INSERT OR REPLACE INTO claims (key, owner, host, pid, expires) "
-                                   "VALUES (?,?,?,?,?)",
-                                   (key, self.owner, _HOST, os.getpid(), now + self.claim_ttl))
-                        db.execute("COMMIT")
-                    except BaseException:
-                        if db.in_transaction:
-                            db.execute("ROLLBACK")
-                        raise
-                except sqlite3.Error as exc:
-                    self._fault(exc, writing=True)
-                    continue
-                break
-            else:
+            written, taken = self._transaction(take)
+            if not written:
                 return True
+            if not taken:
+                return False
             self._claimed.add(key)
             if self._beat is None:
                 self._beat = threading.Thread(
