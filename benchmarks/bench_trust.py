@@ -63,6 +63,32 @@ def main() -> None:
                   f"{cell(pp, 'human_low', 'human_high')} | {cell(cells['ppi'], 'ci_low', 'ci_high')} | "
                   f"{cell(pp, 'ci_low', 'ci_high')} | {np.mean(pp['lambda']):6.3f}")
     print(f"({time.perf_counter() - t0:.1f} s)")
+    agreement_rows(args.studies, args.seed)
+
+
+def agreement_rows(studies: int, seed: int, big_n: int = 200, p: float = 0.48) -> None:
+    """Perfect and near-perfect agreement with few labels, both estimands: a collection of
+    ``big_n`` binary per-query values drawn from a population with mean ``p``, a judge that
+    flips ``err`` of them, ``n`` human labels. Coverage of each estimand's own truth (the
+    collection's mean; ``p``), mean width, and the share of intervals on the variance floor.
+    The values come from a simulator: they check the estimator, not any judge's quality."""
+    print(f"\nagreement: {studies} studies per cell, N = {big_n}, binary values, population mean {p}; "
+          "coverage / mean width / share floored")
+    print(f"{'err':>5} {'estimand':10} " + " ".join(f"{'n=' + str(n):>20}" for n in (5, 10, 20, 50)))
+    for err in (0.0, 0.02, 0.05):
+        for population, name in (("finite", "collection"), ("infinite", "population")):
+            cells = []
+            for n in (5, 10, 20, 50):
+                rng = np.random.default_rng(seed + 1000 * n + int(1000 * err))
+                Y = (rng.random((studies, big_n)) < p).astype(float)
+                F = np.where(rng.random((studies, big_n)) < err, 1.0 - Y, Y)
+                idx = np.argsort(rng.random((studies, big_n)), axis=1)[:, :n]
+                y, f = np.take_along_axis(Y, idx, 1), np.take_along_axis(F, idx, 1)
+                r = ppi_means(y, f, F.mean(1), F.var(1, ddof=1), big_n, population=population)  # type: ignore[arg-type]
+                truth = Y.mean(1) if population == "finite" else np.full(studies, p)
+                cov = np.mean((r["ci_low"] <= truth) & (truth <= r["ci_high"]))
+                cells.append(f"{cov:.3f}/{np.mean(r['ci_high'] - r['ci_low']):.3f}/{np.mean(r['floored']):.2f}")
+            print(f"{err:5.2f} {name:10} " + " ".join(f"{c:>20}" for c in cells))
 
 
 if __name__ == "__main__":

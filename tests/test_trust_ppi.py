@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from ragjudge.data import Qrels, Run
 from ragjudge.errors import InputError
-from ragjudge.trust.ppi import (
+from ragjudge.trust.ppi import (  # noqa: I001
+    ppi_means,
     parse_scores,
     plan_labels,
     ppi_evaluate,
@@ -60,14 +62,52 @@ def test_ppi_plus_plus_lambda_and_never_wider_than_human_only() -> None:
             assert e.width <= e.human_only.ci_high - e.human_only.ci_low + 1e-12
 
 
-def test_infinite_population_adds_the_llm_term() -> None:
+def test_the_population_estimand_adds_the_queries_own_variance() -> None:
+    # The labelled queries are among the N: theta - mu = (mean_N(Y) - mu) + (theta - mean_N(Y)),
+    # uncorrelated, so Var = (1 - n/N) s^2(Y - lambda f) / n + s^2(Y) / N, and lambda* is the
+    # collection's (the added term does not depend on lambda).
     truth, llm, idx = _pilot()
     y, f = truth[idx], llm[idx]
+    n, big_n = len(y), len(llm)
     e = ppi_mean(y, f, llm, population="infinite", method="ppi")
-    se = np.sqrt(np.var(y - f, ddof=1) / len(y) + np.var(llm, ddof=1) / len(llm))
-    assert e.ci_high - e.mean == pytest.approx(t_quantile(0.95, len(y) - 1) * se, abs=1e-12)
+    se = np.sqrt((1 - n / big_n) * np.var(y - f, ddof=1) / n + np.var(y, ddof=1) / big_n)
+    assert e.ci_high - e.mean == pytest.approx(t_quantile(0.95, n - 1) * se, abs=1e-12)
+    assert e.estimand == "population" and e.to_dict()["estimand"] == "population"
     lam = ppi_mean(y, f, llm, population="infinite").lam
-    assert lam == pytest.approx(np.cov(y, f)[0, 1] / ((1 + len(y) / len(llm)) * np.var(f, ddof=1)))
+    assert lam == pytest.approx(np.cov(y, f)[0, 1] / np.var(f, ddof=1))
+
+
+def test_perfect_agreement_on_few_labels_never_gives_a_point() -> None:
+    rng = np.random.default_rng(0)
+    llm = (rng.random(200) < 0.48).astype(float)
+    y = llm[:10].copy()  # the LLM agrees with every one of the 10 human labels
+    for pop in ("finite", "infinite"):
+        e = ppi_mean(y, y, llm, population=pop)
+        assert e.width > 0.05 and e.variance_floor
+        assert e.ci_low <= e.mean <= e.ci_high
+    # Enough disagreement to show the spread: no floor.
+    y2 = y.copy()
+    y2[:3] = 1 - y2[:3]
+    assert not ppi_mean(y2, y, llm).variance_floor
+
+
+@pytest.mark.parametrize("population", ["finite", "infinite"])
+@pytest.mark.parametrize("err", [0.0, 0.05])
+def test_both_estimands_cover_their_truth_by_simulation(population: str, err: float) -> None:
+    """Fixed-seed studies: N = 200 queries drawn from a population with mean 0.48, a judge
+    flipping ``err`` of the labels, n = 30 human labels; the interval covers its own estimand
+    (the collection's mean, or 0.48) about 95% of the time."""
+    studies, big_n, n, p = 1500, 200, 30, 0.48
+    rng = np.random.default_rng(42)
+    Y = (rng.random((studies, big_n)) < p).astype(float)
+    F = np.where(rng.random((studies, big_n)) < err, 1.0 - Y, Y)
+    idx = np.argsort(rng.random((studies, big_n)), axis=1)[:, :n]
+    y, f = np.take_along_axis(Y, idx, 1), np.take_along_axis(F, idx, 1)
+    r = ppi_means(y, f, F.mean(1), F.var(1, ddof=1), big_n, population=population)
+    truth = Y.mean(1) if population == "finite" else np.full(studies, p)
+    coverage = np.mean((r["ci_low"] <= truth) & (truth <= r["ci_high"]))
+    assert 0.93 <= coverage <= 1.0
+    assert (r["ci_high"] - r["ci_low"] > 0).all()
 
 
 def test_all_queries_human_labelled_gives_the_human_mean_exactly() -> None:
@@ -221,3 +261,21 @@ def test_ppi_samples_takes_a_rag_report() -> None:
     e = ppi_samples(rep, human)["ndcg@5"]
     assert e.n_human == 15 and e.n_llm == len(values)
     assert e.mean == pytest.approx(np.mean(values) - 0.1)  # an exact offset is corrected exactly
+
+
+def test_the_cli_states_and_chooses_the_estimand(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from ragjudge.cli import main
+    from ragjudge.io import read_qrels, write_qrels
+
+    ex = Path(__file__).resolve().parents[1] / "examples"
+    h = read_qrels(ex / "qrels.txt")
+    write_qrels(h.filter(sorted(h.query_ids)[:20]), tmp_path / "human.qrels", format="trec")
+    run = str(ex / "runs" / "bm25_raw.run")
+    base = ["evaluate", str(ex / "qrels.txt"), run, "-m", "ndcg@10", "--human", str(tmp_path / "human.qrels"), "--ppi"]
+    assert main([*base, "--estimand", "population", "-f", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["ppi"]["ndcg@10"]["estimand"] == "population" and out["meta"]["ppi"]["estimand"] == "population"
+    assert main(base) == 0
+    assert "estimand: collection" in capsys.readouterr().out
+    assert main([*base, "--estimand", "population", "--population", "finite"]) == 2
+    assert "disagree" in capsys.readouterr().err

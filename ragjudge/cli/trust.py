@@ -39,11 +39,25 @@ def parse_scale(text: str | None) -> tuple[int, int] | None:
 def _add_ppi_options(p: argparse.ArgumentParser | Any) -> None:
     p.add_argument("--ppi-classic", action="store_true",
                    help="classic PPI (lambda = 1) instead of PPI++ power tuning")
-    p.add_argument("--population", choices=("finite", "infinite"), default="finite",
-                   help="estimand: the mean over these queries (finite, default) or over the "
-                        "population they were sampled from (infinite)")
+    p.add_argument("--estimand", choices=("collection", "population"), default=None,
+                   help="what the interval is for: the mean over this collection's queries "
+                        "(collection, default) or over the population they were drawn from")
+    p.add_argument("--population", choices=("finite", "infinite"), default=None,
+                   help="older spelling of --estimand (finite = collection, infinite = population)")
     p.add_argument("--confidence", type=float, default=0.95,
                    help="interval confidence level (default 0.95)")
+
+
+def _population(args: argparse.Namespace) -> str:
+    """The ``population`` setting from ``--estimand`` (or its older spelling ``--population``)."""
+    from ..trust.ppi import POPULATION_OF
+
+    if args.estimand and args.population and POPULATION_OF[args.estimand] != args.population:
+        raise InputError(f"--estimand {args.estimand} and --population {args.population} disagree",
+                         field="--estimand")
+    if args.estimand:
+        return POPULATION_OF[args.estimand]
+    return args.population or "finite"
 
 
 def _method(args: argparse.Namespace) -> str:
@@ -180,7 +194,7 @@ def _evaluate_ppi(args: argparse.Namespace, metrics: list[str], runs: dict[str, 
     llm = read_qrels(args.qrels, dedup=args.dedup)
     human = read_qrels(args.human, dedup=args.dedup)
     report = ppi_evaluate(llm, runs, metrics, human, method=method,  # type: ignore[arg-type]
-                          confidence=args.confidence, population=args.population,
+                          confidence=args.confidence, population=_population(args),
                           baseline=args.baseline, rel=args.rel, scale=parse_scale(args.scale))
     text = report.render(args.format, digits=args.digits)
     if args.format == "table":
@@ -498,7 +512,7 @@ def _plan(args: argparse.Namespace) -> int:
     pilot = read_qrels(args.human)
     runs = [read_run(path) for path in args.runs]
     plans = plan_evaluation(llm, runs, metrics, pilot, args.width, method=method,  # type: ignore[arg-type]
-                            confidence=args.confidence, population=args.population, rel=args.rel)
+                            confidence=args.confidence, population=_population(args), rel=args.rel)
     if args.format == "json":
         write_output(json.dumps(plans, indent=2, allow_nan=False) + "\n", args.output)
         return 0
@@ -529,7 +543,7 @@ def _samples(args: argparse.Namespace) -> int:
     if args.metrics:
         metrics = [m.strip() for v in args.metrics for m in v.split(",") if m.strip()]
     est = ppi_samples(llm, human, metrics, method=method, confidence=args.confidence,
-                      population=args.population)
+                      population=_population(args))
     if args.format == "json":
         write_output(json.dumps({"ppi": {m: e.to_dict() for m, e in est.items()}}, indent=2,
                           allow_nan=False) + "\n", args.output)

@@ -16,7 +16,25 @@ mean_n(Y - lambda f) (a difference estimator, Cochran 1977 ch. 7), so
 * ``population="finite"`` (default; the estimand is the mean over these N queries):
   Var = (1 - n/N) s^2(Y - lambda f) / n and lambda* = cov(Y, f) / var(f);
 * ``population="infinite"`` (the N queries are themselves a sample of a larger population):
-  Var = s^2(Y - lambda f)/n + lambda^2 s^2(f)/N and lambda* = cov(Y, f) / ((1 + n/N) var(f)).
+  Var = (1 - n/N) s^2(Y - lambda f) / n + s^2(Y) / N, with the same lambda*. The error splits
+  into mean_N(Y) - mu (the queries drawn) and theta - mean_N(Y) (the labels drawn), which are
+  uncorrelated. ppi_py's formula, s^2(Y - lambda f)/n + lambda^2 s^2(f)/N with
+  lambda* = cov / ((1 + n/N) var f), is for an unlabelled set *apart* from the labelled one;
+  here the LLM labels every query, the labelled ones included, and that formula runs short
+  (0.89 coverage at n = 50, N = 200 in the simulation of ``benchmarks/bench_trust.py``).
+
+The two estimands have names in every output: ``collection`` (= ``population="finite"``: the
+mean over the N queries at hand) and ``population`` (= ``"infinite"``: the mean of the
+population the N queries were drawn from). An interval for one is not an interval for the
+other: the collection interval ignores the variation of the queries themselves.
+
+Small samples. When the LLM agrees with every human label of a small sample, the residuals
+Y - lambda f are all equal and their variance estimate is 0: the interval would collapse to a
+point although n labels cannot rule out disagreement elsewhere. The rectifier variance is
+floored at a pseudo-count: the variance the residuals would have with one more labelled
+query disagreeing by the spread of the labels, d^2 / (n + 1) with d^2 the larger of the
+human and the LLM sample variances (a quarter of the largest squared value when both are 0).
+Where the floor applies, the estimate says so (``variance_floor``).
 
 Intervals are theta +- t_{n-1} * se (Student t, which keeps small pilots honest). Everything is
 vectorised over rows, so a simulation of thousands of studies is a few array operations.
@@ -57,6 +75,14 @@ __all__ = [
 
 Method = Literal["ppi++", "ppi"]
 Population = Literal["finite", "infinite"]
+#: The estimand of each ``population`` setting, as outputs name it.
+ESTIMANDS = {"finite": "collection", "infinite": "population"}
+#: ``--estimand`` values and the ``population`` setting each means.
+POPULATION_OF = {v: k for k, v in ESTIMANDS.items()}
+ESTIMAND_TEXT = {
+    "collection": "the mean over this collection's queries",
+    "population": "the mean over the population the queries were drawn from",
+}
 #: ``ppi++`` (power-tuned lambda, default) or ``ppi`` (classic, lambda = 1).
 METHODS: tuple[str, ...] = ("ppi++", "ppi")
 
@@ -130,7 +156,6 @@ def ppi_means(
     fv = np.asarray(llm_var, dtype=np.float64).reshape(-1)
     finite = population == "finite"
     ratio = n / big_n
-    fpc = (1.0 - ratio) if finite else 1.0
     yc = y - y.mean(axis=1, keepdims=True)
     fc = f - f.mean(axis=1, keepdims=True)
     var_f = (fc * fc).sum(axis=1) / (n - 1)
@@ -138,17 +163,29 @@ def ppi_means(
     if method == "ppi":
         lam = np.ones(len(y))
     else:
-        denom = var_f if finite else (1.0 + ratio) * var_f
+        # The labelled queries are among the N: the population estimand adds s^2(Y)/N, which
+        # does not depend on lambda, so both estimands share lambda* = cov / var(f).
         with np.errstate(divide="ignore", invalid="ignore"):
-            lam = np.where(denom > 0, cov / np.where(denom > 0, denom, 1.0), 0.0)
+            lam = np.where(var_f > 0, cov / np.where(var_f > 0, var_f, 1.0), 0.0)
     resid = y - lam[:, None] * f
     theta = resid.mean(axis=1) + lam * fm
     # A tuned lambda is fitted on the same n values (one more parameter, as in regression
     # estimation): ddof 2 keeps the interval from running short on small samples.
-    var = fpc * resid.var(axis=1, ddof=2 if method == "ppi++" and n > 2 else 1) / n
-    if not finite:
-        var = var + lam * lam * fv / big_n
-    h_var = fpc * y.var(axis=1, ddof=1) / n
+    r_var = resid.var(axis=1, ddof=2 if method == "ppi++" and n > 2 else 1)
+    # Never a zero-width interval from a few agreeing labels (see "Small samples" above).
+    spread = np.maximum(y.var(axis=1, ddof=1), np.maximum(fv, f.var(axis=1, ddof=1)))
+    scale = np.maximum(np.abs(y).max(axis=1), np.abs(f).max(axis=1))
+    spread = np.where(spread > 0, spread, np.where(scale > 0, scale * scale / 4.0, 0.25))
+    floor = spread / (n + 1)
+    floored = r_var < floor
+    r_var = np.maximum(r_var, floor)
+    fpc = 1.0 - ratio
+    y_var = np.maximum(y.var(axis=1, ddof=1), floor)
+    # theta - mu = (mean_N(Y) - mu) + (theta - mean_N(Y)): uncorrelated parts, so the
+    # population estimand's variance is the collection's plus the queries' own s^2(Y) / N.
+    extra = 0.0 if finite else y_var / big_n
+    var = fpc * r_var / n + extra
+    h_var = fpc * y_var / n + extra
     if method == "ppi++":
         # lambda = 0 is the human-only estimate; the tuned one is never allowed to be worse.
         worse = var > h_var
@@ -165,6 +202,7 @@ def ppi_means(
         "mean": theta, "ci_low": theta - t * se, "ci_high": theta + t * se, "se": se,
         "lambda": lam, "human_mean": hm, "human_low": hm - t * h_se, "human_high": hm + t * h_se,
         "llm_mean": fm, "llm_low": fm - t_llm * l_se, "llm_high": fm + t_llm * l_se,
+        "floored": floored & ~worse if method == "ppi++" else floored,
     }
 
 
@@ -182,6 +220,12 @@ class PPIEstimate:
     llm_only: Interval
     human_only: Interval
     confidence: float = 0.95
+    #: ``collection`` (the mean over these queries) or ``population`` (the mean over the
+    #: population they were drawn from)
+    estimand: str = "collection"
+    #: the rectifier variance was raised to the small-sample floor (labels agreed too well
+    #: for their number to tell the spread)
+    variance_floor: bool = False
 
     @property
     def width(self) -> float:
@@ -193,7 +237,8 @@ class PPIEstimate:
         return {
             "mean": self.mean, "ci_low": self.ci_low, "ci_high": self.ci_high,
             "n_human": self.n_human, "n_llm": self.n_llm, "lambda": self.lam,
-            "method": self.method, "confidence": self.confidence,
+            "method": self.method, "confidence": self.confidence, "estimand": self.estimand,
+            "variance_floor": self.variance_floor,
             "llm_only": self.llm_only.to_dict(), "human_only": self.human_only.to_dict(),
         }
 
@@ -234,7 +279,7 @@ def ppi_mean(
         lam=g["lambda"], method=method,
         llm_only=Interval(g["llm_mean"], g["llm_low"], g["llm_high"]),
         human_only=Interval(g["human_mean"], g["human_low"], g["human_high"]),
-        confidence=confidence,
+        confidence=confidence, estimand=ESTIMANDS[population], variance_floor=bool(g["floored"]),
     )
 
 
@@ -424,9 +469,16 @@ class PPIReport:
     def footer(self) -> str:
         """What the table rests on, and the notes (lines under the plain table)."""
         s = self.settings
+        estimand = ESTIMANDS.get(s.get("population", "finite"), "collection")
         foot = (f"{s.get('method', 'ppi++')}: LLM labels on {s.get('n_llm')} queries, human labels "
-                f"on {s.get('n_human')} of them; {s.get('population', 'finite')}-population "
-                "intervals (Student t)")
+                f"on {s.get('n_human')} of them; estimand: {estimand} ({ESTIMAND_TEXT[estimand]}); "
+                "Student t intervals")
+        floored = sorted({f"{r}/{m}" for table in (self.estimates, self.differences)
+                          for r, per in table.items() for m, e in per.items() if e.variance_floor})
+        if floored:
+            foot += ("\nnote: the labels agreed too closely for their number to show the spread; the "
+                     "rectifier variance was raised to a one-pseudo-disagreement floor for "
+                     + ", ".join(floored))
         return foot + "\n" + "".join(f"note: {n}\n" for n in self.notes)
 
     def __str__(self) -> str:
@@ -506,6 +558,7 @@ def ppi_evaluate(
         runs=names, metrics=metrics, estimates=estimates, differences=differences,
         baseline=baseline, reports=reports,
         settings={"method": method, "confidence": confidence, "population": population,
+                  "estimand": ESTIMANDS[population],
                   "n_llm": llm_qrels.num_queries, "n_human": len(common),
                   "interval": "Student t, n_human - 1 df",
                   "human_source": human_qrels.source, "llm_source": llm_qrels.source},
@@ -560,8 +613,8 @@ def plan_labels(
 
     With sigma^2 the pilot's variance of Y - lambda f (PPI) or of Y (human only) and z the
     normal quantile, the finite-population width 2 z sigma sqrt(1/n - 1/N) is solved for n:
-    n = 1 / ((w / (2 z sigma))^2 + 1/N) (infinite population: n = (2 z sigma / w)^2, PPI adding
-    lambda^2 var(f)/N). A pilot is an estimate: ask for some margin.
+    n = 1 / ((w / (2 z sigma))^2 + 1/N) (the population estimand: n = 1 / (((w / 2z)^2 -
+    s^2(Y)/N) / sigma^2 + 1/N)). A pilot is an estimate: ask for some margin.
     """
     _check(confidence, method, population)
     y = _finite(human, "human")
@@ -584,18 +637,19 @@ def plan_labels(
     def needed(var_resid: float, extra: float) -> int | None:
         if var_resid <= 0:
             return 2
-        if finite:
-            return max(2, min(big_n, math.ceil(1.0 / ((half / z) ** 2 / var_resid + 1.0 / big_n))))
         room = (half / z) ** 2 - extra
-        # None: unreachable, the LLM term alone is wider than the target
-        return None if room <= 0 else max(2, math.ceil(var_resid / room))
+        # None: unreachable, the population term s^2(Y)/N alone is wider than the target
+        if room <= 0:
+            return None
+        return max(2, min(big_n, math.ceil(1.0 / (room / var_resid + 1.0 / big_n))))
 
     v_ppi = float(np.var(y - lam * f, ddof=1))
     v_h = float(np.var(y, ddof=1))
-    extra = 0.0 if finite else lam * lam * float(np.var(f, ddof=1)) / big_n
+    extra = 0.0 if finite else v_h / big_n  # the population estimand's s^2(Y) / N
     corr = float(np.corrcoef(y, f)[0, 1]) if np.std(y) > 0 and np.std(f) > 0 else None
     return {
         "width": width, "confidence": confidence, "method": method, "population": population,
+        "estimand": ESTIMANDS[population],
         "n_pilot": len(y), "n_llm": big_n, "lambda": lam, "correlation": corr,
         "n_ppi": needed(v_ppi, extra), "n_human_only": needed(v_h, 0.0),
         "pilot_width": float(r["ci_high"][0] - r["ci_low"][0]),
