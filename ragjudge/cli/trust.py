@@ -171,6 +171,12 @@ def run_evaluate(args: argparse.Namespace, metrics: list[str], names: list[str])
                          "markdown, latex or html", field="--format")
     runs = {n: read_run(path, name=n, dedup=args.dedup) for n, path in zip(names, args.runs)}
     if args.judge:
+        if not args.metrics and args.qrels == "none":
+            # Label-free: measures of the run's own judged top k, which do not move with the
+            # pool (which other runs were judged in the same command).
+            from ..judges.ondemand import LABEL_FREE_METRICS
+
+            metrics = list(LABEL_FREE_METRICS)
         return _evaluate_judged(args, metrics, runs)
     if args.soft:
         return _evaluate_soft(args, metrics, runs)
@@ -248,7 +254,7 @@ def _evaluate_judged(args: argparse.Namespace, metrics: list[str], runs: dict[st
     from ..evaluate import compare, evaluate
     from ..io import read_corpus, read_queries, write_qrels
     from ..judges import LLMRelevanceJudge
-    from ..judges.ondemand import default_depth, judge_on_demand
+    from ..judges.ondemand import default_depth, judge_on_demand, pool_caveat
 
     if not args.queries or not args.corpus:
         raise InputError("--judge needs the texts: --queries FILE --corpus FILE", field="--judge")
@@ -300,6 +306,10 @@ def _evaluate_judged(args: argparse.Namespace, metrics: list[str], runs: dict[st
         write_qrels(done.qrels, args.save_qrels, format="trec")
     print(done.describe(), file=sys.stderr)
     info = done.info()
+    caveat = pool_caveat(metrics, info, label_free=human is None, rel=args.rel)
+    info["pool_caveat"] = caveat  # in every report's meta["judging"] too
+    if caveat:
+        print(f"ragjudge: warning: {caveat}", file=sys.stderr)
     if len(done.qrels) == 0:
         raise InputError(f"no labels to evaluate with: every judgment failed "
                          f"({info['failure_reasons']})", field="--judge")

@@ -15,18 +15,53 @@ says judged@depth before and after and how many labels came from the LLM.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..data import Qrels, Run
 from ..errors import InputError
-from ..measures import parse_measure, split_metric_list
+from ..measures import parse_measure, spec_of, split_metric_list
 
-__all__ = ["DEFAULT_DEPTH", "OnDemand", "default_depth", "judge_on_demand", "evaluate_with_judge"]
+__all__ = ["DEFAULT_DEPTH", "LABEL_FREE_METRICS", "OnDemand", "default_depth", "judge_on_demand",
+           "evaluate_with_judge", "pool_relative", "pool_caveat"]
 
 #: Judging depth when no metric has a cutoff (``map``, ``rprec``...): the judge's own default.
 DEFAULT_DEPTH = 20
+#: Default metrics without human labels: each needs only the grades of the run's own top 10
+#: (nDCG normalised by the best DCG@10 the 0-3 scale allows), so a run scores the same alone
+#: or beside others.
+LABEL_FREE_METRICS = ("ndcg(ideal=max)@10", "p@10", "rbp(p=0.8)@10", "mrr@10")
+
+
+def pool_relative(metrics: Sequence[str] | str | None, rel: int | None = None) -> list[str]:
+    """The metrics whose value depends on documents outside the run's own ranking (an ideal
+    ranking, R): with labels judged on demand, they move with the pool."""
+    items = [metrics] if isinstance(metrics, str) else list(metrics or ())
+    out = []
+    for item in items:
+        for name in split_metric_list(str(item)):
+            m = parse_measure(name, rel=rel)
+            if not spec_of(m).is_pool_free(m):
+                out.append(name)
+    return out
+
+
+def pool_caveat(metrics: Sequence[str] | str | None, info: Mapping[str, Any], *, label_free: bool,
+                rel: int | None = None) -> str | None:
+    """One line naming the pool that pool-relative metrics are relative to, when their values
+    would move with it (label-free, or labels filled on demand); ``None`` when none is."""
+    moving = pool_relative(metrics, rel)
+    if not moving:
+        return None
+    runs = info.get("pool_runs") or []
+    alone = " (a single run: it is measured against its own top documents only)" if len(runs) == 1 else ""
+    return (f"{', '.join(moving)} {'are' if len(moving) > 1 else 'is'} relative to the pool judged in this "
+            f"command: depth {info.get('depth')}, {len(runs)} run(s), {info.get('pairs')} pairs"
+            f"{alone}; values are comparable only with runs judged in the same pool. "
+            f"Pool-free alternatives: {', '.join(LABEL_FREE_METRICS)}"
+            + ("" if label_free else " (human labels fill part of the pool)"))
 
 
 def default_depth(metrics: Sequence[str] | str | None, rel: int | None = None) -> int:
@@ -52,6 +87,7 @@ class OnDemand:
     judged_before: dict[str, float]
     judged_after: dict[str, float]
     human_labels: int
+    pool_runs: tuple[str, ...] = ()
 
     @property
     def llm_labels(self) -> int:
@@ -65,6 +101,8 @@ class OnDemand:
             "judged_after": self.judged_after,
             "human_labels": self.human_labels,
             "llm_labels": self.llm_labels,
+            # the pool the labels came from: pool-relative metrics are relative to it
+            "pool_runs": list(self.pool_runs),
             "model": self.result.judgments[0].model if self.result.judgments else None,
             "prompt": (f"{self.result.judgments[0].prompt_id}@{self.result.judgments[0].prompt_sha[:12]}"
                        if self.result.judgments else None),
@@ -141,7 +179,8 @@ async def judge_on_demand(
     final = result.qrels.query_ids
     before = _judged(qrels, runs, depth, final)
     after = _judged(result.qrels, runs, depth, final)
-    return OnDemand(result.qrels, result, depth, before, after, human)
+    return OnDemand(result.qrels, result, depth, before, after, human,
+                    tuple(r.name for r in runs))
 
 
 def evaluate_with_judge(
@@ -173,6 +212,8 @@ def evaluate_with_judge(
     r = run if isinstance(run, Run) else (
         read_run(run, dedup=dedup, name=options.get("name")) if isinstance(run, (str, os.PathLike))
         else Run.from_dict(run, name=options.get("name") or "run"))
+    if metrics is None and human is None:
+        metrics = list(LABEL_FREE_METRICS)  # label-free defaults: they do not move with the pool
     k = judge_depth if judge_depth is not None else default_depth(metrics, options.get("rel"))
     q_texts, c_texts = _texts(queries, "queries"), _texts(corpus, "corpus")
 
@@ -188,5 +229,10 @@ def evaluate_with_judge(
         raise InputError("no labels to evaluate with: every judgment failed "
                          f"({done.result.summary()['failure_reasons']})", field="judge")
     report = evaluate(done.qrels, r, metrics, **options)
-    report.meta["judging"] = done.info()
+    info = done.info()
+    info["pool_caveat"] = pool_caveat(metrics if metrics is not None else list(report.metrics), info,
+                                      label_free=human is None, rel=options.get("rel"))
+    report.meta["judging"] = info
+    if info["pool_caveat"]:
+        warnings.warn(info["pool_caveat"], stacklevel=2)
     return report

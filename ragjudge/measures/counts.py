@@ -23,7 +23,7 @@ def _num_ret_batch(L: Layout, m: Measure) -> np.ndarray:
 
 
 register(MeasureSpec(
-    "num_ret", {}, cutoff=True, aggregate="sum", unit=False,
+    "num_ret", {}, cutoff=True, pool_free=True, aggregate="sum", unit=False,
     reference=num_ret,
     kernel=lambda m, ranked, judged, mg: num_ret(ranked, m.k),
     batch=_num_ret_batch, examples=("num_ret", "num_ret@2"),
@@ -58,7 +58,7 @@ def _num_rel_ret_batch(L: Layout, m: Measure) -> np.ndarray:
 
 
 register(MeasureSpec(
-    "num_rel_ret", {"rel": REL}, cutoff=True, aggregate="sum", unit=False,
+    "num_rel_ret", {"rel": REL}, cutoff=True, pool_free=True, aggregate="sum", unit=False,
     reference=num_rel_ret,
     kernel=lambda m, ranked, judged, mg: num_rel_ret(ranked, m.k, m.get("rel")),
     batch=_num_rel_ret_batch, examples=("num_rel_ret", "num_rel_ret@3"),

@@ -87,6 +87,7 @@ def ndcg(
     ideal: str = "all",
     discount: str = "log2",
     gains: dict[int, float] | None = None,
+    top_grade: int = 3,
 ) -> float:
     """nDCG@k = DCG@k / IDCG@k, 0 when IDCG = 0 (Jarvelin & Kekalainen, ACM TOIS 20(4), 2002).
 
@@ -95,12 +96,20 @@ def ndcg(
     documents gain 0. ``gains`` maps levels to gains (trec_eval ``-m ndcg.1=3,2=9``: unlisted
     levels gain their own value; gains may be 0 or negative). ``discount="jarvelin"``: 1 at
     rank 1, log2(r) after (the original paper). IDCG@k is the DCG@k of the ideal ranking: the
-    positive gains of all qrels entries sorted descending (``ideal="all"``, trec_eval) or of the
-    retrieved top k (``ideal="retrieved"``).
+    positive gains of all qrels entries sorted descending (``ideal="all"``, trec_eval), of the
+    retrieved top k (``ideal="retrieved"``), or k documents all of the scale's highest grade
+    ``top_grade`` (``ideal="max"``, needs a cutoff): the best DCG@k any ranking could have, so
+    the value depends on the run's own top k alone and not on which other documents were
+    judged -- the pool-independent normalisation for labels judged on demand.
     """
     tk = top(ranked, k)
     got = [_gain(g, gain, gains) for g in tk]
     dcg = _dcg(got, discount)
+    if ideal == "max":
+        if k is None:
+            raise MetricError("ndcg(ideal=max) needs a cutoff (@k)")
+        idcg = _dcg([_gain(top_grade, gain, gains)] * k, discount)
+        return dcg / idcg if idcg > 0 else 0.0
     pool = [_gain(g, gain, gains) for g in judged] if ideal == "all" else got
     best = sorted((x for x in pool if x > 0), reverse=True)
     idcg = _dcg(top(best, k), discount)
@@ -149,6 +158,11 @@ def _dcg_batch_parts(L: Layout, m: Measure) -> tuple[np.ndarray, np.ndarray, np.
 def _ndcg_batch(L: Layout, m: Measure) -> np.ndarray:
     k, ideal, disc = m.k, m.get("ideal"), m.get("discount")
     dcg, gains, g = _dcg_batch_parts(L, m)
+    if ideal == "max":
+        assert k is not None  # the check refuses ideal=max without a cutoff
+        best = _gain(int(m.get("top")), m.get("gain"), _parse_gains(m.get("gains")))
+        idcg = best * float(np.sum(1.0 / _discount_batch(np.arange(k), disc)))
+        return safe_div(dcg, np.full_like(dcg, idcg))
     if ideal == "all":
         sel = np.flatnonzero(_gaining(L, m, L.qlab))
         ig = _gain_batch(L, L.qlab[sel], m)
@@ -170,25 +184,34 @@ def _ndcg_batch(L: Layout, m: Measure) -> np.ndarray:
 def _gains_check(values: dict[str, ParamValue], given: set[str], spec: str) -> None:
     if "gains" in values and values.get("gain", "linear") != "linear":
         raise MetricError(f"a gains map replaces gain=exp; give one of them, in {spec!r}")
+    if "top" in given and values.get("ideal") != "max":
+        raise MetricError(f"top is the highest grade of ideal=max; give ideal=max too, in {spec!r}")
+    if values.get("ideal") == "max" and "@" not in spec and not any(c.isdigit() for c in spec.split(")")[-1]):
+        raise MetricError(f"ideal=max needs a cutoff (ndcg(ideal=max)@10), in {spec!r}")
 
 
 _NDCG_PARAMS = {
     "gain": Param("linear", choice("linear", "exp"), "linear or exp"),
-    "ideal": Param("all", choice("all", "retrieved"), "all or retrieved"),
+    "ideal": Param("all", choice("all", "retrieved", "max"), "all, retrieved or max"),
+    "top": Param(3, int_at_least(1), "the scale's highest grade, an integer >= 1 (ideal=max)"),
     "discount": Param("log2", choice("log2", "jarvelin"), "log2 or jarvelin"),
     "gains": Param(None, _gain_map, "level:gain pairs such as 0:0,1:1,2:3,3:7"),
 }
 
 register(MeasureSpec(
     "ndcg", _NDCG_PARAMS, cutoff=True, cut_names=("ndcg_cut",), check=_gains_check,
+    pool_free=lambda m: m.get("ideal") in ("max", "retrieved"),
     reference=ndcg,
     kernel=lambda m, ranked, judged, mg: ndcg(
         ranked, judged, m.k, gain=m.get("gain"), ideal=m.get("ideal"), discount=m.get("discount"),
-        gains=_parse_gains(m.get("gains"))),
+        gains=_parse_gains(m.get("gains")), top_grade=int(m.get("top"))),
     batch=_ndcg_batch,
     examples=("ndcg", "ndcg@3", "ndcg(gain=exp)@4", "ndcg(ideal=retrieved,discount=jarvelin)@3",
               "ndcg(discount=jarvelin)", "ndcg(gains=0:0,1:1,2:3,3:7)@3",
-              "ndcg(gains=0:0.5,2:0,4:2.5)", "ndcg(gains=1:2,3:1,4:0,2:2.5,0:0.25)@2"),
+              "ndcg(gains=0:0.5,2:0,4:2.5)", "ndcg(gains=1:2,3:1,4:0,2:2.5,0:0.25)@2",
+              "ndcg(ideal=max)@5", "ndcg(ideal=max,top=4,gain=exp)@3"),
+    # ideal=max is at most 1 only while no grade exceeds ``top``, the scale's highest
+    unit=lambda m: m.get("ideal") != "max",
 ))
 
 
@@ -209,7 +232,7 @@ def _dcg_batch(L: Layout, m: Measure) -> np.ndarray:
 
 
 register(MeasureSpec(
-    "dcg", {key: _NDCG_PARAMS[key] for key in ("gain", "discount", "gains")}, cutoff=True,
+    "dcg", {key: _NDCG_PARAMS[key] for key in ("gain", "discount", "gains")}, cutoff=True, pool_free=True,
     cut_names=("dcg_cut",), unit=False, check=_gains_check,
     reference=dcg,
     kernel=lambda m, ranked, judged, mg: dcg(
@@ -263,7 +286,7 @@ def _err_batch(L: Layout, m: Measure) -> np.ndarray:
 
 
 register(MeasureSpec(
-    "err", {"max_grade": Param(4, int_at_least(1, 10**6), "an integer between 1 and 1000000")},
+    "err", {"max_grade": Param(4, int_at_least(1, 10**6), "an integer between 1 and 1000000")}, pool_free=True,
     cutoff=True,
     reference=err,
     kernel=lambda m, ranked, judged, mg: err(ranked, m.k, m.get("max_grade")),
@@ -353,6 +376,7 @@ register(MeasureSpec(
         "rel": REL,
     },
     cutoff=True, check=_rbp_check, reference=rbp, kernel=_rbp_kernel, batch=_rbp_batch,
+    pool_free=lambda m: m.get("gain") != "graded" or m.get("max_grade") is not None,
     examples=("rbp(p=0.5)", "rbp(p=0.8)@3", "rbp(p=0.7,gain=graded)",
               "rbp(p=0.6,gain=graded,max_grade=5)@2", "rbp(p=0.8,rel=2)", "rbp(p=0.7,gain=raw)@4"),
     unit=lambda m: m.get("gain") != "raw",  # raw multiplies by the grade

@@ -187,7 +187,9 @@ class MeasureSpec:
     * ``cut_names``: trec_eval names that carry the cutoff (``P`` for ``P_10``);
     * ``unit``: every value lies in [0, 1] (false for counts and unnormalised gains; may depend
       on the parameters);
-    * ``examples``: specs the property tests compare kernel and batch on.
+    * ``examples``: specs the property tests compare kernel and batch on;
+    * ``pool_free``: the value needs only the run's own ranked documents' grades (may depend on
+      the parameters): label-free values of such a measure do not move with the pool.
     """
 
     name: str
@@ -203,11 +205,18 @@ class MeasureSpec:
     cut_names: tuple[str, ...] = ()
     unit: bool | Callable[[Measure], bool] = True
     examples: tuple[str, ...] = field(default=())
+    #: the value needs only the grades of the run's own ranked documents (no ideal ranking, no
+    #: R): with labels judged on demand it is the same whichever other runs shared the pool
+    pool_free: bool | Callable[[Measure], bool] = False
 
     @property
     def doc(self) -> str:
         """The reference kernel's docstring: formula and source."""
         return inspect.cleandoc(self.reference.__doc__ or "")
+
+    def is_pool_free(self, m: Measure) -> bool:
+        """Whether ``m`` depends only on the run's own judged documents (see ``pool_free``)."""
+        return self.pool_free(m) if callable(self.pool_free) else self.pool_free
 
     def in_unit_interval(self, m: Measure) -> bool:
         """Whether every value of ``m`` lies in [0, 1]."""

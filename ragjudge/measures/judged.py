@@ -33,7 +33,7 @@ def _judged_batch(L: Layout, m: Measure) -> np.ndarray:
 
 
 register(MeasureSpec(
-    "judged", {}, cutoff=True,
+    "judged", {}, cutoff=True, pool_free=True,
     reference=judged,
     kernel=lambda m, ranked, judged_grades, mg: judged(ranked, m.k),
     batch=_judged_batch, examples=("judged@3", "judged"),
@@ -60,7 +60,7 @@ def _unj_batch(L: Layout, m: Measure) -> np.ndarray:
 
 
 register(MeasureSpec(
-    "unj", {}, cutoff=True, cut_names=("unj",),
+    "unj", {}, cutoff=True, pool_free=True, cut_names=("unj",),
     reference=unj,
     kernel=lambda m, ranked, judged_grades, mg: unj(ranked, m.k),
     batch=_unj_batch, examples=("unj@3", "unj@20", "unj"),
@@ -88,7 +88,7 @@ def _rbp_residual_batch(L: Layout, m: Measure) -> np.ndarray:
 
 
 register(MeasureSpec(
-    "rbp_residual", {"p": P}, cutoff=True, aliases=("rbp_resid",),
+    "rbp_residual", {"p": P}, cutoff=True, pool_free=True, aliases=("rbp_resid",),
     reference=rbp_residual,
     kernel=lambda m, ranked, judged_grades, mg: rbp_residual(ranked, m.k, p=m.get("p")),
     batch=_rbp_residual_batch, examples=("rbp_residual(p=0.5)", "rbp_residual(p=0.9)@3"),

@@ -39,7 +39,7 @@ def _mrr_batch(L: Layout, m: Measure) -> np.ndarray:
 
 
 register(MeasureSpec(
-    "mrr", {"rel": REL}, cutoff=True, aliases=("recip_rank",),
+    "mrr", {"rel": REL}, cutoff=True, pool_free=True, aliases=("recip_rank",),
     reference=mrr,
     kernel=lambda m, ranked, judged, mg: mrr(ranked, m.k, m.get("rel")),
     batch=_mrr_batch, examples=("mrr", "mrr@2", "mrr(rel=3)"),

@@ -36,7 +36,7 @@ def _hit_batch(L: Layout, m: Measure) -> np.ndarray:
 
 
 register(MeasureSpec(
-    "hit", {"rel": REL}, cutoff=True, aliases=("success",), cut_names=("success",),
+    "hit", {"rel": REL}, cutoff=True, pool_free=True, aliases=("success",), cut_names=("success",),
     reference=hit,
     kernel=lambda m, ranked, judged, mg: hit(ranked, m.k, m.get("rel")),
     batch=_hit_batch, examples=("hit@1", "hit@3"),
@@ -101,7 +101,7 @@ def _precision_batch(L: Layout, m: Measure) -> np.ndarray:
 
 
 register(MeasureSpec(
-    "precision", {"rel": REL}, cutoff=True, aliases=("p",), cut_names=("p",),
+    "precision", {"rel": REL}, cutoff=True, pool_free=True, aliases=("p",), cut_names=("p",),
     reference=precision,
     kernel=lambda m, ranked, judged, mg: precision(ranked, m.k, m.get("rel")),
     batch=_precision_batch, examples=("p@1", "p@3", "precision", "p(rel=2)@2"),
