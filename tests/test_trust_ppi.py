@@ -279,3 +279,21 @@ def test_the_cli_states_and_chooses_the_estimand(tmp_path: Path, capsys: pytest.
     assert "estimand: collection" in capsys.readouterr().out
     assert main([*base, "--estimand", "population", "--population", "finite"]) == 2
     assert "disagree" in capsys.readouterr().err
+
+
+def test_ppi_samples_says_a_rag_report_lacks_per_sample_scores() -> None:
+    report = json.dumps({"aggregates": [{"metric": "hit@1", "mean": 0.7}], "meta": {}}, indent=2)
+    with pytest.raises(InputError) as info:
+        parse_scores(report, "r.json")
+    assert "without per-sample scores" in str(info.value) and "-q" in str(info.value)
+
+
+def test_exactness_leftovers_from_trec_eval_and_ir_measures() -> None:
+    import ir_measures
+
+    from ragjudge import evaluate
+
+    q = {"q": {"d": 1, "e": 1, "x": 0}}
+    r = {"q": {"d": 1.0, "x": 0.5, "z": 0.2}}
+    got = evaluate(q, r, [ir_measures.NumRelRet, "NumRelRet", "set_F.0", "set_P"]).mean
+    assert list(got.values()) == [1.0, 1.0, pytest.approx(1 / 3), pytest.approx(1 / 3)]

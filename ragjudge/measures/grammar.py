@@ -53,6 +53,7 @@ __all__ = [
     "probability",
     "choice",
     "positive_number",
+    "non_negative_number",
     "unit_number",
 ]
 
@@ -112,6 +113,15 @@ def positive_number(text: str) -> ParamValue:
     want = "a number > 0"
     v = _float(text, want)
     if not 0.0 < v < float("inf"):
+        raise ValueError(want)
+    return v
+
+
+def non_negative_number(text: str) -> ParamValue:
+    """Converter to a finite number >= 0 (kept as a float)."""
+    want = "a number >= 0"
+    v = _float(text, want)
+    if not 0.0 <= v < float("inf"):
         raise ValueError(want)
     return v
 

@@ -128,6 +128,9 @@ def _ir_measures(text: str) -> list[str] | None:
     name, raw, cut = m.group(1), m.group(2), m.group(3)
     ours, allowed, takes_cut = _IRM_NAMES[name]
     params = _irm_params(raw, text)
+    if name == "NumRet" and "rel" in params:
+        # ir_measures' NumRelRet object prints as NumRet(rel=1): retrieved *relevant* documents
+        ours = "num_rel_ret"
     for key in params:
         if key not in allowed:
             raise MetricError(

@@ -12,7 +12,7 @@ import numpy as np
 
 from .common import REL
 from .counts import num_rel, num_rel_ret
-from .grammar import Measure, MeasureSpec, Param, Ranked, positive_number, register
+from .grammar import Measure, MeasureSpec, Param, Ranked, non_negative_number, register
 from .layout import Layout, count_in_cut, safe_div
 
 __all__ = ["hit", "recall", "recall_all", "precision", "f1", "set_f", "rprec"]
@@ -159,10 +159,11 @@ def _set_f_batch(L: Layout, m: Measure) -> np.ndarray:
 
 
 register(MeasureSpec(
-    "set_f", {"beta": Param(1.0, positive_number, "a number > 0"), "rel": REL}, cutoff=False,
+    # beta = 0 is trec_eval's set_F.0: the F measure reduces to precision
+    "set_f", {"beta": Param(1.0, non_negative_number, "a number >= 0"), "rel": REL}, cutoff=False,
     reference=set_f,
     kernel=lambda m, ranked, judged, mg: set_f(ranked, judged, m.get("beta"), m.get("rel")),
-    batch=_set_f_batch, examples=("set_f", "set_f(beta=0.5)", "set_f(beta=2,rel=2)"),
+    batch=_set_f_batch, examples=("set_f", "set_f(beta=0.5)", "set_f(beta=2,rel=2)", "set_f(beta=0)"),
 ))
 
 

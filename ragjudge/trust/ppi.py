@@ -338,7 +338,7 @@ def _scores_of(obj: Any) -> dict[str, dict[str, float | None]]:
 
 
 def parse_scores(text: str, source: str = "<scores>") -> dict[str, dict[str, float | None]]:
-    """Per-item scores ``{id: {metric: value}}`` from the JSON of ``ragjudge rag -f json``
+    """Per-item scores ``{id: {metric: value}}`` from the JSON of ``ragjudge rag -f json -q``
     (``samples[].scores[metric].value``), JSON Lines objects with an ``id`` (or ``sample``,
     ``qid``) field and metric fields, or CSV with such a header."""
     import csv
@@ -359,6 +359,16 @@ def parse_scores(text: str, source: str = "<scores>") -> dict[str, dict[str, flo
                 out[str(s["sample"])] = {m: v.get("value") if isinstance(v, dict) else v
                                          for m, v in (s.get("scores") or {}).items()}
             return out
+    if stripped.startswith("{") and "\n" in stripped and not stripped.split("\n", 1)[0].strip().endswith("}"):
+        # A pretty-printed object, not JSON Lines: the report of `rag -f json` without -q.
+        try:
+            whole = json.loads(stripped)
+        except json.JSONDecodeError:
+            whole = None
+        if isinstance(whole, dict):
+            raise InputError("a `ragjudge rag -f json` report without per-sample scores (its means "
+                             "only); write it with -q (`ragjudge rag ... -f json -q`) to get them",
+                             source=source, line=1)
     if stripped.startswith("{"):
         rows = []
         for i, line in enumerate(stripped.splitlines(), 1):
