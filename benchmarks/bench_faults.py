@@ -90,6 +90,15 @@ def billed(stats: dict[str, Any]) -> float:
             + stats.get("completion_tokens", 0) * PRICES[MODEL]["output"]) / 1e6
 
 
+def half_estimate(items: list[Any], prices: Path, **kw: Any) -> float:
+    """Half the dry-run cost of judging ``items`` (the benchmark's cost caps)."""
+    est = LLM(MODEL, base_url="http://127.0.0.1:9/v1", api_key="x", cache=False, prices=str(prices),
+              check_key=False, **kw)
+    dry = est.estimate(LLMRelevanceJudge(llm=est, progress=False).prompt,
+                       [{"query": q, "passage": p} for _, _, q, p in items])
+    return round(0.5 * float(dry.cost or 0.0), 6)
+
+
 def judge_pairs(base_url: str, cache: Path | Cache, pairs: list[Any], *, prices: Path,
                 max_cost: float | None = None, **kw: Any) -> dict[str, Any]:
     """Run the judge with default settings (plus ``kw``); never raises: a crash is data."""
@@ -211,11 +220,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(row(f"outage {kind} {args.outage:g}s", res, sim.stats(), None))
         if run("hidden reasoning"):
             items = make_pairs(n, "reasoning")
-            est = LLM(MODEL, base_url="http://127.0.0.1:9/v1", api_key="x", cache=False,
-                      prices=str(prices), check_key=False, max_tokens=8000)
-            judge = LLMRelevanceJudge(llm=est, progress=False)
-            dry = est.estimate(judge.prompt, [{"query": q, "passage": p} for _, _, q, p in items])
-            cap = round(0.5 * float(dry.cost or 0.0), 6)
+            cap = half_estimate(items, prices, max_tokens=8000)
             with SimProcess(*lat, "--reasoning-tokens", "5000") as sim:
                 res = judge_pairs(sim.base_url, tmp / "r.sqlite", items, prices=prices, max_cost=cap,
                                   max_tokens=8000)
@@ -237,11 +242,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(row("slow bodies 10% (1 byte/s, 3 s timeout)", res, sim.stats(), None))
         if run("billed rejects"):
             items = make_pairs(n, "rejects")
-            est = LLM(MODEL, base_url="http://127.0.0.1:9/v1", api_key="x", cache=False,
-                      prices=str(prices), check_key=False)
-            dry = est.estimate(LLMRelevanceJudge(llm=est, progress=False).prompt,
-                               [{"query": q, "passage": p} for _, _, q, p in items])
-            cap = round(0.5 * float(dry.cost or 0.0), 6)
+            cap = half_estimate(items, prices)
             with SimProcess(*lat, "--p-empty-choices", "0.1", "--p-malformed", "0.05", "--p-5xx", "0.1",
                             "--seed", "5") as sim:
                 res = judge_pairs(sim.base_url, tmp / "rej.sqlite", items, prices=prices, max_cost=cap)
@@ -277,11 +278,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(row("cache full (no page to grow)", res, sim.stats(), None))
         if run("malformed mix"):
             items = make_pairs(n, "mix")
-            est = LLM(MODEL, base_url="http://127.0.0.1:9/v1", api_key="x", cache=False,
-                      prices=str(prices), check_key=False)
-            dry = est.estimate(LLMRelevanceJudge(llm=est, progress=False).prompt,
-                               [{"query": q, "passage": p} for _, _, q, p in items])
-            for cap in (None, round(0.5 * float(dry.cost or 0.0), 6)):
+            for cap in (None, half_estimate(items, prices)):
                 with SimProcess(*lat, "--p-5xx", "0.1", "--p-malformed", "0.05", "--p-empty-choices", "0.05",
                                 "--p-billed-garbage", "0.05", "--seed", "13") as sim:
                     res = judge_pairs(sim.base_url, tmp / f"mix{cap}.sqlite", items, prices=prices, max_cost=cap)
