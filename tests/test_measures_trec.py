@@ -44,8 +44,10 @@ def test_set_f_is_trec_evals_weighting():
     assert value("set_f", ranked, judged) == approx(value("f1", ranked, judged))
     assert value("set_f(beta=2)", ranked, judged) == approx(3 * p * r / (2 * p + r))
     assert value("set_f(beta=0.5)", [0, None], [1]) == 0.0
+    # trec_eval accepts set_F.0: (0 + 1) P R / (0 P + R) = P
+    assert value("set_f(beta=0)", ranked, judged) == approx(p)
     with pytest.raises(MetricError):
-        parse_measure("set_f(beta=0)")
+        parse_measure("set_f(beta=-1)")
 
 
 def test_infap_by_hand():
