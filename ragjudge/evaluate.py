@@ -215,6 +215,7 @@ def evaluate(
     corpus: Any = None,
     judge_depth: int | None = None,
     depth: int | None = None,
+    pool: Any = None,
 ) -> Report:
     """Evaluate one run: ``evaluate(qrels, run, ["ndcg@10", "map"]) -> Report``.
 
@@ -235,6 +236,9 @@ def evaluate(
     ``judge_depth`` (default: the largest metric cutoff) are judged and merged under the human
     labels first; ``qrels=None`` is label-free evaluation. ``depth`` is ``judge_depth`` by the
     name issue 9 gave it; ``judged_only``/``max_depth`` apply on the judging path too.
+    ``pool`` (a file path or :class:`ragjudge.judges.pool.Pool`) keeps the judged labels from
+    call to call: only new pairs are judged and the runs recorded in it are scored again
+    (``meta["judging"]["pool"]``), so runs evaluated one at a time share one pool.
     """
     if judge_depth is not None and depth is not None and judge_depth != depth:
         raise InputError(f"depth={depth} and judge_depth={judge_depth} are the same option; "
@@ -243,12 +247,13 @@ def evaluate(
     if judge is not None:
         # The judge sits above this module: it is called through its method, never imported.
         on_demand: OnDemandJudge = judge
+        kept = {} if pool is None else {"pool": pool}  # judges without pools keep working
         return on_demand.evaluate_on_demand(
             qrels, run, metrics, queries=queries, corpus=corpus, judge_depth=judge_depth,
             rel=rel, skip_missing=skip_missing, judged_only=judged_only, max_depth=max_depth,
-            dedup=dedup, name=name)
-    if judge_depth is not None or queries is not None or corpus is not None:
-        raise InputError("queries/corpus/depth are for judging on demand: pass judge= too",
+            dedup=dedup, name=name, **kept)
+    if judge_depth is not None or queries is not None or corpus is not None or pool is not None:
+        raise InputError("queries/corpus/depth/pool are for judging on demand: pass judge= too",
                          field="judge")
     _check_rel(rel)
     _check_max_depth(max_depth)

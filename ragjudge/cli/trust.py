@@ -108,6 +108,10 @@ def add_evaluate_options(p: argparse.ArgumentParser) -> None:
                    help="judge prompt (default relevance.v1)")
     j.add_argument("--judgments", metavar="OUT.jsonl", help="write every judgment with provenance")
     j.add_argument("--save-qrels", metavar="OUT.qrels", help="write the merged qrels")
+    j.add_argument("--pool", metavar="FILE",
+                   help="keep the pool in FILE (TREC qrels of every LLM label, with provenance "
+                        "and the runs scored): judge only the pairs it lacks, add them, and "
+                        "score again the runs recorded in it, saying whose scores changed")
     j.add_argument("--base-url", metavar="URL", help="OpenAI-compatible endpoint")
     j.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
     j.add_argument("--cache", metavar="PATH", help="SQLite judgment cache")
@@ -173,10 +177,8 @@ def run_evaluate(args: argparse.Namespace, metrics: list[str], names: list[str])
     if args.judge:
         if not args.metrics and args.qrels == "none":
             # Label-free: measures of the run's own judged top k, which do not move with the
-            # pool (which other runs were judged in the same command).
-            from ..judges.ondemand import LABEL_FREE_METRICS
-
-            metrics = list(LABEL_FREE_METRICS)
+            # pool (which other runs were judged in the same command); set from the prompt's scale.
+            metrics = None  # type: ignore[assignment]
         return _evaluate_judged(args, metrics, runs)
     if args.soft:
         return _evaluate_soft(args, metrics, runs)
@@ -254,7 +256,17 @@ def _evaluate_judged(args: argparse.Namespace, metrics: list[str], runs: dict[st
     from ..evaluate import compare, evaluate
     from ..io import read_corpus, read_queries, write_qrels
     from ..judges import LLMRelevanceJudge
-    from ..judges.ondemand import default_depth, judge_on_demand, pool_caveat
+    from ..judges.ondemand import (
+        Pool,
+        default_depth,
+        describe_rescored,
+        judge_on_demand,
+        label_free_metrics,
+        pool_caveat,
+        pool_drift,
+        rescore_pool,
+        scale_top,
+    )
 
     if not args.queries or not args.corpus:
         raise InputError("--judge needs the texts: --queries FILE --corpus FILE", field="--judge")
@@ -263,23 +275,30 @@ def _evaluate_judged(args: argparse.Namespace, metrics: list[str], runs: dict[st
     human = _human_or_none(args)
     if args.all_queries and human is None:
         raise InputError("--all-queries only makes sense with human QRELS", field="--all-queries")
-    depth = args.judge_depth or default_depth(metrics, args.rel)
     if not args.dry_run:
-        check_writable([args.judgments, args.save_qrels, args.output])
+        check_writable([args.judgments, args.save_qrels, args.output, args.pool])
+    pool = Pool.load(args.pool) if args.pool else None
     llm = _llm(args, args.judge)
     judge = LLMRelevanceJudge(llm=llm, prompt=args.prompt, progress=not args.no_progress)
+    if metrics is None:
+        metrics = label_free_metrics(scale_top(judge))
+    depth = args.judge_depth or default_depth(metrics, args.rel)
     queries, corpus = read_queries(args.queries), read_corpus(args.corpus)
     run_list = list(runs.values())
     if args.dry_run:
-        plan = judge.estimate(queries, corpus, run_list, depth, qrels=human,
-                              all_queries=args.all_queries)
+        known = human
+        if pool is not None and len(pool):  # the pool's labels are not paid for again
+            labels = pool.qrels() if human is None or args.all_queries else pool.qrels().filter(human.query_ids)
+            known = labels if human is None else human.merge(labels)
+        plan = judge.estimate(queries, corpus, run_list, depth, qrels=known,
+                              all_queries=human is None or args.all_queries)
         print(f"judging on demand at depth {depth}: " + plan.describe())
         return 0
 
     async def main() -> Any:
         try:
             return await judge_on_demand(judge, human, run_list, queries, corpus, depth,
-                                         all_queries=args.all_queries)
+                                         all_queries=args.all_queries, pool=pool)
         finally:
             await llm.aclose()
 
@@ -306,6 +325,23 @@ def _evaluate_judged(args: argparse.Namespace, metrics: list[str], runs: dict[st
         write_qrels(done.qrels, args.save_qrels, format="trec")
     print(done.describe(), file=sys.stderr)
     info = done.info()
+    if pool is not None and len(done.qrels):
+        # Record this command's runs, then score again the runs the pool grew under.
+        earlier = {n: pool.runs[n] for n in runs if n in pool.runs}
+        for name, r in runs.items():
+            path = args.runs[list(runs).index(name)]
+            pool.record(r, path=path, depth=depth, mean=evaluate(
+                done.qrels, r, metrics, rel=args.rel, skip_missing=args.skip_missing).mean)
+        rescored = rescore_pool(pool, done.qrels, skip=list(runs), earlier=earlier, rel=args.rel,
+                                skip_missing=args.skip_missing)
+        pool.save()
+        info["pool"].update(runs=list(pool.runs), rescored=[x.to_dict() for x in rescored])
+        info["pool_runs"] = list(pool.runs)
+        if rescored:
+            print(describe_rescored(rescored, pool), file=sys.stderr)
+        info["pool_warning"] = pool_drift(rescored, pool)
+        if info["pool_warning"]:
+            print(f"ragjudge: warning: {info['pool_warning']}", file=sys.stderr)
     caveat = pool_caveat(metrics, info, label_free=human is None, rel=args.rel)
     info["pool_caveat"] = caveat  # in every report's meta["judging"] too
     if caveat:

@@ -21,11 +21,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..data import Qrels, Run
-from ..errors import InputError
+from ..errors import InputError, LLMError
 from ..measures import parse_measure, spec_of, split_metric_list
+from .pool import Pool, PoolRun, run_fingerprint
 
 __all__ = ["DEFAULT_DEPTH", "LABEL_FREE_METRICS", "OnDemand", "default_depth", "judge_on_demand",
-           "evaluate_with_judge", "pool_relative", "pool_caveat"]
+           "evaluate_with_judge", "pool_relative", "pool_caveat", "label_free_metrics", "Rescored",
+           "rescore_pool", "pool_drift", "describe_rescored", "Pool"]
 
 #: Judging depth when no metric has a cutoff (``map``, ``rprec``...): the judge's own default.
 DEFAULT_DEPTH = 20
@@ -33,6 +35,20 @@ DEFAULT_DEPTH = 20
 #: (nDCG normalised by the best DCG@10 the 0-3 scale allows), so a run scores the same alone
 #: or beside others.
 LABEL_FREE_METRICS = ("ndcg(ideal=max)@10", "p@10", "rbp(p=0.8)@10", "mrr@10")
+
+
+def label_free_metrics(top_grade: int = 3) -> list[str]:
+    """:data:`LABEL_FREE_METRICS` for a judge whose scale tops at ``top_grade`` (nDCG's ideal
+    is ``top_grade`` at every rank: ``ndcg(ideal=max,top=G)@10`` when it is not 3)."""
+    return [m if top_grade == 3 or not m.startswith("ndcg(ideal=max)") else
+            m.replace("ideal=max", f"ideal=max,top={top_grade}") for m in LABEL_FREE_METRICS]
+
+
+def scale_top(judge: Any) -> int:
+    """The highest grade of the judge prompt's scale (its front-matter labels; 3 when unknown)."""
+    labels = getattr(getattr(judge, "prompt", None), "labels", None) or {}
+    grades = [int(k) for k in labels if str(k).lstrip("-").isdigit()]
+    return max(grades) if grades else 3
 
 
 def pool_relative(metrics: Sequence[str] | str | None, rel: int | None = None) -> list[str]:
@@ -57,8 +73,11 @@ def pool_caveat(metrics: Sequence[str] | str | None, info: Mapping[str, Any], *,
         return None
     runs = info.get("pool_runs") or []
     alone = " (a single run: it is measured against its own top documents only)" if len(runs) == 1 else ""
-    return (f"{', '.join(moving)} {'are' if len(moving) > 1 else 'is'} relative to the pool judged in this "
-            f"command: depth {info.get('depth')}, {len(runs)} run(s), {info.get('pairs')} pairs"
+    kept = info.get("pool")
+    where = (f"the pool {kept['file']}: {kept['labels']} labels, {len(runs)} run(s)" if kept else
+             f"the pool judged in this command: depth {info.get('depth')}, {len(runs)} run(s), "
+             f"{info.get('pairs')} pairs")
+    return (f"{', '.join(moving)} {'are' if len(moving) > 1 else 'is'} relative to {where}"
             f"{alone}; values are comparable only with runs judged in the same pool. "
             f"Pool-free alternatives: {', '.join(LABEL_FREE_METRICS)}"
             + ("" if label_free else " (human labels fill part of the pool)"))
@@ -88,6 +107,9 @@ class OnDemand:
     judged_after: dict[str, float]
     human_labels: int
     pool_runs: tuple[str, ...] = ()
+    #: the kept pool the labels came from (``--pool FILE``), and how many labels this call added
+    pool: Pool | None = None
+    pool_added: int = 0
 
     @property
     def llm_labels(self) -> int:
@@ -102,7 +124,10 @@ class OnDemand:
             "human_labels": self.human_labels,
             "llm_labels": self.llm_labels,
             # the pool the labels came from: pool-relative metrics are relative to it
-            "pool_runs": list(self.pool_runs),
+            "pool_runs": (list(dict.fromkeys([*self.pool.runs, *self.pool_runs]))
+                          if self.pool is not None else list(self.pool_runs)),
+            "pool": (None if self.pool is None
+                     else {**self.pool.info(), "added": self.pool_added}),
             "model": self.result.judgments[0].model if self.result.judgments else None,
             "prompt": (f"{self.result.judgments[0].prompt_id}@{self.result.judgments[0].prompt_sha[:12]}"
                        if self.result.judgments else None),
@@ -161,26 +186,168 @@ async def judge_on_demand(
     depth: int,
     *,
     all_queries: bool | None = None,
+    pool: Pool | None = None,
 ) -> OnDemand:
     """Grade the unjudged top-``depth`` pairs of ``runs`` with ``judge`` (an
     :class:`~ragjudge.judges.LLMRelevanceJudge`) and merge them under ``qrels`` (``None``:
     label-free, every pooled pair is judged). ``all_queries`` (default: only when there are no
-    human qrels) also judges run queries the human qrels lack."""
+    human qrels) also judges run queries the human qrels lack.
+
+    With a kept ``pool`` (:class:`~ragjudge.judges.pool.Pool`), only the pairs it lacks are
+    judged, the new labels are added to it and saved (also when the run stops half-way), and
+    the merged qrels hold every label of the pool: pool-relative measures are then relative to
+    all the runs ever judged into it."""
     if depth < 1:
         raise InputError(f"depth must be a positive integer, got {depth}", field="depth")
     runs = list(runs)
-    if qrels is None:
-        result = await judge.judge_run(queries, corpus, runs, depth)
-        human = 0
-    else:
-        result = await judge.fill_holes(qrels, queries, corpus, runs, depth,
-                                        all_queries=bool(all_queries))
-        human = result.human
-    final = result.qrels.query_ids
+    known: Qrels | None = None
+    if pool is not None:
+        pool.check_judge(judge.llm.model, _prompt_name(judge))
+        known = pool.qrels()
+        if qrels is not None and not all_queries:
+            known = known.filter(qrels.query_ids)  # the queries the human qrels cover, as without a pool
+    try:
+        if qrels is None and (known is None or len(known) == 0):
+            result = await judge.judge_run(queries, corpus, runs, depth)
+        else:
+            skip = known if qrels is None else (qrels if known is None else qrels.merge(known))
+            result = await judge.fill_holes(skip, queries, corpus, runs, depth,
+                                            all_queries=qrels is None or bool(all_queries))
+    except LLMError as exc:
+        if pool is not None and getattr(exc.partial, "judgments", None):
+            pool.add(exc.partial.judgments)  # paid for: kept for the rerun
+            pool.save()
+        raise
+    added = 0
+    merged = result.qrels
+    if pool is not None:
+        added = pool.add(result.judgments)
+        pool.save()
+        labels = pool.qrels()
+        if qrels is not None and not all_queries:
+            labels = labels.filter(qrels.query_ids)
+        merged = labels if qrels is None else qrels.merge(labels)
+    human = 0 if qrels is None else len(qrels)
+    final = merged.query_ids
     before = _judged(qrels, runs, depth, final)
-    after = _judged(result.qrels, runs, depth, final)
-    return OnDemand(result.qrels, result, depth, before, after, human,
-                    tuple(r.name for r in runs))
+    after = _judged(merged, runs, depth, final)
+    return OnDemand(merged, result, depth, before, after, human, tuple(r.name for r in runs),
+                    pool=pool, pool_added=added)
+
+
+def _prompt_name(judge: Any) -> str:
+    return f"{judge.prompt.name}@{judge.prompt.sha256[:12]}"
+
+
+@dataclass
+class Rescored:
+    """A run recorded in a kept pool, scored again after the pool grew (``labels_before`` ->
+    ``labels_after`` labels); ``after`` is ``None`` when it could not be (``reason``)."""
+
+    run: str
+    labels_before: int
+    labels_after: int
+    before: dict[str, float | None]
+    after: dict[str, float | None] | None
+    reason: str | None = None
+
+    @property
+    def changed(self) -> list[str]:
+        """The metrics whose value moved because the pool grew."""
+        if self.after is None:
+            return []
+        return [m for m, v in self.before.items() if not _same(v, self.after.get(m))]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run": self.run, "labels_before": self.labels_before,
+                "labels_after": self.labels_after, "before": self.before, "after": self.after,
+                "changed": self.changed, "reason": self.reason}
+
+    def describe(self) -> str:
+        if self.after is None:
+            return (f"  {self.run}: not re-scored ({self.reason}); its scores are against "
+                    f"{self.labels_before} labels")
+        if not self.changed:
+            return f"  {self.run}: unchanged"
+        same = [m for m in self.before if m not in self.changed]
+        return f"  {self.run}: " + ", ".join(
+            f"{m} {_fmt(self.before[m])} -> {_fmt(self.after.get(m))}" for m in self.changed) + (
+            f"; unchanged: {', '.join(same)}" if same else "")
+
+
+def _same(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return abs(a - b) <= 1e-12 * max(1.0, abs(a), abs(b))
+
+
+def _fmt(v: float | None) -> str:
+    return "-" if v is None else f"{v:.4f}"
+
+
+def rescore_pool(pool: Pool, qrels: Qrels, *, skip: Sequence[str] = (),
+                 earlier: Mapping[str, PoolRun] | None = None, rel: int | None = None,
+                 skip_missing: bool = False) -> list[Rescored]:
+    """Score again, on ``qrels`` (the pool's labels, under any human ones), every run recorded
+    in ``pool`` that was scored against fewer labels than it now holds (except ``skip``, the
+    runs just scored), on the metrics recorded with it; the records are updated. A run whose
+    file is gone or no longer holds the same run cannot be: it is listed with its reason.
+    ``earlier``: the records the runs in ``skip`` had before this call, so a run evaluated
+    again is compared with its own earlier scores too."""
+    from ..evaluate import evaluate
+    from ..io import read_run
+
+    out = []
+    for name in skip:
+        was, now = (earlier or {}).get(name), pool.runs.get(name)
+        if was is None or now is None or was.labels >= now.labels or was.fingerprint != now.fingerprint:
+            continue
+        common = [m for m in was.mean if m in now.mean]
+        if common:
+            out.append(Rescored(name, was.labels, now.labels, {m: was.mean[m] for m in common},
+                                {m: now.mean[m] for m in common}))
+    for name, rec in list(pool.runs.items()):
+        if name in skip or rec.labels >= len(pool):
+            continue
+        reason = None
+        run = None
+        if rec.path is None:
+            reason = "it was not read from a file"
+        elif not os.path.isfile(rec.path):
+            reason = f"{rec.path} is gone"
+        else:
+            run = read_run(rec.path, name=name, dedup="first")
+            if run_fingerprint(run) != rec.fingerprint:
+                reason, run = f"{rec.path} holds another run now", None
+        if run is None:
+            out.append(Rescored(name, rec.labels, len(pool), dict(rec.mean), None, reason))
+            continue
+        report = evaluate(qrels, run, list(rec.mean), rel=rel, skip_missing=skip_missing)
+        after = {k: (None if v is None else float(v)) for k, v in report.mean.items()}
+        out.append(Rescored(name, rec.labels, len(pool), dict(rec.mean), after))
+        pool.record(run, path=rec.path, depth=rec.depth, mean=after)
+    return out
+
+
+def pool_drift(rescored: Sequence[Rescored], pool: Pool) -> str | None:
+    """One line when some runs recorded in the pool keep scores from a smaller pool (they
+    could not be re-scored): their pool-relative values are not comparable with the others'."""
+    stale = [r for r in rescored if r.after is None]
+    if not stale:
+        return None
+    return (f"runs in the pool {pool.path} were judged in different pools: "
+            + ", ".join(f"{r.run} against {r.labels_before} labels ({r.reason})" for r in stale)
+            + f", the others against {len(pool)}; compare their pool-free measures only, or "
+            "evaluate them again with this pool")
+
+
+def describe_rescored(rescored: Sequence[Rescored], pool: Pool) -> str:
+    """Lines saying which earlier runs' scores changed because the pool grew."""
+    if not rescored:
+        return ""
+    moved = sum(1 for r in rescored if r.changed)
+    return "\n".join([f"the pool {pool.path} grew to {len(pool)} labels; {len(rescored)} earlier "
+                      f"run(s) scored again, {moved} changed:", *(r.describe() for r in rescored)])
 
 
 def evaluate_with_judge(
@@ -193,12 +360,16 @@ def evaluate_with_judge(
     corpus: Mapping[str, str] | str | os.PathLike[str] | None = None,
     judge_depth: int | None = None,
     all_queries: bool | None = None,
+    pool: Pool | str | os.PathLike[str] | None = None,
     **options: Any,
 ) -> Any:
     """:func:`ragjudge.evaluate.evaluate` with judging on demand (what ``evaluate(...,
     judge=...)`` calls): ``qrels`` may be ``None`` (label-free); the run's top ``judge_depth``
     documents are judged (default: the largest metric cutoff). The report's
-    ``meta["judging"]`` holds :meth:`OnDemand.info`."""
+    ``meta["judging"]`` holds :meth:`OnDemand.info`. ``pool`` (a file, or a
+    :class:`~ragjudge.judges.pool.Pool`) keeps the labels: only the pairs it lacks are judged,
+    the run is recorded in it, and the runs recorded earlier are scored again against the grown
+    pool (``meta["judging"]["pool"]["rescored"]``; a warning when one could not be)."""
     from .._sync import run_sync
     from ..evaluate import evaluate
     from ..io import read_qrels, read_run
@@ -209,18 +380,21 @@ def evaluate_with_judge(
         human = qrels if isinstance(qrels, Qrels) else (
             read_qrels(qrels, dedup=dedup) if isinstance(qrels, (str, os.PathLike))
             else Qrels.from_dict(qrels))
+    path = run if isinstance(run, (str, os.PathLike)) else None
     r = run if isinstance(run, Run) else (
-        read_run(run, dedup=dedup, name=options.get("name")) if isinstance(run, (str, os.PathLike))
+        read_run(run, dedup=dedup, name=options.get("name")) if path is not None
         else Run.from_dict(run, name=options.get("name") or "run"))
     if metrics is None and human is None:
-        metrics = list(LABEL_FREE_METRICS)  # label-free defaults: they do not move with the pool
+        # label-free defaults: they do not move with the pool
+        metrics = label_free_metrics(scale_top(judge))
     k = judge_depth if judge_depth is not None else default_depth(metrics, options.get("rel"))
     q_texts, c_texts = _texts(queries, "queries"), _texts(corpus, "corpus")
+    kept = None if pool is None else (pool if isinstance(pool, Pool) else Pool.load(pool))
 
     async def main() -> OnDemand:
         try:
             return await judge_on_demand(judge, human, [r], q_texts, c_texts, k,
-                                         all_queries=all_queries)
+                                         all_queries=all_queries, pool=kept)
         finally:
             await judge.llm.aclose()
 
@@ -230,6 +404,17 @@ def evaluate_with_judge(
                          f"({done.result.summary()['failure_reasons']})", field="judge")
     report = evaluate(done.qrels, r, metrics, **options)
     info = done.info()
+    if kept is not None:
+        earlier = {r.name: kept.runs[r.name]} if r.name in kept.runs else {}
+        kept.record(r, path=path, depth=k, mean=report.mean)
+        rescored = rescore_pool(kept, done.qrels, skip=[r.name], earlier=earlier, rel=options.get("rel"),
+                                skip_missing=bool(options.get("skip_missing")))
+        kept.save()
+        info["pool"]["rescored"] = [x.to_dict() for x in rescored]
+        info["pool"]["runs"] = list(kept.runs)
+        info["pool_warning"] = pool_drift(rescored, kept)
+        if info["pool_warning"]:
+            warnings.warn(info["pool_warning"], stacklevel=2)
     info["pool_caveat"] = pool_caveat(metrics if metrics is not None else list(report.metrics), info,
                                       label_free=human is None, rel=options.get("rel"))
     report.meta["judging"] = info
