@@ -242,3 +242,11 @@ def test_library_runs_evaluated_one_at_a_time_share_a_kept_pool(tmp_path: Path) 
     assert again["after"]["p@10"] == first.mean["p@10"]
     with pytest.raises(Exception, match="pass judge= too"):
         evaluate(None, runs["bm25_raw"], metrics, pool=pool)
+
+
+def test_the_service_catalog_says_which_measures_are_pool_free() -> None:
+    from ragjudge.server.catalog import metric_catalog
+
+    by_name = {m["name"]: m for m in metric_catalog()}
+    assert by_name["precision"]["pool_free"] is True and by_name["map"]["pool_free"] is False
+    assert by_name["ndcg"]["pool_free"] == "depends on the parameters"

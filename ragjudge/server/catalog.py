@@ -86,7 +86,11 @@ def _ranking(name: str) -> dict[str, Any]:
         params = [{"name": k, "default": p.default, "allowed": p.allowed}
                   for k, p in sorted(spec.params.items())]
         takes_cutoff = bool(spec.cutoff)
+        # Labels judged on demand: does the value move with the pool (the other runs judged)?
+        pool_free: bool | str | None = ("depends on the parameters" if callable(spec.pool_free)
+                                        else bool(spec.pool_free))
     else:
+        pool_free = None
         m = parse_measure(name)
         params = [{"name": p, "default": m.get(p)} for p in _param_names(parse_measure, name)]
         takes_cutoff = _takes_cutoff(parse_measure, name)
@@ -97,6 +101,7 @@ def _ranking(name: str) -> dict[str, Any]:
         "takes_cutoff": takes_cutoff,
         "parameters": params,
         "needs_llm": False,
+        "pool_free": pool_free,
         "definition": _definition(name, spec) or f"{name} (ranking measure)",
     }
 
