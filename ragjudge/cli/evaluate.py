@@ -13,11 +13,12 @@ from typing import Any
 
 from ..errors import InputError, MetricError
 from ..evaluate import DEFAULT_METRICS, TESTS, compare, evaluate
-from ..io import check_output_path
+from ..io import check_output_path, read_run
 from ..measures import Measure, parse_measure, split_metric_list
 from ..report import FORMATS, TREC_FORMAT, CompareReport, Report, render_reports
 from ._plot import add_plot_options, check_plot_path, write_plot
 from .gates import below, parse_gate, report_failures, worse_than
+from .trust import add_ppi_options, evaluate_judged, evaluate_ppi, evaluate_soft
 from ._inputs import (
     add_beir_options,
     add_format_options,
@@ -97,10 +98,7 @@ def _add_arguments(p: argparse.ArgumentParser, *, min_runs: int) -> None:
     if min_runs < 2:
         p.add_argument("--no-stats", action="store_true",
                        help="with several runs, print means only (no tests or intervals)")
-        # issue 9 (trust): --human/--ppi, --soft, --judge; handled in cli/trust.py
-        from .trust import add_evaluate_options
-
-        add_evaluate_options(p)
+        _add_trust_options(p)
     p.add_argument("--fail-under", action="append", default=[], metavar="METRIC=VALUE",
                    help="exit 1 if a run's mean METRIC is below VALUE (CI gate); repeatable")
     add_plot_options(p, ("means", "differences", "hist", "box", "pr"),
@@ -112,6 +110,67 @@ def _add_arguments(p: argparse.ArgumentParser, *, min_runs: int) -> None:
                         "lower mean) than run BASELINE (file stem) on any metric (CI gate); "
                         "BASELINE becomes the baseline unless --all-pairs")
     p.set_defaults(func=_run, min_runs=min_runs)
+
+
+def _add_trust_options(p: argparse.ArgumentParser) -> None:
+    """``evaluate``'s options for LLM labels: --human/--ppi (prediction-powered estimates),
+    --soft (expected values under per-grade probabilities), --judge (judging on demand).
+    ``compare`` has none of them: each mode reports its own kind of result, not paired tests."""
+    g = p.add_argument_group(
+        "trusting LLM labels",
+        "--human/--ppi: QRELS are LLM labels on all queries and --human the human labels\n"
+        "of a random subset; each run's prediction-powered mean is reported with its interval\n"
+        "beside the LLM-only and human-only ones (PPI++ unless --ppi-classic).\n"
+        "--soft: expected metric values under the judge's per-grade probabilities\n"
+        "(QRELS: certain human labels, or none).")
+    g.add_argument("--human", metavar="QRELS", help="human qrels of a random subset of the queries")
+    g.add_argument("--ppi", action="store_true",
+                   help="prediction-powered estimates (PPI++ by default; needs --human)")
+    g.add_argument("--scale", metavar="LOW-HIGH",
+                   help="label scale, e.g. 0-3: a grade outside it in either qrels is an error")
+    add_ppi_options(g)
+    g.add_argument("--soft", metavar="JUDGMENTS.jsonl",
+                   help="judgments with per-grade probabilities (ragjudge judge --judgments): "
+                        "score each metric's expected value E[f(g)]")
+    g.add_argument("--samples", type=int, default=256, metavar="N",
+                   help="--soft: exact up to N grade combinations per query, else N seeded "
+                        "Monte-Carlo draws (default 256)")
+    j = p.add_argument_group(
+        "judging on demand",
+        "--judge MODEL grades exactly the unjudged documents in the top --judge-depth of each run\n"
+        "(human labels win) before evaluating; QRELS may be 'none' or left out (label-free).\n"
+        "Same cache, budget and failure rules as `ragjudge judge`; exit 3 if most failed.")
+    j.add_argument("--judge", metavar="MODEL", help="LLM judge model")
+    j.add_argument("--queries", metavar="FILE", help="query texts (BEIR JSONL or TSV)")
+    j.add_argument("--corpus", metavar="FILE", help="document texts (BEIR JSONL or TSV)")
+    j.add_argument("--judge-depth", "--depth", dest="judge_depth", type=int, metavar="K",
+                   help="judge each run's top K (default: the largest metric cutoff, else 20)")
+    j.add_argument("--all-queries", action="store_true",
+                   help="also judge run queries the human qrels do not have")
+    j.add_argument("--prompt", default="relevance.v1", metavar="NAME|FILE",
+                   help="judge prompt (default relevance.v1)")
+    j.add_argument("--judgments", metavar="OUT.jsonl", help="write every judgment with provenance")
+    j.add_argument("--save-qrels", metavar="OUT.qrels", help="write the merged qrels")
+    j.add_argument("--pool", metavar="FILE",
+                   help="keep the pool in FILE (TREC qrels of every LLM label, with provenance "
+                        "and the runs scored): judge only the pairs it lacks, add them, and "
+                        "score again the runs recorded in it, saying whose scores changed")
+    j.add_argument("--base-url", metavar="URL", help="OpenAI-compatible endpoint")
+    j.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
+    j.add_argument("--cache", metavar="PATH", help="SQLite judgment cache")
+    j.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    j.add_argument("--max-cost", type=float, metavar="USD", help="spending cap")
+    j.add_argument("--prices", metavar="FILE", help="JSON price overrides (USD/1M tokens)")
+    j.add_argument("--concurrency", type=int, default=16, metavar="N",
+                   help="requests in flight at most (default 16)")
+    j.add_argument("--timeout", type=float, default=60.0, metavar="S",
+                   help="bound of one HTTP attempt as a whole, in seconds (default 60)")
+    j.add_argument("--max-attempts", type=int, default=6, metavar="N",
+                   help="attempts per request on retryable errors (default 6)")
+    j.add_argument("--patience", type=float, default=600.0, metavar="S",
+                   help="how long an outage or a run of 429s may last (seconds, default 600)")
+    j.add_argument("--dry-run", action="store_true", help="print the judging cost; send nothing")
+    j.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def register(subparsers: Any) -> None:
@@ -260,6 +319,50 @@ def _gate_baseline(args: argparse.Namespace, names: list[str]) -> str | None:
     return args.baseline if args.all_pairs and args.baseline is not None else worse
 
 
+def _looks_like_run(path: str) -> bool:
+    """A TREC run line has six fields (``qid Q0 docid rank score tag``), a qrels line four."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.strip():
+                    return len(line.split()) == 6
+    except OSError:
+        return False
+    return False
+
+
+def _trust_modes(args: argparse.Namespace) -> list[str]:
+    """The LLM-label modes asked for (``evaluate`` only; ``compare`` has none of the options)."""
+    return [flag for flag, on in (
+        ("--ppi/--human", getattr(args, "ppi", False) or getattr(args, "human", None)),
+        ("--soft", getattr(args, "soft", None)),
+        ("--judge", getattr(args, "judge", None))) if on]
+
+
+def _run_trust(args: argparse.Namespace, used: list[str]) -> int:
+    """``evaluate`` with --human/--ppi, --soft or --judge; the work is in :mod:`.trust`."""
+    if not 0 <= args.digits <= 17:
+        raise InputError(f"--digits must be between 0 and 17, got {args.digits}", field="--digits")
+    metrics = _metric_list(args, [])[0]
+    names = _run_names(args.runs)
+    if len(used) > 1:
+        raise InputError(f"{' and '.join(used)} cannot be combined", field=used[1].split("/")[0])
+    if args.fail_under:
+        raise InputError(f"--fail-under does not apply to {used[0]} results", field="--fail-under")
+    if args.format == "trec":
+        raise InputError("trec output cannot carry these results; use table, json, csv, "
+                         "markdown, latex or html", field="--format")
+    runs = {n: read_run(path, name=n, dedup=args.dedup) for n, path in zip(names, args.runs)}
+    if args.judge:
+        # Label-free without -m: measures of the run's own judged top k, which do not move with
+        # the pool (which other runs were judged in the same command); set from the prompt's scale.
+        label_free = not args.metrics and args.qrels == "none"
+        return evaluate_judged(args, None if label_free else metrics, runs)
+    if args.soft:
+        return evaluate_soft(args, metrics, runs)
+    return evaluate_ppi(args, metrics, runs)
+
+
 # ----------------------------------------------------------------------------- command
 def _run(args: argparse.Namespace) -> int:
     if args.output is not None:
@@ -267,13 +370,18 @@ def _run(args: argparse.Namespace) -> int:
     check_plot_path(args)
     if args.beir is not None:  # every positional is a run
         args.runs = [args.qrels, *args.runs]
-    # issue 9 (trust): LLM labels with human anchors, soft labels, judging on demand
-    from .trust import prepare_trust, run_evaluate
-
-    if prepare_trust(args):
-        return run_evaluate(args, _metric_list(args, [])[0], _run_names(args.runs))
+    if getattr(args, "judge", None) and args.qrels.lower() != "none" and _looks_like_run(args.qrels):
+        # `evaluate RUN --judge M` (no QRELS) is label-free: the one file is then the run.
+        args.runs = [args.qrels, *args.runs]
+        args.qrels = "none"
     if not args.runs:
-        args.parser.error("the following arguments are required: RUN (or --beir DIR RUN)")
+        # What argparse says when RUN is missing (RUN is optional only for that label-free case).
+        print(f"ragjudge {args.command}: error: the following arguments are required: RUN",
+              file=sys.stderr)
+        raise SystemExit(2)
+    used = _trust_modes(args)
+    if used:
+        return _run_trust(args, used)
     if args.plot_kind in ("means", "differences") and (
             len(args.runs) < 2 or getattr(args, "no_stats", False)):
         raise InputError("needs several runs with statistics (not --no-stats)", field="--plot-kind")

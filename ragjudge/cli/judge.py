@@ -58,6 +58,7 @@ def register(subparsers: Any) -> None:
                     "and write the grades as qrels for `ragjudge evaluate`.",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        conflict_handler="resolve",  # --model: see the judge panels group below
     )
     io = p.add_argument_group("input and output")
     io.add_argument("--queries", metavar="FILE",
@@ -84,15 +85,32 @@ def register(subparsers: Any) -> None:
     io.add_argument("--prompt", default="relevance.v1", metavar="NAME|FILE",
                     help="prompt template: a shipped name or a file (default relevance.v1)")
     add_llm_options(p)
-    from .trust import allow_model_panel  # issue 9: --model repeatable = judge panel
-
-    allow_model_panel(p)
+    panel = p.add_argument_group("judge panels")
+    # Replaces the shared single --model (the parser resolves the conflict): repeated, the
+    # models form a panel; args.model stays the first, so single-model code is unchanged.
+    panel.add_argument("--model", action=_ModelAction, default=p.get_default("model"),
+                       metavar="M", help="model name (or $RAGJUDGE_MODEL); repeat for a judge panel")
+    panel.add_argument("--combine", choices=("majority", "mean"), default="majority",
+                       help="panel label: majority grade (ties to the lowest tied grade) or mean "
+                            "grade rounded half up (default majority); --max-cost is shared "
+                            "equally by the panel's models")
     bt = p.add_argument_group("batch mode")
     bt.add_argument("--batch", action="store_true",
                     help="use the OpenAI Batch API (half price, results within 24 h; resumable)")
     bt.add_argument("--batch-state", metavar="FILE",
                     help="with --batch: file recording the batch id, to resume polling")
     p.set_defaults(func=run)
+
+
+class _ModelAction(argparse.Action):
+    """``--model``, repeatable: ``args.models`` lists every model, ``args.model`` is the first."""
+
+    def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        models = list(getattr(namespace, "models", None) or [])
+        models.append(values)
+        namespace.models = models
+        namespace.model = models[0]
 
 
 def _say(msg: str) -> None:
@@ -102,9 +120,9 @@ def _say(msg: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..io import read_corpus, read_queries, write_qrels
     from ..judges import LLMRelevanceJudge, pool_pairs
-    from .trust import is_panel, run_panel
+    if len(getattr(args, "models", None) or []) > 1:  # several --model: a judge panel
+        from .trust import run_panel
 
-    if is_panel(args):  # issue 9: several --model = a judge panel (cli/trust.py)
         return run_panel(args)
     llm = llm_from_args(args)
     if not args.output and not args.dry_run:

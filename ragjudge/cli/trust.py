@@ -1,9 +1,10 @@
-"""``ragjudge plan-labels`` / ``ragjudge ppi-samples`` and the trust options of ``evaluate``.
+"""``ragjudge plan-labels`` / ``ppi-samples`` / ``simulate-judge``, and the work behind the
+LLM-label modes other commands declare themselves.
 
-``evaluate`` gets an extra option group from :func:`add_evaluate_options`; when one of them
-is used, :func:`run_evaluate` does the work (prediction-powered estimates with ``--human``,
-expected metrics under per-grade probabilities with ``--soft``, judging on demand with
-``--judge``). Only argument handling here; the work is :mod:`ragjudge.trust`.
+``evaluate`` declares --human/--ppi, --soft and --judge (``cli/evaluate.py``) and calls
+:func:`evaluate_ppi`, :func:`evaluate_soft` or :func:`evaluate_judged`; ``judge`` declares its
+panel options (``cli/judge.py``) and calls :func:`run_panel`. Only argument handling here; the
+work is :mod:`ragjudge.trust` and :mod:`ragjudge.judges`.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from typing import Any
 from ..errors import InputError, LLMError
 from ._inputs import check_writable, write_output
 
-__all__ = ["register", "parse_scale", "add_evaluate_options", "prepare_trust", "run_evaluate",
-           "allow_model_panel", "is_panel", "run_panel"]
+__all__ = ["register", "parse_scale", "add_ppi_options", "evaluate_ppi", "evaluate_soft",
+           "evaluate_judged", "run_panel"]
 
 
 def parse_scale(text: str | None) -> tuple[int, int] | None:
@@ -36,7 +37,8 @@ def parse_scale(text: str | None) -> tuple[int, int] | None:
     return scale
 
 
-def _add_ppi_options(p: argparse.ArgumentParser | Any) -> None:
+def add_ppi_options(p: argparse.ArgumentParser | Any) -> None:
+    """The PPI options shared by ``evaluate --ppi``, ``plan-labels`` and ``ppi-samples``."""
     p.add_argument("--ppi-classic", action="store_true",
                    help="classic PPI (lambda = 1) instead of PPI++ power tuning")
     p.add_argument("--estimand", choices=("collection", "population"), default=None,
@@ -66,132 +68,15 @@ def _method(args: argparse.Namespace) -> str:
     return "ppi" if args.ppi_classic else "ppi++"
 
 
-# ----------------------------------------------------------------------------- evaluate hooks
-def add_evaluate_options(p: argparse.ArgumentParser) -> None:
-    """The ``evaluate`` options of issue 9: --human/--ppi, --soft, --judge."""
-    for action in p._actions:
-        if action.dest == "runs":
-            # `evaluate RUN --judge M` (no QRELS) is label-free: the one file is then the run.
-            action.nargs = "*"
-    g = p.add_argument_group(
-        "trusting LLM labels",
-        "--human/--ppi: QRELS are LLM labels on all queries and --human the human labels\n"
-        "of a random subset; each run's prediction-powered mean is reported with its interval\n"
-        "beside the LLM-only and human-only ones (PPI++ unless --ppi-classic).\n"
-        "--soft: expected metric values under the judge's per-grade probabilities\n"
-        "(QRELS: certain human labels, or none).")
-    g.add_argument("--human", metavar="QRELS", help="human qrels of a random subset of the queries")
-    g.add_argument("--ppi", action="store_true",
-                   help="prediction-powered estimates (PPI++ by default; needs --human)")
-    g.add_argument("--scale", metavar="LOW-HIGH",
-                   help="label scale, e.g. 0-3: a grade outside it in either qrels is an error")
-    _add_ppi_options(g)
-    g.add_argument("--soft", metavar="JUDGMENTS.jsonl",
-                   help="judgments with per-grade probabilities (ragjudge judge --judgments): "
-                        "score each metric's expected value E[f(g)]")
-    g.add_argument("--samples", type=int, default=256, metavar="N",
-                   help="--soft: exact up to N grade combinations per query, else N seeded "
-                        "Monte-Carlo draws (default 256)")
-    j = p.add_argument_group(
-        "judging on demand",
-        "--judge MODEL grades exactly the unjudged documents in the top --judge-depth of each run\n"
-        "(human labels win) before evaluating; QRELS may be 'none' or left out (label-free).\n"
-        "Same cache, budget and failure rules as `ragjudge judge`; exit 3 if most failed.")
-    j.add_argument("--judge", metavar="MODEL", help="LLM judge model")
-    j.add_argument("--queries", metavar="FILE", help="query texts (BEIR JSONL or TSV)")
-    j.add_argument("--corpus", metavar="FILE", help="document texts (BEIR JSONL or TSV)")
-    j.add_argument("--judge-depth", "--depth", dest="judge_depth", type=int, metavar="K",
-                   help="judge each run's top K (default: the largest metric cutoff, else 20)")
-    j.add_argument("--all-queries", action="store_true",
-                   help="also judge run queries the human qrels do not have")
-    j.add_argument("--prompt", default="relevance.v1", metavar="NAME|FILE",
-                   help="judge prompt (default relevance.v1)")
-    j.add_argument("--judgments", metavar="OUT.jsonl", help="write every judgment with provenance")
-    j.add_argument("--save-qrels", metavar="OUT.qrels", help="write the merged qrels")
-    j.add_argument("--pool", metavar="FILE",
-                   help="keep the pool in FILE (TREC qrels of every LLM label, with provenance "
-                        "and the runs scored): judge only the pairs it lacks, add them, and "
-                        "score again the runs recorded in it, saying whose scores changed")
-    j.add_argument("--base-url", metavar="URL", help="OpenAI-compatible endpoint")
-    j.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
-    j.add_argument("--cache", metavar="PATH", help="SQLite judgment cache")
-    j.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
-    j.add_argument("--max-cost", type=float, metavar="USD", help="spending cap")
-    j.add_argument("--prices", metavar="FILE", help="JSON price overrides (USD/1M tokens)")
-    j.add_argument("--concurrency", type=int, default=16, metavar="N",
-                   help="requests in flight at most (default 16)")
-    j.add_argument("--timeout", type=float, default=60.0, metavar="S",
-                   help="bound of one HTTP attempt as a whole, in seconds (default 60)")
-    j.add_argument("--max-attempts", type=int, default=6, metavar="N",
-                   help="attempts per request on retryable errors (default 6)")
-    j.add_argument("--patience", type=float, default=600.0, metavar="S",
-                   help="how long an outage or a run of 429s may last (seconds, default 600)")
-    j.add_argument("--dry-run", action="store_true", help="print the judging cost; send nothing")
-    j.add_argument("--no-progress", action="store_true", help="no progress bar")
-
-
-def prepare_trust(args: argparse.Namespace) -> bool:
-    """Whether ``evaluate`` was called with one of the trust options. With ``--judge`` and no
-    QRELS (the first positional is a run file), the arguments are shifted so it is a run."""
-    if getattr(args, "judge", None) and args.qrels.lower() != "none" and _looks_like_run(args.qrels):
-        args.runs = [args.qrels, *args.runs]
-        args.qrels = "none"
-    if not args.runs:
-        # What argparse says when RUN is missing (its nargs is "*" only for the label-free case).
-        print(f"ragjudge {args.command}: error: the following arguments are required: RUN",
-              file=sys.stderr)
-        raise SystemExit(2)
-    trust = bool(getattr(args, "human", None) or getattr(args, "ppi", False)
-                 or getattr(args, "soft", None) or getattr(args, "judge", None))
-    if trust and not 0 <= args.digits <= 17:
-        raise InputError(f"--digits must be between 0 and 17, got {args.digits}", field="--digits")
-    return trust
-
-
-def _looks_like_run(path: str) -> bool:
-    """A TREC run line has six fields (``qid Q0 docid rank score tag``), a qrels line four."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.strip():
-                    return len(line.split()) == 6
-    except OSError:
-        return False
-    return False
-
-
-def run_evaluate(args: argparse.Namespace, metrics: list[str], names: list[str]) -> int:
-    """``evaluate`` with trust options; ``names`` are the run names ``evaluate`` chose."""
-    from ..io import read_run
-
-    used = [f for f, on in (("--ppi/--human", args.ppi or args.human), ("--soft", args.soft),
-                            ("--judge", args.judge)) if on]
-    if len(used) > 1:
-        raise InputError(f"{' and '.join(used)} cannot be combined", field=used[1].split("/")[0])
-    if args.fail_under:
-        raise InputError(f"--fail-under does not apply to {used[0]} results", field="--fail-under")
-    if args.format == "trec":
-        raise InputError("trec output cannot carry these results; use table, json, csv, "
-                         "markdown, latex or html", field="--format")
-    runs = {n: read_run(path, name=n, dedup=args.dedup) for n, path in zip(names, args.runs)}
-    if args.judge:
-        if not args.metrics and args.qrels == "none":
-            # Label-free: measures of the run's own judged top k, which do not move with the
-            # pool (which other runs were judged in the same command); set from the prompt's scale.
-            metrics = None  # type: ignore[assignment]
-        return _evaluate_judged(args, metrics, runs)
-    if args.soft:
-        return _evaluate_soft(args, metrics, runs)
-    return _evaluate_ppi(args, metrics, runs)
-
-
+# ----------------------------------------------------------------------------- evaluate modes
 def _human_or_none(args: argparse.Namespace) -> Any:
     from ..io import read_qrels
 
     return None if args.qrels.lower() == "none" else read_qrels(args.qrels, dedup=args.dedup)
 
 
-def _evaluate_ppi(args: argparse.Namespace, metrics: list[str], runs: dict[str, Any]) -> int:
+def evaluate_ppi(args: argparse.Namespace, metrics: Any, runs: dict[str, Any]) -> int:
+    """``evaluate --human QRELS --ppi``: QRELS are LLM labels, --human those of a subset."""
     from ..io import read_qrels
     from ..trust.ppi import ppi_evaluate
 
@@ -220,7 +105,8 @@ def _render_reports(reports: list[Any], args: argparse.Namespace, extra: str = "
     write_output(text, args.output)
 
 
-def _evaluate_soft(args: argparse.Namespace, metrics: list[str], runs: dict[str, Any]) -> int:
+def evaluate_soft(args: argparse.Namespace, metrics: Any, runs: dict[str, Any]) -> int:
+    """``evaluate --soft JUDGMENTS``: expected values under per-grade probabilities."""
     from ..trust.soft import read_judgments, soft_evaluate
 
     if args.samples < 1:
@@ -251,7 +137,9 @@ def _llm(args: argparse.Namespace, model: str) -> Any:
     return llm_from_args(ns)
 
 
-def _evaluate_judged(args: argparse.Namespace, metrics: list[str], runs: dict[str, Any]) -> int:
+def evaluate_judged(args: argparse.Namespace, metrics: Any, runs: dict[str, Any]) -> int:
+    """``evaluate --judge MODEL``: judge the unjudged top documents, then evaluate. ``metrics``
+    ``None`` is label-free without -m: the pool-free defaults of the prompt's scale."""
     from .._sync import run_sync
     from ..evaluate import compare, evaluate
     from ..io import read_corpus, read_queries, write_qrels
@@ -376,33 +264,6 @@ def _evaluate_judged(args: argparse.Namespace, metrics: list[str], runs: dict[st
 
 
 # ----------------------------------------------------------------------------- judge panels
-def allow_model_panel(p: argparse.ArgumentParser) -> None:
-    """Make ``--model`` of ``ragjudge judge`` repeatable (a panel) and add ``--combine``.
-    ``args.model`` stays the first model, so single-model code is unchanged."""
-    for action in p._actions:
-        if "--model" in action.option_strings:
-            action.__class__ = _ModelAction
-            action.help = "model name (or $RAGJUDGE_MODEL); repeat for a judge panel"
-    g = p.add_argument_group("judge panels")
-    g.add_argument("--combine", choices=("majority", "mean"), default="majority",
-                   help="panel label: majority grade (ties to the lowest tied grade) or mean "
-                        "grade rounded half up (default majority); --max-cost is shared equally "
-                        "by the panel's models")
-
-
-class _ModelAction(argparse.Action):
-    def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any,
-                 option_string: str | None = None) -> None:
-        models = list(getattr(namespace, "models", None) or [])
-        models.append(values)
-        namespace.models = models
-        namespace.model = models[0]
-
-
-def is_panel(args: argparse.Namespace) -> bool:
-    return len(getattr(args, "models", None) or []) > 1
-
-
 def run_panel(args: argparse.Namespace) -> int:
     """``ragjudge judge --model A --model B ...``: every model grades the same pairs; write the
     combined qrels, each model's judgments, and print their agreement."""
@@ -541,7 +402,7 @@ def _add_output_and_ppi_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-f", "--format", choices=("table", "json", "csv", "markdown", "html"),
                    default="table", help="output format (default table)")
     p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
-    _add_ppi_options(p)
+    add_ppi_options(p)
 
 
 def _plan(args: argparse.Namespace) -> int:
