@@ -1,5 +1,6 @@
 """The relevance judge: pairs, pooling runs, filling holes, failures as data, injection,
-secrets and the sync wrappers -- the real openai client over respx."""
+secrets and the sync wrappers -- the real openai client over respx, and the judge's own
+logic (pooling, dedup, human labels first) through the in-process FakeLLM."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from test_llm_fakes import (
 from ragjudge import Qrels, Run
 from ragjudge.errors import InputError, LLMError
 from ragjudge.judges import Judgment, LLMRelevanceJudge, holes, pool_pairs
-from ragjudge.llm import LLM, load_prompt
+from ragjudge.llm import LLM, Cache, load_prompt
+from ragjudge.llm.fake import FakeLLM
 
 QUERIES = {"q1": "capital of france", "q2": "boiling point of water"}
 CORPUS = {
@@ -39,6 +41,13 @@ def make_judge(tmp_path: Path, **kw: Any) -> LLMRelevanceJudge:
     kw.setdefault("cache", tmp_path / "cache.sqlite")
     kw.setdefault("backoff_base", 0.001)
     return LLMRelevanceJudge("judge-model", base_url=BASE, api_key=SECRET, progress=False, **kw)
+
+
+def fake_judge(cache: Cache | None = None) -> tuple[LLMRelevanceJudge, FakeLLM]:
+    """The judge over an in-process fake grading by ``rule`` (no HTTP)."""
+    fake = FakeLLM(lambda prompt, v: {"reasoning": "Because.", "grade": rule(v["passage"])},
+                   model="judge-model", cache=cache if cache is not None else False)
+    return LLMRelevanceJudge(llm=fake, progress=False), fake
 
 
 def run_a() -> Run:
@@ -79,21 +88,23 @@ def test_judge_many_in_order(httpx2_mock: respx.Router, tmp_path: Path) -> None:
         judge.sync.judge_many([("only one",)])
 
 
-def test_judge_run_pools_dedups_and_builds_qrels(httpx2_mock: respx.Router, tmp_path: Path) -> None:
-    route = httpx2_mock.post(URL).mock(side_effect=grader(rule))
-    judge = make_judge(tmp_path)
+def test_judge_run_pools_dedups_and_builds_qrels(tmp_path: Path) -> None:
+    cache = Cache(tmp_path / "cache.sqlite")
+    judge, fake = fake_judge(cache)
     res = judge.sync.judge_run(QUERIES, CORPUS, [run_a(), run_b()], depth=2)
     # Top-2 of a: q1 d1 d2, q2 d3 d4; top-2 of b: q1 d2 d1, q2 d4 d3 -> 4 distinct pairs.
-    assert route.call_count == 4 and len(res.judgments) == 4
+    assert len(fake.calls) == 4 and len(res.judgments) == 4
     assert isinstance(res.qrels, Qrels)
     assert res.qrels.to_dict() == {"q1": {"d1": 3, "d2": 1}, "q2": {"d3": 3, "d4": 0}}
     assert [(j.qid, j.docid) for j in res.judgments] == [("q1", "d1"), ("q1", "d2"), ("q2", "d3"), ("q2", "d4")]
     s = res.summary()
     assert (s["pairs"], s["judged"], s["failed"], s["calls"]) == (4, 4, 0, 4)
-    # The same job again: zero calls, all from the cache.
-    again = make_judge(tmp_path).sync.judge_run(QUERIES, CORPUS, [run_a(), run_b()], depth=2)
-    assert route.call_count == 4 and again.summary()["cached"] == 4
+    # The same job again, by another session on the same cache: zero calls.
+    judge2, fake2 = fake_judge(cache)
+    again = judge2.sync.judge_run(QUERIES, CORPUS, [run_a(), run_b()], depth=2)
+    assert fake2.calls == [] and again.summary()["cached"] == 4
     assert again.qrels == res.qrels and again.usage.calls == 0
+    cache.close()
 
 
 def test_judged_qrels_feed_the_ranking_core(httpx2_mock: respx.Router, tmp_path: Path) -> None:
@@ -122,20 +133,20 @@ def test_bad_input_is_a_clear_error(tmp_path: Path) -> None:
         LLMRelevanceJudge(None)
 
 
-def test_fill_holes_human_labels_win(httpx2_mock: respx.Router, tmp_path: Path) -> None:
-    route = httpx2_mock.post(URL).mock(side_effect=grader(rule))
+def test_fill_holes_human_labels_win() -> None:
     human = Qrels.from_dict({"q1": {"d1": 1, "d9": 2}})  # humans disagree with the model on d1
     assert holes(human, [run_a(), run_b()], 3) == [("q1", "d2"), ("q1", "d4")]
-    res = make_judge(tmp_path).sync.fill_holes(human, QUERIES, CORPUS, [run_a(), run_b()], depth=3)
-    assert route.call_count == 2
-    sent = {passage_of(body_of(c)) for c in route.calls}
+    judge, fake = fake_judge()
+    res = judge.sync.fill_holes(human, QUERIES, CORPUS, [run_a(), run_b()], depth=3)
+    assert len(fake.calls) == 2
+    sent = {c.variables["passage"] for c in fake.calls}
     assert sent == {CORPUS["d2"], CORPUS["d4"]}  # d1 is never sent: humans judged it
     assert res.qrels.to_dict() == {"q1": {"d1": 1, "d9": 2, "d2": 1, "d4": 0}}
     assert res.provenance("q1", "d1") == "human" and res.provenance("q1", "d2") == "llm"
     assert res.provenance("q2", "d3") is None
     assert res.summary()["human_labels"] == 2
     # With all_queries the queries humans never judged are filled too.
-    res2 = make_judge(tmp_path).sync.fill_holes(human, QUERIES, CORPUS, run_a(), depth=3, all_queries=True)
+    res2 = fake_judge()[0].sync.fill_holes(human, QUERIES, CORPUS, run_a(), depth=3, all_queries=True)
     assert res2.qrels.get("q2") == {"d3": 3, "d4": 0}
 
 

@@ -1,4 +1,5 @@
-"""LLM RAG metrics with respx-mocked replies: every formula pinned on hand-computed examples."""
+"""LLM RAG metrics with respx-mocked replies (and, where only the metric logic is under test,
+the in-process FakeLLM): every formula pinned on hand-computed examples."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 import respx
 
 from ragjudge.llm import LLM, FailureKind
+from ragjudge.llm.fake import FakeLLM
 from ragjudge.rag import evaluate_samples, evaluate_samples_sync
 from ragjudge.rag.evaluate import plan_requests
 from ragjudge.rag.metrics.context import context_precision_value, mean_normalized_grade
@@ -171,19 +173,18 @@ def test_faithfulness_two_calls_all_claims_verified_together(httpx2_mock: respx.
     assert detail["claims"][2] == ("Eiffel built it.", False)
 
 
-def test_faithfulness_undetermined_cases(httpx2_mock: respx.Router) -> None:
-    def claims(body: dict[str, Any]) -> Any:
-        return {"claims": [] if "Hello" in user_text(body) else ["A fact."]}
+def test_faithfulness_undetermined_cases() -> None:
+    def claims(prompt: Any, v: dict[str, Any]) -> Any:
+        return {"claims": [] if "Hello" in v["response"] else ["A fact."]}
 
-    script = Script(faithfulness_claims=claims, faithfulness_verify={"verdicts": [True]})
-    httpx2_mock.post(URL).mock(side_effect=script)
+    fake = FakeLLM({"faithfulness_claims": claims, "faithfulness_verify": {"verdicts": [True]}})
     samples = [
         {**SAMPLE, "id": "no-claims", "response": "Hello there!"},
         {**SAMPLE, "id": "empty", "response": "  "},
         {**SAMPLE, "id": "no-contexts", "retrieved_contexts": []},
         {**SAMPLE, "id": "ok", "response": "A fact."},
     ]
-    rep = run(samples, ["faithfulness"], make_llm())
+    rep = run(samples, ["faithfulness"], fake)
     reasons = {sid: sc.reason for sid, sc in zip(rep.sample_ids, rep["faithfulness"])}
     assert reasons == {
         "no-claims": "no claims in the response",
@@ -249,17 +250,18 @@ def test_usefulness_variant_and_answer_relevance(httpx2_mock: respx.Router) -> N
 
 
 # ----------------------------------------------------------------------------- request budget
-def test_default_settings_need_four_requests_per_sample(httpx2_mock: respx.Router) -> None:
-    script = Script(
-        relevance_listwise={"grades": [3, 0, 2, 0, 0]},
-        context_recall={"statements": [{"statement": "x", "attributed": True}]},
-        faithfulness_claims={"claims": ["a", "b"]},
-        faithfulness_verify={"verdicts": [True, False]},
-    )
-    httpx2_mock.post(URL).mock(side_effect=script)
+def test_default_settings_need_four_requests_per_sample() -> None:
+    fake = FakeLLM({
+        "relevance_listwise": {"grades": [3, 0, 2, 0, 0]},
+        "context_recall": {"statements": [{"statement": "x", "attributed": True}]},
+        "faithfulness_claims": {"claims": ["a", "b"]},
+        "faithfulness_verify": {"verdicts": [True, False]},
+    }, prompt_tokens=100, completion_tokens=10)
     samples = [{**SAMPLE, "id": f"s{i}", "user_input": f"question {i}"} for i in range(3)]
-    rep = run(samples, ["context_precision", "context_recall", "faithfulness"], make_llm())
-    assert len(script.bodies) == 3 * 4
+    rep = run(samples, ["context_precision", "context_recall", "faithfulness"], fake)
+    assert len(fake.calls) == 3 * 4
+    assert sorted(c.prompt_id for c in fake.calls) == sorted(
+        ["relevance_listwise", "context_recall", "faithfulness_claims", "faithfulness_verify"] * 3)
     assert rep.usage["calls"] == 12 and rep.usage["total_tokens"] == 12 * 110
     # hand-computed: grades [3,0,2,0,0] >= 2 at ranks 1, 3 -> (1 + 2/3) / 2
     assert rep.mean("context_precision") == pytest.approx((1 + 2 / 3) / 2)
