@@ -34,7 +34,9 @@ from .measures import Measure, known_measures, parse_measure
 from .report import CompareReport, Report
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from .judges import Judgment, JudgeResult, LLMRelevanceJudge
+    from .judges import (
+        Judgment, JudgeResult, LLMRelevanceJudge, evaluate_with_judge, evaluate_with_judge_sync,
+    )
     from .llm import LLM, Prompt, load_prompt
     from .rag import RagReport, Sample, evaluate_samples, evaluate_samples_sync
     from .trust import PPIReport, judge_panel_sync, plan_labels, ppi_evaluate, ppi_mean, soft_evaluate
@@ -45,6 +47,8 @@ _LAZY = {
     "LLMRelevanceJudge": "judges",
     "Judgment": "judges",
     "JudgeResult": "judges",
+    "evaluate_with_judge": "judges",
+    "evaluate_with_judge_sync": "judges",
     "LLM": "llm",
     "Prompt": "llm",
     "load_prompt": "llm",
@@ -110,6 +114,8 @@ __all__ = [
     "LLMRelevanceJudge",
     "Judgment",
     "JudgeResult",
+    "evaluate_with_judge",
+    "evaluate_with_judge_sync",
     # RAG metrics
     "evaluate_samples",
     "evaluate_samples_sync",

@@ -19,7 +19,7 @@ import math
 import os
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, Protocol, Union
+from typing import Any, Literal, Union
 
 import numpy as np
 
@@ -53,12 +53,6 @@ PathLike = Union[str, "os.PathLike[str]"]
 QrelsLike = Union[Qrels, Mapping[str, Mapping[str, int]], PathLike, Any]
 RunLike = Union[Run, Mapping[str, Mapping[str, float]], PathLike, Any]
 MetricsArg = Union[str, Measure, Sequence[Union[str, Measure]], Mapping[str, Union[str, Measure]], None]
-class OnDemandJudge(Protocol):
-    """What ``evaluate(..., judge=...)`` needs of a judge (:class:`ragjudge.judges.LLMRelevanceJudge`)."""
-
-    def evaluate_on_demand(self, qrels: Any, run: Any, metrics: Any = None, *, queries: Any = None,
-                           corpus: Any = None, judge_depth: int | None = None,
-                           **options: Any) -> Report: ...
 
 
 TestName = Literal["randomization", "t"]
@@ -120,6 +114,19 @@ def _check_max_depth(max_depth: int | None) -> None:
 def _check_rel(rel: int | None) -> None:
     if rel is not None and (isinstance(rel, bool) or not isinstance(rel, int) or rel < 1):
         raise InputError(f"relevance threshold must be an integer >= 1, got {rel!r}", field="rel")
+
+
+#: What evaluate() took before judging on demand had its own entry point.
+_JUDGING_OPTIONS = ("judge", "queries", "corpus", "judge_depth", "depth", "pool")
+
+
+def _refuse_judging(options: Mapping[str, Any]) -> None:
+    moved = [k for k in options if k in _JUDGING_OPTIONS]
+    if moved:
+        raise TypeError(f"evaluate() does not judge ({', '.join(moved)}=): use "
+                        "ragjudge.evaluate_with_judge_sync(judge, run, metrics, qrels=..., "
+                        "queries=..., corpus=...), or await ragjudge.evaluate_with_judge(...)")
+    raise TypeError(f"evaluate() got an unexpected keyword argument {next(iter(options))!r}")
 
 
 # ----------------------------------------------------------------------------- evaluate
@@ -210,12 +217,7 @@ def evaluate(
     max_depth: int | None = None,
     dedup: Dedup = "error",
     name: str | None = None,
-    judge: Any = None,
-    queries: Any = None,
-    corpus: Any = None,
-    judge_depth: int | None = None,
-    depth: int | None = None,
-    pool: Any = None,
+    **judging: Any,
 ) -> Report:
     """Evaluate one run: ``evaluate(qrels, run, ["ndcg@10", "map"]) -> Report``.
 
@@ -230,31 +232,11 @@ def evaluate(
     moving the others up. ``max_depth`` (trec_eval ``-M``): keep only each query's top
     ``max_depth`` documents (before ``judged_only``). ``name`` renames the run.
 
-    Judging on demand (:mod:`ragjudge.judges.ondemand`): with ``judge`` (an
-    :class:`~ragjudge.judges.LLMRelevanceJudge`, or anything with its ``evaluate_on_demand``),
-    ``queries`` and ``corpus`` (dicts or paths), the unjudged documents in the run's top
-    ``judge_depth`` (default: the largest metric cutoff) are judged and merged under the human
-    labels first; ``qrels=None`` is label-free evaluation. ``depth`` is ``judge_depth`` by the
-    name issue 9 gave it; ``judged_only``/``max_depth`` apply on the judging path too.
-    ``pool`` (a file path or :class:`ragjudge.judges.pool.Pool`) keeps the judged labels from
-    call to call: only new pairs are judged and the runs recorded in it are scored again
-    (``meta["judging"]["pool"]``), so runs evaluated one at a time share one pool.
+    Judging on demand (an LLM grading the unjudged documents first) is not done here: it is
+    :func:`ragjudge.evaluate_with_judge` (``_sync`` in blocking code).
     """
-    if judge_depth is not None and depth is not None and judge_depth != depth:
-        raise InputError(f"depth={depth} and judge_depth={judge_depth} are the same option; "
-                         "give one", field="depth")
-    judge_depth = judge_depth if judge_depth is not None else depth
-    if judge is not None:
-        # The judge sits above this module: it is called through its method, never imported.
-        on_demand: OnDemandJudge = judge
-        kept = {} if pool is None else {"pool": pool}  # judges without pools keep working
-        return on_demand.evaluate_on_demand(
-            qrels, run, metrics, queries=queries, corpus=corpus, judge_depth=judge_depth,
-            rel=rel, skip_missing=skip_missing, judged_only=judged_only, max_depth=max_depth,
-            dedup=dedup, name=name, **kept)
-    if judge_depth is not None or queries is not None or corpus is not None or pool is not None:
-        raise InputError("queries/corpus/depth/pool are for judging on demand: pass judge= too",
-                         field="judge")
+    if judging:
+        _refuse_judging(judging)
     _check_rel(rel)
     _check_max_depth(max_depth)
     measures = _metric_keys(metrics, rel)

@@ -332,27 +332,14 @@ def test_report_json_shape() -> None:
     assert d["meta"]["correction"] == "holm"
 
 
-# ----------------------------------------------------------------------------- judge= pass-through
-def test_judging_path_forwards_trec_eval_options() -> None:
-    """evaluate(..., judge=) hands judged_only/max_depth (and depth as judge_depth) to the
-    judge's evaluate_on_demand (a recorder here: no LLM)."""
-    seen: dict = {}
-
-    class Recorder:
-        def evaluate_on_demand(self, qrels, run, metrics=None, **kw):  # noqa: ANN001, ANN003
-            seen.clear()
-            seen.update(kw, metrics=metrics)
-            return "report"
-
-    j = Recorder()
-    got = evaluate(None, {"q": {"d": 1.0}}, "ndcg@10", judge=j, queries={"q": "x"},
-                   corpus={"d": "y"}, depth=7, judged_only=True, max_depth=50, rel=2)
-    assert got == "report"
-    assert seen["judge_depth"] == 7 and seen["judged_only"] is True
-    assert seen["max_depth"] == 50 and seen["rel"] == 2 and seen["queries"] == {"q": "x"}
-    evaluate(None, {"q": {"d": 1.0}}, "map", judge=j, judge_depth=3)
-    assert seen["judge_depth"] == 3 and seen["judged_only"] is False and seen["max_depth"] is None
-    with pytest.raises(InputError, match="same option"):
-        evaluate(None, {"q": {"d": 1.0}}, "map", judge=j, judge_depth=3, depth=4)
-    with pytest.raises(InputError, match="pass judge="):
-        evaluate({"q": {"d": 1}}, {"q": {"d": 1.0}}, "map", depth=4)
+# ----------------------------------------------------------------------------- no judging here
+def test_judging_options_point_to_evaluate_with_judge() -> None:
+    """evaluate() is a function of qrels and run: the judging options it once took raise a
+    one-line TypeError naming the entry point that judges (ragjudge.evaluate_with_judge)."""
+    for kw in ({"judge": object()}, {"queries": {"q": "x"}}, {"depth": 4}, {"pool": "p.pool"},
+               {"judge_depth": 3, "corpus": {"d": "y"}}):
+        with pytest.raises(TypeError, match="evaluate_with_judge") as exc:
+            evaluate({"q": {"d": 1}}, {"q": {"d": 1.0}}, "map", **kw)
+        assert "\n" not in str(exc.value)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'no_such'"):
+        evaluate({"q": {"d": 1}}, {"q": {"d": 1.0}}, "map", no_such=1)

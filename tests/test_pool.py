@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from _loopback import simulator_thread
 
-from ragjudge import evaluate
+from ragjudge import evaluate, evaluate_with_judge_sync
 from ragjudge.cli import main
 from ragjudge.judges.ondemand import LABEL_FREE_METRICS, pool_relative
 from ragjudge.measures import parse_measure, spec_of
@@ -231,16 +231,17 @@ def test_library_runs_evaluated_one_at_a_time_share_a_kept_pool(tmp_path: Path) 
 
         texts = {"queries": EX / "queries.jsonl", "corpus": EX / "corpus.jsonl"}
         with pytest.warns(UserWarning, match="a single run"):
-            first = evaluate(None, runs["bm25_raw"], metrics, judge=judge(), pool=pool, **texts)
+            first = evaluate_with_judge_sync(judge(), runs["bm25_raw"], metrics, pool=pool, **texts)
         with pytest.warns(UserWarning, match="relative to the pool"):
-            second = evaluate(None, runs["bm25_stemmed"], metrics, judge=judge(), pool=pool, **texts)
+            second = evaluate_with_judge_sync(judge(), runs["bm25_stemmed"], metrics, pool=pool,
+                                              **texts)
     pooled = second.meta["judging"]["pool"]
     assert pooled["runs"] == ["bm25_raw", "bm25_stemmed"]
     assert second.meta["judging"]["pairs"] == pooled["labels"] - first.meta["judging"]["pool"]["labels"]
     (again,) = pooled["rescored"]
     assert again["before"] == first.mean and again["changed"] == ["ndcg@10"]
     assert again["after"]["p@10"] == first.mean["p@10"]
-    with pytest.raises(Exception, match="pass judge= too"):
+    with pytest.raises(TypeError, match="evaluate_with_judge"):
         evaluate(None, runs["bm25_raw"], metrics, pool=pool)
 
 

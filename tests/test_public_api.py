@@ -17,6 +17,7 @@ EXPECTED = {
     "Measure", "parse_measure", "known_measures",
     "evaluate", "compare", "evaluate_lists", "fuse", "Report", "CompareReport",
     "LLM", "Prompt", "load_prompt", "LLMRelevanceJudge", "Judgment", "JudgeResult",
+    "evaluate_with_judge", "evaluate_with_judge_sync",
     "evaluate_samples", "evaluate_samples_sync", "RagReport", "Sample",
     "synthesize", "synthesize_sync", "SynthResult",
     "label_agreement", "ranking_agreement", "AgreementReport",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 from pathlib import Path
@@ -17,7 +18,7 @@ from ragjudge.data import Qrels, Run
 from ragjudge.evaluate import evaluate
 from ragjudge.io import read_qrels
 from ragjudge.llm import Provenance
-from ragjudge.judges import Judgment, LLMRelevanceJudge
+from ragjudge.judges import Judgment, LLMRelevanceJudge, evaluate_with_judge, evaluate_with_judge_sync
 from ragjudge.llm.cost import Usage
 from ragjudge.trust.panel import combine_grades, combine_qrels, judge_panel_sync
 from ragjudge.trust.soft import soft_evaluate
@@ -63,7 +64,8 @@ def judge(env: Path, model: str = "judge-model") -> LLMRelevanceJudge:
 def test_evaluate_with_judge_fills_exactly_the_holes(httpx2_mock: respx.Router, env: Path) -> None:
     route = httpx2_mock.post(URL).mock(side_effect=by_model)
     human = read_qrels(env / "human.qrels")
-    rep = evaluate(human, RUN, ["ndcg@3", "judged@3"], judge=judge(env), queries=QUERIES, corpus=CORPUS)
+    rep = evaluate_with_judge_sync(judge(env), RUN, ["ndcg@3", "judged@3"], qrels=human,
+                                   queries=QUERIES, corpus=CORPUS)
     assert route.call_count == 3  # d2, d4 for q1 and d4 for q2: the unjudged top-3 pairs
     info = rep.meta["judging"]
     assert info["depth"] == 3 and info["llm_labels"] == 3 and info["human_labels"] == 2
@@ -74,11 +76,39 @@ def test_evaluate_with_judge_fills_exactly_the_holes(httpx2_mock: respx.Router, 
                         RUN, ["ndcg@3"])
     assert rep.mean["ndcg@3"] == pytest.approx(expected.mean["ndcg@3"])
     # label-free, and a second time from the cache at no cost
-    free = evaluate(None, RUN, "ndcg@3", judge=judge(env), queries=QUERIES, corpus=CORPUS)
+    free = evaluate_with_judge_sync(judge(env), RUN, "ndcg@3", queries=QUERIES, corpus=CORPUS)
     assert free.meta["judging"]["human_labels"] == 0 and free.meta["judging"]["llm_labels"] == 5
     assert route.call_count == 5
-    evaluate(None, RUN, "ndcg@3", judge=judge(env), queries=QUERIES, corpus=CORPUS)
+    evaluate_with_judge_sync(judge(env), RUN, "ndcg@3", queries=QUERIES, corpus=CORPUS)
     assert route.call_count == 5
+
+
+def test_evaluate_with_judge_judges_several_runs_once_and_keeps_evaluate_options(
+        httpx2_mock: respx.Router, env: Path) -> None:
+    """The async entry point: several runs share one pool (each distinct pair judged once),
+    one report each in order; evaluate()'s options (max_depth here) apply after judging; the
+    session stays open for its owner."""
+    route = httpx2_mock.post(URL).mock(side_effect=by_model)
+    dense = Run.from_dict({"q1": {"d2": 2.0, "d1": 1.0}, "q2": {"d4": 1.0}}, name="dense")
+
+    async def go() -> Any:
+        j = judge(env)
+        try:
+            return await evaluate_with_judge(j, [RUN, dense], ["judged@2"], queries=QUERIES,
+                                             corpus=CORPUS, judge_depth=2, max_depth=1)
+        finally:
+            await j.llm.aclose()
+
+    reports = asyncio.run(go())
+    assert [r.run for r in reports] == ["bm25", "dense"]
+    assert route.call_count == 4  # q1: d1, d2; q2: d3, d4 -- dense's pairs are among them
+    assert reports[0].meta["judging"]["pool_runs"] == ["bm25", "dense"]
+    labels = Qrels.from_dict({"q1": {"d1": 3, "d2": 1}, "q2": {"d3": 3, "d4": 0}})
+    for r, run in zip(reports, (RUN, dense)):
+        assert r.mean == evaluate(labels, run, ["judged@2"], max_depth=1).mean
+    by_name = evaluate_with_judge_sync(judge(env), {"bm25": RUN, "dense": dense}, "p@1",
+                                       queries=QUERIES, corpus=CORPUS)
+    assert [r.run for r in by_name] == ["bm25", "dense"] and route.call_count == 4  # cached
 
 
 def test_cli_evaluate_judge_dry_run_label_free_and_qrels(httpx2_mock: respx.Router, env: Path,

@@ -1,12 +1,15 @@
-"""Judges that turn model calls into labels: :class:`LLMRelevanceJudge` (graded qrels)."""
+"""Judges that turn model calls into labels: :class:`LLMRelevanceJudge` (graded qrels), and
+judging on demand while evaluating (:func:`evaluate_with_judge`)."""
 
 from __future__ import annotations
 
 from .batch import ajudge_with_batch, judge_with_batch
+from .ondemand import evaluate_with_judge, evaluate_with_judge_sync
 from .relevance import (
     JudgeResult, Judgment, LLMRelevanceJudge, Pair, holes, pool_pairs, qrels_from_judgments,
 )
 
 __all__ = ["LLMRelevanceJudge", "Judgment", "JudgeResult", "Pair", "holes", "pool_pairs",
-           "qrels_from_judgments", "ajudge_with_batch", "judge_with_batch"]
+           "qrels_from_judgments", "ajudge_with_batch", "judge_with_batch", "evaluate_with_judge",
+           "evaluate_with_judge_sync"]
 

@@ -1,8 +1,8 @@
 """Judging on demand: evaluate runs, letting an LLM judge exactly the documents nobody judged.
 
-It lives with the judge (not in :mod:`ragjudge.evaluate`, which sits below the LLM layer):
-``evaluate(..., judge=j)`` calls :meth:`LLMRelevanceJudge.evaluate_on_demand`, which calls
-:func:`evaluate_with_judge` here, so the import graph only points down.
+:func:`evaluate_with_judge` (and its blocking twin :func:`evaluate_with_judge_sync`) is the
+entry point; it lives with the judge because it needs one, and calls
+:func:`ragjudge.evaluate.evaluate` on the merged qrels, so the import graph only points down.
 
 For each run, the unjudged documents in its top ``depth`` (default: the largest cutoff among
 the metrics) are graded by the judge -- each distinct pair once across runs, through the
@@ -18,15 +18,18 @@ import os
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Union
 
+from .._sync import run_sync
 from ..data import Qrels, Run
 from ..errors import InputError, LLMError
+from ..evaluate import DEFAULT_METRICS, evaluate
+from ..io.coerce import as_qrels, as_run
 from ..measures import parse_measure, spec_of, split_metric_list
 from .pool import Pool, PoolRun, run_fingerprint
 
 __all__ = ["DEFAULT_DEPTH", "LABEL_FREE_METRICS", "OnDemand", "default_depth", "judge_on_demand",
-           "evaluate_with_judge", "pool_relative", "pool_caveat", "label_free_metrics", "Rescored",
+           "evaluate_with_judge", "evaluate_with_judge_sync", "pool_relative", "pool_caveat", "label_free_metrics", "Rescored",
            "rescore_pool", "pool_drift", "describe_rescored", "Pool"]
 
 #: Judging depth when no metric has a cutoff (``map``, ``rprec``...): the judge's own default.
@@ -87,8 +90,6 @@ def default_depth(metrics: Sequence[str] | str | None, rel: int | None = None) -
     """The largest cutoff among ``metrics`` (``ndcg@10,p@20`` -> 20); :data:`DEFAULT_DEPTH`
     when none has one."""
     if metrics is None:
-        from ..evaluate import DEFAULT_METRICS
-
         metrics = list(DEFAULT_METRICS)
     items = [metrics] if isinstance(metrics, str) else list(metrics)
     cuts = [parse_measure(m, rel=rel).k for item in items for m in split_metric_list(str(item))]
@@ -153,8 +154,6 @@ def _judged(qrels: Qrels | None, runs: Sequence[Run], depth: int,
             queries: Sequence[str]) -> dict[str, float]:
     """Mean judged@depth of each run over ``queries`` (the queries evaluated after judging),
     by the engine's own definition; a query ``qrels`` lacks counts as judging nothing."""
-    from ..evaluate import evaluate
-
     if not queries:
         return {r.name: 0.0 for r in runs}
     have = qrels.filter(queries) if qrels is not None else None
@@ -294,7 +293,6 @@ def rescore_pool(pool: Pool, qrels: Qrels, *, skip: Sequence[str] = (),
     file is gone or no longer holds the same run cannot be: it is listed with its reason.
     ``earlier``: the records the runs in ``skip`` had before this call, so a run evaluated
     again is compared with its own earlier scores too."""
-    from ..evaluate import evaluate
     from ..io import read_run
 
     out = []
@@ -350,74 +348,123 @@ def describe_rescored(rescored: Sequence[Rescored], pool: Pool) -> str:
                       f"run(s) scored again, {moved} changed:", *(r.describe() for r in rescored)])
 
 
-def evaluate_with_judge(
+RunsArg = Union[Run, Mapping[str, Any], str, "os.PathLike[str]", Sequence[Any], Any]
+
+
+def _several(runs: Any) -> bool:
+    """Whether ``runs`` holds several runs (a list of runs, or ``{name: Run or path}``) rather
+    than one run (a :class:`Run`, a path, ``{qid: {docid: score}}``, a DataFrame...)."""
+    if isinstance(runs, (Run, str, os.PathLike)):
+        return False
+    if isinstance(runs, Mapping):
+        return bool(runs) and all(isinstance(v, (Run, str, os.PathLike)) for v in runs.values())
+    return isinstance(runs, (list, tuple)) and bool(runs) and all(
+        isinstance(v, (Run, str, os.PathLike, Mapping)) for v in runs)
+
+
+def _load_runs(runs: RunsArg, dedup: Any, name: str | None) -> tuple[list[Run], list[str | None]]:
+    """The runs and the file each was read from (``None``: not read from a file)."""
+    if isinstance(runs, Mapping) and _several(runs):
+        items: list[tuple[Any, str | None]] = [(v, str(k)) for k, v in runs.items()]
+    elif _several(runs):
+        items = [(v, None) for v in runs]
+    else:
+        items = [(runs, name)]
+    loaded = [as_run(v, dedup=dedup, name=n) for v, n in items]
+    names = [r.name for r in loaded]
+    if len(set(names)) != len(names):
+        raise InputError(f"two runs are named {next(n for n in names if names.count(n) > 1)!r}; "
+                         "give distinct names ({name: run})", field="runs")
+    paths = [str(v) if isinstance(v, (str, os.PathLike)) else None for v, _ in items]
+    return loaded, paths
+
+
+async def evaluate_with_judge(
     judge: Any,
-    qrels: Any,
-    run: Any,
+    runs: RunsArg,
     metrics: Any = None,
     *,
+    qrels: Any = None,
     queries: Mapping[str, str] | str | os.PathLike[str] | None = None,
     corpus: Mapping[str, str] | str | os.PathLike[str] | None = None,
     judge_depth: int | None = None,
     all_queries: bool | None = None,
     pool: Pool | str | os.PathLike[str] | None = None,
-    **options: Any,
+    rel: int | None = None,
+    skip_missing: bool = False,
+    judged_only: bool = False,
+    max_depth: int | None = None,
+    dedup: Any = "error",
+    name: str | None = None,
 ) -> Any:
-    """:func:`ragjudge.evaluate.evaluate` with judging on demand (what ``evaluate(...,
-    judge=...)`` calls): ``qrels`` may be ``None`` (label-free); the run's top ``judge_depth``
-    documents are judged (default: the largest metric cutoff). The report's
-    ``meta["judging"]`` holds :meth:`OnDemand.info`. ``pool`` (a file, or a
-    :class:`~ragjudge.judges.pool.Pool`) keeps the labels: only the pairs it lacks are judged,
-    the run is recorded in it, and the runs recorded earlier are scored again against the grown
-    pool (``meta["judging"]["pool"]["rescored"]``; a warning when one could not be)."""
-    from .._sync import run_sync
-    from ..evaluate import evaluate
-    from ..io import read_qrels, read_run
+    """Judge on demand, then evaluate: the unjudged documents in each run's top
+    ``judge_depth`` (default: the largest metric cutoff, else :data:`DEFAULT_DEPTH`) are graded
+    by ``judge`` (an :class:`~ragjudge.judges.LLMRelevanceJudge`), merged *under* the human
+    ``qrels`` (``None``: label-free, with pool-free default metrics), and each run is scored by
+    :func:`ragjudge.evaluate.evaluate` on the merged qrels.
 
-    dedup = options.get("dedup", "error")
-    human = None
-    if qrels is not None:
-        human = qrels if isinstance(qrels, Qrels) else (
-            read_qrels(qrels, dedup=dedup) if isinstance(qrels, (str, os.PathLike))
-            else Qrels.from_dict(qrels))
-    path = run if isinstance(run, (str, os.PathLike)) else None
-    r = run if isinstance(run, Run) else (
-        read_run(run, dedup=dedup, name=options.get("name")) if path is not None
-        else Run.from_dict(run, name=options.get("name") or "run"))
+    ``runs``: one run (a :class:`Run`, a path, ``{qid: {docid: score}}``...; ``name`` renames
+    it) gives one :class:`~ragjudge.report.Report`; several (a list, or ``{name: run}``) are
+    judged together -- each distinct pair once, one pool -- and give a list of reports in the
+    same order. ``queries``/``corpus``: the texts (dicts or BEIR/TSV paths). ``all_queries``
+    (default: only without human qrels) also judges run queries the human qrels lack.
+    ``rel``, ``skip_missing``, ``judged_only``, ``max_depth``, ``dedup`` are
+    :func:`~ragjudge.evaluate.evaluate`'s.
+
+    Each report's ``meta["judging"]`` holds :meth:`OnDemand.info`. ``pool`` (a file, or a
+    :class:`~ragjudge.judges.pool.Pool`) keeps the labels from call to call: only the pairs it
+    lacks are judged, the runs are recorded in it, and the runs recorded earlier are scored
+    again against the grown pool (``meta["judging"]["pool"]["rescored"]``; a warning when one
+    could not be). A warning also names the pool that pool-relative metrics depend on.
+
+    The judge's LLM session is left open (the caller owns it); the blocking twin
+    :func:`evaluate_with_judge_sync` closes it."""
+    human = None if qrels is None else as_qrels(qrels, dedup=dedup)
+    loaded, paths = _load_runs(runs, dedup, name)
     if metrics is None and human is None:
         # label-free defaults: they do not move with the pool
         metrics = label_free_metrics(scale_top(judge))
-    k = judge_depth if judge_depth is not None else default_depth(metrics, options.get("rel"))
+    k = judge_depth if judge_depth is not None else default_depth(metrics, rel)
     q_texts, c_texts = _texts(queries, "queries"), _texts(corpus, "corpus")
     kept = None if pool is None else (pool if isinstance(pool, Pool) else Pool.load(pool))
-
-    async def main() -> OnDemand:
-        try:
-            return await judge_on_demand(judge, human, [r], q_texts, c_texts, k,
-                                         all_queries=all_queries, pool=kept)
-        finally:
-            await judge.llm.aclose()
-
-    done = run_sync(main())
+    done = await judge_on_demand(judge, human, loaded, q_texts, c_texts, k,
+                                 all_queries=all_queries, pool=kept)
     if len(done.qrels) == 0:
         raise InputError("no labels to evaluate with: every judgment failed "
                          f"({done.result.summary()['failure_reasons']})", field="judge")
-    report = evaluate(done.qrels, r, metrics, **options)
+    options: dict[str, Any] = {"rel": rel, "skip_missing": skip_missing,
+                               "judged_only": judged_only, "max_depth": max_depth}
+    reports = [evaluate(done.qrels, r, metrics, **options) for r in loaded]
     info = done.info()
     if kept is not None:
-        earlier = {r.name: kept.runs[r.name]} if r.name in kept.runs else {}
-        kept.record(r, path=path, depth=k, mean=report.mean)
-        rescored = rescore_pool(kept, done.qrels, skip=[r.name], earlier=earlier, rel=options.get("rel"),
-                                skip_missing=bool(options.get("skip_missing")))
+        earlier = {r.name: kept.runs[r.name] for r in loaded if r.name in kept.runs}
+        for r, path, report in zip(loaded, paths, reports):
+            kept.record(r, path=path, depth=k, mean=report.mean)
+        rescored = rescore_pool(kept, done.qrels, skip=[r.name for r in loaded], earlier=earlier,
+                                rel=rel, skip_missing=skip_missing)
         kept.save()
         info["pool"]["rescored"] = [x.to_dict() for x in rescored]
         info["pool"]["runs"] = list(kept.runs)
         info["pool_warning"] = pool_drift(rescored, kept)
         if info["pool_warning"]:
             warnings.warn(info["pool_warning"], stacklevel=2)
-    info["pool_caveat"] = pool_caveat(metrics if metrics is not None else list(report.metrics), info,
-                                      label_free=human is None, rel=options.get("rel"))
-    report.meta["judging"] = info
+    info["pool_caveat"] = pool_caveat(metrics if metrics is not None else list(reports[0].metrics),
+                                      info, label_free=human is None, rel=rel)
+    for report in reports:
+        report.meta["judging"] = info
     if info["pool_caveat"]:
         warnings.warn(info["pool_caveat"], stacklevel=2)
-    return report
+    return reports if _several(runs) else reports[0]
+
+
+def evaluate_with_judge_sync(judge: Any, runs: RunsArg, metrics: Any = None, **kwargs: Any) -> Any:
+    """Blocking :func:`evaluate_with_judge` (same arguments); works inside a running event loop
+    (Jupyter). The judge's HTTP client of the private loop is closed at the end."""
+
+    async def main() -> Any:
+        try:
+            return await evaluate_with_judge(judge, runs, metrics, **kwargs)
+        finally:
+            await judge.llm.aclose()
+
+    return run_sync(main())

@@ -503,18 +503,6 @@ class LLMRelevanceJudge:
         pairs = pool_pairs(queries, corpus, runs, depth, skip=qrels, all_queries=all_queries)
         return self.llm.estimate(self.prompt, [{"query": p.query, "passage": p.passage} for p in pairs])
 
-    # -- evaluation ---------------------------------------------------------------------
-    def evaluate_on_demand(self, qrels: Any, run: Any, metrics: Any = None, *, queries: Any = None,
-                           corpus: Any = None, judge_depth: int | None = None,
-                           **options: Any) -> Any:
-        """What ``ragjudge.evaluate(qrels, run, metrics, judge=self, queries=, corpus=)`` runs:
-        judge the unjudged top-``judge_depth`` documents, merge them under ``qrels`` (``None``:
-        label-free) and evaluate (:func:`ragjudge.judges.ondemand.evaluate_with_judge`)."""
-        from .ondemand import evaluate_with_judge  # imports the evaluation core: only when used
-
-        return evaluate_with_judge(self, qrels, run, metrics, queries=queries, corpus=corpus,
-                                   judge_depth=judge_depth, **options)
-
 
 class _SyncJudge:
     """``judge.sync``: the same methods, blocking. Each call runs on its own event loop
