@@ -1,6 +1,6 @@
 """ragjudge.synth: text helpers, passage sampling, filters and accounting on fixed candidates,
 style parsing and prompt checks, and the whole pipeline through the real openai client mocked
-at the HTTP layer (respx)."""
+at the HTTP layer (respx) and, for the pipeline's own logic, through the in-process FakeLLM."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from test_llm_fakes import BASE, SECRET, URL, completion, grade_logprobs, ok
 
 from ragjudge.errors import InputError
 from ragjudge.llm import LLM, NullCache, PriceTable
+from ragjudge.llm.fake import FakeLLM, Reply
 from ragjudge.synth import (
     FILTERS, Candidate, LexicalIndex, PassagePool, accounting, estimate_synth, judge_filter,
     parse_styles, read_examples, synthesize, synthesize_sync, text_filters,
@@ -275,9 +276,37 @@ def test_dry_run_counts_candidates_and_sends_nothing() -> None:
 
 
 # ----------------------------------------------------------------------------- the pipeline, mocked HTTP
+def model_answer(name: str, passages: list[str], several: bool, query: str = "",
+                 passage: str = "") -> tuple[Any, dict[str, float] | None]:
+    """What the fake model answers, as (reply object or broken text, label probabilities):
+    synth_* prompts get a query built from the passage's first words (a broken reply to
+    question prompts on bicycles); relevance is graded by word overlap."""
+    if name.startswith("synth_"):
+        if "bicycles" in passages[0].lower() and name == "synth_question":
+            return "I cannot write JSON today.", None
+        words = tokens(passages[0])
+        q = " ".join(words[:4]) if name == "synth_keyword" else f"what about {' '.join(words[:3])}?"
+        if len(passages) > 1:
+            q = f"how are {words[0]} and {tokens(passages[1])[0]} {tokens(passages[1])[1]} related?"
+        answer = passages[0].split(".")[0] + "."
+        if not several:  # a v1 prompt: one candidate per call
+            return {"query": q, "answer": answer}, None
+        # v2: three candidates; on coffee passages the first shares too few words with its
+        # passage for the judge (grade 1), so its sibling must be judged next
+        first = {"query": q, "answer": answer}
+        if "coffee" in passages[0].lower():
+            first = {"query": f"{words[1]} {words[2]} for breakfast", "answer": answer}
+        second = {"query": f"tell me about {' '.join(words[3:6])}", "answer": answer}
+        third = {"query": f"{' '.join(words[6:9])} explained", "answer": answer}
+        return {"queries": [first, second, third]}, None
+    overlap = len(set(tokens(query)) & set(tokens(passage)))
+    grade = 3 if overlap >= 3 else 1
+    dist = {str(grade): 0.9, "0": 0.1} if "bees" not in passage else {str(grade): 0.55, "0": 0.45}
+    return {"reasoning": "overlap", "grade": grade}, dist
+
+
 class FakeModel:
-    """Answers synth_* prompts with a query built from the passage's first words (or a broken
-    reply to question prompts on bicycles), and grades relevance by word overlap, with logprobs."""
+    """:func:`model_answer` as an OpenAI-compatible server (respx side effect), with logprobs."""
 
     def __init__(self, **usage: int) -> None:
         self.calls: list[str] = []
@@ -290,31 +319,29 @@ class FakeModel:
         self.calls.append(name)
         if name.startswith("synth_"):
             passages = re.findall(r"<passage(?:_[ab])?>\n(.*?)\n</passage", user, re.S)
-            if "bicycles" in passages[0].lower() and name == "synth_question":
-                return ok(completion("I cannot write JSON today.", **self.usage))
-            words = tokens(passages[0])
-            query = " ".join(words[:4]) if name == "synth_keyword" else f"what about {' '.join(words[:3])}?"
-            if len(passages) > 1:
-                query = f"how are {words[0]} and {tokens(passages[1])[0]} {tokens(passages[1])[1]} related?"
-            answer = passages[0].split(".")[0] + "."
-            schema = body["response_format"]["json_schema"]["schema"]
-            if "queries" not in schema["properties"]:  # a v1 prompt: one candidate per call
-                return ok(completion(json.dumps({"query": query, "answer": answer}), **self.usage))
-            # v2: three candidates; on coffee passages the first shares too few words with its
-            # passage for the judge (grade 1), so its sibling must be judged next
-            first = {"query": query, "answer": answer}
-            if "coffee" in passages[0].lower():
-                first = {"query": f"{words[1]} {words[2]} for breakfast", "answer": answer}
-            second = {"query": f"tell me about {' '.join(words[3:6])}", "answer": answer}
-            third = {"query": f"{' '.join(words[6:9])} explained", "answer": answer}
-            return ok(completion(json.dumps({"queries": [first, second, third]}), **self.usage))
+            several = "queries" in body["response_format"]["json_schema"]["schema"]["properties"]
+            obj, _ = model_answer(name, passages, several)
+            return ok(completion(obj if isinstance(obj, str) else json.dumps(obj), **self.usage))
         q = re.search(r"<query>\n(.*?)\n</query>", user, re.S).group(1)  # type: ignore[union-attr]
         p = re.search(r"<passage>\n(.*?)\n</passage>", user, re.S).group(1)  # type: ignore[union-attr]
-        overlap = len(set(tokens(q)) & set(tokens(p)))
-        grade = 3 if overlap >= 3 else 1
-        text = json.dumps({"reasoning": "overlap", "grade": grade})
-        dist = {str(grade): 0.9, "0": 0.1} if "bees" not in p else {str(grade): 0.55, "0": 0.45}
+        obj, dist = model_answer(name, [], False, q, p)
+        text = json.dumps(obj)
         return ok(completion(text, logprobs=grade_logprobs(text, dist), **self.usage))
+
+
+def fake_session(**kw: Any) -> FakeLLM:
+    """:func:`model_answer` in process (no HTTP): the pipeline's own logic under test."""
+
+    def reply(prompt: Any, v: Any) -> Any:
+        passages = [v[k] for k in ("passage", "passage_a", "passage_b") if k in v]
+        if prompt.id.startswith("synth_"):
+            several = "queries" in prompt.output_schema["properties"]
+            obj, _ = model_answer(prompt.id, passages, several)
+            return obj
+        obj, dist = model_answer(prompt.id, [], False, v["query"], v["passage"])
+        return Reply(obj, probs=dist)
+
+    return FakeLLM(reply, model="m", **kw)
 
 
 def test_synthesize_end_to_end_with_mocked_http(httpx2_mock: respx.Router, tmp_path: Path) -> None:
@@ -397,13 +424,11 @@ def test_max_cost_stops_spending(httpx2_mock: respx.Router) -> None:
     assert "FEWER THAN REQUESTED" in str(result)
 
 
-def test_async_api_inside_a_running_loop(httpx2_mock: respx.Router) -> None:
+def test_async_api_inside_a_running_loop() -> None:
     import asyncio
 
-    httpx2_mock.post(URL).mock(side_effect=FakeModel())
-
     async def main() -> Any:
-        llm = LLM("m", base_url=BASE, api_key=SECRET, cache=False)
+        llm = fake_session()
         async with llm:
             inner = synthesize_sync(make_corpus(2), 2, llm=llm, progress=False, styles="keyword=1")
             outer = await synthesize(make_corpus(2), 2, llm=llm, progress=False, styles="keyword=1")
