@@ -46,7 +46,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "examples"))
 
 from ragjudge import Run, evaluate  # noqa: E402
-from ragjudge.agreement import kendall_tau_b  # noqa: E402
+from ragjudge.trust.agreement import kendall_tau_b  # noqa: E402
 from ragjudge.io import read_corpus, read_qrels, read_queries  # noqa: E402
 from ragjudge.llm import LLM  # noqa: E402
 from ragjudge.synth import synthesize  # noqa: E402

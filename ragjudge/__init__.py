@@ -12,7 +12,7 @@ from ._version import __version__
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from .agreement import AgreementReport, label_agreement, ranking_agreement
+from .trust.agreement import AgreementReport, label_agreement, ranking_agreement
 from .data import Qrels, Run
 from .errors import InputError, LLMError, MetricError, RagjudgeError
 from .evaluate import compare, evaluate, evaluate_lists

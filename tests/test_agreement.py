@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from ragjudge.agreement import cohen_kappa, kendall_tau_b, label_agreement, ranking_agreement
+from ragjudge.trust.agreement import cohen_kappa, kendall_tau_b, label_agreement, ranking_agreement
 from ragjudge.data import Qrels, Run
 from ragjudge.errors import InputError
 from ragjudge.trust import (

@@ -7,10 +7,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ragjudge import engine, kernels
+from ragjudge import engine
 from ragjudge.data import Qrels, Run
 from ragjudge.errors import MetricError
-from ragjudge.measures import parse_measure, registry, spec_of
+from ragjudge.measures import parse_measure, reference_value, registry, spec_of
 
 from _pytrec import pytrec_eval_isolated
 
@@ -57,7 +57,7 @@ def reference_values(qrels: dict, run: dict, qids: list[str]) -> dict:
         for q in qids:
             judged = qrels.get(q, {})
             ranked = [judged.get(d) for d in reference_ranking(run.get(q, {}))]
-            vals.append(kernels.evaluate(m, ranked, list(judged.values()), qrels_max_grade=max_grade))
+            vals.append(reference_value(m, ranked, list(judged.values()), qrels_max_grade=max_grade))
         out[m] = np.array(vals)
     return out
 

@@ -13,9 +13,9 @@ import sys
 import pytest
 
 from ragjudge import evaluate
-from ragjudge import kernels as K
 from ragjudge.errors import MetricError
 from ragjudge.measures import parse_measure, reference_value
+from ragjudge.measures.graded import err, ndcg
 
 
 def approx(x: float) -> object:
@@ -106,13 +106,13 @@ def test_no_overflow_paths():
     run = {"q": {"a": 2.0, "b": 1.0}}
     # err scales before exponentiating: computed, not an OverflowError
     assert evaluate(qrels, run, ["err(max_grade=2000)"]).mean["err(max_grade=2000)"] == approx(0.5)
-    assert K.err([1, 2000], None, 2000) == approx(0.5)
-    assert K.err([3, 1], None, 4) == approx(7 / 16 + (1 - 7 / 16) * (1 / 16) / 2)  # unchanged
+    assert err([1, 2000], None, 2000) == approx(0.5)
+    assert err([3, 1], None, 4) == approx(7 / 16 + (1 - 7 / 16) * (1 / 16) / 2)  # unchanged
     # 2^1024 does not fit a float: a clear error, never "undetermined"
     with pytest.raises(MetricError, match="overflows"):
         evaluate({"q": {"a": 1024}}, run, ["ndcg(gain=exp)"])
     with pytest.raises(MetricError, match="overflows"):
-        K.ndcg([1024], [1024], gain="exp")
+        ndcg([1024], [1024], gain="exp")
     assert evaluate({"q": {"a": 1023}}, run, ["ndcg(gain=exp)"]).mean["ndcg(gain=exp)"] == 1.0
     for spec in ("ndcg@1e20", "ndcg@100000000000000000000", "err(max_grade=10000000)"):
         with pytest.raises(MetricError):

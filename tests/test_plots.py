@@ -165,7 +165,7 @@ def test_system_scatter_points_and_tau() -> None:
 
 
 def test_agreement_plots_on_a_real_report() -> None:
-    from ragjudge.agreement import ranking_agreement
+    from ragjudge.trust.agreement import ranking_agreement
 
     human = Qrels.from_dict({f"q{i}": {"d1": 2, "d2": 0} for i in range(6)})
     llm = Qrels.from_dict({f"q{i}": {"d1": 2, "d2": 1 if i < 2 else 0} for i in range(6)})

@@ -10,7 +10,7 @@ import pytest
 pd = pytest.importorskip("pandas")
 
 from ragjudge import Qrels, Run, compare, evaluate  # noqa: E402
-from ragjudge.agreement import ranking_agreement  # noqa: E402
+from ragjudge.trust.agreement import ranking_agreement  # noqa: E402
 from ragjudge.judges import JudgeResult, qrels_from_judgments  # noqa: E402
 from ragjudge.judges.relevance import Judgment  # noqa: E402
 from ragjudge.rag.report import RagReport, Score, undetermined  # noqa: E402
