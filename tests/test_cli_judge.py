@@ -277,6 +277,7 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.slow  # subprocess killed with SIGKILL, loopback server
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
 def test_kill_9_then_resume_pays_at_most_in_flight(files: dict[str, Path], tmp_path: Path) -> None:
     n = 60

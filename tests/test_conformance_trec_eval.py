@@ -193,6 +193,7 @@ def pytrec_compare(qrels: Qrels, run: Run, rel: int | None, tol: float) -> int:
     return compared
 
 
+@pytest.mark.slow  # peer cross-check (pytrec_eval in a subprocess)
 @pytest.mark.skipif(pytrec_eval is None, reason="pytrec_eval(-terrier) is not installed")
 @pytest.mark.parametrize(
     ("qrels_name", "run_name", "rel"),
@@ -251,6 +252,7 @@ def test_max_depth_option_is_trec_eval_M(conformance_dir):
     assert rep.meta["max_depth"] == 100
 
 
+@pytest.mark.slow  # peer cross-check (pytrec_eval in a subprocess)
 @pytest.mark.skipif(pytrec_eval is None, reason="pytrec_eval(-terrier) is not installed")
 @pytest.mark.parametrize(("qrels_name", "rel"), [("qrels.rel_level", None), ("qrels.rel_level", 2),
                                                  ("qrels.test", None)])
@@ -273,6 +275,7 @@ def test_judged_only_matches_pytrec_eval_J(conformance_dir, qrels_name, rel):
     assert values[measures["num_ret"]].sum() < plain[measures["num_ret"]].sum()
 
 
+@pytest.mark.slow  # peer cross-check (pytrec_eval in a subprocess)
 @pytest.mark.skipif(pytrec_eval is None, reason="pytrec_eval(-terrier) is not installed")
 def test_new_trec_measures_match_pytrec_eval_on_random_collections():
     # ties (few distinct scores), negative labels, empty and one-document rankings; pytrec_eval

@@ -81,6 +81,7 @@ def test_engine_equals_kernels(data):
         np.testing.assert_allclose(got[m], want[m], rtol=0, atol=1e-12, err_msg=str(m))
 
 
+@pytest.mark.slow  # hypothesis, 200 examples x every measure
 @_settings
 @given(collections())
 def test_bounds_and_finiteness(data):
@@ -93,6 +94,7 @@ def test_bounds_and_finiteness(data):
             assert np.all(v <= 1.0 + 1e-12), m
 
 
+@pytest.mark.slow  # hypothesis, 200 examples x every measure
 @_settings
 @given(collections(), st.randoms(use_true_random=False))
 def test_input_line_order_does_not_matter(data, rnd):
@@ -110,6 +112,7 @@ def test_input_line_order_does_not_matter(data, rnd):
         np.testing.assert_array_equal(base[m], again[m], err_msg=str(m))
 
 
+@pytest.mark.slow  # hypothesis, 200 examples x every measure
 @_settings
 @given(collections(), st.lists(st.sampled_from(QIDS + ["nope"]), min_size=1, max_size=8))
 def test_explicit_qids_select_and_order(data, qids):
@@ -121,6 +124,7 @@ def test_explicit_qids_select_and_order(data, qids):
         np.testing.assert_allclose(got[m], want[m], rtol=0, atol=1e-12, err_msg=str(m))
 
 
+@pytest.mark.slow  # hypothesis, 200 examples x every measure
 @_settings
 @given(collections())
 def test_each_measure_alone_equals_batch(data):
@@ -217,6 +221,7 @@ _PT = {
 }
 
 
+@pytest.mark.slow  # peer cross-check (pytrec_eval in a subprocess)
 @pytest.mark.skipif(pytrec_eval is None, reason="pytrec_eval(-terrier) is not installed")
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                 HealthCheck.data_too_large])

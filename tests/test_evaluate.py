@@ -142,6 +142,7 @@ def test_matches_trec_eval_c_means() -> None:
     assert r.meta["num_missing"] >= 1
 
 
+@pytest.mark.slow  # peer cross-check (pytrec_eval in a subprocess)
 def test_skip_missing_matches_pytrec_eval() -> None:
     pytest.importorskip("pytrec_eval")
     from _pytrec import pytrec_eval_isolated

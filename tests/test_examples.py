@@ -90,6 +90,7 @@ def test_runs_differ_in_the_intended_order(qrels: Qrels, runs: dict[str, Run]) -
     assert medium["ndcg@10"] - weak["ndcg@10"] > 0.05
 
 
+@pytest.mark.slow  # peer cross-check (pytrec_eval in a subprocess)
 def test_example_numbers_agree_with_pytrec_eval(qrels: Qrels, runs: dict[str, Run]) -> None:
     pytest.importorskip("pytrec_eval")
     from _pytrec import pytrec_eval_isolated
@@ -134,6 +135,7 @@ def test_rag_samples_load_with_the_rag_reader() -> None:
     assert first.context_ids and first.context_texts and first.relevant
 
 
+@pytest.mark.slow  # subprocess
 def test_generator_reproduces_the_files(tmp_path: Path) -> None:
     pytest.importorskip("rank_bm25")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -144,6 +146,7 @@ def test_generator_reproduces_the_files(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+@pytest.mark.slow  # subprocess
 def test_quickstart_runs() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(

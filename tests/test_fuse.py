@@ -113,6 +113,7 @@ def test_tune_weights_on_one_split() -> None:
         tune_weights(runs, train, "ndcg@10", step=0.3)
 
 
+@pytest.mark.slow  # peer cross-check (ranx compiles with numba)
 def test_agrees_with_ranx_without_ties() -> None:
     ranx = pytest.importorskip("ranx")
     rng = np.random.default_rng(0)

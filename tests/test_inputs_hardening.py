@@ -57,6 +57,7 @@ def test_a_line_without_end_is_refused(tmp_path: Path, monkeypatch: pytest.Monke
     assert "line too long" in str(info.value)
 
 
+@pytest.mark.slow  # subprocess
 @pytest.mark.skipif(not Path("/dev/zero").exists(), reason="no /dev/zero here")
 def test_dev_zero_is_refused_at_once() -> None:
     proc = subprocess.run([sys.executable, "-m", "ragjudge", "evaluate", str(EX / "qrels.txt"), "/dev/zero"],

@@ -23,6 +23,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.slow  # a real llama.cpp server and model: minutes on a small CPU
+
 from ragjudge.cli import main as cli_main
 from ragjudge.io import read_qrels
 from ragjudge.judges import LLMRelevanceJudge

@@ -240,6 +240,7 @@ def outcome(fn):
         return ("error", str(exc))
 
 
+@pytest.mark.slow  # hypothesis, 300 examples
 @settings(max_examples=300, deadline=None)
 @given(st.data())
 def test_fast_path_equals_exact_path(data):

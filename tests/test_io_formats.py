@@ -158,6 +158,7 @@ def test_named_pipe_gzip_stream(tmp_path, compress):
     assert run == io.parse_run(RUN, name="run")
 
 
+@pytest.mark.slow  # subprocess
 @pytest.mark.skipif(not Path("/bin/bash").exists(), reason="needs bash")
 def test_process_substitution(tmp_path):
     (tmp_path / "qrels.txt").write_text(QRELS)
@@ -252,6 +253,7 @@ RD = {"q1": {"d1": 2.0, "d2": 1.0}, "q2": {"d3": 5.0, "d4": 4.0}}
 METRICS = "map,ndcg@10,recall@2"
 
 
+@pytest.mark.slow  # peer objects (ranx compiles with numba)
 def test_ranx_objects():
     ranx = pytest.importorskip("ranx")
     want = evaluate(QD, RD, METRICS).mean
@@ -264,6 +266,7 @@ def test_ranx_objects():
         io.as_qrels(ranx.Run(RD))
 
 
+@pytest.mark.slow  # peer objects
 def test_ir_measures_namedtuples():
     irm = pytest.importorskip("ir_measures")
     qrels = [irm.Qrel(q, d, g) for q, docs in QD.items() for d, g in docs.items()]

@@ -62,6 +62,7 @@ def test_untranslatable_peer_spellings_say_why(peer):
         parse_measure(peer)
 
 
+@pytest.mark.slow  # peer cross-check
 def test_ir_measures_objects_and_cli_lists():
     ir_measures = pytest.importorskip("ir_measures")
     assert parse_measure(ir_measures.nDCG @ 10) == parse_measure("ndcg@10")
@@ -83,6 +84,7 @@ def _collection(seed: int, n_q: int = 25) -> tuple[dict, dict]:
     return qrels, run
 
 
+@pytest.mark.slow  # peer cross-check
 def test_ir_measures_values(conformance_dir):
     ir_measures = pytest.importorskip("ir_measures")
     from ragjudge.io import read_qrels, read_run
@@ -104,6 +106,7 @@ def test_ir_measures_values(conformance_dir):
     assert checked >= 3 * len(names)
 
 
+@pytest.mark.slow  # peer cross-check (ranx compiles with numba)
 def test_ranx_values():
     ranx = pytest.importorskip("ranx")
     qrels, run = _collection(7)

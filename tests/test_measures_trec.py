@@ -119,6 +119,7 @@ def test_no_overflow_paths():
             parse_measure(spec)
 
 
+@pytest.mark.slow  # subprocess per case
 @pytest.mark.parametrize("spec", ["err(max_grade=2000000000)", "ndcg@1e20", "ndcg(gain=exp)"])
 def test_cli_exit_2_not_1_on_overflow_edges(tmp_path, spec):
     qrels = tmp_path / "qrels.txt"

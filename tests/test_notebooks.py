@@ -49,6 +49,7 @@ def _here(module: str) -> bool:
     return spec is not None and spec.origin is not None and home in Path(spec.origin).resolve().parents
 
 
+@pytest.mark.slow  # executes a notebook in a kernel
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_notebook_executes_offline(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The kernel inherits this environment: no key, an endpoint that refuses connections.

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import ragjudge
 
 EXPECTED = {
@@ -47,6 +49,7 @@ def test_unknown_attribute_raises() -> None:
         raise AssertionError("expected AttributeError")
 
 
+@pytest.mark.slow  # subprocess
 def test_core_import_does_not_load_openai() -> None:
     # The ranking core must stay cheap to import: the LLM stack loads on first use only.
     code = "import sys, ragjudge; ragjudge.evaluate; print('openai' in sys.modules)"
@@ -59,6 +62,7 @@ def test_py_typed_marker_ships() -> None:
     assert (ROOT / "ragjudge" / "py.typed").exists()
 
 
+@pytest.mark.slow  # subprocess
 def test_python_dash_m_runs_the_cli() -> None:
     out = subprocess.run([sys.executable, "-m", "ragjudge", "--version"], capture_output=True,
                          text=True, cwd=ROOT)

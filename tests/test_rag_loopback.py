@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from _loopback import simulator_thread
 
 from ragjudge.llm import LLM
@@ -44,6 +45,7 @@ def test_faults_are_retried_and_never_nan() -> None:
     assert stats["paid"] == 40
 
 
+@pytest.mark.slow  # loopback simulator with faults, ~3 s
 def test_rag_metrics_are_as_robust_as_the_judge_under_faults() -> None:
     # Issue: 10% 5xx + 5% malformed replies left values undetermined on the RAG path. Every RAG
     # call goes through LLM.structured (the judge's retry and repair policy): none is lost.

@@ -108,6 +108,7 @@ def test_single_hit_bounds_multi_hit(gold, got):
         assert (single == 1.0) == (multi > 0.0)
 
 
+@pytest.mark.slow  # hypothesis, ~2 s
 @given(st.text(max_size=40))
 def test_normal_forms_are_idempotent(text):
     assert normalize_text(normalize_text(text)) == normalize_text(text)

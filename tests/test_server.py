@@ -44,6 +44,7 @@ def _roundtrip(obj: object) -> object:
 
 
 # ----------------------------------------------------------------------------- results
+@pytest.mark.slow  # a real uvicorn process
 def test_evaluate_trec_text_is_the_librarys_report(client: httpx.Client) -> None:
     r = client.post("/v1/evaluate", json={"qrels": QRELS, "runs": {"bm25_raw": RUNS["bm25_raw"]},
                                           "metrics": METRICS})
@@ -57,6 +58,7 @@ def test_evaluate_trec_text_is_the_librarys_report(client: httpx.Client) -> None
         {k: v for k, v in _roundtrip(lib["meta"]).items() if not k.endswith("source")}
 
 
+@pytest.mark.slow  # a real uvicorn process
 def test_evaluate_matches_the_cli_json(client: httpx.Client, tmp_path: Path) -> None:
     out = subprocess.run(
         [sys.executable, "-m", "ragjudge", "evaluate", str(EX / "qrels.txt"),
@@ -75,6 +77,7 @@ def test_evaluate_matches_the_cli_json(client: httpx.Client, tmp_path: Path) -> 
         assert set(g["meta"]) == set(c["meta"])
 
 
+@pytest.mark.slow  # a real uvicorn process
 def test_evaluate_dict_and_id_list_shapes(client: httpx.Client) -> None:
     qrels = read_qrels(EX / "qrels.txt")
     run = read_run(EX / "runs/bm25_stemmed.run")
@@ -96,6 +99,7 @@ def test_evaluate_dict_and_id_list_shapes(client: httpx.Client) -> None:
     assert r.json()["mean"] == lib.mean
 
 
+@pytest.mark.slow  # a real uvicorn process
 def test_compare_is_the_librarys_compare(client: httpx.Client) -> None:
     body = {"qrels": QRELS, "runs": RUNS, "metrics": ["ndcg@10", "map"], "baseline": "bm25_raw",
             "resamples": 500, "seed": 3, "test": "t"}
@@ -117,6 +121,7 @@ def test_compare_is_the_librarys_compare(client: httpx.Client) -> None:
     assert len(r.json()["comparisons"]) == 2 * len(RUNS) * (len(RUNS) - 1) // 2
 
 
+@pytest.mark.slow  # a real uvicorn process
 def test_rag_deterministic_answers_at_once(client: httpx.Client) -> None:
     samples = [json.loads(line) for line in (EX / "rag_samples.jsonl").read_text().splitlines() if line]
     r = client.post("/v1/rag", json={"samples": samples, "metrics": ["hit@3", "ndcg@5", "mrr"]})
@@ -125,6 +130,7 @@ def test_rag_deterministic_answers_at_once(client: httpx.Client) -> None:
     assert r.json() == _roundtrip(lib.to_dict())
 
 
+@pytest.mark.slow  # a real uvicorn process
 def test_metrics_catalog_lists_every_metric(client: httpx.Client) -> None:
     r = client.get("/v1/metrics")
     assert r.status_code == 200
@@ -137,6 +143,7 @@ def test_metrics_catalog_lists_every_metric(client: httpx.Client) -> None:
     assert by_name["faithfulness"]["needs_llm"] and by_name["faithfulness"]["definition"]
 
 
+@pytest.mark.slow  # a real uvicorn process
 def test_health_version_docs(client: httpx.Client) -> None:
     assert client.get("/v1/health").json()["status"] == "ok"
     v = client.get("/v1/version").json()
@@ -150,6 +157,7 @@ def test_health_version_docs(client: httpx.Client) -> None:
 
 
 # ----------------------------------------------------------------------------- errors
+@pytest.mark.slow  # a real uvicorn process
 def test_input_errors_read_like_the_cli(client: httpx.Client) -> None:
     bad = "q1 0 d1 1\nq1 0 d2 high\n"
     r = client.post("/v1/evaluate", json={"qrels": bad, "runs": {"a": "q1 Q0 d1 1 1.0 x\n"}})
@@ -167,6 +175,7 @@ def test_input_errors_read_like_the_cli(client: httpx.Client) -> None:
     assert r.status_code == 400 and r.json()["detail"].startswith("baseline: ")
 
 
+@pytest.mark.slow  # a real uvicorn process
 def test_schema_errors_are_422_without_echo(client: httpx.Client) -> None:
     r = client.post("/v1/evaluate", json={"qrels": {"q1": ["d1"]}, "runs": {"a": {"q1": ["d1"]}},
                                           "api_key": "sk-do-not-echo-me-123456"})
@@ -182,6 +191,7 @@ def test_schema_errors_are_422_without_echo(client: httpx.Client) -> None:
     assert r.status_code == 404
 
 
+@pytest.mark.slow  # a real uvicorn process
 def test_requests_cannot_choose_the_endpoint_or_a_prompt_file(client: httpx.Client) -> None:
     r = client.post("/v1/judge", json={"pairs": [{"qid": "q", "docid": "d", "query": "a", "passage": "b"}],
                                        "settings": {"model": "m", "base_url": "http://evil.example/v1"}})
@@ -192,6 +202,7 @@ def test_requests_cannot_choose_the_endpoint_or_a_prompt_file(client: httpx.Clie
 
 
 # ----------------------------------------------------------------------------- hardening
+@pytest.mark.slow  # a real uvicorn process
 def test_bearer_token(tmp_path: Path) -> None:
     with ServerProcess(tmp_path, token="s3cret-token") as srv:
         body = {"qrels": {"q1": ["d1"]}, "runs": {"a": {"q1": ["d1"]}}}
@@ -221,6 +232,7 @@ def test_public_bind_needs_a_token(monkeypatch: pytest.MonkeyPatch, capsys: pyte
     assert not is_loopback("0.0.0.0") and not is_loopback("example.com")
 
 
+@pytest.mark.slow  # a real uvicorn process
 def test_size_limits_are_413(tmp_path: Path) -> None:
     with ServerProcess(tmp_path, "--max-body-bytes", "20000", "--max-pairs", "50") as srv, srv.client() as c:
         r = c.post("/v1/evaluate", json={"qrels": QRELS, "runs": {"a": RUNS["bm25_raw"]}})
@@ -240,6 +252,7 @@ def test_size_limits_are_413(tmp_path: Path) -> None:
         assert r.status_code == 413
 
 
+@pytest.mark.slow  # a real uvicorn process
 def test_per_client_concurrency_limit(tmp_path: Path) -> None:
     import threading
     import time
@@ -270,6 +283,7 @@ def test_per_client_concurrency_limit(tmp_path: Path) -> None:
         assert httpx.get(srv.url + "/v1/version").status_code == 200
 
 
+@pytest.mark.slow  # a real uvicorn process
 def test_cors_is_off_by_default(client: httpx.Client) -> None:
     r = client.options("/v1/evaluate", headers={"Origin": "http://evil.example",
                                                 "Access-Control-Request-Method": "POST"})
@@ -278,6 +292,7 @@ def test_cors_is_off_by_default(client: httpx.Client) -> None:
     assert "access-control-allow-origin" not in r.headers
 
 
+@pytest.mark.slow  # subprocess
 def test_core_does_not_import_the_web_stack() -> None:
     code = ("import sys, ragjudge, ragjudge.cli, ragjudge.server; ragjudge.cli.build_parser(); "
             "print('fastapi' in sys.modules or 'uvicorn' in sys.modules)")
@@ -286,6 +301,7 @@ def test_core_does_not_import_the_web_stack() -> None:
     assert out.stdout.strip() == "False"
 
 
+@pytest.mark.slow  # a real uvicorn process
 def test_cors_when_configured(tmp_path: Path) -> None:
     with ServerProcess(tmp_path, "--cors-origin", "https://dash.example", token="t0k") as srv:
         pre = {"Origin": "https://dash.example", "Access-Control-Request-Method": "POST",

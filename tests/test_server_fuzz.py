@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+pytestmark = pytest.mark.slow  # schemathesis against a real uvicorn process
+
 pytest.importorskip("fastapi", reason="the server tests need the server extra")
 schemathesis = pytest.importorskip("schemathesis", reason="the fuzz test needs schemathesis (dev extra)")
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # real uvicorn processes and the loopback simulator
+
 pytest.importorskip("fastapi", reason="the server tests need the server extra")
 pytest.importorskip("uvicorn", reason="the server tests need the server extra")
 

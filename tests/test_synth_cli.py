@@ -265,6 +265,7 @@ def test_bad_prompt_files_are_one_line(sim: Any, tmp_path: Path, capsys: pytest.
 
 
 # ----------------------------------------------------------------------------- kill -9
+@pytest.mark.slow  # subprocess killed with SIGKILL
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
 def test_kill_9_then_resume(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-sim")
