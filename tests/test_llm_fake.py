@@ -136,8 +136,13 @@ def test_async_reply_concurrency_and_dedup() -> None:
                                                              for i in range(6)]))
     assert all(o.value["grade"] == 2 for o in outs) and len(outs) == 6
     assert peak <= 2
-    # identical requests in flight together share one call
+    # identical requests in flight together share one call (the sharers are not billed again)
     assert len(fake.calls) + fake.stats.deduplicated == 6 and len(fake.calls) >= 3
+    assert sum(not o.cached for o in outs) == len(fake.calls) == fake.usage.calls
+    same = FakeLLM(slow)
+    outs = asyncio.run(same.structured_many("relevance.v1", [{"query": "q", "passage": "p"}] * 4))
+    assert len(same.calls) == 1 and same.stats.deduplicated == 3 and same.usage.calls == 1
+    assert [o.cached for o in outs] == [False, True, True, True] and len({o.key for o in outs}) == 1
 
 
 def test_memory_cache_and_shared_sqlite_cache(tmp_path: Path) -> None:

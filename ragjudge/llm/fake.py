@@ -50,7 +50,7 @@ import json
 import math
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -343,8 +343,8 @@ class FakeLLM:
         pending = self._inflight.get(call.key)
         if pending is not None:
             shared = await asyncio.shield(pending)
-            self.stats.deduplicated += 1
-            return apply_validate(shared, validate) if shared.ok else shared
+            self.stats.deduplicated += 1  # one call served both: the second is not billed
+            return replace(apply_validate(shared, validate), cached=True) if shared.ok else shared
         fut: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
         fut.add_done_callback(lambda f: f.cancelled() or f.exception())
         self._inflight[call.key] = fut
