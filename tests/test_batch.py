@@ -216,7 +216,7 @@ def test_crash_between_create_and_record_adopts_the_batch(tmp_path: Path) -> Non
         data = b"".join(build_requests((c.key, c.body) for c in calls))
 
         async def upload_and_create() -> str:
-            client = llm.client().openai
+            client = llm.client().provider.sdk
             try:
                 f = await client.files.create(file=("in.jsonl", data), purpose="batch")
                 await client.batches.create(

@@ -261,7 +261,7 @@ def test_a_request_answered_by_two_batch_jobs_is_counted_twice(tmp_path: Path) -
         data = b"".join(build_requests((c.key, c.body) for c in calls))
 
         async def upload_and_create() -> str:
-            client = llm.client().openai
+            client = llm.client().provider.sdk
             try:
                 f = await client.files.create(file=("in.jsonl", data), purpose="batch")
                 await client.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions",

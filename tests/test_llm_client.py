@@ -68,7 +68,9 @@ def test_429_honours_retry_after_seconds(monkeypatch: pytest.MonkeyPatch, tmp_pa
 
     req = httpx2.Request("POST", URL)
     resp = httpx2.Response(429, headers={"retry-after": "7"}, request=req)
-    exc = openai.RateLimitError("slow", response=resp, body=None)
+    from ragjudge.llm.providers.base import AttemptFailed
+
+    exc = AttemptFailed(client.provider.classify(openai.RateLimitError("slow", response=resp, body=None)))
     state = RetryCallState(None, None, (), {})
     state.attempt_number = 1
     state.set_exception((type(exc), exc, None))

@@ -21,6 +21,7 @@ import pytest
 import respx
 from test_llm_fakes import BASE, SECRET, URL, error, grade_reply, ok
 
+from ragjudge.llm.providers.openai import rate_info
 from ragjudge.judges import LLMRelevanceJudge
 from ragjudge.llm import LLM
 from ragjudge.llm.client import AttemptDeadline, ClientConfig, LLMClient, RejectedReply, classify_failure
@@ -239,7 +240,7 @@ def test_a_far_retry_after_does_not_pause_the_whole_run() -> None:
     runner = Runner(concurrency=4, patience=600)
 
     async def go() -> None:
-        runner.observe({"retry-after": _far_date(3600)}, 429)
+        runner.observe(rate_info({"retry-after": _far_date(3600)}), 429)
 
         async def start() -> None:
             async with runner.attempt():
@@ -285,7 +286,7 @@ def test_a_long_pause_for_the_servers_reported_window_is_said(caplog: pytest.Log
 
     async def go() -> None:
         async with runner.attempt():  # a reply saying the window is spent for the next 30 s
-            runner.observe({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "30s"}, 200)
+            runner.observe(rate_info({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "30s"}), 200)
 
         async def start() -> None:
             async with runner.attempt():

@@ -10,6 +10,7 @@ import pytest
 import respx
 from test_llm_fakes import BASE, SECRET, URL, error, grade_reply, ok
 
+from ragjudge.llm.providers.openai import rate_info
 from ragjudge.llm import LLM, Runner
 from ragjudge.llm.runner import HEADROOM, parse_duration
 
@@ -57,14 +58,14 @@ def test_defaults() -> None:
 
 def test_headers_set_the_ceiling_with_headroom() -> None:
     r = Runner()
-    r.observe({"x-ratelimit-limit-requests": "600", "x-ratelimit-limit-tokens": "150000"}, 200)
+    r.observe(rate_info({"x-ratelimit-limit-requests": "600", "x-ratelimit-limit-tokens": "150000"}), 200)
     assert r.rpm == pytest.approx(600 * HEADROOM) and r.tpm == pytest.approx(150000 * HEADROOM)
     # A user cap below the server's wins; one above it does not.
     low = Runner(rpm=100)
-    low.observe({"x-ratelimit-limit-requests": "600"}, 200)
+    low.observe(rate_info({"x-ratelimit-limit-requests": "600"}), 200)
     assert low.rpm == 100
     high = Runner(rpm=10_000)
-    high.observe({"x-ratelimit-limit-requests": "600"}, 200)
+    high.observe(rate_info({"x-ratelimit-limit-requests": "600"}), 200)
     assert high.rpm == pytest.approx(588)
 
 
@@ -73,7 +74,7 @@ def test_remaining_budget_covers_new_attempts_or_they_wait() -> None:
 
     async def main() -> None:
         async with r.attempt(100):
-            r.observe({"x-ratelimit-remaining-tokens": "150", "x-ratelimit-reset-tokens": "30s"}, 200)
+            r.observe(rate_info({"x-ratelimit-remaining-tokens": "150", "x-ratelimit-reset-tokens": "30s"}), 200)
         # 150 tokens were left when the reporting attempt was admitted.
         assert r._budget_wait(100) == 0
         assert r._budget_wait(200) > 25
@@ -91,10 +92,10 @@ def test_a_stale_report_lets_one_probe_through() -> None:
 
     async def main() -> None:
         async with r.attempt(10):
-            r.observe({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "0s"}, 200)
+            r.observe(rate_info({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "0s"}), 200)
         async with r.attempt(10):  # the report expired: this one probes
             assert r._budget_wait(10) > 0  # ...and the next waits for the probe's fresh report
-            r.observe({"x-ratelimit-remaining-requests": "5", "x-ratelimit-reset-requests": "10s"}, 200)
+            r.observe(rate_info({"x-ratelimit-remaining-requests": "5", "x-ratelimit-reset-requests": "10s"}), 200)
         assert r._budget_wait(10) == 0
 
     asyncio.run(main())
@@ -111,10 +112,10 @@ def test_429_without_headers_learns_a_rate_and_pauses() -> None:
         async def call(status: int, headers: dict[str, str]) -> None:
             async with r.attempt():
                 await gate.wait()
-                r.observe(headers, status)
+                r.observe(rate_info(headers), status)
 
         async with r.attempt():  # slow start: the probe goes alone
-            r.observe({}, 200)
+            r.observe(rate_info({}), 200)
         # Then a burst: 30 attempts in flight at once, unthrottled; the server takes 20.
         tasks = [asyncio.create_task(call(200, {})) for _ in range(20)]
         tasks += [asyncio.create_task(call(429, {"retry-after": "2"})) for _ in range(10)]
@@ -137,17 +138,17 @@ def test_429_with_budget_left_is_isolated() -> None:
     import time
 
     r = Runner()
-    r.observe({"x-ratelimit-limit-requests": "600", "x-ratelimit-remaining-requests": "250",
-               "x-ratelimit-remaining-tokens": "90000", "retry-after": "5"}, 429)
+    r.observe(rate_info({"x-ratelimit-limit-requests": "600", "x-ratelimit-remaining-requests": "250",
+               "x-ratelimit-remaining-tokens": "90000", "retry-after": "5"}), 429)
     assert r.isolated_429 == 1 and r._cooldown_until < time.monotonic()
-    r.observe({"x-ratelimit-remaining-requests": "0", "retry-after": "5"}, 429)
+    r.observe(rate_info({"x-ratelimit-remaining-requests": "0", "retry-after": "5"}), 429)
     assert r.isolated_429 == 1 and r._cooldown_until > time.monotonic() + 4
 
 
 def test_429_with_limit_header_keeps_the_header_ceiling() -> None:
     r = Runner()
-    r.observe({"x-ratelimit-limit-requests": "600", "x-ratelimit-remaining-requests": "0",
-               "retry-after-ms": "100"}, 429)
+    r.observe(rate_info({"x-ratelimit-limit-requests": "600", "x-ratelimit-remaining-requests": "0",
+               "retry-after-ms": "100"}), 429)
     assert r.adaptive_rpm is None and r.rpm == pytest.approx(588)
 
 
@@ -214,7 +215,7 @@ def test_overloaded_replies_and_timeouts_cut_the_adaptive_limit() -> None:
 
     async def main() -> None:
         async with r.attempt():
-            r.observe({}, 503)  # "overloaded": the server asks for less
+            r.observe(rate_info({}), 503)  # "overloaded": the server asks for less
         assert r.concurrency_limit == 4
         req = httpx2.Request("POST", URL)
         with pytest.raises(openai.APITimeoutError):
@@ -222,7 +223,7 @@ def test_overloaded_replies_and_timeouts_cut_the_adaptive_limit() -> None:
                 raise openai.APITimeoutError(request=req)
         assert r.concurrency_limit == 2
         async with r.attempt():
-            r.observe({}, 500)  # a plain server error says nothing about load
+            r.observe(rate_info({}), 500)  # a plain server error says nothing about load
         assert r.concurrency_limit == 2
 
     asyncio.run(main())

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..errors import InputError
 
-__all__ = ["add_llm_options", "llm_from_args"]
+__all__ = ["add_llm_options", "llm_from_args", "endpoint_from_args"]
 
 
 def add_llm_options(p: argparse.ArgumentParser) -> None:
@@ -20,8 +20,15 @@ def add_llm_options(p: argparse.ArgumentParser) -> None:
     ep = p.add_argument_group("model and endpoint")
     ep.add_argument("--model", default=os.environ.get("RAGJUDGE_MODEL"), metavar="M",
                     help="model name (or $RAGJUDGE_MODEL)")
+    from ..llm.providers import provider_names, provider_spec
+
+    ep.add_argument("--provider", default=os.environ.get("RAGJUDGE_PROVIDER") or "openai",
+                    choices=provider_names(), metavar="NAME",
+                    help="the model's API: " + "; ".join(f"{n}: {provider_spec(n).about}"
+                                                         for n in provider_names())
+                         + " (default openai, or $RAGJUDGE_PROVIDER)")
     ep.add_argument("--base-url", metavar="URL",
-                    help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1")
+                    help="the provider's endpoint, e.g. http://localhost:8000/v1 for an OpenAI-compatible server")
     ep.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
     ep.add_argument("--azure-endpoint", metavar="URL", help="Azure OpenAI resource endpoint")
     ep.add_argument("--azure-api-version", metavar="V", help="Azure OpenAI API version")
@@ -57,6 +64,22 @@ def add_llm_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
+def endpoint_from_args(args: argparse.Namespace) -> Any:
+    """The :class:`ragjudge.llm.Endpoint` the flags describe (errors name the flag)."""
+    from ..llm import Endpoint
+
+    try:
+        return Endpoint(
+            args.model, provider=getattr(args, "provider", "openai"), base_url=args.base_url,
+            api_key_env=args.api_key_env, azure_endpoint=args.azure_endpoint,
+            azure_api_version=args.azure_api_version, concurrency=args.concurrency, rpm=args.rpm,
+            tpm=args.tpm, timeout=args.timeout, max_attempts=args.max_attempts, patience=args.patience)
+    except InputError as exc:
+        if exc.field:  # the library names the field; the user typed the flag
+            exc.field = "--" + exc.field.replace("_", "-")
+        raise
+
+
 def llm_from_args(args: argparse.Namespace) -> Any:
     """Check the shared options and build the :class:`ragjudge.llm.LLM` they describe."""
     from ..llm import LLM, check_finite
@@ -77,22 +100,12 @@ def llm_from_args(args: argparse.Namespace) -> Any:
     if args.no_cache and args.cache:
         raise InputError("--cache and --no-cache contradict each other", field="--no-cache")
     return LLM(
-        args.model,
-        base_url=args.base_url,
-        api_key_env=args.api_key_env,
-        azure_endpoint=args.azure_endpoint,
-        azure_api_version=args.azure_api_version,
-        concurrency=args.concurrency,
-        rpm=args.rpm,
-        tpm=args.tpm,
+        endpoint_from_args(args),
         cache=False if args.no_cache else (args.cache or True),
         prices=args.prices,
         max_cost=args.max_cost,
         seed=args.seed,
         max_tokens=args.max_tokens,
-        timeout=args.timeout,
-        max_attempts=args.max_attempts,
-        patience=args.patience,
         logprobs=not args.no_logprobs,
         # A dry run sends nothing, so it must not demand an API key.
         check_key=not args.dry_run,

@@ -57,7 +57,12 @@ def register(subparsers: Any) -> None:
     llm = p.add_argument_group("LLM endpoint of jobs (the server's, never a request's)")
     llm.add_argument("--model", default=os.environ.get("RAGJUDGE_MODEL"), metavar="M",
                      help="default model (or $RAGJUDGE_MODEL); requests may name another")
-    llm.add_argument("--base-url", metavar="URL", help="OpenAI-compatible endpoint")
+    from ..llm.providers import provider_names
+
+    llm.add_argument("--provider", default=os.environ.get("RAGJUDGE_PROVIDER") or "openai",
+                     choices=provider_names(), metavar="NAME",
+                     help=f"the model's API ({', '.join(provider_names())}; default openai)")
+    llm.add_argument("--base-url", metavar="URL", help="the provider's endpoint (e.g. an OpenAI-compatible server)")
     llm.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
     llm.add_argument("--azure-endpoint", metavar="URL", help="Azure OpenAI resource endpoint")
     llm.add_argument("--azure-api-version", metavar="V", help="Azure OpenAI API version")
@@ -92,7 +97,7 @@ def _run(args: argparse.Namespace) -> int:
         max_body_bytes=args.max_body_bytes, max_pairs=args.max_pairs,
         client_concurrency=args.client_concurrency, body_seconds=args.body_seconds,
         cors_origins=tuple(args.cors_origin),
-        model=args.model, base_url=args.base_url, api_key_env=args.api_key_env,
+        model=args.model, provider=args.provider, base_url=args.base_url, api_key_env=args.api_key_env,
         azure_endpoint=args.azure_endpoint, azure_api_version=args.azure_api_version,
         rpm=args.rpm, tpm=args.tpm, timeout=args.timeout, max_attempts=args.max_attempts,
         concurrency=args.concurrency, cache=args.cache, no_cache=args.no_cache,

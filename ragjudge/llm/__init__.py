@@ -13,7 +13,13 @@ Modules, lowest first (each imports only those above it in this list):
     label scale lives only in ``labels``: the schema enum must match it and the template
     renders it with ``{{labels}}``/``{{label_choices}}``); data tags escaped in every
     spelling; ``response_format(kind, basic=)``, ``validate``.
-``client.py``  ``LLMClient``: the one place with HTTP retries (see its docstring).
+``redaction.py``  ``redact``: no key or credential-bearing URL leaves the process.
+``providers/``  the provider seam: ``base.py`` (the ``Provider`` protocol, ``Verdict``,
+    ``RateInfo``, ``Completion``), the registry (``__init__.py``), one module per API
+    (``openai.py``; ``anthropic.py``).
+``endpoint.py``  ``Endpoint``: the frozen value of where and how to call (provider, model,
+    URL, key variable, timeout, attempts, patience, concurrency, rpm, tpm).
+``client.py``  ``LLMClient``: the one provider-neutral retry loop (see its docstring).
 ``runner.py``  ``Runner``: concurrency, rpm pacing, tpm budget (``slot``, ``attempt``).
 ``cache.py``  ``Cache``/``NullCache`` (SQLite; successes only), ``cache_key``.
 ``budget.py``  ``Budget``: the ``--max-cost`` ledger (worst case of every call reserved
@@ -40,6 +46,8 @@ from __future__ import annotations
 from .budget import Budget, check_finite
 from .cache import Cache, NullCache, cache_key, default_cache_path
 from .client import CallFailed, ClientConfig, Completion, LLMClient, UnsupportedFeature, redact
+from .endpoint import Endpoint
+from .providers import provider_names, provider_spec
 from .cost import Price, PriceTable, Usage, estimate_tokens
 from .progress import Progress
 from .prompts import Prompt, list_prompts, load_prompt, parse_prompt
@@ -71,6 +79,9 @@ __all__ = [
     "load_prompt",
     "parse_prompt",
     "list_prompts",
+    "Endpoint",
+    "provider_names",
+    "provider_spec",
     "ClientConfig",
     "LLMClient",
     "Completion",

@@ -320,10 +320,13 @@ class _BatchRunner:
         self.store = store
         self.options = options
         self.progress = progress or (lambda msg: None)
+        if "batch" not in llm.spec.features:
+            raise LLMError(f"the {llm.spec.name} provider has no Batch API here; run without --batch")
         client = llm.client()  # the session's per-loop client (max_retries=0 on the SDK)
-        self.api = client.openai.with_options(max_retries=options.management_retries)
-        self.create_api = client.openai.with_options(max_retries=0)
-        self.endpoint = "/chat/completions" if llm.config.azure_endpoint else ENDPOINT
+        sdk = client.provider.sdk  # type: ignore[attr-defined]  # the batch capability's SDK
+        self.api = sdk.with_options(max_retries=options.management_retries)
+        self.create_api = sdk.with_options(max_retries=0)
+        self.endpoint = "/chat/completions" if llm.endpoint.azure_endpoint else ENDPOINT
 
     async def _call(self, what: str, coro: Any) -> Any:
         try:

@@ -212,6 +212,10 @@ class PriceTable:
             raise InputError("price file must be a JSON object", source=str(path))
         return cls.parse(data, source=str(path), base=base if base is not None else cls.default())
 
+    def merged(self, prices: Mapping[str, Price]) -> PriceTable:
+        """This table with ``prices`` added (they win over entries of the same name)."""
+        return PriceTable({**self._prices, **prices}) if prices else self
+
     def with_price(self, model: str, price: Price) -> PriceTable:
         prices = dict(self._prices)
         prices[model] = price

@@ -18,8 +18,10 @@ Three limits, all optional, applied in this order:
 The rpm ceiling adapts (the effective rate is the smallest of the known limits):
 
 * ``rpm=`` / ``tpm=`` given by the user are hard caps, never exceeded.
-* ``x-ratelimit-limit-requests`` / ``-tokens`` headers (OpenAI, Azure, many proxies) set the
-  ceiling to 98% of the advertised limit from the first reply on.
+* The limits a reply's headers advertise (the provider reads them into a ``RateInfo``:
+  OpenAI's ``x-ratelimit-limit-requests`` / ``-tokens``, Anthropic's
+  ``anthropic-ratelimit-*``) set the ceiling to 98% of the advertised limit from the first
+  reply on.
 * ``x-ratelimit-remaining-tokens`` (and ``-requests`` while no request limit is known), minus
   what we started since the reporting request was admitted, must cover a new attempt, else it
   waits for ``x-ratelimit-reset-*``; when that report goes stale one attempt probes and the
@@ -48,16 +50,16 @@ import asyncio
 import contextvars
 import logging
 import math
-import re
 import time
 import weakref
 from collections import deque
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 from ..errors import LLMError
-from .client import LONG_WAIT, classify_failure, retry_after_seconds
+from .client import LONG_WAIT, classify_failure
+from .providers.base import RateInfo, parse_duration
 
 __all__ = ["Runner", "RateLearner", "CircuitBreaker", "ConcurrencyLimit", "Attempt", "Reservation",
            "parse_duration"]
@@ -69,27 +71,6 @@ HEADROOM = 0.98
 # headers on our own timeline, tell which start a 429 rejected, and record the reply's status.
 _TICKET: contextvars.ContextVar["Attempt | None"] = contextvars.ContextVar("ragjudge_runner_ticket", default=None)
 _WINDOW = 60.0
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
-
-
-def parse_duration(text: str | None) -> float | None:
-    """``"1s"``, ``"6m0s"``, ``"20ms"``, ``"1h2m3.5s"`` or plain seconds -> seconds."""
-    if not text:
-        return None
-    text = text.strip()
-    try:
-        return max(0.0, float(text))
-    except ValueError:
-        pass
-    total = 0.0
-    pos = 0
-    for m in _DURATION.finditer(text):
-        if m.start() != pos:
-            return None
-        value, unit = float(m.group(1)), m.group(2)
-        total += value * {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}[unit]
-        pos = m.end()
-    return total if pos == len(text) and pos > 0 else None
 
 
 def _in_loop() -> bool:
@@ -98,16 +79,6 @@ def _in_loop() -> bool:
     except RuntimeError:
         return False
     return True
-
-
-def _int_header(headers: Mapping[str, str], name: str) -> int | None:
-    value = headers.get(name)
-    if value is None:
-        return None
-    try:
-        return int(float(value))
-    except ValueError:
-        return None
 
 
 @dataclass
@@ -858,19 +829,20 @@ class Runner:
         return wait
 
     # -- signals ---------------------------------------------------------------------
-    def observe(self, headers: Mapping[str, str], status: int) -> None:
-        """Learn from a reply's status and ``x-ratelimit-*`` headers."""
+    def observe(self, rate: RateInfo, status: int) -> None:
+        """Learn from a reply's status and the rate-limit state its headers stated (read by the
+        provider: ``x-ratelimit-*``, ``anthropic-ratelimit-*``...)."""
         now = time.monotonic()
-        limit_req = _int_header(headers, "x-ratelimit-limit-requests")
+        limit_req = rate.limit_requests
         if limit_req and limit_req > 0:
             self.header_rpm = float(limit_req)
-        limit_tok = _int_header(headers, "x-ratelimit-limit-tokens")
+        limit_tok = rate.limit_tokens
         if limit_tok and limit_tok > 0:
             self.header_tpm = float(limit_tok)
         ticket = _TICKET.get()
         for i, kind in enumerate(("requests", "tokens")):
-            remaining = _int_header(headers, f"x-ratelimit-remaining-{kind}")
-            reset = parse_duration(headers.get(f"x-ratelimit-reset-{kind}"))
+            remaining = rate.remaining_requests if i == 0 else rate.remaining_tokens
+            reset = rate.reset_requests if i == 0 else rate.reset_tokens
             if remaining is None or reset is None or ticket is None:
                 continue
             snapshot = ticket.started if i == 0 else ticket.started_tokens
@@ -890,8 +862,8 @@ class Runner:
             self.learner.on_rejected(ticket.entry)  # the server did not count this start
         # Is this the account's limit (slow everyone down) or an isolated 429 (an overloaded
         # replica, a spurious reply: only this request waits its Retry-After, in the client)?
-        rem_req = _int_header(headers, "x-ratelimit-remaining-requests")
-        rem_tok = _int_header(headers, "x-ratelimit-remaining-tokens")
+        rem_req = rate.remaining_requests
+        rem_tok = rate.remaining_tokens
         if rem_req is not None or rem_tok is not None:
             need = ticket.tokens if ticket is not None else 1.0
             limited = (rem_req is not None and rem_req <= 0) or (rem_tok is not None and rem_tok < need)
@@ -908,7 +880,7 @@ class Runner:
             if st is not None:
                 self._refund(st)
             return
-        after = retry_after_seconds(headers)
+        after = rate.retry_after
         if after is not None and after > self.breaker.patience:
             # The client ends this request at once (a wait beyond the patience is refused):
             # pausing every start for it, or learning a rate from it, would stall the pairs

@@ -29,7 +29,6 @@ from .budget import Admission, Budget, check_finite, worst_case_prompt_tokens
 from .cache import Cache, NullCache, cache_key, default_cache_path
 from .client import (
     CallFailed,
-    ClientConfig,
     Completion,
     EmbeddingReply,
     LLMClient,
@@ -38,7 +37,9 @@ from .client import (
     redact_url,
 )
 from .cost import PriceTable, Usage, estimate_tokens
+from .endpoint import Endpoint
 from .progress import Progress
+from .providers import provider_spec
 from .prompts import Prompt, load_prompt
 from .provenance import FailureKind, Provenance
 from .replies import Conversation, GiveUp, apply_validate, check_reply, describe_exc, label_probs
@@ -90,14 +91,15 @@ class LLM:
 
     def __init__(
         self,
-        model: str,
+        model: str | Endpoint,
         *,
+        provider: str | None = None,
         base_url: str | None = None,
         api_key: str | None = None,
         api_key_env: str | None = None,
         azure_endpoint: str | None = None,
         azure_api_version: str | None = None,
-        concurrency: int = 16,
+        concurrency: int | None = None,
         rpm: float | None = None,
         tpm: float | None = None,
         cache: bool | str | Path | Cache | NullCache = True,
@@ -106,37 +108,45 @@ class LLM:
         temperature: float = 0.0,
         seed: int | None = 0,
         max_tokens: int | None = None,
-        timeout: float = 60.0,
-        max_attempts: int = 6,
-        backoff_base: float = 0.5,
-        patience: float = 600.0,
+        timeout: float | None = None,
+        max_attempts: int | None = None,
+        backoff_base: float | None = None,
+        patience: float | None = None,
         logprobs: bool = True,
         top_logprobs: int = 5,
         http_client: Any = None,
         check_key: bool = True,
     ) -> None:
-        if not model:
-            raise InputError("no model given (pass --model)", field="model")
-        # Limits are checked here, not only in the CLI: a NaN would silently disable the
-        # limit it sets (every comparison with NaN is false).
-        for name, value in (("rpm", rpm), ("tpm", tpm), ("timeout", timeout),
-                            ("backoff_base", backoff_base), ("patience", patience)):
-            check_finite(value, name)
-        for name, value in (("concurrency", concurrency), ("max_attempts", max_attempts),
-                            ("max_tokens", max_tokens)):
+        """``model``: a model name (the endpoint is made from the keyword arguments) or an
+        :class:`~ragjudge.llm.endpoint.Endpoint` (keyword arguments given replace its fields)."""
+        given = {name: value for name, value in (
+            ("provider", provider), ("base_url", base_url), ("api_key", api_key),
+            ("api_key_env", api_key_env), ("azure_endpoint", azure_endpoint),
+            ("azure_api_version", azure_api_version), ("concurrency", concurrency), ("rpm", rpm),
+            ("tpm", tpm), ("timeout", timeout), ("max_attempts", max_attempts),
+            ("backoff_base", backoff_base), ("patience", patience)) if value is not None}
+        if isinstance(model, Endpoint):
+            endpoint = model.replace(**given) if given else model
+        else:
+            if not model:
+                raise InputError("no model given (pass --model)", field="model")
+            endpoint = Endpoint(model, **given)
+        for name, value in (("max_tokens", max_tokens),):
             check_finite(value, name, integer=True)
         check_finite(temperature, "temperature", positive=False)
         check_finite(seed, "seed", positive=False, integer=True)  # llama.cpp: -1 = random
         check_finite(max_cost, "max_cost", positive=False)
-        self.model = model
-        self.config = ClientConfig(
-            model=model, base_url=base_url, api_key=api_key, api_key_env=api_key_env,
-            azure_endpoint=azure_endpoint, azure_api_version=azure_api_version,
-            timeout=timeout, max_attempts=max_attempts, backoff_base=backoff_base, patience=patience,
-        )
+        self.endpoint = endpoint
+        self.model = endpoint.model
+        #: The older name of :attr:`endpoint`.
+        self.config = endpoint
+        self.spec = provider_spec(endpoint.provider)
         if check_key:  # fail fast on a missing key, before any work (a dry run needs none)
-            self.config.resolve_key()
-        self.runner = Runner(concurrency=concurrency, rpm=rpm, tpm=tpm, patience=patience)
+            endpoint.resolve_key()
+        model = endpoint.model
+        patience = endpoint.patience
+        self.runner = Runner(concurrency=endpoint.concurrency, rpm=endpoint.rpm, tpm=endpoint.tpm,
+                             patience=patience)
         if cache is True:
             self.cache: Cache | NullCache = Cache(default_cache_path())
         elif cache is False or cache is None:
@@ -145,10 +155,12 @@ class LLM:
             self.cache = cache
         else:
             self.cache = Cache(cache)
+        # The provider's list prices join the built-in table; a price file overrides both.
+        base = PriceTable.default().merged(self.spec.prices)
         if isinstance(prices, (str, Path)):
-            self.prices = PriceTable.load(prices)
+            self.prices = PriceTable.load(prices, base=base)
         else:
-            self.prices = prices if prices is not None else PriceTable.default()
+            self.prices = prices if prices is not None else base
         if max_cost is not None and self.prices.get(model) is None:
             raise InputError(f"--max-cost needs a price for model {model!r}; pass --prices FILE "
                              '({"<model>": {"input": USD_per_1M, "output": USD_per_1M}})',
@@ -175,7 +187,12 @@ class LLM:
 
     # -- plumbing --------------------------------------------------------------------
     def __repr__(self) -> str:
-        return f"LLM(model={self.model!r}, endpoint={redact_url(self.config.resolved_base_url()) or 'openai'!r})"
+        where = redact_url(self.endpoint.azure_endpoint or self.endpoint.resolved_base_url()) or self.endpoint.provider
+        return f"LLM(model={self.model!r}, provider={self.endpoint.provider!r}, endpoint={where!r})"
+
+    def _where(self) -> str:
+        """The endpoint, fit to print."""
+        return redact_url(self.endpoint.azure_endpoint or self.endpoint.resolved_base_url()) or "the server"
 
     @property
     def max_cost(self) -> float | None:
@@ -190,8 +207,8 @@ class LLM:
         return st
 
     def client(self) -> LLMClient:
-        """This event loop's HTTP client (created on first use; batch mode uses its
-        ``openai`` SDK client for the files/batches API)."""
+        """This event loop's client (created on first use; batch mode uses its provider's
+        SDK for the files/batches API)."""
         st = self._state()
         if st.client is None:
             st.client = LLMClient(self.config, http_client=self._http_client, on_retry=self._count_retry)
@@ -290,7 +307,7 @@ class LLM:
         body: dict[str, Any] = {"model": self.model, "messages": messages}
         if "temperature" not in self._drop:
             body["temperature"] = params["temperature"]
-        if params["seed"] is not None and "seed" not in self._drop:
+        if params["seed"] is not None and "seed" not in self._drop and "seed" in self.spec.features:
             body["seed"] = params["seed"]
         body["max_completion_tokens" if "max_tokens" in self._drop else "max_tokens"] = params["max_tokens"]
         kind = FORMATS[fmt]
@@ -298,7 +315,7 @@ class LLM:
             else prompt.response_format(kind)
         if rf is not None:
             body["response_format"] = rf
-        if self.logprobs and prompt.labels and "logprobs" not in self._drop:
+        if self.logprobs and prompt.labels and "logprobs" not in self._drop and "logprobs" in self.spec.features:
             body["logprobs"] = True
             body["top_logprobs"] = self.top_logprobs
         return body
@@ -527,7 +544,7 @@ class LLM:
         """Drop a feature the server rejected (once per session), or give up."""
         if exc.feature == "response_format":
             if fmt + 1 >= len(FORMATS):
-                raise LLMError(f"{redact_url(self.config.resolved_base_url()) or 'the server'} rejected the request: {exc}")
+                raise LLMError(f"{self._where()} rejected the request: {exc}")
             nxt = fmt + 1
             if FORMATS[nxt] == "json_schema_basic" and not _SCHEMA_KEYWORDS.search(str(exc)):
                 nxt += 1  # the server lacks json_schema itself, not some of its keywords
@@ -536,7 +553,7 @@ class LLM:
                 self.stats.fallbacks.append(f"response_format -> {FORMATS[nxt]}")
             return
         if exc.feature in dropped:
-            raise LLMError(f"{redact_url(self.config.resolved_base_url()) or 'the server'} rejected the request: {exc}")
+            raise LLMError(f"{self._where()} rejected the request: {exc}")
         if exc.feature not in self._drop:
             self._drop.add(exc.feature)
             self.stats.fallbacks.append(
@@ -557,6 +574,9 @@ class LLM:
             raise InputError("embed() takes a list of texts, not one string", field="texts")
         if not model:
             raise InputError("no embedding model given (pass --embedding-model M)", field="embedding_model")
+        if "embeddings" not in self.spec.features:
+            raise LLMError(f"the {self.spec.name} provider has no embeddings endpoint: give the embedding "
+                           "metrics a session on an OpenAI-compatible endpoint")
         if self.max_cost is not None and self.prices.get(model) is None:
             raise InputError(f"--max-cost needs a price for embedding model {model!r}; pass --prices FILE",
                              field="max_cost")
@@ -616,7 +636,7 @@ class LLM:
                         return Embeddings(None, f"embedding call failed: {exc.reason}", model, usage, cached,
                                           _call_failed_kind(exc))
                     except UnsupportedFeature as exc:
-                        raise LLMError(f"{redact_url(self.config.resolved_base_url()) or 'the server'} rejected the "
+                        raise LLMError(f"{self._where()} rejected the "
                                        f"embeddings request: {exc}") from None
                     except LLMError:
                         raise

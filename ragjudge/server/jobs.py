@@ -220,6 +220,7 @@ def build_llm(settings: ServerSettings, ms: ModelSettings, *, spent: float = 0.0
     cache = settings.cache_path()
     return LLM(
         model,
+        provider=settings.provider,
         base_url=settings.base_url,
         api_key_env=settings.api_key_env,
         azure_endpoint=settings.azure_endpoint,

@@ -46,6 +46,7 @@ class ServerSettings:
     cors_origins: tuple[str, ...] = ()
     # the LLM endpoint: only ever from the server's configuration, never from a request
     model: str | None = None
+    provider: str = "openai"
     base_url: str | None = None
     api_key_env: str | None = None
     azure_endpoint: str | None = None
@@ -102,6 +103,12 @@ class ServerSettings:
                                  field=flag)
         if self.no_cache and self.cache:
             raise InputError("--cache and --no-cache contradict each other", field="--no-cache")
+        from ..llm.providers import provider_spec
+
+        try:
+            provider_spec(self.provider)
+        except InputError as exc:
+            raise InputError(str(exc.args[0]) if exc.args else str(exc), field="--provider") from None
         for flag, path in (("--jobs-db", self.jobs_db), ("--cache", self.cache), ("--prices", None)):
             if path and Path(path).expanduser().is_dir():
                 raise InputError(f"is a directory; give a file name, got {path!r}", field=flag)

@@ -19,6 +19,8 @@ crash, or with more queries) free for everything already answered.
 
 from __future__ import annotations
 
+import inspect
+
 import math
 import random
 from collections.abc import Iterable, Mapping, Sequence
@@ -670,8 +672,6 @@ def estimate_synth(
     return SynthPlan(len(live), sum(per.values()), gen, judged, job.pool.report, llm.model)
 
 
-_LLM_OPTIONS = frozenset({
-    "base_url", "api_key", "api_key_env", "azure_endpoint", "azure_api_version", "concurrency", "rpm",
-    "tpm", "cache", "prices", "max_cost", "temperature", "max_tokens", "timeout", "max_attempts",
-    "backoff_base", "patience", "logprobs", "top_logprobs", "http_client", "check_key",
-})
+# The keyword arguments of LLM (its endpoint fields and session options), read from LLM itself
+# so a new option cannot be forgotten here.
+_LLM_OPTIONS = frozenset(inspect.signature(LLM).parameters) - {"model", "seed"}  # seed: the sampling seed of synth itself

@@ -1,0 +1,98 @@
+"""One frozen value saying where and how to call a model: :class:`Endpoint`.
+
+Built once -- by the CLI from its flags, by the service from its settings, by library callers
+directly -- and passed down to the session, the client and the provider; nothing below
+restates these options.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from ..errors import InputError, LLMError
+from .budget import check_finite
+from .providers import provider_spec
+from .redaction import redact_url
+
+__all__ = ["Endpoint", "ENDPOINT_FIELDS"]
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A model behind one API: the provider, its address and key, and the limits of calling it.
+
+    ``provider`` names a registered provider (``openai``: any OpenAI-compatible server,
+    Azure OpenAI included; ``anthropic``: Anthropic's Messages API). ``api_key`` is excluded
+    from ``repr`` and never stored elsewhere; without it the key is read from ``api_key_env``
+    or the provider's default variable. ``timeout`` bounds one HTTP attempt as a whole;
+    ``max_attempts`` are a request's attempts for failures of its own; ``patience`` is how
+    long an outage or a run of 429s may last; ``concurrency``, ``rpm`` and ``tpm`` cap what is
+    in flight and per minute. Values are checked when the endpoint is made: a NaN would
+    silently disable the limit it sets.
+    """
+
+    model: str
+    provider: str = "openai"
+    base_url: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    api_key_env: str | None = None
+    azure_endpoint: str | None = None
+    azure_api_version: str | None = None
+    timeout: float = 60.0
+    max_attempts: int = 6
+    backoff_base: float = 0.5
+    max_wait: float = 60.0
+    patience: float = 600.0
+    concurrency: int = 16
+    rpm: float | None = None
+    tpm: float | None = None
+
+    def __post_init__(self) -> None:
+        if not self.model or not isinstance(self.model, str):
+            raise InputError("no model given", field="model")
+        spec = provider_spec(self.provider)  # an unknown provider names the known ones
+        if self.azure_endpoint and spec.key_env_azure is None:
+            raise InputError(f"azure_endpoint is for the openai provider, not {self.provider!r}",
+                             field="azure_endpoint")
+        for name in ("rpm", "tpm", "timeout", "backoff_base", "max_wait", "patience"):
+            check_finite(getattr(self, name), name)
+        for name in ("concurrency", "max_attempts"):
+            check_finite(getattr(self, name), name, integer=True)
+
+    def __repr__(self) -> str:  # the base URL may carry credentials
+        where = redact_url(self.azure_endpoint or self.base_url) or None
+        return f"Endpoint(provider={self.provider!r}, model={self.model!r}, base_url={where!r}, timeout={self.timeout:g})"
+
+    def replace(self, **changes: Any) -> Endpoint:
+        """A copy with ``changes`` (checked again)."""
+        return replace(self, **changes)
+
+    def resolved_base_url(self) -> str | None:
+        """The base URL: given, or from the provider's variable (``OPENAI_BASE_URL``...)."""
+        env = provider_spec(self.provider).base_url_env
+        return self.base_url or (os.environ.get(env) if env else None) or None
+
+    def resolve_key(self) -> str:
+        """The API key: given, from ``api_key_env``, or from the provider's default variable;
+        a local server (a base URL, no key) gets a placeholder. A missing key is an
+        :class:`LLMError` naming where it was looked for."""
+        if self.api_key:
+            return self.api_key
+        spec = provider_spec(self.provider)
+        default = spec.key_env_azure if (self.azure_endpoint and spec.key_env_azure) else spec.key_env
+        env = self.api_key_env or default
+        key = os.environ.get(env)
+        if key:
+            return key
+        if self.api_key_env:
+            raise LLMError(f"environment variable {self.api_key_env} (given as the API key variable) is not set")
+        if self.resolved_base_url():
+            # Local servers (vLLM, Ollama, llama.cpp) usually ignore the key, but SDKs want one.
+            return "no-key"
+        raise LLMError(f"no API key: set {env}, pass --api-key-env VAR, or --base-url for a local server")
+
+
+#: Field names of :class:`Endpoint` (what ``LLM(model, **fields)`` accepts for its endpoint).
+ENDPOINT_FIELDS = tuple(f.name for f in fields(Endpoint))

@@ -1,0 +1,54 @@
+"""The registry of LLM providers (see :mod:`.base` for the seam they plug into).
+
+A provider is one module here (its ``SPEC`` and its class) plus one :func:`register` call
+below. Modules import their SDK only when a client is opened, so ``--provider`` choices, key
+variables, feature flags and prices cost nothing, and an optional SDK may be missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ...errors import InputError
+from .base import Provider, ProviderSpec
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..endpoint import Endpoint
+
+__all__ = ["register", "provider_spec", "provider_names", "open_provider", "Provider", "ProviderSpec"]
+
+Factory = Callable[["Endpoint", Any], Provider]
+_REGISTRY: dict[str, tuple[ProviderSpec, Factory]] = {}
+
+
+def register(spec: ProviderSpec, factory: Factory) -> None:
+    """Make ``spec.name`` selectable (``--provider NAME``, ``Endpoint(provider=NAME)``)."""
+    _REGISTRY[spec.name] = (spec, factory)
+
+
+def provider_names() -> tuple[str, ...]:
+    return tuple(_REGISTRY)
+
+
+def provider_spec(name: str) -> ProviderSpec:
+    """The spec of a registered provider; an unknown name is an error naming the known ones."""
+    try:
+        return _REGISTRY[name][0]
+    except (KeyError, TypeError):
+        raise InputError(f"unknown provider {name!r} (known: {', '.join(_REGISTRY)})",
+                         field="provider") from None
+
+
+def open_provider(endpoint: Endpoint, http_client: Any = None) -> Provider:
+    """A provider client for ``endpoint`` (its SDK is imported here, on first use)."""
+    provider_spec(endpoint.provider)
+    return _REGISTRY[endpoint.provider][1](endpoint, http_client)
+
+
+# -- registrations (one per provider module; the modules import their SDKs only when opened) --
+
+from . import openai as _openai_provider  # noqa: E402
+
+
+register(_openai_provider.SPEC, _openai_provider.OpenAIProvider)

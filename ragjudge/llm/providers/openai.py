@@ -1,0 +1,223 @@
+"""OpenAI's Chat Completions and Embeddings APIs, and every server that speaks them (vLLM,
+llama.cpp, Ollama, LiteLLM, Azure OpenAI).
+
+Built on ``openai.AsyncOpenAI`` (``AsyncAzureOpenAI`` for Azure) with the SDK's own retries
+switched off (``max_retries=0``): the neutral loop in :mod:`ragjudge.llm.client` retries.
+The Batch API is this provider's capability (``features`` has ``batch``; :mod:`ragjudge.llm.batch`
+uses :attr:`OpenAIProvider.sdk`).
+
+How its errors read (:meth:`OpenAIProvider.classify`)
+    Retried: 408, 409, 429 (except ``insufficient_quota``), 5xx other than the permanent ones
+    (501, 505, 506, 510, 511), timeouts and connection errors. 429s and an unreachable server
+    are not the pair's fault (bounded by the patience). Fail fast: 401/403/404, 501,
+    ``insufficient_quota`` and other 4xx stop the run with a clear :class:`LLMError`. A 400
+    naming a feature we asked for (``response_format``/``json_schema``/``logprobs``/``seed``/
+    ``max_tokens``/``temperature``) is :class:`UnsupportedFeature` (the session falls back);
+    a prompt too long for the model, or a 413, fails that item only.
+Rate limits (:meth:`OpenAIProvider.rate_info`)
+    ``x-ratelimit-limit|remaining|reset-requests|tokens`` (resets as ``6m0s``) and
+    ``retry-after-ms`` / ``Retry-After``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ...errors import LLMError
+from ..redaction import redact, redact_url, remember_secret, remember_url_secrets
+from .base import (
+    BadBody,
+    ProviderSpec,
+    CallFailed,
+    Completion,
+    EmbeddingReply,
+    RateInfo,
+    Sent,
+    UnsupportedFeature,
+    Verdict,
+    embedding_tokens,
+    error_code,
+    failure_of,
+    headers_of,
+    int_header,
+    json_object,
+    parse_duration,
+    retry_after_seconds,
+    server_message,
+    status_of,
+    usage_in,
+)
+from ..cost import Usage
+from ..provenance import FailureKind
+
+if TYPE_CHECKING:  # pragma: no cover
+    import openai
+
+    from ..endpoint import Endpoint
+
+__all__ = ["SPEC", "OpenAIProvider", "rate_info", "RETRY_STATUS", "PERMANENT_STATUS"]
+
+SPEC = ProviderSpec(
+    name="openai",
+    about="OpenAI and any OpenAI-compatible server (vLLM, llama.cpp, Ollama, LiteLLM, Azure OpenAI)",
+    key_env="OPENAI_API_KEY", base_url_env="OPENAI_BASE_URL", key_env_azure="AZURE_OPENAI_API_KEY",
+    # Its list prices are the built-in table (ragjudge.llm.cost).
+    features=frozenset({"logprobs", "seed", "embeddings", "batch", "json_schema"}),
+)
+
+RETRY_STATUS = frozenset({408, 409, 429})
+# 5xx that say the server cannot ever do this (not implemented, misconfigured): never retried.
+PERMANENT_STATUS = frozenset({501, 505, 506, 510, 511})
+# (word in a 400 message, request feature the session can drop or replace), most specific first.
+FEATURE_WORDS = (
+    ("max_completion_tokens", "max_tokens"),
+    ("max_tokens", "max_tokens"),
+    ("logprobs", "logprobs"),
+    ("temperature", "temperature"),
+    ("seed", "seed"),
+    ("response_format", "response_format"),
+    ("json_schema", "response_format"),
+    ("json_object", "response_format"),
+    ("structured output", "response_format"),
+    ("grammar", "response_format"),
+)
+
+
+def rate_info(headers: Mapping[str, str]) -> RateInfo:
+    """What OpenAI-style ``x-ratelimit-*`` and ``Retry-After`` headers state."""
+    return RateInfo(
+        limit_requests=int_header(headers, "x-ratelimit-limit-requests"),
+        limit_tokens=int_header(headers, "x-ratelimit-limit-tokens"),
+        remaining_requests=int_header(headers, "x-ratelimit-remaining-requests"),
+        remaining_tokens=int_header(headers, "x-ratelimit-remaining-tokens"),
+        reset_requests=parse_duration(headers.get("x-ratelimit-reset-requests")),
+        reset_tokens=parse_duration(headers.get("x-ratelimit-reset-tokens")),
+        retry_after=retry_after_seconds(headers),
+    )
+
+
+def classify_status(exc: BaseException, *, where: str, prompt_too_long: tuple[str, ...],
+                    feature_words: tuple[tuple[str, str], ...] = FEATURE_WORDS) -> Exception:
+    """The exception that ends a request whose error reply is not retried (shared by the
+    providers whose SDKs raise ``status_code``-carrying errors)."""
+    status = status_of(exc)
+    raw = server_message(exc)
+    message = redact(raw)
+    code = error_code(exc)
+    lowered = raw.lower()
+    if status in (400, 422):
+        if code == "context_length_exceeded" or any(w in lowered for w in prompt_too_long):
+            return CallFailed(f"prompt too long for the model: {message}", kind=FailureKind.PROMPT_TOO_LONG)
+        for word, feature in feature_words:
+            if word in lowered:
+                return UnsupportedFeature(feature, message)
+        return LLMError(f"bad request rejected by {where}: {message}")
+    if status == 401:
+        return LLMError(f"authentication failed at {where} (HTTP 401): check the API key. {message}")
+    if status == 403:
+        return LLMError(f"permission denied at {where} (HTTP 403): {message}")
+    if status == 404:
+        return LLMError(f"not found at {where} (HTTP 404): wrong model name or base URL? {message}")
+    if status == 429:
+        return LLMError(f"quota exhausted at {where} (HTTP 429 {code or 'insufficient_quota'}): {message}")
+    if status == 413:
+        return CallFailed(f"request too large for the server (HTTP 413): {message}",
+                          kind=FailureKind.PROMPT_TOO_LONG)
+    if status in PERMANENT_STATUS:
+        return LLMError(f"{where} cannot serve this request (HTTP {status}"
+                        f"{', not implemented' if status == 501 else ''}): {message}")
+    return LLMError(f"request rejected by {where} (HTTP {status}): {message}")
+
+
+class OpenAIProvider:
+    """The OpenAI (and OpenAI-compatible) provider."""
+
+    spec = SPEC
+
+    def __init__(self, endpoint: Endpoint, http_client: Any = None) -> None:
+        import openai  # the SDK is imported when a client is opened, not with the package
+
+        self.config = endpoint
+        key = endpoint.resolve_key()
+        remember_secret(key)
+        remember_url_secrets(endpoint.resolved_base_url())
+        remember_url_secrets(endpoint.azure_endpoint)
+        common: dict[str, Any] = {"api_key": key, "max_retries": 0, "timeout": endpoint.timeout}
+        if http_client is not None:
+            common["http_client"] = http_client
+        if endpoint.azure_endpoint:
+            self.sdk: openai.AsyncOpenAI = openai.AsyncAzureOpenAI(
+                azure_endpoint=endpoint.azure_endpoint,
+                api_version=endpoint.azure_api_version or os.environ.get("OPENAI_API_VERSION") or "2024-10-21",
+                **common,
+            )
+        else:
+            self.sdk = openai.AsyncOpenAI(base_url=endpoint.resolved_base_url(), **common)
+
+    @property
+    def endpoint(self) -> str:
+        return redact_url(str(self.sdk.base_url))
+
+    async def close(self) -> None:
+        await self.sdk.close()
+
+    async def _send(self, resource: Any, body: Mapping[str, Any], read_timeout: float) -> Sent:
+        # The SDK reads the whole body inside create(); each read waits at most read_timeout.
+        raw = await resource.with_raw_response.create(**body, timeout=read_timeout)
+        return Sent(raw.http_response.content, raw.headers, raw.status_code)
+
+    async def send_chat(self, body: Mapping[str, Any], *, read_timeout: float) -> Sent:
+        return await self._send(self.sdk.chat.completions, body, read_timeout)
+
+    async def send_embed(self, body: Mapping[str, Any], *, read_timeout: float) -> Sent:
+        return await self._send(self.sdk.embeddings, body, read_timeout)
+
+    def chat_reply(self, sent: Sent, *, attempts: int) -> Completion:
+        data = json_object(sent.content)
+        try:
+            return Completion.from_dict(data, latency=sent.latency, attempts=attempts)
+        except BadBody:
+            raise
+        except Exception as exc:  # a 200 read this far is billed: never an uncounted crash
+            raise BadBody(f"unreadable reply: {type(exc).__name__}: {exc}", usage_in(data)) from None
+
+    def embed_reply(self, sent: Sent, *, expected: int, attempts: int) -> EmbeddingReply:
+        data = json_object(sent.content)
+        try:
+            return EmbeddingReply.from_dict(data, expected=expected, latency=sent.latency, attempts=attempts)
+        except BadBody:
+            raise
+        except Exception as exc:  # e.g. base64 that is not a vector: billed all the same
+            tokens = embedding_tokens(data.get("usage"))
+            raise BadBody(f"unreadable reply: {type(exc).__name__}: {exc}",
+                          None if tokens is None else Usage(calls=1, prompt_tokens=tokens)) from None
+
+    def rate_info(self, headers: Mapping[str, str]) -> RateInfo:
+        return rate_info(headers)
+
+    def classify(self, exc: BaseException) -> Verdict:
+        failure = failure_of(exc)
+        status = status_of(exc)
+        if status is None:
+            retry = failure.kind in ("unreachable", "timeout")
+            if type(exc).__name__ == "APITimeoutError" or failure.kind == "timeout":
+                reason = "timeout"
+            elif failure.kind == "unreachable":
+                reason = "connection error"
+            else:
+                reason = redact(f"{type(exc).__name__}: {exc}")
+            return Verdict(failure, retry=retry, free=failure.kind == "unreachable", reason=reason,
+                           final=None if retry else CallFailed(f"client error: {reason}",
+                                                               kind=FailureKind.MALFORMED))
+        quota = status == 429 and error_code(exc) == "insufficient_quota"
+        retry = not quota and (status in RETRY_STATUS or (status >= 500 and status not in PERMANENT_STATUS))
+        where = f"{self.endpoint} (model {self.config.model!r})"
+        return Verdict(
+            failure, retry=retry, free=status == 429 and not quota, status=status,
+            reason=f"HTTP {status}: {redact(server_message(exc))}",
+            rate=rate_info(headers_of(exc)),
+            final=None if retry else classify_status(
+                exc, where=where, prompt_too_long=("context length", "maximum context", "too many tokens")),
+        )
