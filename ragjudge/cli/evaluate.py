@@ -7,6 +7,7 @@ Only argument parsing and output here; the work is :func:`ragjudge.evaluate.eval
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -155,7 +156,12 @@ def _add_trust_options(p: argparse.ArgumentParser) -> None:
                    help="keep the pool in FILE (TREC qrels of every LLM label, with provenance "
                         "and the runs scored): judge only the pairs it lacks, add them, and "
                         "score again the runs recorded in it, saying whose scores changed")
-    j.add_argument("--base-url", metavar="URL", help="OpenAI-compatible endpoint")
+    from ..llm.providers import provider_names
+
+    j.add_argument("--provider", default=os.environ.get("RAGJUDGE_PROVIDER") or "openai",
+                   choices=provider_names(), metavar="NAME",
+                   help=f"the judge's API ({', '.join(provider_names())}; default openai)")
+    j.add_argument("--base-url", metavar="URL", help="the provider's endpoint (e.g. an OpenAI-compatible server)")
     j.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
     j.add_argument("--cache", metavar="PATH", help="SQLite judgment cache")
     j.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")

@@ -130,7 +130,7 @@ def _llm(args: argparse.Namespace, model: str) -> Any:
     tmp = argparse.ArgumentParser(add_help=False)
     add_llm_options(tmp)
     ns = tmp.parse_args([])
-    for key in ("base_url", "api_key_env", "cache", "no_cache", "max_cost", "prices",
+    for key in ("provider", "base_url", "api_key_env", "cache", "no_cache", "max_cost", "prices",
                 "concurrency", "dry_run", "no_progress", "timeout", "max_attempts", "patience"):
         setattr(ns, key, getattr(args, key))
     ns.model = model

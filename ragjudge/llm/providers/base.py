@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
+from ...errors import LLMError
 from ..cost import Price, Usage
 from ..provenance import FailureKind
 from ..redaction import redact, redact_url
@@ -35,7 +36,7 @@ __all__ = [
     "Provider", "ProviderSpec", "Sent", "RateInfo", "Verdict", "AttemptFailed", "BadBody",
     "CallFailed", "RejectedReply", "UnsupportedFeature", "Completion", "EmbeddingReply",
     "Failure", "retry_after_seconds", "parse_duration", "int_header", "json_object",
-    "usage_in", "usage_in_text", "failure_of", "status_of", "headers_of",
+    "usage_in", "usage_in_text", "final_for_status", "PERMANENT_STATUS", "failure_of", "status_of", "headers_of",
     "server_message", "error_code", "embedding_tokens",
 ]
 
@@ -392,6 +393,45 @@ def failure_of(exc: BaseException) -> Failure:
             break
         return Failure("unreachable", redact(reason), url)
     return Failure("other", redact(f"{type(exc).__name__}: {exc}"), url)
+
+
+#: 5xx that say the server cannot ever do this (not implemented, misconfigured): never retried.
+PERMANENT_STATUS = frozenset({501, 505, 506, 510, 511})
+
+
+def final_for_status(exc: BaseException, *, where: str, prompt_too_long: tuple[str, ...],
+                     feature_words: tuple[tuple[str, str], ...]) -> Exception:
+    """The exception that ends a request whose error reply is not retried: a prompt too long
+    (``prompt_too_long``: words of the server's message) or a 413 fails the item; a 400 naming
+    a request feature (``feature_words``: (word, feature) pairs) lets the session fall back;
+    anything else stops the run with an :class:`LLMError` saying what to check."""
+    status = status_of(exc)
+    raw = server_message(exc)
+    message = redact(raw)
+    code = error_code(exc)
+    lowered = raw.lower()
+    if status in (400, 422):
+        if code == "context_length_exceeded" or any(w in lowered for w in prompt_too_long):
+            return CallFailed(f"prompt too long for the model: {message}", kind=FailureKind.PROMPT_TOO_LONG)
+        for word, feature in feature_words:
+            if word in lowered:
+                return UnsupportedFeature(feature, message)
+        return LLMError(f"bad request rejected by {where}: {message}")
+    if status == 401:
+        return LLMError(f"authentication failed at {where} (HTTP 401): check the API key. {message}")
+    if status == 403:
+        return LLMError(f"permission denied at {where} (HTTP 403): {message}")
+    if status == 404:
+        return LLMError(f"not found at {where} (HTTP 404): wrong model name or base URL? {message}")
+    if status == 429:
+        return LLMError(f"quota exhausted at {where} (HTTP 429 {code or 'insufficient_quota'}): {message}")
+    if status == 413:
+        return CallFailed(f"request too large for the server (HTTP 413): {message}",
+                          kind=FailureKind.PROMPT_TOO_LONG)
+    if status in PERMANENT_STATUS:
+        return LLMError(f"{where} cannot serve this request (HTTP {status}"
+                        f"{', not implemented' if status == 501 else ''}): {message}")
+    return LLMError(f"request rejected by {where} (HTTP {status}): {message}")
 
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")

@@ -25,9 +25,9 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ...errors import LLMError
 from ..redaction import redact, redact_url, remember_secret, remember_url_secrets
 from .base import (
+    PERMANENT_STATUS,
     BadBody,
     ProviderSpec,
     CallFailed,
@@ -35,12 +35,12 @@ from .base import (
     EmbeddingReply,
     RateInfo,
     Sent,
-    UnsupportedFeature,
     Verdict,
     embedding_tokens,
     error_code,
     failure_of,
     headers_of,
+    final_for_status,
     int_header,
     json_object,
     parse_duration,
@@ -57,7 +57,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from ..endpoint import Endpoint
 
-__all__ = ["SPEC", "OpenAIProvider", "rate_info", "RETRY_STATUS", "PERMANENT_STATUS"]
+__all__ = ["SPEC", "OpenAIProvider", "rate_info", "RETRY_STATUS", "FEATURE_WORDS"]
 
 SPEC = ProviderSpec(
     name="openai",
@@ -68,8 +68,6 @@ SPEC = ProviderSpec(
 )
 
 RETRY_STATUS = frozenset({408, 409, 429})
-# 5xx that say the server cannot ever do this (not implemented, misconfigured): never retried.
-PERMANENT_STATUS = frozenset({501, 505, 506, 510, 511})
 # (word in a 400 message, request feature the session can drop or replace), most specific first.
 FEATURE_WORDS = (
     ("max_completion_tokens", "max_tokens"),
@@ -96,39 +94,6 @@ def rate_info(headers: Mapping[str, str]) -> RateInfo:
         reset_tokens=parse_duration(headers.get("x-ratelimit-reset-tokens")),
         retry_after=retry_after_seconds(headers),
     )
-
-
-def classify_status(exc: BaseException, *, where: str, prompt_too_long: tuple[str, ...],
-                    feature_words: tuple[tuple[str, str], ...] = FEATURE_WORDS) -> Exception:
-    """The exception that ends a request whose error reply is not retried (shared by the
-    providers whose SDKs raise ``status_code``-carrying errors)."""
-    status = status_of(exc)
-    raw = server_message(exc)
-    message = redact(raw)
-    code = error_code(exc)
-    lowered = raw.lower()
-    if status in (400, 422):
-        if code == "context_length_exceeded" or any(w in lowered for w in prompt_too_long):
-            return CallFailed(f"prompt too long for the model: {message}", kind=FailureKind.PROMPT_TOO_LONG)
-        for word, feature in feature_words:
-            if word in lowered:
-                return UnsupportedFeature(feature, message)
-        return LLMError(f"bad request rejected by {where}: {message}")
-    if status == 401:
-        return LLMError(f"authentication failed at {where} (HTTP 401): check the API key. {message}")
-    if status == 403:
-        return LLMError(f"permission denied at {where} (HTTP 403): {message}")
-    if status == 404:
-        return LLMError(f"not found at {where} (HTTP 404): wrong model name or base URL? {message}")
-    if status == 429:
-        return LLMError(f"quota exhausted at {where} (HTTP 429 {code or 'insufficient_quota'}): {message}")
-    if status == 413:
-        return CallFailed(f"request too large for the server (HTTP 413): {message}",
-                          kind=FailureKind.PROMPT_TOO_LONG)
-    if status in PERMANENT_STATUS:
-        return LLMError(f"{where} cannot serve this request (HTTP {status}"
-                        f"{', not implemented' if status == 501 else ''}): {message}")
-    return LLMError(f"request rejected by {where} (HTTP {status}): {message}")
 
 
 class OpenAIProvider:
@@ -218,6 +183,7 @@ class OpenAIProvider:
             failure, retry=retry, free=status == 429 and not quota, status=status,
             reason=f"HTTP {status}: {redact(server_message(exc))}",
             rate=rate_info(headers_of(exc)),
-            final=None if retry else classify_status(
-                exc, where=where, prompt_too_long=("context length", "maximum context", "too many tokens")),
+            final=None if retry else final_for_status(
+                exc, where=where, prompt_too_long=("context length", "maximum context", "too many tokens"),
+                feature_words=FEATURE_WORDS),
         )
