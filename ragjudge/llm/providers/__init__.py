@@ -48,7 +48,8 @@ def open_provider(endpoint: Endpoint, http_client: Any = None) -> Provider:
 
 # -- registrations (one per provider module; the modules import their SDKs only when opened) --
 
+from . import anthropic as _anthropic_provider  # noqa: E402
 from . import openai as _openai_provider  # noqa: E402
 
-
 register(_openai_provider.SPEC, _openai_provider.OpenAIProvider)
+register(_anthropic_provider.SPEC, _anthropic_provider.AnthropicProvider)

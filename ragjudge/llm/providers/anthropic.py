@@ -1,0 +1,279 @@
+"""Anthropic's Messages API (Claude models), through the official ``anthropic`` SDK
+(``pip install 'ragjudge[anthropic]'``; imported when a client opens).
+
+Requests
+    The neutral chat body is translated: system messages become ``system``; ``max_tokens``
+    (required here) and ``temperature`` carry over; a ``json_schema`` response format becomes
+    one tool whose ``input_schema`` is the prompt's schema, forced with ``tool_choice``, so the
+    reply is the tool's input (structured output); ``json_object`` and ``text`` send the prompt
+    alone (it asks for JSON). There are no logprobs and no seed (``features``), so grades carry
+    no probabilities and the session never sends those fields.
+Replies
+    The ``tool_use`` block's input (or the text blocks) is the completion text. ``stop_reason``
+    ``max_tokens`` is a truncated reply, ``refusal`` a refusal. Usage: ``input_tokens`` plus the
+    prompt-cache reads and writes are the prompt; cache reads are the cached part (billed at
+    the cached rate); a cache write is billed at 1.25 times the input rate, so each written
+    token is counted as 1.25 prompt tokens (rounded up): the cost is exact and never low.
+Errors (:meth:`AnthropicProvider.classify`)
+    Retried: 408, 409, 429 (the pair's patience, not its attempts), 5xx and 529 ``overloaded``
+    (the runner's adaptive concurrency backs off on it), timeouts and connection errors. A 400
+    saying the prompt is too long, or a 413, fails the item; a 400 about tools lets the session
+    fall back to plain JSON; 401/403/404 and other 4xx stop the run.
+Rate limits (:meth:`AnthropicProvider.rate_info`)
+    ``anthropic-ratelimit-requests-*`` and ``anthropic-ratelimit-tokens-*`` (``limit``,
+    ``remaining``, ``reset`` as an RFC 3339 time), and ``retry-after``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import time
+from collections.abc import Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from ...errors import LLMError
+from ..cost import Price, Usage
+from ..provenance import FailureKind
+from ..redaction import redact, redact_url, remember_secret, remember_url_secrets
+from .base import (
+    PERMANENT_STATUS,
+    BadBody,
+    CallFailed,
+    Completion,
+    EmbeddingReply,
+    ProviderSpec,
+    RateInfo,
+    Sent,
+    Verdict,
+    error_code,
+    failure_of,
+    final_for_status,
+    headers_of,
+    int_header,
+    json_object,
+    retry_after_seconds,
+    server_message,
+    status_of,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..endpoint import Endpoint
+
+__all__ = ["SPEC", "AnthropicProvider", "rate_info", "to_messages_request", "from_messages_reply",
+           "messages_usage"]
+
+API_VERSION = "2023-06-01"
+RETRY_STATUS = frozenset({408, 409, 429, 529})
+#: A cache write costs this many times the input rate (5-minute cache).
+CACHE_WRITE_RATE = 1.25
+FEATURE_WORDS = (("tool_choice", "response_format"), ("tools", "response_format"),
+                 ("input_schema", "response_format"), ("temperature", "temperature"))
+PROMPT_TOO_LONG = ("prompt is too long", "too many tokens", "context window", "context length")
+
+# Public list prices (USD / 1M tokens: input, output, cached input = cache reads) at the time of
+# writing. They change: override them with --prices FILE; the report always shows tokens too.
+PRICES: dict[str, Price] = {
+    "claude-opus-4-1": Price(15.00, 75.00, 1.50),
+    "claude-opus-4": Price(15.00, 75.00, 1.50),
+    "claude-opus-4-5": Price(5.00, 25.00, 0.50),
+    "claude-sonnet-4-5": Price(3.00, 15.00, 0.30),
+    "claude-sonnet-4": Price(3.00, 15.00, 0.30),
+    "claude-haiku-4-5": Price(1.00, 5.00, 0.10),
+    "claude-3-5-haiku": Price(0.80, 4.00, 0.08),
+    "claude-3-haiku": Price(0.25, 1.25, 0.03),
+}
+
+SPEC = ProviderSpec(
+    name="anthropic",
+    about="Anthropic's Messages API (Claude; pip install 'ragjudge[anthropic]')",
+    key_env="ANTHROPIC_API_KEY", base_url_env="ANTHROPIC_BASE_URL",
+    features=frozenset({"json_schema"}),
+    prices=PRICES,
+    extra="anthropic",
+)
+
+
+def _reset_seconds(value: str | None) -> float | None:
+    """Seconds until an RFC 3339 reset time (``None``: absent or unreadable)."""
+    if not value:
+        return None
+    try:
+        when = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def rate_info(headers: Mapping[str, str]) -> RateInfo:
+    """What ``anthropic-ratelimit-*`` and ``retry-after`` headers state."""
+    h = "anthropic-ratelimit-"
+    return RateInfo(
+        limit_requests=int_header(headers, h + "requests-limit"),
+        limit_tokens=int_header(headers, h + "tokens-limit"),
+        remaining_requests=int_header(headers, h + "requests-remaining"),
+        remaining_tokens=int_header(headers, h + "tokens-remaining"),
+        reset_requests=_reset_seconds(headers.get(h + "requests-reset")),
+        reset_tokens=_reset_seconds(headers.get(h + "tokens-reset")),
+        retry_after=retry_after_seconds(headers),
+    )
+
+
+def to_messages_request(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The Messages API request for a neutral (OpenAI-shaped) chat body."""
+    system = [str(m.get("content") or "") for m in body.get("messages", ()) if m.get("role") == "system"]
+    messages = [{"role": m["role"], "content": str(m.get("content") or "")}
+                for m in body.get("messages", ()) if m.get("role") in ("user", "assistant")]
+    req: dict[str, Any] = {
+        "model": body["model"],
+        "messages": messages,
+        "max_tokens": int(body.get("max_tokens") or body.get("max_completion_tokens") or 1024),
+    }
+    if system:
+        req["system"] = "\n\n".join(system)
+    if "temperature" in body:
+        req["temperature"] = body["temperature"]
+    rf = body.get("response_format") or {}
+    if rf.get("type") == "json_schema":
+        spec = rf.get("json_schema") or {}
+        name = str(spec.get("name") or "answer")[:64]
+        req["tools"] = [{"name": name, "description": "Record the answer in this exact structure.",
+                         "input_schema": spec.get("schema") or {"type": "object"}}]
+        req["tool_choice"] = {"type": "tool", "name": name}
+    return req
+
+
+def _count(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and (not math.isfinite(value) or value != int(value)):
+        return None
+    return int(value) if value >= 0 else None
+
+
+def messages_usage(usage: Any) -> Usage:
+    """Usage of a Messages reply (``Usage(calls=1, unknown=1)`` when it states none)."""
+    if not isinstance(usage, Mapping):
+        return Usage(calls=1, unknown=1)
+    inp, out = _count(usage.get("input_tokens")), _count(usage.get("output_tokens"))
+    if inp is None or out is None:
+        return Usage(calls=1, unknown=1)
+    read = _count(usage.get("cache_read_input_tokens")) or 0
+    write = _count(usage.get("cache_creation_input_tokens")) or 0
+    return Usage(calls=1, prompt_tokens=inp + read + math.ceil(CACHE_WRITE_RATE * write),
+                 cached_tokens=read, completion_tokens=out)
+
+
+def from_messages_reply(d: Mapping[str, Any], *, latency: float = 0.0, attempts: int = 1) -> Completion:
+    """The completion in a Messages reply (:class:`BadBody` when the body is not one)."""
+    usage = messages_usage(d.get("usage"))
+    stated = None if usage.unknown else usage
+    content = d.get("content")
+    if d.get("type") not in (None, "message") or not isinstance(content, list):
+        raise BadBody("reply is not a message", stated)
+    tool = [b for b in content if isinstance(b, Mapping) and b.get("type") == "tool_use"]
+    if tool:
+        if not isinstance(tool[0].get("input"), Mapping):
+            raise BadBody("tool_use block has no input object", stated)
+        text: str | None = json.dumps(tool[0]["input"], ensure_ascii=False)
+    else:
+        parts = [b.get("text") for b in content if isinstance(b, Mapping) and b.get("type") == "text"]
+        if any(not isinstance(p, str) for p in parts):
+            raise BadBody("text block without text", stated)
+        text = "".join(parts) if parts else None  # type: ignore[arg-type]
+    stop = d.get("stop_reason")
+    finish = {"max_tokens": "length", "refusal": "content_filter", "model_context_window_exceeded": "length"}.get(
+        stop if isinstance(stop, str) else "", "stop")
+    refusal = (text or "declined by the model") if stop == "refusal" else None
+    model = d.get("model")
+    return Completion(text=None if refusal else text, finish_reason=finish, refusal=refusal, usage=usage,
+                      logprobs=None, system_fingerprint=None, model=model if isinstance(model, str) else None,
+                      latency=latency, attempts=attempts, raw=dict(d))
+
+
+class AnthropicProvider:
+    """The Anthropic Messages API provider."""
+
+    spec = SPEC
+
+    def __init__(self, endpoint: Endpoint, http_client: Any = None) -> None:
+        try:
+            import anthropic
+        except ImportError:
+            raise LLMError("the anthropic provider needs the anthropic SDK: pip install 'ragjudge[anthropic]'") from None
+        self.config = endpoint
+        key = endpoint.resolve_key()
+        remember_secret(key)
+        remember_url_secrets(endpoint.resolved_base_url())
+        common: dict[str, Any] = {"api_key": key, "max_retries": 0, "timeout": endpoint.timeout,
+                                  "base_url": endpoint.resolved_base_url()}
+        if http_client is not None:
+            common["http_client"] = http_client
+        self.sdk = anthropic.AsyncAnthropic(**common)
+        self._known: frozenset[str] | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return redact_url(str(self.sdk.base_url))
+
+    async def close(self) -> None:
+        await self.sdk.close()
+
+    async def send_chat(self, body: Mapping[str, Any], *, read_timeout: float) -> Sent:
+        create = self.sdk.messages.with_raw_response.create
+        if self._known is None:
+            # SDK releases add and drop keyword parameters (temperature left the signature in
+            # 2.x while the API kept it): fields this SDK does not name travel in extra_body.
+            self._known = frozenset(inspect.signature(self.sdk.messages.create).parameters)
+        request = to_messages_request(body)
+        extra = {k: request.pop(k) for k in list(request) if k not in self._known}
+        raw = await create(**request, **({"extra_body": extra} if extra else {}), timeout=read_timeout)
+        return Sent(raw.http_response.content, raw.headers, raw.status_code)
+
+    def chat_reply(self, sent: Sent, *, attempts: int) -> Completion:
+        data = json_object(sent.content)
+        try:
+            return from_messages_reply(data, latency=sent.latency, attempts=attempts)
+        except BadBody:
+            raise
+        except Exception as exc:  # a 200 read this far is billed: never an uncounted crash
+            usage = messages_usage(data.get("usage"))
+            raise BadBody(f"unreadable reply: {type(exc).__name__}: {exc}",
+                          None if usage.unknown else usage) from None
+
+    async def send_embed(self, body: Mapping[str, Any], *, read_timeout: float) -> Sent:
+        raise LLMError("the anthropic provider has no embeddings endpoint")
+
+    def embed_reply(self, sent: Sent, *, expected: int, attempts: int) -> EmbeddingReply:
+        raise LLMError("the anthropic provider has no embeddings endpoint")
+
+    def rate_info(self, headers: Mapping[str, str]) -> RateInfo:
+        return rate_info(headers)
+
+    def classify(self, exc: BaseException) -> Verdict:
+        failure = failure_of(exc)
+        status = status_of(exc)
+        if status is None:
+            retry = failure.kind in ("unreachable", "timeout")
+            reason = {"timeout": "timeout", "unreachable": "connection error"}.get(
+                failure.kind, redact(f"{type(exc).__name__}: {exc}"))
+            if type(exc).__name__ == "APITimeoutError":
+                reason = "timeout"
+            return Verdict(failure, retry=retry, free=failure.kind == "unreachable", reason=reason,
+                           final=None if retry else CallFailed(f"client error: {reason}",
+                                                               kind=FailureKind.MALFORMED))
+        retry = status in RETRY_STATUS or (status >= 500 and status not in PERMANENT_STATUS)
+        message = redact(server_message(exc))
+        code = error_code(exc)
+        return Verdict(
+            failure, retry=retry, free=status == 429, status=status,
+            reason=f"HTTP {status}{' ' + code if code else ''}: {message}",
+            rate=rate_info(headers_of(exc)),
+            final=None if retry else final_for_status(
+                exc, where=f"{self.endpoint} (model {self.config.model!r})",
+                prompt_too_long=PROMPT_TOO_LONG, feature_words=FEATURE_WORDS),
+        )
