@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1] / "ragjudge"
 LAYERS: dict[str, int] = {
     "ragjudge.errors": 0, "ragjudge._version": 0, "ragjudge._sync": 0,
     "ragjudge.ids": 0, "ragjudge.data": 0, "ragjudge.io": 0,
-    "ragjudge.measures": 1, "ragjudge.kernels": 1, "ragjudge.engine": 1, "ragjudge.lists": 1,
+    "ragjudge.measures": 1, "ragjudge.engine": 1, "ragjudge.lists": 1,
     "ragjudge.stats": 1, "ragjudge.render": 1, "ragjudge.report": 1, "ragjudge.plots": 1,
     "ragjudge.evaluate": 2, "ragjudge.fuse": 2,
     "ragjudge.llm": 3,

@@ -1,7 +1,7 @@
 """The metric catalog served by ``GET /v1/metrics``.
 
 Read through public functions only (``known_measures``/``parse_measure`` for ranking measures,
-``known_rag_metrics``/``parse_rag_metric``/``definition`` for RAG metrics, the kernels'
+``known_rag_metrics``/``parse_rag_metric``/``definition`` for RAG metrics, the reference kernels'
 docstrings for formulas), so the measure and RAG-metric registries can change inside without
 this module knowing. When the registries expose their specs directly, :func:`metric_catalog`
 is the one function to switch.
@@ -15,7 +15,6 @@ import sys
 from functools import lru_cache
 from typing import Any
 
-from .. import kernels
 from ..errors import MetricError
 from ..measures import known_measures, parse_measure
 
@@ -51,14 +50,9 @@ def _doc(fn: Any) -> str | None:
 
 
 def _registry_spec(name: str) -> Any:
-    """The measure registry's spec of ``name`` where the registry exists (issue 8), else None."""
-    try:
-        from .. import measures
-    except ImportError:  # pragma: no cover
-        return None
-    spec_of = getattr(measures, "spec_of", None)
-    if spec_of is None:
-        return None
+    """The measure registry's spec of ``name`` (None: not a registered measure)."""
+    from ..measures import spec_of
+
     try:
         return spec_of(name)
     except MetricError:
@@ -66,14 +60,13 @@ def _registry_spec(name: str) -> Any:
 
 
 def _definition(name: str, spec: Any) -> str | None:
-    """The formula and citation: the docstring of the measure's reference kernel (in
-    :mod:`ragjudge.kernels`, or beside its spec in the registry's family module)."""
+    """The formula and citation: the docstring of the measure's reference kernel, beside its
+    spec in the registry's family module."""
+    if spec is None:
+        return None
     fname = _KERNEL_NAMES.get(name, name)
-    found = _doc(getattr(kernels, fname, None))
-    if found is None and spec is not None:
-        family = sys.modules.get(getattr(spec.batch, "__module__", ""), None)
-        found = _doc(getattr(family, fname, None)) or _doc(getattr(family, name, None))
-    return found
+    family = sys.modules.get(getattr(spec.batch, "__module__", ""), None)
+    return _doc(getattr(family, fname, None)) or _doc(getattr(family, name, None))
 
 
 def _ranking(name: str) -> dict[str, Any]:
