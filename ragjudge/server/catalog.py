@@ -10,7 +10,6 @@ is the one function to switch.
 from __future__ import annotations
 
 import inspect
-import re
 import sys
 from functools import lru_cache
 from typing import Any
@@ -22,26 +21,6 @@ __all__ = ["metric_catalog"]
 
 # Kernel functions whose name is not the measure's.
 _KERNEL_NAMES = {"map": "average_precision"}
-_ALLOWED = re.compile(r"allowed: (.*)$")
-
-
-def _takes_cutoff(parse: Any, name: str) -> bool:
-    try:
-        parse(f"{name}@1")
-    except MetricError:
-        return False
-    return True
-
-
-def _param_names(parse: Any, name: str) -> list[str]:
-    """Parameter names, from the message the parser gives for an unknown parameter."""
-    try:
-        parse(f"{name}(zz_unknown=1)")
-    except MetricError as exc:
-        m = _ALLOWED.search(str(exc))
-        if m and m.group(1).strip() != "none":
-            return [p.strip() for p in m.group(1).split(",") if p.strip()]
-    return []
 
 
 def _doc(fn: Any) -> str | None:
@@ -50,13 +29,10 @@ def _doc(fn: Any) -> str | None:
 
 
 def _registry_spec(name: str) -> Any:
-    """The measure registry's spec of ``name`` (None: not a registered measure)."""
+    """The measure registry's spec of ``name``."""
     from ..measures import spec_of
 
-    try:
-        return spec_of(name)
-    except MetricError:
-        return None
+    return spec_of(name)
 
 
 def _definition(name: str, spec: Any) -> str | None:
@@ -75,18 +51,11 @@ def _ranking(name: str) -> dict[str, Any]:
         canonical = str(parse_measure(name))
     except MetricError:  # a measure that needs a parameter to be spelled
         canonical = name
-    if spec is not None:
-        params = [{"name": k, "default": p.default, "allowed": p.allowed}
-                  for k, p in sorted(spec.params.items())]
-        takes_cutoff = bool(spec.cutoff)
-        # Labels judged on demand: does the value move with the pool (the other runs judged)?
-        pool_free: bool | str | None = ("depends on the parameters" if callable(spec.pool_free)
-                                        else bool(spec.pool_free))
-    else:
-        pool_free = None
-        m = parse_measure(name)
-        params = [{"name": p, "default": m.get(p)} for p in _param_names(parse_measure, name)]
-        takes_cutoff = _takes_cutoff(parse_measure, name)
+    # The registry is the one source: parameters, cutoff and pool-freedom are read off the spec.
+    params = [{"name": k, "default": p.default, "allowed": p.allowed} for k, p in sorted(spec.params.items())]
+    takes_cutoff = bool(spec.cutoff)
+    # Labels judged on demand: does the value move with the pool (the other runs judged)?
+    pool_free: bool | str = "depends on the parameters" if callable(spec.pool_free) else bool(spec.pool_free)
     return {
         "name": name,
         "family": "ranking",
@@ -101,22 +70,20 @@ def _ranking(name: str) -> dict[str, Any]:
 
 def _rag(name: str) -> dict[str, Any]:
     from ..rag import parse_rag_metric
-    from ..rag.metrics import definition
+    from ..rag.metrics import definition, unit_of
 
     parsed = parse_rag_metric(name)
-    first = parsed[0]
-    params = [{"name": k, "default": v} for k, v in first.params]
-    # Parameter names beyond the shown defaults, from the parser's own message.
-    for p in _param_names(parse_rag_metric, name):
-        if p not in {q["name"] for q in params}:
-            params.append({"name": p, "default": None})
+    unit = unit_of(name)
+    # The unit declares its parameters: read them, never probe the parser.
+    params = [{"name": key, "default": p.default, "allowed": p.allowed}
+              for key, p in sorted(unit.parameters(name).items())]
     return {
         "name": name,
         "family": "rag",
         "spec": ", ".join(str(m) for m in parsed),
-        "takes_cutoff": _takes_cutoff(parse_rag_metric, name),
+        "takes_cutoff": unit.takes_k,
         "parameters": params,
-        "needs_llm": first.needs_llm,
+        "needs_llm": parsed[0].needs_llm,
         "definition": "; ".join(definition(m) for m in parsed),
     }
 

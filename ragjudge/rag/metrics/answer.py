@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...errors import MetricError
+from ...measures.grammar import Param, choice
 from ..report import Score
 from ..samples import Sample
 from .base import (
@@ -68,6 +69,8 @@ def _questions(obj: Any) -> list[str]:
 class AnswerRelevance(LLMMetric):
     names = ("answer_relevance",)
     needs = ("question", "response")
+
+    params = {"by": Param("llm", choice("llm", "embedding"), "llm or embedding")}
 
     def parse(self, name: str, raw: dict[str, str], k: int | None, spec: str) -> list[RagMetric]:
         by = raw.get("by", "llm").lower()

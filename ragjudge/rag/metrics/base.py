@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 
 from ...errors import MetricError
 from ...measures import Measure, format_spec
+from ...measures.grammar import Param
 from ..report import Score
 from ..samples import DEFAULT_K, Sample
 
@@ -200,12 +201,46 @@ class MetricUnit:
     needs: ClassVar[tuple[str, ...]] = ()
     #: Whether the spec takes ``@k``.
     takes_k: ClassVar[bool] = False
+    #: The parameters a spec may set, in the measure grammar's terms (default, converter from
+    #: text, allowed values): the one source for parsing, errors, the CLI help and the
+    #: service's metric catalog.
+    params: ClassVar[Mapping[str, Param]] = {}
+
+    def parameters(self, name: str) -> Mapping[str, Param]:
+        """The parameters of spec name ``name`` (a unit answering to several names may differ)."""
+        return self.params
+
+    def check_names(self, name: str, raw: Mapping[str, str], spec: str) -> None:
+        """Refuse a parameter the unit does not declare, naming the ones it does."""
+        declared = self.parameters(name)
+        bad = sorted(set(raw) - set(declared))
+        if bad and not declared:
+            raise MetricError(f"metric {name!r} takes no parameters, got {spec!r}")
+        if bad:
+            raise MetricError(f"unknown parameter {bad[0]!r} for {name} in {spec!r}; "
+                              f"allowed: {', '.join(sorted(declared))}")
+
+    def read_params(self, name: str, raw: Mapping[str, str], spec: str) -> dict[str, Any]:
+        """Every declared parameter's value (given ones converted, the rest their defaults)."""
+        self.check_names(name, raw, spec)
+        out: dict[str, Any] = {}
+        for key, param in self.parameters(name).items():
+            if key not in raw:
+                out[key] = param.default
+                continue
+            try:
+                out[key] = param.convert(raw[key])
+            except ValueError:
+                raise MetricError(f"{key} must be {param.allowed} in {spec!r}") from None
+        return out
 
     def parse(self, name: str, raw: dict[str, str], k: int | None, spec: str) -> list[RagMetric]:
-        """The metric(s) a spec reports (a spec may give several columns)."""
-        if raw:
-            raise MetricError(f"metric {name!r} takes no parameters, got {spec!r}")
-        return [RagMetric(name, (), k)]
+        """The metric(s) a spec reports (a spec may give several columns); by default the
+        declared parameters that differ from their defaults, sorted."""
+        values = self.read_params(name, raw, spec)
+        shown = tuple(sorted((key, v) for key, v in values.items()
+                             if v != self.parameters(name)[key].default))
+        return [RagMetric(name, shown, k)]
 
     def fields(self, m: RagMetric) -> tuple[str, ...]:
         """Sample fields ``m`` needs (a parameter may change them)."""

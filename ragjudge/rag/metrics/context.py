@@ -16,7 +16,8 @@ from typing import Any
 
 from ...errors import MetricError
 from ...lists import score_lists
-from ...measures import Measure, parse_measure
+from ...measures import Measure, parse_measure, spec_of
+from ...measures.grammar import Param, choice, int_at_least
 from ..report import Score
 from ..samples import Sample
 from .base import (
@@ -155,12 +156,14 @@ class ContextRelevance(_Graded):
 @register
 class ContextPrecision(_Graded):
     names = ("context_precision",)
+    params = {
+        "by": Param("relevance", choice("relevance", "reference"), "relevance or reference"),
+        "norm": Param(None, choice("ragas", "ir"), "ragas or ir (default: both columns)"),
+        "threshold": Param(None, int_at_least(1), "a positive integer grade (default: the prompt's)"),
+    }
 
     def parse(self, name: str, raw: dict[str, str], k: int | None, spec: str) -> list[RagMetric]:
-        bad = set(raw) - {"threshold", "norm", "by"}
-        if bad:
-            raise MetricError(f"unknown parameter {sorted(bad)[0]!r} for context_precision in "
-                              f"{spec!r}; allowed: by, norm, threshold")
+        self.check_names(name, raw, spec)
         by = raw.get("by", "relevance").lower()
         if by not in ("relevance", "reference"):
             raise MetricError(f"by must be relevance or reference in {spec!r}")
@@ -248,6 +251,10 @@ class ContextRanking(_Graded):
     graded RBP take their top grade from the grading prompt unless ``max_grade`` is given."""
 
     names = tuple(_MEASURE)
+
+    def parameters(self, name: str) -> Mapping[str, Param]:
+        """The ranking measure's own parameters (from the measure registry)."""
+        return spec_of(_MEASURE[name]).params
 
     def parse(self, name: str, raw: dict[str, str], k: int | None, spec: str) -> list[RagMetric]:
         base = _MEASURE[name]

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...errors import MetricError
+from ...measures.grammar import Param, positive_number, unit_number
 from ..report import Score
 from ..samples import Sample
 from .answer import cosine
@@ -50,11 +51,13 @@ class AnswerCorrectness(LLMMetric):
     names = ("answer_correctness",)
     needs = ("response", "reference")
 
+    params = {
+        "beta": Param(1.0, positive_number, "a positive number (the F-beta weight of recall)"),
+        "similarity": Param(0.0, unit_number, "a weight in [0, 1) of the embedding similarity"),
+    }
+
     def parse(self, name: str, raw: dict[str, str], k: int | None, spec: str) -> list[RagMetric]:
-        bad = set(raw) - {"beta", "similarity"}
-        if bad:
-            raise MetricError(f"unknown parameter {sorted(bad)[0]!r} for answer_correctness in "
-                              f"{spec!r}; allowed: beta, similarity")
+        self.check_names(name, raw, spec)
         beta = _number(raw, "beta", 1.0, spec, lambda v: 0 < v < float("inf"), "a positive number")
         sim = _number(raw, "similarity", 0.0, spec, lambda v: 0 <= v < 1, "a weight in [0, 1)")
         params = ([("beta", beta)] if beta != 1.0 else []) + ([("similarity", sim)] if sim else [])
