@@ -253,8 +253,12 @@ class ContextRanking(_Graded):
     names = tuple(_MEASURE)
 
     def parameters(self, name: str) -> Mapping[str, Param]:
-        """The ranking measure's own parameters (from the measure registry)."""
-        return spec_of(_MEASURE[name]).params
+        """The ranking measure's own parameters (from the measure registry), with this metric's
+        own defaults (graded gain for RBP)."""
+        base = _MEASURE[name]
+        own = _DEFAULTS.get(base, {})
+        return {key: dataclasses.replace(p, default=own[key]) if key in own else p
+                for key, p in spec_of(base).params.items()}
 
     def parse(self, name: str, raw: dict[str, str], k: int | None, spec: str) -> list[RagMetric]:
         base = _MEASURE[name]
