@@ -24,7 +24,36 @@ __all__ = [
     "read_run_arg",
     "beir_from_args",
     "write_output",
+    "flag_of",
+    "flags_named",
 ]
+
+# Library parameters whose flag is not the parameter's own spelling.
+_FLAG_OF = {"prompts": "--prompt", "judge_pool": "--judge-pool", "embedding_model": "--embedding-model"}
+
+
+def flag_of(field: str) -> str:
+    """The command-line flag of a library parameter (``roundtrip_k`` -> ``--roundtrip-k``,
+    ``n`` -> ``-n``): the library names its parameters, the CLI speaks in flags."""
+    if field in _FLAG_OF:
+        return _FLAG_OF[field]
+    return "-" + field if len(field) == 1 else "--" + field.replace("_", "-")
+
+
+class flags_named:  # noqa: N801 (used as a context manager: ``with flags_named(...):``)
+    """Within the block, an :class:`InputError` naming one of ``params`` (library parameter
+    names) names its flag instead. Errors about files, lines and fields of data pass as they are."""
+
+    def __init__(self, *params: str) -> None:
+        self.params = frozenset(params)
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> bool:
+        if isinstance(exc, InputError) and exc.field in self.params:
+            exc.field = flag_of(exc.field)
+        return False
 
 
 def write_output(text: str, output: str | None) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from .._sync import run_sync
 from ..errors import InputError
+from ._inputs import flags_named
 from ._llm import add_llm_options, llm_from_args
 
 __all__ = ["register"]
@@ -128,8 +129,10 @@ def run(args: argparse.Namespace) -> int:
     corpus = read_corpus(args.corpus)
     # Every input is read before planning, a dry run included: a missing file is an error now.
     runs = [read_run(path) for path in args.judge_pool] if args.judge_pool else None
+    named = flags_named("n", "depth", *options)
     if args.dry_run:
-        print(estimate_synth(corpus, args.n, llm=llm, **options).describe())
+        with named:
+            print(estimate_synth(corpus, args.n, llm=llm, **options).describe())
         return 0
 
     async def main() -> Any:
@@ -139,7 +142,8 @@ def run(args: argparse.Namespace) -> int:
         finally:
             await llm.aclose()
 
-    result = run_sync(main())
+    with named:
+        result = run_sync(main())
     paths = result.write(args.output)
     print(result)
     if llm.stats.fallbacks:

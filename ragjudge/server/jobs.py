@@ -28,8 +28,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -290,24 +289,6 @@ def rag_inputs(req: RagRequest, limit: int) -> tuple[Any, list[Any]]:
     return samples, metrics
 
 
-# Library errors name CLI flags; over HTTP they name the request fields.
-_SYNTH_FIELDS = {"-n": "n", "--styles": "styles", "--oversample": "oversample",
-                 "--roundtrip-k": "roundtrip_k", "--min-grade": "min_grade",
-                 "--min-confidence": "min_confidence", "--prompt": "styles"}
-
-
-@contextmanager
-def _synth_fields() -> Iterator[None]:
-    try:
-        yield
-    except InputError as exc:
-        if exc.field not in _SYNTH_FIELDS:
-            raise
-        message = exc.message.replace("; or give its prompt with --prompt STYLE=FILE", "")
-        raise InputError(message, source=exc.source, line=exc.line,
-                         field=_SYNTH_FIELDS[exc.field]) from None
-
-
 def synth_inputs(req: SynthRequest, limit: int) -> dict[str, Any]:
     """The keyword arguments of :func:`ragjudge.synth.synthesize` for a request, after the
     checks that cost nothing: the size limit (documents x draws: every candidate query is
@@ -330,8 +311,8 @@ def synth_plan(req: SynthRequest, options: Mapping[str, Any], llm: Any) -> Any:
     nothing). CPU work: sampling and the BM25 index over the corpus."""
     from ..synth import estimate_synth
 
-    with _synth_fields():
-        return estimate_synth(req.corpus, req.n, llm=llm, **options)
+    # The library names its parameters, which are the request's fields.
+    return estimate_synth(req.corpus, req.n, llm=llm, **options)
 
 
 def synth_result(result: Any) -> dict[str, Any]:
@@ -607,9 +588,7 @@ class SynthJob(_Job):
 
         async def main() -> dict[str, Any]:
             try:
-                with _synth_fields():
-                    result = await synthesize(req.corpus, req.n, llm=llm, progress=False,
-                                              **options)
+                result = await synthesize(req.corpus, req.n, llm=llm, progress=False, **options)
                 return synth_result(result)
             finally:
                 await llm.aclose()

@@ -69,30 +69,30 @@ def parse_styles(spec: str | Mapping[str, float] | None, known: Iterable[str] = 
                 continue
             name, sep, value = part.partition("=")
             if not sep:
-                raise InputError(f"{part!r} is not STYLE=WEIGHT", field="--styles")
+                raise InputError(f"{part!r} is not STYLE=WEIGHT", field="styles")
             if name.strip() in items:
-                raise InputError(f"style {name.strip()!r} given twice", field="--styles")
+                raise InputError(f"style {name.strip()!r} given twice", field="styles")
             items[name.strip()] = value.strip()
     else:
         items = dict(spec)
     if not items:
-        raise InputError("no style given", field="--styles")
+        raise InputError("no style given", field="styles")
     allowed = set(STYLE_PROMPTS) | set(known)
     out: dict[str, float] = {}
     for name, value in items.items():
         if name not in allowed:
-            raise InputError(f"unknown style {name!r} (known: {', '.join(sorted(allowed))}; "
-                             "or give its prompt with --prompt STYLE=FILE)", field="--styles")
+            raise InputError(f"unknown style {name!r} (known: {', '.join(sorted(allowed))}); "
+                             "a new style needs its prompt", field="styles")
         try:
             w = float(value)
         except (TypeError, ValueError):
-            raise InputError(f"weight of {name!r} is not a number: {value!r}", field="--styles") from None
+            raise InputError(f"weight of {name!r} is not a number: {value!r}", field="styles") from None
         if not math.isfinite(w) or w < 0:
-            raise InputError(f"weight of {name!r} must be >= 0, got {value}", field="--styles")
+            raise InputError(f"weight of {name!r} must be >= 0, got {value}", field="styles")
         out[name] = w
     total = sum(out.values())
     if abs(total - 1.0) > 1e-6:
-        raise InputError(f"style weights sum to {total:g}, not 1", field="--styles")
+        raise InputError(f"style weights sum to {total:g}, not 1", field="styles")
     return {k: v for k, v in out.items() if v > 0}
 
 
@@ -310,21 +310,21 @@ def _prepare(
     max_passage_chars: int,
 ) -> _Job:
     if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
-        raise InputError(f"the number of queries must be a positive integer, got {n!r}", field="-n")
+        raise InputError(f"the number of queries must be a positive integer, got {n!r}", field="n")
     if not (isinstance(oversample, (int, float)) and math.isfinite(oversample) and oversample >= 1):
-        raise InputError(f"oversample must be a number >= 1, got {oversample!r}", field="--oversample")
+        raise InputError(f"oversample must be a number >= 1, got {oversample!r}", field="oversample")
     if roundtrip_k is not None and roundtrip_k < 1:
-        raise InputError(f"must be a positive integer, got {roundtrip_k}", field="--roundtrip-k")
+        raise InputError(f"must be a positive integer, got {roundtrip_k}", field="roundtrip_k")
     if copy_span < 0 or min_words < 0 or max_passage_chars < 1:
         raise InputError("copy_span and min_words must be >= 0, max_passage_chars >= 1", field="synth")
     if min_confidence is not None and not 0.0 <= min_confidence <= 1.0:
-        raise InputError(f"must be in [0, 1], got {min_confidence}", field="--min-confidence")
+        raise InputError(f"must be in [0, 1], got {min_confidence}", field="min_confidence")
     prompts = dict(prompts or {})
     weights = parse_styles(styles, known=prompts)
     unused = sorted(set(prompts) - set(weights))
     if unused:
         raise InputError(f"a prompt is given for style(s) not in the mix: {', '.join(unused)}",
-                         field="--prompt")
+                         field="prompts")
     style_map = _styles(weights, prompts)
     if isinstance(examples, (str, Path)):
         ex = read_examples(examples)
@@ -337,13 +337,13 @@ def _prepare(
     if rep.eligible == 0:
         raise InputError(f"no passage of the {rep.corpus} in the corpus can anchor a query ({rep.too_short} "
                          f"shorter than {min_words} words, {rep.boilerplate} boilerplate, "
-                         f"{rep.duplicates} duplicates)", field="--min-words")
+                         f"{rep.duplicates} duplicates)", field="min_words")
     # A draw is a style and an anchor passage, each pair used once: more queries than that
     # cannot be made, and planning for them would only take time and memory.
     most = rep.eligible * len(style_map)
     if n > most:
         raise InputError(f"asks for {n} queries, but the corpus can anchor at most {most} "
-                         f"({rep.eligible} eligible passages x {len(style_map)} style(s))", field="-n")
+                         f"({rep.eligible} eligible passages x {len(style_map)} style(s))", field="n")
     params = {
         "n": n, "styles": weights, "oversample": oversample, "seed": seed, "min_words": min_words,
         "copy_span": copy_span, "roundtrip_k": roundtrip_k, "roundtrip_retriever": "bm25s BM25 (k1=1.5, b=0.75)",
@@ -604,7 +604,7 @@ def _judge_for(llm: LLM, prompt: str | Path | Prompt, min_grade: int, progress: 
     judge = LLMRelevanceJudge(llm=llm, prompt=prompt, progress=progress)
     grades = sorted(int(g) for g in judge.prompt.labels or {})
     if not grades or not grades[0] <= min_grade <= grades[-1]:
-        raise InputError(f"must be one of the judge's grades {grades}, got {min_grade}", field="--min-grade")
+        raise InputError(f"must be one of the judge's grades {grades}, got {min_grade}", field="min_grade")
     return judge
 
 
@@ -614,11 +614,11 @@ def _pool_runs(judge_pool: Run | Sequence[Run] | None, depth: int, qids: list[st
     if judge_pool is None:
         return []
     if depth < 1:
-        raise InputError(f"must be a positive integer, got {depth}", field="--depth")
+        raise InputError(f"must be a positive integer, got {depth}", field="depth")
     runs = [judge_pool] if isinstance(judge_pool, Run) else list(judge_pool)
     possible = set(qids)
     if not runs or not any(set(r.query_ids) & possible for r in runs):
-        raise InputError("the --judge-pool runs share no query id with the synthetic queries "
+        raise InputError("the judge_pool runs share no query id with the synthetic queries "
                          f"({qids[0]}...; run the retrievers on queries.jsonl first)",
                          source=runs[0].source if runs else None, field="qid")
     return runs
