@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ragjudge.llm.cache import Cache, NullCache
 
 
@@ -55,6 +57,7 @@ def test_a_failed_call_passes_the_claim_on(tmp_path: Path) -> None:
     b.close()
 
 
+@pytest.mark.slow
 def test_claims_of_a_killed_process_are_taken_over(tmp_path: Path) -> None:
     # kill -9 leaves claims behind; on this machine a dead pid frees them at once.
     path = tmp_path / "c.sqlite"

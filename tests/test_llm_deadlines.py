@@ -143,6 +143,7 @@ def test_the_deadline_is_a_timeout_for_the_runner() -> None:
     assert failure.kind == "timeout" and "5 s" in failure.reason
 
 
+@pytest.mark.slow
 def test_a_judge_facing_a_trickling_server_ends_with_every_pair_failed_with_its_reason(
         tmp_path: Path) -> None:
     with _trickler() as server:
@@ -306,6 +307,7 @@ def test_a_long_pause_for_the_servers_reported_window_is_said(caplog: pytest.Log
     assert lines[0].startswith("rate limited by http://gw.test/***/v1: waiting 30 s (x-ratelimit-reset)")
 
 
+@pytest.mark.slow
 def test_evaluate_judge_takes_the_attempt_bounds_and_ends_against_a_trickling_server(tmp_path: Path) -> None:
     (tmp_path / "q.jsonl").write_text('{"_id": "q1", "text": "what is x"}\n')
     (tmp_path / "c.jsonl").write_text('{"_id": "d1", "text": "x is y"}\n{"_id": "d2", "text": "z"}\n')

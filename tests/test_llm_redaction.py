@@ -114,6 +114,7 @@ class _Echo(BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("status", [500, 401, 404])
 def test_a_server_quoting_the_url_does_not_make_the_run_print_the_key(tmp_path: Path, status: int) -> None:
     (tmp_path / "q.jsonl").write_text('{"_id": "q1", "text": "what is x"}\n')

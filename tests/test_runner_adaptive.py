@@ -227,6 +227,7 @@ def test_converges_near_the_ceiling_of_a_sliding_window_server(window: float, se
     assert learner.rpm is not None and 0.85 * 600 <= learner.rpm <= 1.15 * 600
 
 
+@pytest.mark.slow
 def test_real_judge_learns_a_header_less_per_second_limit(tmp_path: Path) -> None:
     # 1,800 rpm enforced per 1 s window (30 per second), no x-ratelimit-* headers, 20 ms
     # replies: unthrottled, 16 in flight would send ~800/s. Measured on the simulator's own

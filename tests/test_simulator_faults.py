@@ -118,6 +118,7 @@ def test_unsupported_json_schema_is_a_400_that_names_response_format() -> None:
 
 
 # ----------------------------------------------------------------------------- the judge under faults
+@pytest.mark.slow
 def test_faults_lose_no_judgment_and_pay_nothing_twice(tmp_path: Path) -> None:
     items = pairs(60)
     with simulator_thread(
@@ -147,6 +148,7 @@ def test_faults_lose_no_judgment_and_pay_nothing_twice(tmp_path: Path) -> None:
         assert sim.stats()["requests"] == stats["requests"]
 
 
+@pytest.mark.slow
 def test_retry_after_is_honoured_and_rate_limits_respected(tmp_path: Path) -> None:
     with simulator_thread(
         latency=0.005, rpm=1200, window=1.0, p_429=0.2, spurious_retry_after=0.2, seed=11
@@ -206,6 +208,7 @@ def test_max_lifetime_stops_the_server() -> None:
         sim.stop()
 
 
+@pytest.mark.slow
 def test_standalone_simulator_prints_its_url_and_serves() -> None:
     import subprocess
     import sys
@@ -307,6 +310,7 @@ def test_no_server_at_all_is_one_error_naming_the_url(tmp_path: Path) -> None:
     assert llm.runner.started <= 6
 
 
+@pytest.mark.slow
 def test_cli_no_server_exits_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     from ragjudge.cli import main
@@ -328,6 +332,7 @@ def test_cli_no_server_exits_2_with_one_line(tmp_path: Path, capsys: pytest.Capt
     assert url in last and "unreachable" in last and "Traceback" not in err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["refuse", "503"])
 def test_an_outage_pauses_the_run_and_loses_nothing(tmp_path: Path, kind: str) -> None:
     # Down for 3 s after 20 answers; each pair has only 3 attempts of its own. Before the
@@ -344,6 +349,7 @@ def test_an_outage_pauses_the_run_and_loses_nothing(tmp_path: Path, kind: str) -
     assert stats["outage_rejected"] <= 40
 
 
+@pytest.mark.slow
 def test_a_shared_rate_limit_loses_nothing(tmp_path: Path) -> None:
     # Two clients (separate runners, as two processes) on one 1,200 rpm limit per 1 s window,
     # no x-ratelimit headers, 2 attempts per pair: 429s are the server asking to wait and do
@@ -392,6 +398,7 @@ def test_two_sessions_on_one_cache_file_pay_once(tmp_path: Path) -> None:
 
 
 # ----------------------------------------------------------------------------- local servers (issue 7.5)
+@pytest.mark.slow
 def test_a_single_slot_server_is_not_flooded(tmp_path: Path) -> None:
     # A llama.cpp-like server with one slot: requests queue inside it. With 16 in flight and
     # 0.1 s per answer the last waits 1.6 s, past the 1.2 s timeout: requests timed out, were

@@ -288,6 +288,7 @@ def test_ppi_samples_says_a_rag_report_lacks_per_sample_scores() -> None:
     assert "without per-sample scores" in str(info.value) and "-q" in str(info.value)
 
 
+@pytest.mark.slow
 def test_exactness_leftovers_from_trec_eval_and_ir_measures() -> None:
     import ir_measures
 

@@ -36,6 +36,8 @@ Modules, lowest first (each imports only those above it in this list):
     ``structured_many``, ``prepare``/``accept`` (batch mode), ``estimate`` (dry run),
     ``embed``, ``client()``, ``cost``/``cost_of``, ``failure``, ``provenance``.
 ``batch.py``  ``run_batch``: the same calls through the OpenAI Batch API, resumable.
+``fake.py``  ``FakeLLM``: an in-process session answering from a function or a mapping (tests
+    and examples of judges, RAG metrics and synth without HTTP).
 
 Judges on top (``ragjudge.judges``): ``LLMRelevanceJudge`` and its Batch API twin
 ``ragjudge.judges.judge_with_batch``.
