@@ -322,3 +322,30 @@ def test_against_the_simulator_the_reported_cost_is_its_bill_and_within_the_cap(
         true_bill = price.cost(Usage(1, billed["prompt_tokens"], 0, billed["completion_tokens"]))
         assert abs(llm.cost - true_bill) < 1e-9 and true_bill <= cap
         assert any(j.failure is FailureKind.BUDGET for j in judgments)
+
+
+def test_a_call_cut_off_in_flight_is_counted_at_its_worst_case(tmp_path: Path) -> None:
+    # A stop or a cancelled job cuts an attempt off while the server works on it; the server
+    # may finish and bill it, so the session counts it (worst case, "unknown" usage). A call
+    # still queued in our own runner never left and costs nothing.
+    from _loopback import simulator_thread
+
+    with simulator_thread(latency=1.0) as sim:
+        llm = LLM("sim-model", base_url=sim.base_url, api_key="sim", cache=False, concurrency=1,
+                  prices=PriceTable({"sim-model": Price(1.0, 1.0)}))
+
+        async def go() -> None:
+            calls = [asyncio.create_task(llm.structured("relevance.v1", {"query": "q", "passage": f"p{i}"}))
+                     for i in range(2)]
+            for _ in range(500):  # until the first request is with the server
+                if sim.stats()["inflight"] >= 1:
+                    break
+                await asyncio.sleep(0.01)
+            for t in calls:
+                t.cancel()
+            await asyncio.gather(*calls, return_exceptions=True)
+            await llm.aclose()
+
+        asyncio.run(go())
+    assert llm.usage.calls == 1 and llm.usage.unknown == 1 and llm.stats.cancelled == 1
+    assert llm.usage.prompt_tokens > 0 and llm.cost is not None and llm.cost > 0

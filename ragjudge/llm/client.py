@@ -141,6 +141,9 @@ def _retryable(exc: BaseException) -> bool:
 
 
 Gate = Callable[[], AbstractAsyncContextManager[Any]]
+#: Hears whether an attempt is with the server (see :meth:`LLMClient.complete`).
+InFlight = Callable[[bool], None]
+
 #: Learns from a reply's rate-limit state and status (the runner's ``observe``).
 Observer = Callable[[RateInfo, int], None]
 
@@ -218,14 +221,17 @@ class LLMClient:
         *,
         gate: Gate | None = None,
         observe: Observer | None = None,
+        in_flight: InFlight | None = None,
     ) -> Completion:
         """One chat completion, retried per the policy. ``body`` is the neutral request
-        (OpenAI-shaped: ``model``, ``messages``, ``max_tokens``, ``response_format``...)."""
+        (OpenAI-shaped: ``model``, ``messages``, ``max_tokens``, ``response_format``...).
+        ``in_flight`` hears ``True`` when an attempt leaves for the server and ``False`` when
+        it has ended: a caller cancelled in between knows a request may have been billed."""
         provider = self.provider
 
         async def once(call: _Call) -> Completion:
             sent = await self._attempt(lambda t: provider.send_chat(body, read_timeout=t),
-                                       gate or _open_gate, observe, call)
+                                       gate or _open_gate, observe, call, in_flight)
             return provider.chat_reply(sent, attempts=call.attempts)
 
         return await self._retrying(once)
@@ -236,42 +242,53 @@ class LLMClient:
         *,
         gate: Gate | None = None,
         observe: Observer | None = None,
+        in_flight: InFlight | None = None,
     ) -> EmbeddingReply:
         """One embeddings request, retried per the same policy. ``body`` is the request
-        JSON (``model``, ``input`` list, ``encoding_format``)."""
+        JSON (``model``, ``input`` list, ``encoding_format``); ``in_flight`` as for
+        :meth:`complete`."""
         provider = self.provider
         expected = len(body.get("input") or ())
 
         async def once(call: _Call) -> EmbeddingReply:
             sent = await self._attempt(lambda t: provider.send_embed(body, read_timeout=t),
-                                       gate or _open_gate, observe, call)
+                                       gate or _open_gate, observe, call, in_flight)
             return provider.embed_reply(sent, expected=expected, attempts=call.attempts)
 
         return await self._retrying(once)
 
     async def _attempt(self, send: Callable[[float], Any], gate: Gate, observe: Observer | None,
-                       call: _Call) -> Sent:
+                       call: _Call, in_flight: InFlight | None = None) -> Sent:
         """One HTTP attempt through the runner's gate, bounded by the deadline as a whole;
         its rate-limit state goes to ``observe``; a failure comes out as the provider's
         :class:`AttemptFailed` verdict (or :class:`AttemptDeadline`)."""
         async with gate() as ticket:
             call.ticket = ticket
             start = time.monotonic()
+            if in_flight is not None:
+                in_flight(True)
+            # A cancellation (a BaseException) skips every in_flight(False) below and leaves the
+            # flag up: the attempt was cut off while the server may be doing (and billing) it.
             try:
                 # Each read waits a share of the timeout, so a server that sends nothing at all
                 # is a plain timeout (no reply, nothing billed, retried here), while one whose
                 # reply started and never finished meets the deadline (maybe billed: see
-                # RejectedReply).
+                # RejectedReply, counted at its worst case).
                 sent: Sent = await within_deadline(self.config.timeout, send(READ_SHARE * self.config.timeout),
                                                    self.endpoint)
             except AttemptDeadline:
+                if in_flight is not None:
+                    in_flight(False)
                 raise
-
             except Exception as exc:  # the provider's SDK error: the provider says what it means
+                if in_flight is not None:
+                    in_flight(False)
                 verdict = self.provider.classify(exc)
                 if observe is not None and verdict.status is not None:
                     observe(verdict.rate or RateInfo(), verdict.status)
                 raise AttemptFailed(verdict) from exc
+            if in_flight is not None:
+                in_flight(False)
             sent.latency = time.monotonic() - start
             if observe is not None:
                 observe(self.provider.rate_info(sent.headers), sent.status)

@@ -510,11 +510,24 @@ class LLM:
                 return None
             await changed.wait()
         completion_tokens: int | None = None
+        sent = [False]  # an attempt is with the server right now
+
+        def in_flight(flag: bool) -> None:
+            sent[0] = flag
+
         try:
             attempt_tokens = estimate_tokens(messages) + allowed
             try:
                 comp: Completion = await self.client().complete(
-                    body, gate=lambda: self.runner.attempt(attempt_tokens), observe=self.runner.observe)
+                    body, gate=lambda: self.runner.attempt(attempt_tokens), observe=self.runner.observe,
+                    in_flight=in_flight)
+            except asyncio.CancelledError:
+                if sent[0]:
+                    # Cut off while the server had the request (a stop, a cancelled job): it may
+                    # finish and bill it, so it is counted at its worst case, never at zero.
+                    self._count(replace(worst_usage, unknown=1))
+                    self.stats.cancelled += 1
+                raise
             except RejectedReply as exc:
                 # Billed though unusable: counted now, at what it says or the worst case.
                 billed = exc.usage if exc.usage is not None else replace(worst_usage, unknown=1)
@@ -593,6 +606,11 @@ class LLM:
         todo = [t for k, t in dict(zip(keys, texts)).items() if k not in found]
         usage = Usage()
         st = self._state()
+        sent = [False]  # an embeddings attempt is with the server right now
+
+        def in_flight(flag: bool) -> None:
+            sent[0] = flag
+
         for i in range(0, len(todo), EMBED_BATCH):
             chunk = todo[i : i + EMBED_BATCH]
             body = {"model": model, "input": chunk, "encoding_format": "float"}
@@ -617,7 +635,14 @@ class LLM:
                         # No ``observe``: an embedding model's rate-limit headers describe its own
                         # limits, which must not overwrite the ones learned for the chat model.
                         reply: EmbeddingReply = await self.client().embed(
-                            body, gate=lambda: self.runner.attempt(tokens))
+                            body, gate=lambda: self.runner.attempt(tokens), in_flight=in_flight)
+                    except asyncio.CancelledError:
+                        if sent[0]:  # cut off with the server: counted at its worst case
+                            billed = Usage(1, worst_tokens, 0, 0, unknown=1)
+                            self.embedding_usage[model] = self.embedding_usage.get(model, Usage()) + billed
+                            self.stats.calls += 1
+                            self.stats.cancelled += 1
+                        raise
                     except RejectedReply as exc:
                         billed = exc.usage if exc.usage is not None else Usage(1, worst_tokens, 0, 0, unknown=1)
                         usage = usage + billed

@@ -118,5 +118,8 @@ class Stats:
     failed: int = 0
     skipped: int = 0
     dropped: int = 0  # answers whose free-text fields were given up to get the label
+    #: attempts cut off (a stop, a cancelled job) while the server had them: counted in
+    #: ``calls`` and the usage at their worst case, since the server may bill them
+    cancelled: int = 0
     fallbacks: list[str] = field(default_factory=list)
 
