@@ -23,6 +23,7 @@ def _require() -> None:
 
     try:
         import fastapi  # noqa: F401
+        import fastapi_offline  # noqa: F401  (the /docs assets, served locally)
         import uvicorn  # noqa: F401
     except ImportError:
         raise RagjudgeError("the HTTP service needs its extra: pip install -e '.[server]' in the ragjudge checkout") from None

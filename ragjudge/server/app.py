@@ -1,11 +1,13 @@
 """The FastAPI application: routes that translate HTTP to library calls, and the guards.
 
 Guards (one ASGI middleware, in this order): bearer token (constant-time comparison; every
-path but ``/v1/health`` and the API docs), request body size (413) and a deadline for the
-whole body (408: a client trickling its body cannot hold the server), then per-client
+path but ``/v1/health`` and the API docs with their assets), request body size (413) and a
+deadline for the whole body (408: a client trickling its body cannot hold the server), then per-client
 concurrency (429 beyond it), counted only while a request is processed. Errors: input problems are 400 (library) or 422 (schema) with the one-line
 ``field:line: name: message`` text the CLI prints; anything unexpected is a bare 500 whose
-details stay in the server log. CORS is off unless origins are configured.
+details stay in the server log. CORS is off unless origins are configured. ``/docs`` and
+``/redoc`` load Swagger UI and ReDoc from the installed ``fastapi-offline`` package (served under
+``/docs/assets/``), never from a CDN: the docs work without a network.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import anyio
 from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.security import HTTPBearer
 
 from .. import __version__
@@ -49,6 +51,7 @@ __all__ = ["create_app", "app_from_env", "API_VERSION"]
 API_VERSION = "v1"
 log = logging.getLogger("ragjudge.server")
 _OPEN_PATHS = frozenset({"/v1/health", "/docs", "/docs/oauth2-redirect", "/openapi.json", "/redoc"})
+_DOCS_ASSETS = "/docs/assets"  # Swagger UI / ReDoc files, open like the pages that load them
 _ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorBody, "description": "Bad input (`field:line: name: message`)"},
     401: {"model": ErrorBody, "description": "Missing or wrong bearer token"},
@@ -86,7 +89,8 @@ class Guard:
         self.active: Counter[str] = Counter()
 
     def _authorized(self, scope: Any) -> bool:
-        if self.token is None or scope["path"] in _OPEN_PATHS:
+        path = scope["path"]
+        if self.token is None or path in _OPEN_PATHS or path.startswith(_DOCS_ASSETS + "/"):
             return True
         value = b""
         for name, v in scope.get("headers", ()):
@@ -222,6 +226,48 @@ async def _internal(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": "internal error (see the server log)"}, status_code=500)
 
 
+# ----------------------------------------------------------------------------- the docs
+def _offline_docs(app: FastAPI) -> None:
+    """``/docs`` (Swagger UI), its OAuth2 redirect and ``/redoc``, every script, stylesheet and
+    icon served from ``/docs/assets/`` out of the installed ``fastapi-offline`` package: the
+    pages name no other host, so they work offline and leak nothing to a CDN."""
+    from pathlib import Path as FilePath
+
+    import fastapi_offline
+    from fastapi.openapi.docs import (
+        get_redoc_html, get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html,
+    )
+    from fastapi.staticfiles import StaticFiles
+
+    static = FilePath(fastapi_offline.__file__).parent / "static"
+    app.mount(_DOCS_ASSETS, StaticFiles(directory=static), name="docs-assets")
+    redirect = "/docs/oauth2-redirect"
+
+    @app.get("/docs", include_in_schema=False)
+    async def swagger_ui(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        return get_swagger_ui_html(
+            openapi_url=f"{root}{app.openapi_url}", title=f"{app.title} - Swagger UI",
+            oauth2_redirect_url=f"{root}{redirect}",
+            swagger_js_url=f"{root}{_DOCS_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{root}{_DOCS_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{root}{_DOCS_ASSETS}/favicon.png",
+            # no badge from the public validator: it would fetch from another host
+            swagger_ui_parameters={"validatorUrl": None, **(app.swagger_ui_parameters or {})})
+
+    @app.get(redirect, include_in_schema=False)
+    async def swagger_ui_redirect() -> HTMLResponse:
+        return get_swagger_ui_oauth2_redirect_html()
+
+    @app.get("/redoc", include_in_schema=False)
+    async def redoc(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        return get_redoc_html(
+            openapi_url=f"{root}{app.openapi_url}", title=f"{app.title} - ReDoc",
+            redoc_js_url=f"{root}{_DOCS_ASSETS}/redoc.standalone.js",
+            redoc_favicon_url=f"{root}{_DOCS_ASSETS}/favicon.png", with_google_fonts=False)
+
+
 # ----------------------------------------------------------------------------- the app
 def _json(text: str, status: int = 200) -> Response:
     return Response(content=text, media_type="application/json", status_code=status)
@@ -250,7 +296,10 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
                 "results, with LLM judging as resumable background jobs.",
         lifespan=lifespan,
         responses=_ERRORS,  # type: ignore[arg-type]
+        docs_url=None,  # served by _offline_docs from local files instead of a CDN
+        redoc_url=None,
     )
+    _offline_docs(app)
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(RagjudgeError, _library_error)  # type: ignore[arg-type]
     app.add_exception_handler(TooLarge, _too_large)  # type: ignore[arg-type]
