@@ -136,7 +136,7 @@ def _run(args: argparse.Namespace) -> int:
         grading=args.grading,
         match=args.match,
         default_k=args.default_k,
-        progress=not args.no_progress and sys.stderr.isatty(),
+        progress=not args.no_progress,  # a bar on a terminal, a few lines when redirected
         embedding_model=args.embedding_model,
     )
     text = report.render(args.format, per_sample=args.per_sample, digits=args.digits)
