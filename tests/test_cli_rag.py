@@ -196,3 +196,16 @@ def test_mostly_failed_run_exits_non_zero(tmp_path: Path, capsys: pytest.Capture
     assert main(argv) == 3
     err = capsys.readouterr().err
     assert "3 of 3 LLM requests failed" in err and "answer_relevance call failed" in err
+
+
+def test_synth_and_ragas_testset_fields_are_read_without_a_warning(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # a row as `ragjudge synth` writes samples.jsonl (plus a run's ids), and RAGAS's testset column
+    rows = [{"id": "s1", "user_input": "q?", "reference": "r", "reference_context_ids": ["d1"],
+             "reference_contexts": ["t"], "style": "keyword", "retrieved": ["d1", "d2"]},
+            {"id": "s2", "user_input": "q2?", "reference_context_ids": ["d3"], "retrieved": ["d2"],
+             "synthesizer_name": "single_hop_specifc_query_synthesizer", "extra_field": 1}]
+    assert main(["rag", str(write(tmp_path, rows)), "-m", "hit@2", "-f", "csv"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("ignored unrecognised sample field(s)") == 1  # a really unknown field still warns
+    assert "extra_field" in err and "style" not in err and "synthesizer_name" not in err

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from _loopback import simulator_thread
 
 from ragjudge.cli import main
 from ragjudge.io import read_qrels, read_queries, write_run
+from ragjudge.rag import read_samples
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE_CORPUS = REPO / "examples" / "corpus.jsonl"
@@ -60,6 +62,9 @@ def test_synth_writes_every_output(sim: Any, tmp_path: Path, capsys: pytest.Capt
     assert all(set(qrels.get(q).values()) == {3} for q in qrels.query_ids)
     samples = jsonl(out / "samples.jsonl")
     assert [s["user_input"] for s in samples] == [q["text"] for q in queries]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # rag reads synth's samples with no unknown-field warning
+        assert len(read_samples(out / "samples.jsonl")) == 8
     records = jsonl(out / "synth.jsonl")
     kept = [r for r in records if r["status"] == "kept"]
     assert len(kept) == 8

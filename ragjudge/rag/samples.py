@@ -18,7 +18,8 @@ writes them). Objects are read by duck typing, with no dependency on their libra
 and polars DataFrames, Hugging Face ``datasets.Dataset``, RAGAS ``EvaluationDataset`` /
 ``SingleTurnSample``, DeepEval ``EvaluationDataset`` / ``LLMTestCase``, and any pydantic model
 (``model_dump()``), dataclass (``asdict``) or mapping. Keys that no accepted name matches are
-ignored, with one warning listing them. A bad value raises :class:`~ragjudge.errors.InputError` naming the
+ignored, with one warning listing them (descriptive fields of generated test sets, such as
+``ragjudge synth``'s ``style``, without one). A bad value raises :class:`~ragjudge.errors.InputError` naming the
 source, line, sample and field; with ``skip_invalid=True`` bad samples are collected in
 :attr:`SampleSet.invalid` instead.
 """
@@ -68,6 +69,10 @@ _KNOWN = set(
     + _GOLD_TEXT_FIELDS + _GOLD_ID_FIELDS
     + ("expected_output", "retrieved", "retrieved_context_ids", "answers", "metadata")
 )
+#: Descriptive fields that test-set generators write beside the sample and that no metric
+#: reads: ``style`` (``ragjudge synth``'s samples.jsonl) and ``synthesizer_name`` (RAGAS's
+#: test-set generator). Accepted without the unrecognised-field warning, and otherwise ignored.
+_DESCRIPTIVE = frozenset({"style", "synthesizer_name"})
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
 
@@ -110,7 +115,7 @@ def _unrecognised(record: Any) -> set[str]:
     if not isinstance(record, Mapping):
         return set()
     return {str(k) for k, v in record.items()
-            if k not in _KNOWN and not _missing(v) and v != [] and v != {} and v != ""}
+            if k not in _KNOWN and k not in _DESCRIPTIVE and not _missing(v) and v != [] and v != {} and v != ""}
 
 
 @dataclass(frozen=True)
