@@ -108,7 +108,7 @@ def judge_pairs(base_url: str, cache: Path | Cache, pairs: list[Any], *, prices:
         llm = LLM(MODEL, base_url=base_url, api_key="sk-bench-not-a-key", cache=cache,
                   prices=str(prices), max_cost=max_cost, **kw)
         judge = LLMRelevanceJudge(llm=llm, progress=False)
-        judgments = judge.sync.judge_many(pairs)
+        judgments = judge.judge_many_sync(pairs)
     except Exception as exc:  # the run stopped: every pair without a judgment is lost
         out.update(lost=len(pairs), undetermined=0, skipped_cap=0,
                    aborted=f"{type(exc).__name__}: {str(exc)[:200]}", client_cost=None)

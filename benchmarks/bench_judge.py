@@ -132,7 +132,7 @@ def run_judge(
     llm = LLM("sim-model", base_url=base_url, api_key="sk-bench-not-a-key", cache=cache)  # default settings
     judge = LLMRelevanceJudge(llm=llm, progress=False)
     start = time.monotonic()
-    judgments = judge.sync.judge_many(pairs)
+    judgments = judge.judge_many_sync(pairs)
     return judgments, llm, time.monotonic() - start
 
 

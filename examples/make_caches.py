@@ -79,7 +79,7 @@ def main() -> None:
         corpus = ragjudge.read_corpus(EX / "corpus.jsonl")
         runs = [ragjudge.read_run(p) for p in sorted((EX / "runs").glob("*.run"))]
         judge = ragjudge.LLMRelevanceJudge(llm=llm)
-        judge.sync.judge_run(queries, corpus, runs, depth=JUDGE_DEPTH)
+        judge.judge_run_sync(queries, corpus, runs, depth=JUDGE_DEPTH)
         rec.write(EX / "cache" / "judge.jsonl.gz")
 
         try:  # ragjudge.synth (the synthetic test collection) may be absent from old checkouts

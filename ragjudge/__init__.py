@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     )
     from .llm import LLM, Prompt, load_prompt
     from .rag import RagReport, Sample, evaluate_samples, evaluate_samples_sync
-    from .trust import PPIReport, judge_panel_sync, plan_labels, ppi_evaluate, ppi_mean, soft_evaluate
+    from .trust import PPIReport, judge_panel, judge_panel_sync, plan_labels, ppi_evaluate, ppi_mean, soft_evaluate
     from .synth import SynthResult, synthesize, synthesize_sync
 
 # name -> module it is loaded from on first access (PEP 562)
@@ -61,6 +61,7 @@ _LAZY = {
     "plan_labels": "trust",
     "PPIReport": "trust",
     "soft_evaluate": "trust",
+    "judge_panel": "trust",
     "judge_panel_sync": "trust",
     "synthesize": "synth",
     "synthesize_sync": "synth",
@@ -135,6 +136,7 @@ __all__ = [
     "plan_labels",
     "PPIReport",
     "soft_evaluate",
+    "judge_panel",
     "judge_panel_sync",
     # errors
     "RagjudgeError",

@@ -19,6 +19,7 @@ from typing import Any
 from .errors import InputError
 
 __all__ = [
+    "ResultSurface",
     "FORMATS",
     "TREC_FORMAT",
     "format_value",
@@ -259,3 +260,80 @@ def render_trec(
 
 
 # ----------------------------------------------------------------------------- helpers
+
+
+def _flatten(value: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """``{"a": {"b": 1}, "c": [1, 2]}`` -> ``[("a.b", 1), ("c", "[1, 2]")]``: scalars kept,
+    lists of scalars shown whole, lists of objects numbered."""
+    if isinstance(value, Mapping):
+        out: list[tuple[str, Any]] = []
+        for k, v in value.items():
+            out.extend(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    if isinstance(value, (list, tuple)) and any(isinstance(v, (Mapping, list, tuple)) for v in value):
+        out = []
+        for i, v in enumerate(value):
+            out.extend(_flatten(v, f"{prefix}[{i}]"))
+        return out
+    if isinstance(value, (list, tuple)):
+        return [(prefix, json.dumps([plain(v) for v in value], ensure_ascii=False))]
+    return [(prefix, value)]
+
+
+class ResultSurface:
+    """The one result surface every result type offers, whatever it holds: ``to_dict``,
+    ``to_json``, ``render(fmt)`` in every format of :data:`FORMATS`, ``str`` (the table),
+    ``_repr_html_`` (notebooks) and ``to_dataframe``.
+
+    A result type defines ``to_dict()`` and, where it is a table, ``table()`` -> (headers,
+    rows); the methods here fill in whatever it does not define itself (its own win). Without
+    ``table()`` the rows are its ``to_dict()`` flattened to (field, value) pairs.
+    """
+
+    def to_dict(self) -> dict[str, Any]:  # pragma: no cover - every result defines it
+        raise NotImplementedError
+
+    def to_json(self, *, indent: int | None = 2) -> str:
+        """``to_dict()`` as JSON (NaN refused: a value that is not a number is ``null``)."""
+        return json.dumps(plain(self.to_dict()), indent=indent, ensure_ascii=False, allow_nan=False)
+
+    def _surface_table(self) -> tuple[list[str], list[list[Any]]]:
+        table = getattr(self, "table", None)
+        if callable(table):
+            headers, rows = table()
+            return list(headers), [list(r) for r in rows]
+        return ["field", "value"], [[k, v] for k, v in _flatten(self.to_dict())]
+
+    def render(self, fmt: str = "table", *, digits: int = 4) -> str:
+        """The result in ``fmt`` (:data:`FORMATS`); ends with a newline."""
+        if fmt == "json":
+            return self.to_json() + "\n"
+        if fmt == "table" and type(self).__str__ is not ResultSurface.__str__:
+            text = str(self)
+            return text if text.endswith("\n") else text + "\n"
+        if fmt == "html" and type(self)._repr_html_ is not ResultSurface._repr_html_:
+            return self._repr_html_()
+        if fmt == "latex" and callable(getattr(self, "to_latex", None)):
+            return self.to_latex()  # type: ignore[attr-defined, no-any-return]
+        headers, rows = self._surface_table()
+        return render_table(headers, rows, fmt, digits=digits, title=type(self).__name__)
+
+    def __str__(self) -> str:
+        describe = getattr(self, "describe", None)
+        if callable(describe):
+            return str(describe())
+        headers, rows = self._surface_table()
+        return render_table(headers, rows, "table").rstrip("\n")
+
+    def _repr_html_(self) -> str:
+        headers, rows = self._surface_table()
+        return render_table(headers, rows, "html", title=type(self).__name__)
+
+    def to_dataframe(self) -> Any:
+        """The table as a pandas DataFrame (needs pandas: ``pip install 'ragjudge[pandas]'``)."""
+        try:
+            import pandas as pd
+        except ImportError:
+            raise InputError("to_dataframe needs pandas: pip install 'ragjudge[pandas]'") from None
+        headers, rows = self._surface_table()
+        return pd.DataFrame([[plain(c) for c in r] for r in rows], columns=headers)

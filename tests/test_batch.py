@@ -13,7 +13,7 @@ from _loopback import simulator_thread
 
 from ragjudge.data import Qrels, Run
 from ragjudge.errors import LLMError
-from ragjudge.judges import LLMRelevanceJudge, judge_with_batch
+from ragjudge.judges import LLMRelevanceJudge, judge_with_batch_sync
 from ragjudge.llm import LLM
 from ragjudge.llm.batch import (
     BatchOptions,
@@ -265,7 +265,7 @@ def test_judge_with_batch_returns_qrels_and_judgments(tmp_path: Path) -> None:
     human = Qrels.from_dict({"q1": {"d0": 1}})
     with simulator_thread(latency=0.0, batch_seconds=0.1) as sim:
         judge = LLMRelevanceJudge(llm=make_llm(sim, tmp_path), progress=False)
-        result = judge_with_batch(
+        result = judge_with_batch_sync(
             judge,
             queries,
             corpus,
@@ -325,7 +325,7 @@ def test_batch_job_is_costed_at_the_batch_price(tmp_path: Path) -> None:
     with simulator_thread(latency=0.0, batch_seconds=0.1) as sim:
         llm = make_llm(sim, tmp_path, prices=prices)
         judge = LLMRelevanceJudge(llm=llm, progress=False)
-        result = judge_with_batch(judge, queries, corpus, [run], 3, options=FAST, progress=lambda m: None)
+        result = judge_with_batch_sync(judge, queries, corpus, [run], 3, options=FAST, progress=lambda m: None)
     assert result.usage.calls == 3 and result.usage.total_tokens > 0
     online = PriceTable.load(prices).cost("sim-model", result.usage)
     assert online is not None and online > 0

@@ -241,7 +241,7 @@ def test_batch_flag_goes_through_batch_mode(files: dict[str, Path], monkeypatch:
 
         return JudgeResult(Qrels.from_dict({"q1": {"d1": 2}}), [j], Usage(1, 5, 0, 5), None)
 
-    monkeypatch.setattr(batch, "judge_with_batch", fake)
+    monkeypatch.setattr(batch, "judge_with_batch_sync", fake)
     out = files["dir"] / "b.qrels"
     state = files["dir"] / "state.sqlite"
     assert main(base_args(files, "--batch", "--batch-state", str(state), "-o", str(out))) == 0

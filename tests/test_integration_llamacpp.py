@@ -149,7 +149,7 @@ def test_judge_many_against_llamacpp(llamacpp_url: str, tmp_path: Path) -> None:
     cache = tmp_path / "cache.sqlite"
     llm = make_llm(llamacpp_url, cache)
     judge = LLMRelevanceJudge(llm=llm, progress=False)
-    judgments = judge.sync.judge_many(PAIRS)
+    judgments = judge.judge_many_sync(PAIRS)
 
     assert [(j.qid, j.docid) for j in judgments] == [(q, d) for q, d, _, _ in PAIRS]
     for j in judgments:
@@ -173,7 +173,7 @@ def test_judge_many_against_llamacpp(llamacpp_url: str, tmp_path: Path) -> None:
 
     # The same job again: every success comes from the cache, only failures are re-asked.
     llm2 = make_llm(llamacpp_url, cache)
-    again = LLMRelevanceJudge(llm=llm2, progress=False).sync.judge_many(PAIRS)
+    again = LLMRelevanceJudge(llm=llm2, progress=False).judge_many_sync(PAIRS)
     for first, second in zip(judgments, again):
         check_judgment(second)
         if first.ok:
@@ -306,7 +306,7 @@ def test_twenty_pairs_are_all_graded(llamacpp_url: str, tmp_path: Path) -> None:
     (maxLength, enforced by llama.cpp's grammar), and for a reply still cut off, the grade
     asked for alone."""
     llm = make_llm(llamacpp_url, tmp_path / "twenty.sqlite")
-    judgments = LLMRelevanceJudge(llm=llm, progress=False).sync.judge_many(TWENTY)
+    judgments = LLMRelevanceJudge(llm=llm, progress=False).judge_many_sync(TWENTY)
     for j in judgments:
         check_judgment(j)
     failed = [(j.qid, j.docid, j.error) for j in judgments if not j.ok]

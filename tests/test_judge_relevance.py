@@ -63,7 +63,7 @@ def test_judge_one_pair(httpx2_mock: respx.Router, tmp_path: Path) -> None:
     lp = grade_logprobs(text, {"3": 0.8, "2": 0.2})
     httpx2_mock.post(URL).mock(return_value=ok(completion(text, logprobs=lp)))
     judge = make_judge(tmp_path)
-    j = judge.sync.judge("capital of france", "Paris is the capital of France.", qid="q1", docid="d1")
+    j = judge.judge_sync("capital of france", "Paris is the capital of France.", qid="q1", docid="d1")
     assert isinstance(j, Judgment) and j.ok
     assert (j.qid, j.docid, j.grade, j.reasoning) == ("q1", "d1", 3, "States the answer.")
     assert j.probs == pytest.approx({0: 0.0, 1: 0.0, 2: 0.2, 3: 0.8})
@@ -81,17 +81,17 @@ def test_judge_many_in_order(httpx2_mock: respx.Router, tmp_path: Path) -> None:
     judge = make_judge(tmp_path)
     pairs = [("q", CORPUS["d4"]), ("q", CORPUS["d1"]), ("x", "y", "q", CORPUS["d2"]),
              {"qid": "z", "docid": "w", "query": "q", "passage": CORPUS["d3"]}]
-    js = judge.sync.judge_many(pairs)
+    js = judge.judge_many_sync(pairs)
     assert [j.grade for j in js] == [0, 3, 1, 3]
     assert [(j.qid, j.docid) for j in js] == [("0", "0"), ("1", "1"), ("x", "y"), ("z", "w")]
     with pytest.raises(InputError, match="pair 0"):
-        judge.sync.judge_many([("only one",)])
+        judge.judge_many_sync([("only one",)])
 
 
 def test_judge_run_pools_dedups_and_builds_qrels(tmp_path: Path) -> None:
     cache = Cache(tmp_path / "cache.sqlite")
     judge, fake = fake_judge(cache)
-    res = judge.sync.judge_run(QUERIES, CORPUS, [run_a(), run_b()], depth=2)
+    res = judge.judge_run_sync(QUERIES, CORPUS, [run_a(), run_b()], depth=2)
     # Top-2 of a: q1 d1 d2, q2 d3 d4; top-2 of b: q1 d2 d1, q2 d4 d3 -> 4 distinct pairs.
     assert len(fake.calls) == 4 and len(res.judgments) == 4
     assert isinstance(res.qrels, Qrels)
@@ -101,7 +101,7 @@ def test_judge_run_pools_dedups_and_builds_qrels(tmp_path: Path) -> None:
     assert (s["pairs"], s["judged"], s["failed"], s["calls"]) == (4, 4, 0, 4)
     # The same job again, by another session on the same cache: zero calls.
     judge2, fake2 = fake_judge(cache)
-    again = judge2.sync.judge_run(QUERIES, CORPUS, [run_a(), run_b()], depth=2)
+    again = judge2.judge_run_sync(QUERIES, CORPUS, [run_a(), run_b()], depth=2)
     assert fake2.calls == [] and again.summary()["cached"] == 4
     assert again.qrels == res.qrels and again.usage.calls == 0
     cache.close()
@@ -112,7 +112,7 @@ def test_judged_qrels_feed_the_ranking_core(httpx2_mock: respx.Router, tmp_path:
     from ragjudge.measures import parse_measure
 
     httpx2_mock.post(URL).mock(side_effect=grader(rule))
-    res = make_judge(tmp_path).sync.judge_run(QUERIES, CORPUS, run_a(), depth=3)
+    res = make_judge(tmp_path).judge_run_sync(QUERIES, CORPUS, run_a(), depth=3)
     ndcg = parse_measure("ndcg@3")
     values = compute(res.qrels, run_a(), [ndcg])[ndcg]
     assert len(values) == 2 and all(0.0 <= v <= 1.0 for v in values)
@@ -126,7 +126,7 @@ def test_bad_input_is_a_clear_error(tmp_path: Path) -> None:
         pool_pairs(QUERIES, CORPUS, bad_doc, 5)
     bad_query = Run.from_dict({"q9": {"d1": 1.0}})
     with pytest.raises(InputError, match="query 'q9' has no text"):
-        judge.sync.judge_run(QUERIES, CORPUS, bad_query, depth=5)
+        judge.judge_run_sync(QUERIES, CORPUS, bad_query, depth=5)
     with pytest.raises(InputError, match="depth"):
         pool_pairs(QUERIES, CORPUS, run_a(), 0)
     with pytest.raises(InputError, match="no model"):
@@ -137,7 +137,7 @@ def test_fill_holes_human_labels_win() -> None:
     human = Qrels.from_dict({"q1": {"d1": 1, "d9": 2}})  # humans disagree with the model on d1
     assert holes(human, [run_a(), run_b()], 3) == [("q1", "d2"), ("q1", "d4")]
     judge, fake = fake_judge()
-    res = judge.sync.fill_holes(human, QUERIES, CORPUS, [run_a(), run_b()], depth=3)
+    res = judge.fill_holes_sync(human, QUERIES, CORPUS, [run_a(), run_b()], depth=3)
     assert len(fake.calls) == 2
     sent = {c.variables["passage"] for c in fake.calls}
     assert sent == {CORPUS["d2"], CORPUS["d4"]}  # d1 is never sent: humans judged it
@@ -146,7 +146,7 @@ def test_fill_holes_human_labels_win() -> None:
     assert res.provenance("q2", "d3") is None
     assert res.summary()["human_labels"] == 2
     # With all_queries the queries humans never judged are filled too.
-    res2 = fake_judge()[0].sync.fill_holes(human, QUERIES, CORPUS, run_a(), depth=3, all_queries=True)
+    res2 = fake_judge()[0].fill_holes_sync(human, QUERIES, CORPUS, run_a(), depth=3, all_queries=True)
     assert res2.qrels.get("q2") == {"d3": 3, "d4": 0}
 
 
@@ -163,7 +163,7 @@ def test_failures_are_data_never_nan_or_zero(httpx2_mock: respx.Router, tmp_path
 
     httpx2_mock.post(URL).mock(side_effect=effect)
     judge = make_judge(tmp_path, max_attempts=2)
-    res = judge.sync.judge_run(QUERIES, CORPUS, run_a(), depth=3)
+    res = judge.judge_run_sync(QUERIES, CORPUS, run_a(), depth=3)
     by = {(j.qid, j.docid): j for j in res.judgments}
     assert by[("q1", "d1")].grade == 3
     for key in [("q1", "d2"), ("q1", "d4"), ("q2", "d3"), ("q2", "d4")]:
@@ -193,13 +193,13 @@ def test_prompt_injection_in_a_passage_cannot_set_the_grade(httpx2_mock: respx.R
                       '{"reasoning": "unrelated", "grade": 0}')),
     ]
     judge = make_judge(tmp_path, cache=False)
-    j = judge.sync.judge("capital of france", evil)
+    j = judge.judge_sync("capital of france", evil)
     assert j.grade == 0
     user = body_of(route.calls[0])["messages"][-1]["content"]
     # The passage stays inside its delimiters: its fake closing tag is escaped.
     assert user.count("</passage>") == 1 and "&lt;/passage>" in user
     assert user.rstrip().endswith("Reply with the JSON object only.")
-    j2 = judge.sync.judge("capital of france", evil + " ")
+    j2 = judge.judge_sync("capital of france", evil + " ")
     assert j2.grade == 0 and route.call_count == 2
 
 
@@ -210,11 +210,11 @@ def test_the_api_key_never_leaks(httpx2_mock: respx.Router, tmp_path: Path,
     route.side_effect = [ok(grade_reply(3)), ok(grade_reply(1)),
                          error(401, f"Incorrect API key provided: {SECRET}")]
     judge = make_judge(tmp_path)
-    res = judge.sync.judge_run(QUERIES, CORPUS, Run.from_dict({"q1": {"d1": 2.0, "d2": 1.0}}), depth=2)
+    res = judge.judge_run_sync(QUERIES, CORPUS, Run.from_dict({"q1": {"d1": 2.0, "d2": 1.0}}), depth=2)
     out = tmp_path / "j.jsonl"
     res.write_judgments(out)
     with pytest.raises(LLMError) as err:
-        judge.sync.judge("another", "query")
+        judge.judge_sync("another", "query")
     judge.llm.cache.close()
     assert route.calls[0].request.headers["authorization"] == f"Bearer {SECRET}"  # it is used...
     blobs = [p.read_bytes() for p in tmp_path.iterdir()]
@@ -232,9 +232,9 @@ def test_sync_wrapper_inside_a_running_loop(httpx2_mock: respx.Router, tmp_path:
 
     async def notebook_cell() -> Any:
         asyncio.get_running_loop()  # we are inside a loop, like a notebook
-        one = judge.sync.judge("capital of france", CORPUS["d1"])
-        many = judge.sync.judge_many([("q", CORPUS["d2"]), ("q", CORPUS["d4"])])
-        res = judge.sync.judge_run(QUERIES, CORPUS, run_a(), depth=1)
+        one = judge.judge_sync("capital of france", CORPUS["d1"])
+        many = judge.judge_many_sync([("q", CORPUS["d2"]), ("q", CORPUS["d4"])])
+        res = judge.judge_run_sync(QUERIES, CORPUS, run_a(), depth=1)
         # ...and the async API on the notebook's own loop, with the same judge.
         again = await judge.judge("capital of france", CORPUS["d1"])
         await judge.llm.aclose()
@@ -283,8 +283,8 @@ def test_judgment_provenance_changes_with_the_prompt(httpx2_mock: respx.Router, 
     src = (Path(__file__).resolve().parents[1] / "prompts" / "relevance.v1.md").read_text()
     f = tmp_path / "relevance.v2.md"
     f.write_text(src.replace('"version": "1"', '"version": "2"'))
-    a = make_judge(tmp_path).sync.judge("q", "p")
-    b = make_judge(tmp_path, prompt=f).sync.judge("q", "p")
+    a = make_judge(tmp_path).judge_sync("q", "p")
+    b = make_judge(tmp_path, prompt=f).judge_sync("q", "p")
     assert (a.prompt_version, b.prompt_version) == ("1", "2")
     assert a.prompt_sha != b.prompt_sha and route.call_count == 2 and not b.cached
 
@@ -298,13 +298,13 @@ def test_progress_bar_shows_done_failed_tokens_cost(httpx2_mock: respx.Router, t
     judge = LLMRelevanceJudge("judge-model", base_url=BASE, api_key=SECRET, cache=False, progress=True,
                               prices=PriceTable({"judge-model": Price(1.0, 1.0)}))
     with pytest.raises(LLMError, match="authentication"):  # the bar closes cleanly on a fatal error
-        judge.sync.judge_many([("q", "a"), ("q", "b")])
+        judge.judge_many_sync([("q", "a"), ("q", "b")])
     route.side_effect = [ok(grade_reply(1)), ok(completion("x", finish_reason="length")),
                          ok(completion("y", finish_reason="length"))]
     judge = LLMRelevanceJudge("judge-model", base_url=BASE, api_key=SECRET, cache=False, progress=True,
                               concurrency=1, prices=PriceTable({"judge-model": Price(1.0, 1.0)}))
     capsys.readouterr()
-    js = judge.sync.judge_many([("q", "a"), ("q", "b")])
+    js = judge.judge_many_sync([("q", "a"), ("q", "b")])
     err = capsys.readouterr().err
     assert [j.grade for j in js] == [1, None]
     assert "2/2" in err and "failed=1" in err and "tokens=420" in err and "cost=$0.0004" in err

@@ -129,7 +129,7 @@ def test_reported_cost_is_the_true_bill_and_never_passes_the_cap(
     cap = 0.006
     llm = make_llm(tmp_path, max_cost=cap, concurrency=16)
     judge = LLMRelevanceJudge(llm=llm, progress=False)
-    judgments = judge.sync.judge_many([(f"query {i}", f"passage {i}") for i in range(80)])
+    judgments = judge.judge_many_sync([(f"query {i}", f"passage {i}") for i in range(80)])
     true_bill = sum(PRICES.cost("judge-model", u) for u in billed)
     assert llm.usage.calls == len(billed)
     assert abs(llm.cost - true_bill) < 1e-12
@@ -306,7 +306,7 @@ def test_against_the_simulator_the_reported_cost_is_its_bill_and_within_the_cap(
             llm = LLM("sim-model", base_url=sim.base_url, api_key="sk-test", cache=False,
                       backoff_base=0.001, prices=PRICES.with_price("sim-model", price), max_cost=cap)
             judge = LLMRelevanceJudge(llm=llm, progress=False)
-            out = judge.sync.judge_many([(f"{salt} query {i % 7}", f"{salt} passage {i}") for i in range(60)])
+            out = judge.judge_many_sync([(f"{salt} query {i % 7}", f"{salt} passage {i}") for i in range(60)])
             after = sim.stats()
             return llm, out, {k: after[k] - before[k] for k in ("prompt_tokens", "completion_tokens",
                                                                  "billed_garbage", "empty_choices")}

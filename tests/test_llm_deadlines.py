@@ -151,7 +151,7 @@ def test_a_judge_facing_a_trickling_server_ends_with_every_pair_failed_with_its_
                   backoff_base=0.01, cache=None)
         judge = LLMRelevanceJudge(llm=llm, progress=False)
         pairs = [("q1", "d1", "what is x", "x is y"), ("q1", "d2", "what is x", "z")]
-        judgments = judge.sync.judge_many(pairs)
+        judgments = judge.judge_many_sync(pairs)
         assert len(judgments) == 2
         for j in judgments:
             assert j.grade is None

@@ -65,7 +65,7 @@ def test_the_judge_through_the_fake() -> None:
 
     fake = FakeLLM(reply)
     judge = LLMRelevanceJudge(llm=fake, progress=False)
-    js = judge.sync.judge_many([("q", "Paris"), ("q", "Bananas"), ("q", "Water"), ("q", "Junk"), ("q", "Five")])
+    js = judge.judge_many_sync([("q", "Paris"), ("q", "Bananas"), ("q", "Water"), ("q", "Junk"), ("q", "Five")])
     assert [j.grade for j in js] == [3, None, None, None, None]
     assert js[0].probs == pytest.approx({0: 0.0, 1: 0.0, 2: 0.25, 3: 0.75})
     assert js[0].expected == pytest.approx(0.5 + 2.25)
@@ -104,7 +104,7 @@ def test_returned_exception_fails_raised_llm_error_stops() -> None:
 
     judge = LLMRelevanceJudge(llm=FakeLLM(revoked, concurrency=1), progress=False)
     with pytest.raises(LLMError) as err:
-        judge.sync.judge_many([("q", "a"), ("q", "b"), ("q", "c"), ("q", "d")])
+        judge.judge_many_sync([("q", "a"), ("q", "b"), ("q", "c"), ("q", "d")])
     partial = err.value.partial  # what finished before the stop, never the failed pair
     assert [j.docid for j in partial][:2] == ["0", "1"] and "2" not in [j.docid for j in partial]
     assert all(j.grade == 1 for j in partial)
@@ -148,8 +148,8 @@ def test_async_reply_concurrency_and_dedup() -> None:
 def test_memory_cache_and_shared_sqlite_cache(tmp_path: Path) -> None:
     fake = FakeLLM(grade_by_word, cache=True)
     judge = LLMRelevanceJudge(llm=fake, progress=False)
-    a = judge.sync.judge("q", "Paris")
-    b = judge.sync.judge("q", "Paris")
+    a = judge.judge_sync("q", "Paris")
+    b = judge.judge_sync("q", "Paris")
     assert a.grade == b.grade == 3 and not a.cached and b.cached and len(fake.calls) == 1
     assert isinstance(fake.cache, MemoryCache) and len(fake.cache) == 1
     assert fake.stats.cache_hits == 1 and b.usage == a.usage
@@ -161,10 +161,10 @@ def test_memory_cache_and_shared_sqlite_cache(tmp_path: Path) -> None:
     from ragjudge.llm import LLM
 
     cache = Cache(tmp_path / "c.sqlite")
-    LLMRelevanceJudge(llm=FakeLLM(grade_by_word, model="m", cache=cache), progress=False).sync.judge("q", "Paris")
+    LLMRelevanceJudge(llm=FakeLLM(grade_by_word, model="m", cache=cache), progress=False).judge_sync("q", "Paris")
     real = LLMRelevanceJudge(llm=LLM("m", base_url="http://nowhere.test/v1", api_key="k", cache=cache),
                              progress=False)
-    j = real.sync.judge("q", "Paris")
+    j = real.judge_sync("q", "Paris")
     assert j.grade == 3 and j.cached and j.model == "m"
     cache.close()
 
@@ -172,7 +172,7 @@ def test_memory_cache_and_shared_sqlite_cache(tmp_path: Path) -> None:
 def test_prepare_and_estimate() -> None:
     fake = FakeLLM(grade_by_word, cache=True, prices=PriceTable({"fake-model": Price(1.0, 1.0)}))
     judge = LLMRelevanceJudge(llm=fake, progress=False)
-    judge.sync.judge("q", "Paris")
+    judge.judge_sync("q", "Paris")
     call = fake.prepare("relevance.v1", {"query": "q", "passage": "Paris"})
     assert call.cached is not None and call.cached.value["grade"] == 3
     assert call.body["response_format"]["json_schema"]["name"] == "relevance"

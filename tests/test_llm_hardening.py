@@ -47,7 +47,7 @@ def judge_many(tmp_path: Path, n: int, **kw: Any) -> tuple[LLM, list[Any]]:
     llm = make_llm(tmp_path, **kw)
     judge = LLMRelevanceJudge(llm=llm, progress=False)
     pairs = [(f"query {i}", f"Passage number {i} about a topic.") for i in range(n)]
-    return llm, judge.sync.judge_many(pairs)
+    return llm, judge.judge_many_sync(pairs)
 
 
 # ----------------------------------------------------------------------------- 1. odd 200 replies
@@ -243,7 +243,7 @@ def test_free_text_is_bounded_and_a_cut_off_reply_is_asked_for_the_grade_alone(
     ]
     llm = make_llm(tmp_path)
     judge = LLMRelevanceJudge(llm=llm, progress=False)
-    j = judge.sync.judge("boiling point of water", "Water boils at 100 C.")
+    j = judge.judge_sync("boiling point of water", "Water boils at 100 C.")
     assert j.grade == 3 and j.reasoning is None and j.reasoning_dropped
     assert j.to_dict()["reasoning_dropped"] is True
     first, second = (body_of(c) for c in route.calls)
@@ -252,7 +252,7 @@ def test_free_text_is_bounded_and_a_cut_off_reply_is_asked_for_the_grade_alone(
     assert list(second["response_format"]["json_schema"]["schema"]["properties"]) == ["grade"]
     assert llm.stats.dropped == 1
     # The answer is cached with what was dropped.
-    again = LLMRelevanceJudge(llm=make_llm(tmp_path), progress=False).sync.judge(
+    again = LLMRelevanceJudge(llm=make_llm(tmp_path), progress=False).judge_sync(
         "boiling point of water", "Water boils at 100 C.")
     assert again.cached and again.grade == 3 and again.reasoning_dropped
 
@@ -341,7 +341,7 @@ def test_a_quoted_injected_verdict_is_not_a_verdict(httpx2_mock: respx.Router, t
         ok(grade_reply(0)),
     ]
     llm = make_llm(tmp_path, cache=False)
-    j = LLMRelevanceJudge(llm=llm, progress=False).sync.judge("capital of france", evil)
+    j = LLMRelevanceJudge(llm=llm, progress=False).judge_sync("capital of france", evil)
     assert j.grade == 0 and route.call_count == 2
     assert "quoted" in body_of(route.calls[1])["messages"][-1]["content"]
 

@@ -23,7 +23,7 @@ EXPECTED = {
     "evaluate_samples", "evaluate_samples_sync", "RagReport", "Sample",
     "synthesize", "synthesize_sync", "SynthResult",
     "label_agreement", "ranking_agreement", "AgreementReport",
-    "ppi_evaluate", "ppi_mean", "plan_labels", "PPIReport", "soft_evaluate", "judge_panel_sync",
+    "ppi_evaluate", "ppi_mean", "plan_labels", "PPIReport", "soft_evaluate", "judge_panel", "judge_panel_sync",
     "RagjudgeError", "InputError", "MetricError", "LLMError",
 }
 

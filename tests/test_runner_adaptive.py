@@ -239,7 +239,7 @@ def test_real_judge_learns_a_header_less_per_second_limit(tmp_path: Path) -> Non
         judge = LLMRelevanceJudge(llm=llm, progress=False)
         pairs = [(f"q{i % 9}", f"d{i}", f"query {i % 9}", f"Passage {i} about topic {i % 4}.")
                  for i in range(150)]
-        judgments = judge.sync.judge_many(pairs)
+        judgments = judge.judge_many_sync(pairs)
         stats = sim.stats()
     assert all(j.grade is not None for j in judgments)  # every 429 was retried, nothing lost
     assert stats["admitted"] == 150 and llm.runner.learner.cuts >= 1

@@ -45,7 +45,7 @@ def _library_judgments(sim: object, depth: int) -> dict[tuple[str, str], int]:
     from ragjudge import parse_run
 
     llm = LLM("sim-model", base_url=sim.base_url, api_key="sim", cache=False)
-    res = LLMRelevanceJudge(llm=llm, progress=False).sync.judge_run(
+    res = LLMRelevanceJudge(llm=llm, progress=False).judge_run_sync(
         QUERIES, CORPUS, [parse_run(RUN, name="bm25")], depth)
     return {(j.qid, j.docid): j.grade for j in res.judgments}
 

@@ -125,7 +125,7 @@ def test_faults_lose_no_judgment_and_pay_nothing_twice(tmp_path: Path) -> None:
         latency=0.005, p_5xx=0.10, p_malformed=0.05, hang_first=1, hang_seconds=60.0, seed=7
     ) as sim:
         judge = make_judge(sim, tmp_path, concurrency=4, timeout=2.0)
-        judgments = judge.sync.judge_many(items)
+        judgments = judge.judge_many_sync(items)
         stats = sim.stats()
 
         assert len(judgments) == 60
@@ -142,7 +142,7 @@ def test_faults_lose_no_judgment_and_pay_nothing_twice(tmp_path: Path) -> None:
         assert stats["paid"] == 60 + judge.llm.stats.repaired == judge.llm.usage.calls
 
         # the same job again is free: every judgment from the cache, no request at all
-        again = make_judge(sim, tmp_path, concurrency=4, timeout=2.0).sync.judge_many(items)
+        again = make_judge(sim, tmp_path, concurrency=4, timeout=2.0).judge_many_sync(items)
         assert [j.grade for j in again] == [j.grade for j in judgments]
         assert all(j.cached for j in again)
         assert sim.stats()["requests"] == stats["requests"]
@@ -154,7 +154,7 @@ def test_retry_after_is_honoured_and_rate_limits_respected(tmp_path: Path) -> No
         latency=0.005, rpm=1200, window=1.0, p_429=0.2, spurious_retry_after=0.2, seed=11
     ) as sim:
         judge = make_judge(sim, tmp_path, concurrency=8)
-        judgments = judge.sync.judge_many(pairs(40))
+        judgments = judge.judge_many_sync(pairs(40))
         stats = sim.stats()
     assert all(j.ok for j in judgments), [j.error for j in judgments if not j.ok]
     assert stats["rate_limited"] > 0 and judge.llm.rate_limited == stats["rate_limited"]
@@ -165,7 +165,7 @@ def test_retry_after_is_honoured_and_rate_limits_respected(tmp_path: Path) -> No
 def test_truncation_and_refusal_are_recorded_failures_not_retried_forever(tmp_path: Path) -> None:
     with simulator_thread(latency=0.0, p_truncate=0.5, p_refusal=0.5, seed=3) as sim:
         judge = make_judge(sim, tmp_path, concurrency=4)
-        judgments = judge.sync.judge_many(pairs(30))
+        judgments = judge.judge_many_sync(pairs(30))
         stats = sim.stats()
     assert all(j.grade is None for j in judgments)
     reasons = {j.error.split(":")[0].split(" (")[0] for j in judgments}
@@ -271,7 +271,7 @@ def test_wrong_api_key_fails_fast_without_retries(tmp_path: Path) -> None:
     with simulator_thread(latency=0.0, api_key="sk-right") as sim:
         judge = make_judge(sim, tmp_path)  # uses "sk-sim"
         with pytest.raises(LLMError, match="401"):
-            judge.sync.judge_many(pairs(20))
+            judge.judge_many_sync(pairs(20))
         stats = sim.stats()
     assert stats["paid"] == 0 and stats["client_errors"] <= 16  # stopped, not 20 x 6 attempts
     assert "sk-sim" not in json.dumps(stats)
@@ -303,7 +303,7 @@ def test_no_server_at_all_is_one_error_naming_the_url(tmp_path: Path) -> None:
     llm.runner.breaker.startup = 1.0  # seconds (default 5): keeps the test short
     judge = LLMRelevanceJudge(llm=llm, progress=False)
     with pytest.raises(LLMError) as info:
-        judge.sync.judge_many(pairs(40))
+        judge.judge_many_sync(pairs(40))
     message = str(info.value)
     assert url in message and "connection refused" in message and "\n" not in message
     # Probes, not 40 pairs x 6 attempts: the breaker held everyone back.
@@ -339,7 +339,7 @@ def test_an_outage_pauses_the_run_and_loses_nothing(tmp_path: Path, kind: str) -
     # breaker, every pair in flight burnt its attempts in ~1 s and 46 of 80 were lost.
     with simulator_thread(latency=0.01, outage_after=20, outage_seconds=3.0, outage_kind=kind) as sim:
         judge = make_judge(sim, tmp_path, max_attempts=3)
-        judgments = judge.sync.judge_many(pairs(80))
+        judgments = judge.judge_many_sync(pairs(80))
         stats = sim.stats()
     assert [j.error for j in judgments if j.grade is None] == []
     assert stats["outages"] == 1 and stats["duplicate_paid"] == 0
@@ -406,7 +406,7 @@ def test_a_single_slot_server_is_not_flooded(tmp_path: Path) -> None:
     # 4 s per answer and the default 60 s timeout behave the same).
     with simulator_thread(latency=0.1, slots=1) as sim:
         judge = make_judge(sim, tmp_path, timeout=1.2, max_attempts=3)
-        judgments = judge.sync.judge_many(pairs(30))
+        judgments = judge.judge_many_sync(pairs(30))
         stats = sim.stats()
     assert [j.error for j in judgments if j.grade is None] == []
     assert stats["cancelled"] == 0 and stats["paid"] == 30

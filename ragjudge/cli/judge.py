@@ -240,7 +240,7 @@ def _run_batch(args: argparse.Namespace, judge: Any, queries: Any, corpus: Any, 
                human: Any) -> Any:
     from ..judges import batch
 
-    return batch.judge_with_batch(judge, queries, corpus, runs, args.depth, qrels=human,
+    return batch.judge_with_batch_sync(judge, queries, corpus, runs, args.depth, qrels=human,
                                   all_queries=args.all_queries, state_path=args.batch_state)
 
 

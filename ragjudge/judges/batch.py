@@ -19,10 +19,10 @@ from ..llm.batch import BatchOptions, Progress, run_batch
 from ..llm.session import LLM
 from .relevance import JudgeResult, Judgment, LLMRelevanceJudge, pool_pairs
 
-__all__ = ["ajudge_with_batch", "judge_with_batch"]
+__all__ = ["judge_with_batch", "judge_with_batch_sync"]
 
 
-async def ajudge_with_batch(
+async def judge_with_batch(
     judge: LLMRelevanceJudge,
     queries: Mapping[str, str],
     corpus: Mapping[str, str],
@@ -60,7 +60,8 @@ async def ajudge_with_batch(
     return JudgeResult.build(judgments, usage, cost, f"llm:{llm.model}:{judge.prompt.name}:batch",
                              human=qrels)
 
-def judge_with_batch(
+
+def judge_with_batch_sync(
     judge: LLMRelevanceJudge,
     queries: Mapping[str, str],
     corpus: Mapping[str, str],
@@ -68,7 +69,7 @@ def judge_with_batch(
     depth: int = 20,
     **kwargs: Any,
 ) -> JudgeResult:
-    """Blocking :func:`ajudge_with_batch` (also inside a running event loop); progress lines
+    """Blocking :func:`judge_with_batch` (also inside a running event loop); progress lines
     go to stderr unless ``progress=`` is given."""
     kwargs.setdefault("progress", lambda msg: print(msg, file=sys.stderr, flush=True))
-    return run_sync(ajudge_with_batch(judge, queries, corpus, runs, depth, **kwargs))
+    return run_sync(judge_with_batch(judge, queries, corpus, runs, depth, **kwargs))

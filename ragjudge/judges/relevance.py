@@ -26,7 +26,7 @@ from ..llm.protocols import StructuredSession
 from ..llm.provenance import FailureKind, Provenance, Traced
 from ..llm.session import LLM
 from ..llm.values import DryRun, Outcome
-from ..render import render_table
+from ..render import ResultSurface, render_table
 
 __all__ = ["LLMRelevanceJudge", "Judgment", "JudgeResult", "Pair", "pool_pairs", "holes",
            "qrels_from_judgments"]
@@ -129,7 +129,7 @@ def qrels_from_judgments(judgments: Iterable[Judgment], source: str) -> Qrels:
 
 
 @dataclass
-class JudgeResult:
+class JudgeResult(ResultSurface):
     """Qrels built from the successful judgments (merged with human labels by
     :meth:`LLMRelevanceJudge.fill_holes`), every judgment, and run totals."""
 
@@ -360,8 +360,8 @@ class LLMRelevanceJudge:
 
     ``LLMRelevanceJudge("gpt-4o-mini")`` or ``LLMRelevanceJudge(llm=LLM(...))``; extra keyword
     arguments go to :class:`ragjudge.llm.LLM` (``base_url``, ``concurrency``, ``cache``...).
-    Every method is async; ``judge.sync.<method>(...)`` runs it from synchronous code, also
-    inside Jupyter's running loop.
+    Every method is async, with one blocking twin ``<method>_sync`` that also works inside
+    Jupyter's running loop.
     """
 
     def __init__(
@@ -408,11 +408,6 @@ class LLMRelevanceJudge:
             raise ValueError(f"{self.prompt.label_field} must be one of {sorted(self._grades.values())}, "
                              f"got {value!r}")
         return self._grades[str(value)]
-
-    @property
-    def sync(self) -> _SyncJudge:
-        """Blocking twins of the async methods (work inside a running event loop too)."""
-        return _SyncJudge(self)
 
     # -- async API -----------------------------------------------------------------------
     async def judge(self, query: str, passage: str, *, qid: str = "q", docid: str = "d") -> Judgment:
@@ -489,6 +484,38 @@ class LLMRelevanceJudge:
         return JudgeResult.build(judgments, usage, cost, source, human=human)
 
     # -- planning -----------------------------------------------------------------------
+    # -- blocking twins (each runs on its own event loop -- a worker thread's when the caller
+    # already has one -- and closes that loop's HTTP client) -----------------------------
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        llm = self.llm
+
+        async def main() -> T:
+            try:
+                return await coro
+            finally:
+                await llm.aclose()
+
+        return run_sync(main())
+
+    def judge_sync(self, query: str, passage: str, *, qid: str = "q", docid: str = "d") -> Judgment:
+        """Blocking :meth:`judge`."""
+        return self._run(self.judge(query, passage, qid=qid, docid=docid))
+
+    def judge_many_sync(self, pairs: Iterable[Any], *, progress: bool | None = None) -> list[Judgment]:
+        """Blocking :meth:`judge_many`."""
+        return self._run(self.judge_many(pairs, progress=progress))
+
+    def judge_run_sync(self, queries: Mapping[str, str], corpus: Mapping[str, str],
+                       runs: Run | Sequence[Run], depth: int = 20) -> JudgeResult:
+        """Blocking :meth:`judge_run`."""
+        return self._run(self.judge_run(queries, corpus, runs, depth))
+
+    def fill_holes_sync(self, qrels: Qrels, queries: Mapping[str, str], corpus: Mapping[str, str],
+                        runs: Run | Sequence[Run], depth: int = 20, *,
+                        all_queries: bool = False) -> JudgeResult:
+        """Blocking :meth:`fill_holes`."""
+        return self._run(self.fill_holes(qrels, queries, corpus, runs, depth, all_queries=all_queries))
+
     def estimate(
         self,
         queries: Mapping[str, str],
@@ -502,38 +529,4 @@ class LLMRelevanceJudge:
         """Dry run of :meth:`judge_run` (or :meth:`fill_holes` with ``qrels``): no network."""
         pairs = pool_pairs(queries, corpus, runs, depth, skip=qrels, all_queries=all_queries)
         return self.llm.estimate(self.prompt, [{"query": p.query, "passage": p.passage} for p in pairs])
-
-
-class _SyncJudge:
-    """``judge.sync``: the same methods, blocking. Each call runs on its own event loop
-    (a worker thread's when the caller already has one), and closes that loop's HTTP client."""
-
-    def __init__(self, judge: LLMRelevanceJudge) -> None:
-        self._judge = judge
-
-    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        llm = self._judge.llm
-
-        async def main() -> T:
-            try:
-                return await coro
-            finally:
-                await llm.aclose()
-
-        return run_sync(main())
-
-    def judge(self, query: str, passage: str, *, qid: str = "q", docid: str = "d") -> Judgment:
-        return self._run(self._judge.judge(query, passage, qid=qid, docid=docid))
-
-    def judge_many(self, pairs: Iterable[Any], *, progress: bool | None = None) -> list[Judgment]:
-        return self._run(self._judge.judge_many(pairs, progress=progress))
-
-    def judge_run(self, queries: Mapping[str, str], corpus: Mapping[str, str],
-                  runs: Run | Sequence[Run], depth: int = 20) -> JudgeResult:
-        return self._run(self._judge.judge_run(queries, corpus, runs, depth))
-
-    def fill_holes(self, qrels: Qrels, queries: Mapping[str, str], corpus: Mapping[str, str],
-                   runs: Run | Sequence[Run], depth: int = 20, *, all_queries: bool = False) -> JudgeResult:
-        return self._run(self._judge.fill_holes(qrels, queries, corpus, runs, depth,
-                                                all_queries=all_queries))
 

@@ -40,7 +40,7 @@ Modules, lowest first (each imports only those above it in this list):
     and examples of judges, RAG metrics and synth without HTTP).
 
 Judges on top (``ragjudge.judges``): ``LLMRelevanceJudge`` and its Batch API twin
-``ragjudge.judges.judge_with_batch``.
+``ragjudge.judges.judge_with_batch`` (``judge_with_batch_sync``).
 """
 
 from __future__ import annotations

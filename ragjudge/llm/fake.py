@@ -13,7 +13,7 @@ the spirit of pydantic-ai's ``FunctionModel`` or inspect_ai's ``mockllm``::
         return {"reasoning": "on topic", "grade": 3}
 
     judge = LLMRelevanceJudge(llm=FakeLLM(reply))
-    judge.sync.judge("capital of france", "Paris is the capital of France.").grade  # 3
+    judge.judge_sync("capital of france", "Paris is the capital of France.").grade  # 3
 
 ``reply`` is a function ``(prompt, variables) -> answer`` (``prompt`` is the loaded
 :class:`~ragjudge.llm.prompts.Prompt`, ``variables`` the mapping the caller passed; the

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..render import ResultSurface
 from .cost import Usage
 from .prompts import Prompt
 from .provenance import FailureKind, Provenance, Traced
@@ -83,7 +84,7 @@ class PreparedCall:
 
 
 @dataclass(frozen=True)
-class DryRun:
+class DryRun(ResultSurface):
     """What a job would cost: nothing is sent. ``assumptions`` says how it was estimated."""
 
     pairs: int
@@ -96,6 +97,12 @@ class DryRun:
     model: str
     worst_cost: float | None = None
     assumptions: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pairs": self.pairs, "cached": self.cached, "duplicates": self.duplicates,
+                "calls": self.calls, "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens, "cost": self.cost, "model": self.model,
+                "worst_cost": self.worst_cost, "assumptions": self.assumptions}
 
     def describe(self) -> str:
         cost = "unknown (no price for this model; pass --prices)" if self.cost is None \

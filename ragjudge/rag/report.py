@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError, MetricError
-from ..render import render_table
+from ..render import ResultSurface, render_table
 from .. import plots
 from ..stats import bootstrap_ci
 
@@ -74,7 +74,7 @@ def _summarize(metric: str, scores: Sequence[Score]) -> Summary:
     return Summary(metric, mean, lo, hi, len(values), len(scores) - len(values), reasons)
 
 
-class RagReport:
+class RagReport(ResultSurface):
     """Results of :func:`ragjudge.rag.evaluate_samples`.
 
     ``metrics`` are the result columns (canonical specs), ``sample_ids`` the samples in input

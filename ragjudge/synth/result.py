@@ -13,6 +13,7 @@ from typing import Any
 from ..data import Qrels
 from ..errors import InputError
 from ..llm.cost import Usage
+from ..render import ResultSurface
 from .filters import Candidate, FilterLine, accounting
 from .sampling import SamplingReport
 
@@ -22,7 +23,7 @@ OUTPUT_FILES = ("queries.jsonl", "qrels.txt", "samples.jsonl", "synth.jsonl", "s
 
 
 @dataclass
-class SynthResult:
+class SynthResult(ResultSurface):
     """A synthetic test collection and the record of how it was made.
 
     ``queries`` ``{qid: text}``, ``styles`` ``{qid: style}``, ``qrels`` (sources at grade 3,

@@ -46,7 +46,7 @@ import numpy as np
 
 from ..data import Qrels, Run
 from ..errors import InputError
-from ..render import format_value, render_table
+from ..render import ResultSurface, format_value, render_table
 from ..stats import holm, paired_t_test, randomization_tests
 from .resample import Interval, percentile_interval, resampled_sums
 from ..evaluate import evaluate
@@ -321,7 +321,7 @@ def rank_biased_overlap(x: Sequence[float], y: Sequence[float], p: float = 0.9) 
 
 # ----------------------------------------------------------------------------- the report
 @dataclass(frozen=True)
-class AgreementReport:
+class AgreementReport(ResultSurface):
     """Label agreement between a reference (human) and a candidate (LLM) qrels, and optionally
     the agreement of the system rankings they induce, every statistic with its interval.
 

@@ -52,7 +52,7 @@ import numpy as np
 
 from ..data import Qrels, Run
 from ..errors import InputError
-from ..render import render_table
+from ..render import ResultSurface, render_table
 from ..stats import t_two_sided_p
 from .resample import Interval
 from ..evaluate import evaluate
@@ -207,7 +207,7 @@ def ppi_means(
 
 
 @dataclass(frozen=True)
-class PPIEstimate:
+class PPIEstimate(ResultSurface):
     """A prediction-powered estimate of a mean, beside the LLM-only and human-only ones."""
 
     mean: float
@@ -230,6 +230,13 @@ class PPIEstimate:
     @property
     def width(self) -> float:
         return self.ci_high - self.ci_low
+
+    def describe(self) -> str:
+        """One line: the estimate, its interval, the estimand and the labels it stands on."""
+        floor = "; variance floored (too few disagreements to measure)" if self.variance_floor else ""
+        return (f"{self.mean:.4f} [{self.ci_low:.4f}, {self.ci_high:.4f}] ({self.confidence:.0%} "
+                f"{self.method}, {self.estimand} mean; {self.n_human} human and {self.n_llm} LLM "
+                f"labels, lambda {self.lam:.3f}{floor})")
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON ``ppi`` entry: mean, ci_low, ci_high, n_human, n_llm, lambda (+ method and
@@ -411,7 +418,7 @@ def read_scores(path: str) -> dict[str, dict[str, float | None]]:
 
 # ----------------------------------------------------------------------------- runs and qrels
 @dataclass
-class PPIReport:
+class PPIReport(ResultSurface):
     """PPI estimates per run and metric (``estimates[run][metric]``) and of the differences of
     each run from the baseline (``differences[run][metric]``), with the LLM-only reports."""
 
