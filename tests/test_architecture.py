@@ -23,7 +23,7 @@ LAYERS: dict[str, int] = {
     "ragjudge.judges": 4,
     "ragjudge.rag": 5, "ragjudge.trust": 5, "ragjudge.synth": 5, "ragjudge.retrieve": 5,
     "ragjudge.testing": 6,
-    "ragjudge.cli": 7, "ragjudge.server": 7, "ragjudge.__main__": 7, "ragjudge": 7,
+    "ragjudge.cli": 7, "ragjudge.server": 7, "ragjudge.server.ui": 7, "ragjudge.__main__": 7, "ragjudge": 7,
 }
 
 

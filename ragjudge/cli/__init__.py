@@ -17,7 +17,7 @@ __all__ = ["main", "build_parser"]
 
 # Module names under ragjudge/cli/; a module may register more than one command. Modules that
 # are not written yet are skipped, so parallel work can add a subcommand without touching this.
-_SUBCOMMANDS = ("evaluate", "judge", "rag", "agree", "trust", "synth", "serve", "fuse", "plot", "retrieve")
+_SUBCOMMANDS = ("evaluate", "judge", "rag", "agree", "trust", "synth", "serve", "fuse", "plot", "retrieve", "ui")
 
 
 def build_parser() -> argparse.ArgumentParser:

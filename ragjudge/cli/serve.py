@@ -86,6 +86,12 @@ def register(subparsers: Any) -> None:
                       help="jobs running at once per worker (default 2; the rest wait)")
     jobs.add_argument("--drain-seconds", type=float, default=60.0, metavar="S",
                       help="on stop, wait this long for calls in flight (default 60)")
+    ui = p.add_argument_group("web page at /ui/ (as ragjudge ui)")
+    ui.add_argument("--ui-file", action="append", default=[], metavar="FILE",
+                    help="a file the page shows (repeatable; ROLE=PATH forces its role; "
+                         "only these files are readable through it)")
+    ui.add_argument("--ui-labels", metavar="PATH",
+                    help="labels log of the page (default: beside the to-label file)")
     p.set_defaults(func=_run)
 
 
@@ -103,6 +109,7 @@ def _run(args: argparse.Namespace) -> int:
         concurrency=args.concurrency, cache=args.cache, no_cache=args.no_cache,
         prices=args.prices, max_cost=args.max_cost, jobs_db=args.jobs_db,
         max_jobs=args.max_jobs, drain_seconds=args.drain_seconds,
+        ui_files=tuple(args.ui_file), ui_labels=args.ui_labels,
     )
     settings.check()
     serve(settings)

@@ -341,12 +341,22 @@ def register(sub: Any) -> None:
     )
     p.add_argument("qrels", metavar="LLM_QRELS", help="LLM qrels covering all queries")
     p.add_argument("runs", metavar="RUN", nargs="+", help="run file(s)")
-    p.add_argument("--human", required=True, metavar="QRELS", help="pilot human qrels")
+    p.add_argument("--human", metavar="QRELS", help="pilot human qrels (needed without --sample)")
     p.add_argument("-m", "--metric", dest="metrics", action="append", metavar="METRIC",
                    help="metric spec or comma list (default ndcg@10)")
-    p.add_argument("--width", type=float, required=True,
-                   help="target full interval width (high - low), e.g. 0.05")
+    p.add_argument("--width", type=float,
+                   help="target full interval width (high - low), e.g. 0.05 (needed without --sample)")
     p.add_argument("--rel", type=int, metavar="N", help="relevance threshold of binary metrics")
+    smp = p.add_argument_group("drawing the sample to label (--sample N -o to_label.jsonl; "
+                               "label it with: ragjudge ui to_label.jsonl LLM_QRELS RUN...)")
+    smp.add_argument("--sample", type=int, metavar="N",
+                     help="draw N queries at random (seeded) and write their pooled pairs to -o")
+    smp.add_argument("--depth", type=int, default=10, metavar="K", help="pool depth (default 10)")
+    smp.add_argument("--seed", type=int, default=0, help="random seed of the sample (default 0)")
+    smp.add_argument("--queries", metavar="FILE", help="query texts (needed with --sample)")
+    smp.add_argument("--corpus", metavar="FILE", help="passage texts (needed with --sample)")
+    smp.add_argument("--prompt", default="relevance.v1",
+                     help="prompt whose grading scale the assessor sees (default relevance.v1)")
     _add_output_and_ppi_options(p)
     p.set_defaults(func=_plan)
 
@@ -405,6 +415,32 @@ def _add_output_and_ppi_options(p: argparse.ArgumentParser) -> None:
     add_ppi_options(p)
 
 
+def _sample(args: argparse.Namespace, metrics: list[str]) -> int:
+    """``plan-labels --sample N -o to_label.jsonl``: the seeded sample of pairs to label."""
+    from ..io import read_corpus, read_qrels, read_queries, read_run
+    from ..llm.prompts import load_prompt
+    from ..trust.labelling import sample_to_label
+
+    if not args.output:
+        raise InputError("--sample writes a to-label file: pass -o to_label.jsonl", field="-o")
+    if not args.queries or not args.corpus:
+        raise InputError("--sample needs the texts: --queries FILE --corpus FILE", field="--sample")
+    check_writable([args.output])
+    prompt = load_prompt(args.prompt)
+    llm = read_qrels(args.qrels)
+    todo = sample_to_label(
+        [read_run(path) for path in args.runs], read_queries(args.queries), read_corpus(args.corpus),
+        args.sample, depth=args.depth, seed=args.seed, llm_qrels=llm, labels=prompt.labels,
+        extra={"metric": metrics[0], "llm_qrels": args.qrels, "run_files": list(args.runs),
+               "prompt": f"{prompt.id}.v{prompt.version}", "estimand": args.estimand or "collection",
+               "rel": args.rel})
+    write_output(todo.to_jsonl(), args.output)
+    print(f"wrote {args.output}: {todo.meta['pairs']} pairs of {todo.meta['sample']} queries drawn "
+          f"at random (seed {args.seed}) from {todo.meta['frame']}; label them with: ragjudge ui "
+          f"{args.output} {args.qrels} {' '.join(args.runs)}", file=sys.stderr)
+    return 0
+
+
 def _plan(args: argparse.Namespace) -> int:
     from ..io import read_qrels, read_run
     from ..measures import parse_measure, split_metric_list
@@ -415,6 +451,11 @@ def _plan(args: argparse.Namespace) -> int:
     metrics = [m for v in (args.metrics or ["ndcg@10"]) for m in split_metric_list(v)]
     for m in metrics:
         parse_measure(m, rel=args.rel)
+    if args.sample is not None:
+        return _sample(args, metrics)
+    if not args.human or args.width is None:
+        raise InputError("needs --human QRELS and --width W (or --sample N to draw queries to label)",
+                         field="--human")
     llm = read_qrels(args.qrels)
     pilot = read_qrels(args.human)
     runs = [read_run(path) for path in args.runs]

@@ -45,12 +45,13 @@ from .models import (
 )
 from .service import TooLarge, compare_json, evaluate_json
 from .settings import SETTINGS_ENV, ServerSettings
+from .ui import PAGE_PATHS as UI_PAGE_PATHS
 
 __all__ = ["create_app", "app_from_env", "API_VERSION"]
 
 API_VERSION = "v1"
 log = logging.getLogger("ragjudge.server")
-_OPEN_PATHS = frozenset({"/v1/health", "/docs", "/docs/oauth2-redirect", "/openapi.json", "/redoc"})
+_OPEN_PATHS = frozenset({"/v1/health", "/docs", "/docs/oauth2-redirect", "/openapi.json", "/redoc"}) | UI_PAGE_PATHS
 _DOCS_ASSETS = "/docs/assets"  # Swagger UI / ReDoc files, open like the pages that load them
 _ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorBody, "description": "Bad input (`field:line: name: message`)"},
@@ -437,6 +438,11 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
     async def health(request: Request) -> Any:
         """Liveness (no authentication)."""
         return {"status": "ok", "jobs_running": len(request.app.state.manager.running)}
+
+    if settings.ui_files:  # the web page over the operator's files (ragjudge ui, --ui-file)
+        from .ui.routes import ui_router
+
+        app.include_router(ui_router(settings.ui_files, settings.ui_labels))
 
     @app.get("/v1/version", dependencies=bearer, response_model=Version, tags=["meta"])
     async def version() -> Any:

@@ -65,6 +65,9 @@ class ServerSettings:
     max_jobs: int = 2
     lease_seconds: float = 10.0
     drain_seconds: float = 60.0
+    # the web page at /ui/: the only files it may read (ROLE=PATH or PATH), the labels log
+    ui_files: tuple[str, ...] = ()
+    ui_labels: str | None = None
 
     def token(self) -> str | None:
         """The bearer token from the server's environment (``None``: no authentication)."""
@@ -109,6 +112,14 @@ class ServerSettings:
             provider_spec(self.provider)
         except InputError as exc:
             raise InputError(str(exc.args[0]) if exc.args else str(exc), field="--provider") from None
+        for spec in self.ui_files:
+            role, sep, rest = spec.partition("=")
+            path = rest if sep and rest and role.isalpha() else spec
+            if not Path(path).is_file():
+                raise InputError(f"not a readable file: {path!r}", field="--ui-file")
+        if self.ui_labels and Path(self.ui_labels).is_dir():
+            raise InputError(f"is a directory; give a file name, got {self.ui_labels!r}",
+                             field="--ui-labels")
         for flag, path in (("--jobs-db", self.jobs_db), ("--cache", self.cache), ("--prices", None)):
             if path and Path(path).expanduser().is_dir():
                 raise InputError(f"is a directory; give a file name, got {path!r}", field=flag)
@@ -140,4 +151,5 @@ class ServerSettings:
     def from_json(cls, text: str) -> ServerSettings:
         data = json.loads(text)
         data["cors_origins"] = tuple(data.get("cors_origins") or ())
+        data["ui_files"] = tuple(data.get("ui_files") or ())
         return cls(**data)

@@ -1,0 +1,194 @@
+"""Human labels for PPI: a seeded random sample of queries to label, and the labels log.
+
+PPI (:mod:`.ppi`) needs human labels on a *simple random sample* of the queries the LLM
+labelled. :func:`sample_to_label` draws that sample (seeded) and lists the pooled top-``depth``
+pairs of each sampled query, in the random query order: labelling the queries in that order
+means every prefix of completed queries is itself a simple random sample, so an estimate can be
+shown while labelling goes on. Within a query the pairs are shuffled too (no rank order for the
+assessor to lean on).
+
+The to-label file is JSONL: one ``{"kind": "meta", ...}`` line (seed, depth, sampled queries,
+metric, grading scale from the prompt's front-matter) and one ``{"kind": "pair", "qid",
+"docid", "query", "passage", "llm_grade"}`` line per pair. The labels log beside it is
+append-only JSONL: ``{"op": "label", "qid", "docid", "grade", "who", "at"}`` (``grade`` null:
+skipped / unsure) and ``{"op": "undo", "who", "at"}`` (takes back the latest label still in
+force); :func:`replay_labels` turns it into the labels in force.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..data import Qrels, Run
+from ..errors import InputError
+
+__all__ = ["ToLabel", "sample_to_label", "parse_to_label", "read_to_label", "replay_labels",
+           "labels_qrels", "complete_queries", "TO_LABEL_FORMAT"]
+
+#: The ``format`` of a to-label file's meta line.
+TO_LABEL_FORMAT = "ragjudge-to-label/1"
+
+
+@dataclass
+class ToLabel:
+    """A sample of pairs to label: ``meta`` (the first line) and the pairs in labelling order."""
+
+    meta: dict[str, Any]
+    pairs: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def queries(self) -> list[str]:
+        """The sampled queries, in labelling order."""
+        return list(self.meta.get("queries") or dict.fromkeys(p["qid"] for p in self.pairs))
+
+    def to_jsonl(self) -> str:
+        lines = [json.dumps({"kind": "meta", **self.meta}, ensure_ascii=False)]
+        lines += [json.dumps({"kind": "pair", **p}, ensure_ascii=False) for p in self.pairs]
+        return "\n".join(lines) + "\n"
+
+
+def sample_to_label(
+    runs: Sequence[Run],
+    queries: Mapping[str, str],
+    corpus: Mapping[str, str],
+    n: int,
+    *,
+    depth: int = 10,
+    seed: int = 0,
+    llm_qrels: Qrels | None = None,
+    labels: Mapping[str, str] | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> ToLabel:
+    """``n`` queries drawn uniformly without replacement (``random.Random(seed)``) from the
+    queries the runs retrieve for (those of ``llm_qrels`` when given: PPI's human queries must
+    be among the LLM-labelled ones), with their pooled top-``depth`` pairs.
+
+    ``llm_grade`` of a pair is its grade in ``llm_qrels`` (``None`` when absent); ``labels`` is
+    the grading scale (grade -> definition) shown to the assessor. Raises :class:`InputError`
+    when ``n`` is not positive or a pair's query or document has no text.
+    """
+    if n < 1:
+        raise InputError(f"must be a positive integer, got {n}", field="sample")
+    if depth < 1:
+        raise InputError(f"must be a positive integer, got {depth}", field="depth")
+    if not runs:
+        raise InputError("no runs given", field="runs")
+    in_runs = sorted({q for r in runs for q in r.query_ids})
+    frame = sorted(set(llm_qrels.query_ids) & set(in_runs)) if llm_qrels is not None else in_runs
+    if not frame:
+        raise InputError("no query is both in the runs and in the LLM qrels", field="qid")
+    rng = random.Random(seed)
+    chosen = rng.sample(frame, min(n, len(frame)))
+    grades = llm_qrels.to_dict() if llm_qrels is not None else {}
+    pairs: list[dict[str, Any]] = []
+    for qid in chosen:
+        text = queries.get(qid)
+        if text is None or not str(text).strip():
+            raise InputError(f"query {qid!r} has no text in the queries file", field="qid")
+        docs: dict[str, None] = {}
+        for r in runs:
+            for docid, _ in r.ranked(qid, depth):
+                docs.setdefault(docid)
+        order = list(docs)
+        rng.shuffle(order)
+        for docid in order:
+            passage = corpus.get(docid)
+            if passage is None:
+                raise InputError(f"document {docid!r} (query {qid!r}) is not in the corpus",
+                                 field="docid")
+            pairs.append({"qid": qid, "docid": docid, "query": str(text), "passage": str(passage),
+                          "llm_grade": grades.get(qid, {}).get(docid)})
+    meta = {"format": TO_LABEL_FORMAT, "seed": seed, "sample": len(chosen), "depth": depth,
+            "frame": len(frame), "queries": chosen, "runs": [r.name for r in runs],
+            "labels": dict(labels or {}), "pairs": len(pairs), **dict(extra or {})}
+    return ToLabel(meta, pairs)
+
+
+def parse_to_label(text: str, source: str = "<to-label>") -> ToLabel:
+    """A to-label file's content (see the module docstring)."""
+    meta: dict[str, Any] | None = None
+    pairs: list[dict[str, Any]] = []
+    for i, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"invalid JSON ({exc.msg})", source=source, line=i) from None
+        if not isinstance(rec, dict):
+            raise InputError("expected a JSON object", source=source, line=i)
+        kind = rec.pop("kind", None)
+        if kind == "meta":
+            meta = rec
+        elif kind == "pair":
+            if not isinstance(rec.get("qid"), str) or not isinstance(rec.get("docid"), str):
+                raise InputError("a pair needs string qid and docid", source=source, line=i)
+            rec.setdefault("query", "")
+            rec.setdefault("passage", "")
+            rec.setdefault("llm_grade", None)
+            pairs.append(rec)
+        else:
+            raise InputError(f"unknown kind {kind!r} (expected meta or pair)", source=source, line=i)
+    if meta is None or meta.get("format") != TO_LABEL_FORMAT:
+        raise InputError(f"not a to-label file (no meta line of format {TO_LABEL_FORMAT})",
+                         source=source)
+    return ToLabel(meta, pairs)
+
+
+def read_to_label(path: str) -> ToLabel:
+    """:func:`parse_to_label` of a file."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise InputError(exc.strerror or "cannot read", source=str(path)) from None
+    return parse_to_label(text, source=str(path))
+
+
+def replay_labels(records: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """The labels in force after a labels log: ``{(qid, docid): record}`` in the order given
+    (``grade`` ``None``: skipped). An ``undo`` takes back the latest label still in force
+    (the pair returns to what it had before that label, or to unlabelled)."""
+    stack: list[tuple[tuple[str, str], dict[str, Any] | None]] = []
+    now: dict[tuple[str, str], dict[str, Any]] = {}
+    for rec in records:
+        op = rec.get("op", "label")
+        if op == "undo":
+            if stack:
+                key, before = stack.pop()
+                if before is None:
+                    now.pop(key, None)
+                else:
+                    now[key] = before
+            continue
+        key = (str(rec["qid"]), str(rec["docid"]))
+        stack.append((key, now.get(key)))
+        now.pop(key, None)  # a relabelled pair moves to the end
+        now[key] = dict(rec)
+    return now
+
+
+def complete_queries(to_label: ToLabel, labels: Mapping[tuple[str, str], Any]) -> list[str]:
+    """The sampled queries every pair of which has a label or a skip, in labelling order."""
+    todo: dict[str, int] = {}
+    for p in to_label.pairs:
+        if (p["qid"], p["docid"]) not in labels:
+            todo[p["qid"]] = todo.get(p["qid"], 0) + 1
+    have = {p["qid"] for p in to_label.pairs}
+    return [q for q in to_label.queries if q in have and not todo.get(q)]
+
+
+def labels_qrels(labels: Mapping[tuple[str, str], Mapping[str, Any]],
+                 qids: Iterable[str] | None = None, source: str | None = None) -> Qrels:
+    """The graded labels (skips left out) as qrels, of ``qids`` only when given."""
+    keep = None if qids is None else set(qids)
+    data: dict[str, dict[str, int]] = {}
+    for (q, d), rec in labels.items():
+        if rec.get("grade") is None or (keep is not None and q not in keep):
+            continue
+        data.setdefault(q, {})[d] = int(rec["grade"])
+    return Qrels.from_dict(data, source=source)
