@@ -1,7 +1,8 @@
-"""LLM options shared by every subcommand that calls a model (``judge``, ``rag``).
+"""LLM options shared by every subcommand that calls a model (``judge``, ``rag``, ``synth``,
+``evaluate --judge``, ``retrieve``).
 
-One definition, so the flags, defaults and checks of ``ragjudge judge`` and ``ragjudge rag``
-cannot drift apart.
+One definition, so the flags, defaults and checks of the commands cannot drift apart; the flags
+are read into one :class:`ragjudge.llm.Endpoint` and one :class:`ragjudge.llm.LLM`.
 """
 
 from __future__ import annotations
@@ -15,11 +16,29 @@ from ..errors import InputError
 __all__ = ["add_llm_options", "llm_from_args", "endpoint_from_args"]
 
 
-def add_llm_options(p: argparse.ArgumentParser) -> None:
-    """Add the "model and endpoint" and "rate limits and cost" option groups to ``p``."""
-    ep = p.add_argument_group("model and endpoint")
-    ep.add_argument("--model", default=os.environ.get("RAGJUDGE_MODEL"), metavar="M",
-                    help="model name (or $RAGJUDGE_MODEL)")
+def add_llm_options(p: Any, *, model: bool = True, group: Any = None,
+                    skip: tuple[str, ...] = ()) -> None:
+    """Add the "model and endpoint" and "rate limits and cost" option groups to ``p``; with
+    ``group``, every option goes into that one group instead. ``model=False`` leaves ``--model``
+    out (a command that names the model its own way: ``evaluate --judge MODEL``); ``skip``
+    leaves out flags the command uses for something else (``evaluate``'s ``--seed`` is its
+    bootstrap seed): the LLM then takes their defaults."""
+    ep = group if group is not None else p.add_argument_group("model and endpoint")
+    rl = group if group is not None else None
+    skipped = set(skip)
+
+    class _Only:  # adds an option unless the command skips it
+        def __init__(self, target: Any) -> None:
+            self.target = target
+
+        def add_argument(self, *flags: str, **kw: Any) -> None:
+            if not skipped.intersection(flags):
+                self.target.add_argument(*flags, **kw)
+
+    ep = _Only(ep)
+    if model:
+        ep.add_argument("--model", default=os.environ.get("RAGJUDGE_MODEL"), metavar="M",
+                        help="model name (or $RAGJUDGE_MODEL)")
     from ..llm.providers import provider_names, provider_spec
 
     ep.add_argument("--provider", default=os.environ.get("RAGJUDGE_PROVIDER") or "openai",
@@ -45,7 +64,7 @@ def add_llm_options(p: argparse.ArgumentParser) -> None:
     ep.add_argument("--patience", type=float, default=600.0, metavar="S",
                     help="how long an outage or a run of 429s may last before the run stops "
                          "(seconds, default 600; they do not use up --max-attempts)")
-    rl = p.add_argument_group("rate limits and cost")
+    rl = _Only(rl if rl is not None else p.add_argument_group("rate limits and cost"))
     rl.add_argument("--concurrency", type=int, default=16, metavar="N",
                     help="requests in flight at most (default 16)")
     rl.add_argument("--rpm", type=float, metavar="N",
@@ -61,7 +80,8 @@ def add_llm_options(p: argparse.ArgumentParser) -> None:
     rl.add_argument("--prices", metavar="FILE",
                     help='JSON price overrides {"model": {"input": x, "output": y, "cached_input": z}} '
                          "(USD/1M tokens)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _Only(group if group is not None else p).add_argument("--no-progress", action="store_true",
+                                                          help="no progress bar")
 
 
 def endpoint_from_args(args: argparse.Namespace) -> Any:
@@ -96,7 +116,8 @@ def llm_from_args(args: argparse.Namespace) -> Any:
         check_finite(value, flag, integer=integer)
     check_finite(args.max_cost, "--max-cost", positive=False)
     # llama.cpp reads a negative seed as "random": the answer would not be reproducible.
-    check_finite(args.seed, "--seed", positive=False, integer=True)
+    seed = getattr(args, "seed", 0)
+    check_finite(seed, "--seed", positive=False, integer=True)
     if args.no_cache and args.cache:
         raise InputError("--cache and --no-cache contradict each other", field="--no-cache")
     return LLM(
@@ -104,7 +125,7 @@ def llm_from_args(args: argparse.Namespace) -> Any:
         cache=False if args.no_cache else (args.cache or True),
         prices=args.prices,
         max_cost=args.max_cost,
-        seed=args.seed,
+        seed=seed,
         max_tokens=args.max_tokens,
         logprobs=not args.no_logprobs,
         # A dry run sends nothing, so it must not demand an API key.

@@ -7,7 +7,6 @@ Only argument parsing and output here; the work is :func:`ragjudge.evaluate.eval
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,9 +16,10 @@ from ..evaluate import DEFAULT_METRICS, TESTS, compare, evaluate
 from ..io import check_output_path, read_run
 from ..measures import Measure, parse_measure, split_metric_list
 from ..report import FORMATS, TREC_FORMAT, CompareReport, Report, render_reports
-from ._plot import add_plot_options, check_plot_path, write_plot
+from ._plot import add_plot_options, check_plot_path, draw_panels, write_plot
 from .gates import below, parse_gate, report_failures, worse_than
 from .trust import add_ppi_options, evaluate_judged, evaluate_ppi, evaluate_soft
+from ._llm import add_llm_options
 from ._inputs import (
     add_beir_options,
     add_format_options,
@@ -156,27 +156,9 @@ def _add_trust_options(p: argparse.ArgumentParser) -> None:
                    help="keep the pool in FILE (TREC qrels of every LLM label, with provenance "
                         "and the runs scored): judge only the pairs it lacks, add them, and "
                         "score again the runs recorded in it, saying whose scores changed")
-    from ..llm.providers import provider_names
-
-    j.add_argument("--provider", default=os.environ.get("RAGJUDGE_PROVIDER") or "openai",
-                   choices=provider_names(), metavar="NAME",
-                   help=f"the judge's API ({', '.join(provider_names())}; default openai)")
-    j.add_argument("--base-url", metavar="URL", help="the provider's endpoint (e.g. an OpenAI-compatible server)")
-    j.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
-    j.add_argument("--cache", metavar="PATH", help="SQLite judgment cache")
-    j.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
-    j.add_argument("--max-cost", type=float, metavar="USD", help="spending cap")
-    j.add_argument("--prices", metavar="FILE", help="JSON price overrides (USD/1M tokens)")
-    j.add_argument("--concurrency", type=int, default=16, metavar="N",
-                   help="requests in flight at most (default 16)")
-    j.add_argument("--timeout", type=float, default=60.0, metavar="S",
-                   help="bound of one HTTP attempt as a whole, in seconds (default 60)")
-    j.add_argument("--max-attempts", type=int, default=6, metavar="N",
-                   help="attempts per request on retryable errors (default 6)")
-    j.add_argument("--patience", type=float, default=600.0, metavar="S",
-                   help="how long an outage or a run of 429s may last (seconds, default 600)")
-    j.add_argument("--dry-run", action="store_true", help="print the judging cost; send nothing")
-    j.add_argument("--no-progress", action="store_true", help="no progress bar")
+    # The same LLM options as `ragjudge judge` (one definition); --judge names the model and
+    # --seed stays the bootstrap's.
+    add_llm_options(p, model=False, group=j, skip=("--seed",))
 
 
 def register(subparsers: Any) -> None:

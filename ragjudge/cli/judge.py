@@ -7,6 +7,7 @@ Only argument parsing and output here; the work is
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -58,7 +59,6 @@ def register(subparsers: Any) -> None:
                     "and write the grades as qrels for `ragjudge evaluate`.",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        conflict_handler="resolve",  # --model: see the judge panels group below
     )
     io = p.add_argument_group("input and output")
     io.add_argument("--queries", metavar="FILE",
@@ -84,11 +84,11 @@ def register(subparsers: Any) -> None:
                     help="write every judgment with grade, reasoning, error and provenance")
     io.add_argument("--prompt", default="relevance.v1", metavar="NAME|FILE",
                     help="prompt template: a shipped name or a file (default relevance.v1)")
-    add_llm_options(p)
+    add_llm_options(p, model=False)  # --model is this command's own: repeatable (a panel)
     panel = p.add_argument_group("judge panels")
-    # Replaces the shared single --model (the parser resolves the conflict): repeated, the
-    # models form a panel; args.model stays the first, so single-model code is unchanged.
-    panel.add_argument("--model", action=_ModelAction, default=p.get_default("model"),
+    # Repeated, the models form a panel; args.model stays the first, so single-model code is
+    # unchanged.
+    panel.add_argument("--model", action=_ModelAction, default=os.environ.get("RAGJUDGE_MODEL"),
                        metavar="M", help="model name (or $RAGJUDGE_MODEL); repeat for a judge panel")
     panel.add_argument("--combine", choices=("majority", "mean"), default="majority",
                        help="panel label: majority grade (ties to the lowest tied grade) or mean "

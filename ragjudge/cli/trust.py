@@ -124,16 +124,12 @@ def evaluate_soft(args: argparse.Namespace, metrics: Any, runs: dict[str, Any]) 
 
 
 def _llm(args: argparse.Namespace, model: str) -> Any:
-    """The LLM session ``ragjudge judge`` would build from these options."""
-    from ._llm import add_llm_options, llm_from_args
+    """The LLM session ``ragjudge judge`` would build from the same options (``evaluate``
+    declares them with the shared definition; its ``--seed`` is the bootstrap's, so the
+    model's sampling seed keeps its default)."""
+    from ._llm import llm_from_args
 
-    tmp = argparse.ArgumentParser(add_help=False)
-    add_llm_options(tmp)
-    ns = tmp.parse_args([])
-    for key in ("provider", "base_url", "api_key_env", "cache", "no_cache", "max_cost", "prices",
-                "concurrency", "dry_run", "no_progress", "timeout", "max_attempts", "patience"):
-        setattr(ns, key, getattr(args, key))
-    ns.model = model
+    ns = argparse.Namespace(**{**vars(args), "model": model, "seed": 0})
     return llm_from_args(ns)
 
 

@@ -36,12 +36,10 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import LLMError
 from ..cost import Price, Usage
-from ..provenance import FailureKind
 from ..redaction import redact, redact_url, remember_secret, remember_url_secrets
 from .base import (
     PERMANENT_STATUS,
     BadBody,
-    CallFailed,
     Completion,
     EmbeddingReply,
     ProviderSpec,
@@ -57,6 +55,7 @@ from .base import (
     retry_after_seconds,
     server_message,
     status_of,
+    transport_verdict,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -258,14 +257,7 @@ class AnthropicProvider:
         failure = failure_of(exc)
         status = status_of(exc)
         if status is None:
-            retry = failure.kind in ("unreachable", "timeout")
-            reason = {"timeout": "timeout", "unreachable": "connection error"}.get(
-                failure.kind, redact(f"{type(exc).__name__}: {exc}"))
-            if type(exc).__name__ == "APITimeoutError":
-                reason = "timeout"
-            return Verdict(failure, retry=retry, free=failure.kind == "unreachable", reason=reason,
-                           final=None if retry else CallFailed(f"client error: {reason}",
-                                                               kind=FailureKind.MALFORMED))
+            return transport_verdict(exc, failure)
         retry = status in RETRY_STATUS or (status >= 500 and status not in PERMANENT_STATUS)
         message = redact(server_message(exc))
         code = error_code(exc)

@@ -36,7 +36,7 @@ __all__ = [
     "Provider", "ProviderSpec", "Sent", "RateInfo", "Verdict", "AttemptFailed", "BadBody",
     "CallFailed", "RejectedReply", "UnsupportedFeature", "Completion", "EmbeddingReply",
     "Failure", "retry_after_seconds", "parse_duration", "int_header", "json_object",
-    "usage_in", "usage_in_text", "final_for_status", "PERMANENT_STATUS", "failure_of", "status_of", "headers_of",
+    "usage_in", "usage_in_text", "final_for_status", "transport_verdict", "PERMANENT_STATUS", "failure_of", "status_of", "headers_of",
     "server_message", "error_code", "embedding_tokens",
 ]
 
@@ -393,6 +393,21 @@ def failure_of(exc: BaseException) -> Failure:
             break
         return Failure("unreachable", redact(reason), url)
     return Failure("other", redact(f"{type(exc).__name__}: {exc}"), url)
+
+
+def transport_verdict(exc: BaseException, failure: Failure) -> Verdict:
+    """The verdict on an SDK error that carries no HTTP status: timeouts and connection
+    errors are retried (an unreachable server is not the pair's fault); anything else fails
+    the item as a client error."""
+    retry = failure.kind in ("unreachable", "timeout")
+    if type(exc).__name__ == "APITimeoutError" or failure.kind == "timeout":
+        reason = "timeout"
+    elif failure.kind == "unreachable":
+        reason = "connection error"
+    else:
+        reason = redact(f"{type(exc).__name__}: {exc}")
+    return Verdict(failure, retry=retry, free=failure.kind == "unreachable", reason=reason,
+                   final=None if retry else CallFailed(f"client error: {reason}", kind=FailureKind.MALFORMED))
 
 
 #: 5xx that say the server cannot ever do this (not implemented, misconfigured): never retried.

@@ -30,7 +30,6 @@ from .base import (
     PERMANENT_STATUS,
     BadBody,
     ProviderSpec,
-    CallFailed,
     Completion,
     EmbeddingReply,
     RateInfo,
@@ -47,10 +46,10 @@ from .base import (
     retry_after_seconds,
     server_message,
     status_of,
+    transport_verdict,
     usage_in,
 )
 from ..cost import Usage
-from ..provenance import FailureKind
 
 if TYPE_CHECKING:  # pragma: no cover
     import openai
@@ -166,16 +165,7 @@ class OpenAIProvider:
         failure = failure_of(exc)
         status = status_of(exc)
         if status is None:
-            retry = failure.kind in ("unreachable", "timeout")
-            if type(exc).__name__ == "APITimeoutError" or failure.kind == "timeout":
-                reason = "timeout"
-            elif failure.kind == "unreachable":
-                reason = "connection error"
-            else:
-                reason = redact(f"{type(exc).__name__}: {exc}")
-            return Verdict(failure, retry=retry, free=failure.kind == "unreachable", reason=reason,
-                           final=None if retry else CallFailed(f"client error: {reason}",
-                                                               kind=FailureKind.MALFORMED))
+            return transport_verdict(exc, failure)
         quota = status == 429 and error_code(exc) == "insufficient_quota"
         retry = not quota and (status in RETRY_STATUS or (status >= 500 and status not in PERMANENT_STATUS))
         where = f"{self.endpoint} (model {self.config.model!r})"
