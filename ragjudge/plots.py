@@ -6,9 +6,10 @@ caller. Values that could not be computed are left out of a drawing and counted 
 or legend, never drawn as 0.
 
 * :func:`plot_means` -- forest plot of each run's mean with its 95% interval; runs that differ
-  significantly from the baseline (Holm-adjusted) are filled and starred.
-* :func:`plot_differences` -- per-query differences of a run against the baseline, sorted, with
-  win/tie/loss counts (the plot IR papers use).
+  significantly from the baseline (Holm-adjusted) are filled and starred; in an all-pairs
+  comparison each run is numbered and marked with the runs it is significantly better than.
+* :func:`plot_differences` -- per-query differences of a run against the baseline (or any run
+  it was tested against), sorted, with win/tie/loss counts (the plot IR papers use).
 * :func:`plot_distribution` -- per-query values of one metric for one or more runs, as a
   histogram or box plot.
 * :func:`plot_rag` -- RAG metrics: per-metric distributions with undetermined counts.
@@ -19,12 +20,14 @@ or legend, never drawn as 0.
   candidate/LLM columns), counts and row percentages in the cells.
 * :func:`plot_systems` -- agreement: each run's metric under the reference vs the candidate
   qrels, Kendall's tau-b in the title.
+* :func:`plot_panels` -- small multiples: one panel per item (metric, pair of runs...) in one
+  figure, each drawn by any of the functions above.
 * :func:`save_figure` -- write the figure of an ``Axes`` to ``.png`` / ``.svg`` / ``.pdf``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +45,8 @@ __all__ = [
     "plot_pr",
     "plot_confusion",
     "plot_systems",
+    "plot_panels",
+    "MAX_PANELS",
     "PR_LEVELS",
     "PR_METRICS",
     "save_figure",
@@ -54,6 +59,8 @@ PR_LEVELS: tuple[float, ...] = tuple(i / 10 for i in range(11))
 #: The metrics :func:`plot_pr` reads: pass them to ``evaluate``/``compare``.
 PR_METRICS: tuple[str, ...] = tuple(f"iprec_at_recall(recall={x:.1f})" for x in PR_LEVELS)
 _WIN, _LOSS, _TIE = "#2a9d8f", "#e76f51", "#8d99ae"
+#: At most this many panels in one figure of small multiples (callers say what they left out).
+MAX_PANELS = 24
 
 
 def _pyplot() -> Any:
@@ -81,10 +88,15 @@ def _check_metric(metric: str, metrics: Sequence[str]) -> None:
 def plot_means(report: Any, metric: str | None = None, *, ax: Any = None) -> Any:
     """Forest plot of one metric of a ``CompareReport``: a dot per run at its mean, a bar for its
     bootstrap interval; runs significantly different from the baseline are filled and starred.
+    In an all-pairs comparison there is no baseline: runs are numbered, and ``> 2,3`` beside a
+    run says it is significantly better than runs 2 and 3 (Holm over all pairs); a run that
+    differs significantly from any other is filled.
     """
     metric = metric or report.metrics[0]
     _check_metric(metric, report.metrics)
     runs = report.runs
+    pairs = bool(getattr(report, "all_pairs", False))
+    number = {r: i + 1 for i, r in enumerate(runs)}
     ax = _axes(ax, (6.0, 0.5 * len(runs) + 1.5))
     ys = np.arange(len(runs))[::-1]
     for y, run in zip(ys, runs):
@@ -92,38 +104,65 @@ def plot_means(report: Any, metric: str | None = None, *, ax: Any = None) -> Any
         if mean is None:
             continue
         ci = report.ci.get(run, {}).get(metric)
-        sig = False
-        if run != report.baseline:
+        sig, better = False, []
+        if pairs:
+            for other in runs:
+                if other != run:
+                    c = report.comparison(run, metric, vs=other)
+                    if c.significant:
+                        sig = True
+                        if c.delta is not None and c.delta > 0:
+                            better.append(number[other])
+        elif run != report.baseline:
             c = report.comparison(run, metric)
             sig = bool(c.significant)
         if ci is not None:
             ax.hlines(y, ci[0], ci[1], color="#264653", linewidth=2)
         ax.plot([mean], [y], "o", color="#264653", markersize=7,
-                markerfacecolor="#264653" if sig or run == report.baseline else "white")
-        if sig:
+                markerfacecolor="#264653" if sig or (run == report.baseline and not pairs)
+                else "white")
+        if better:
+            right = ci[1] if ci is not None else mean
+            ax.annotate("> " + ",".join(str(k) for k in better), (right, y),
+                        textcoords="offset points", xytext=(6, 0), ha="left", va="center",
+                        fontsize=8)
+        elif sig and not pairs:
             ax.annotate("*", (mean, y), textcoords="offset points", xytext=(0, 6), ha="center")
     base = report.reports[report.baseline].mean[metric]
-    if base is not None:
+    if base is not None and not pairs:
         ax.axvline(base, color=_TIE, linestyle="--", linewidth=1)
     ax.set_yticks(ys)
-    ax.set_yticklabels([f"{r} (baseline)" if r == report.baseline else r for r in runs])
+    if pairs:
+        ax.set_yticklabels([f"{number[r]}  {r}" for r in runs])
+    else:
+        ax.set_yticklabels([f"{r} (baseline)" if r == report.baseline else r for r in runs])
     conf = int(round(100 * report.meta.get("confidence", 0.95)))
     ax.set_xlabel(f"{metric} (mean, {conf}% bootstrap interval)")
-    ax.set_title(f"{metric}\n* significantly different from {report.baseline} (Holm)", fontsize=10)
+    if pairs:
+        ax.set_title(f"{metric}\n> k: significantly better than run k (Holm over all pairs)",
+                     fontsize=10)
+    else:
+        ax.set_title(f"{metric}\n* significantly different from {report.baseline} (Holm)",
+                     fontsize=10)
     return ax
 
 
-def plot_differences(report: Any, run: str, metric: str | None = None, *, ax: Any = None) -> Any:
-    """Per-query ``run - baseline`` differences of a ``CompareReport``, sorted, coloured as wins,
-    ties and losses, with the counts in the title. Queries where either value is undetermined
-    are left out and counted."""
+def plot_differences(report: Any, run: str, metric: str | None = None, *, vs: str | None = None,
+                     ax: Any = None) -> Any:
+    """Per-query ``run - vs`` differences of a ``CompareReport`` (``vs``: the baseline unless
+    given; any other run in an all-pairs comparison), sorted, coloured as wins, ties and
+    losses, with the counts in the title. Queries where either value is undetermined are left
+    out and counted."""
     metric = metric or report.metrics[0]
     _check_metric(metric, report.metrics)
-    if run not in report.reports or run == report.baseline:
-        others = [r for r in report.runs if r != report.baseline]
+    vs = report.baseline if vs is None else vs
+    if vs not in report.reports:
+        raise InputError(f"run {vs!r} is not in the comparison (it has: {', '.join(report.runs)})")
+    if run not in report.reports or run == vs:
+        others = [r for r in report.runs if r != vs]
         raise InputError(f"run {run!r} is not a compared run (choose one of: {', '.join(others)})")
     a = report.reports[run]
-    b = report.reports[report.baseline]
+    b = report.reports[vs]
     index = {q: i for i, q in enumerate(b.qids)}
     pairs = [(a.values[metric][i], b.values[metric][index[q]]) for i, q in enumerate(a.qids) if q in index]
     d = np.array([x - y for x, y in pairs], dtype=np.float64)
@@ -135,7 +174,7 @@ def plot_differences(report: Any, run: str, metric: str | None = None, *, ax: An
     ax.axhline(0, color="black", linewidth=0.8)
     wins, losses = int((d > 0).sum()), int((d < 0).sum())
     ties = len(d) - wins - losses
-    title = f"{run} vs {report.baseline} ({metric})\n{wins} wins, {ties} ties, {losses} losses"
+    title = f"{run} vs {vs} ({metric})\n{wins} wins, {ties} ties, {losses} losses"
     if missing:
         title += f" ({missing} undetermined left out)"
     ax.set_title(title, fontsize=10)
@@ -360,6 +399,29 @@ def plot_systems(report: Any, metric: str | None = None, *, ax: Any = None) -> A
         title += f" ({missing} undetermined left out)"
     ax.set_title(title, fontsize=10)
     return ax
+
+
+def plot_panels(draw: Callable[[Any, Any], Any], items: Sequence[Any], *, ncols: int = 1,
+                panel: tuple[float, float] = (6.0, 3.5)) -> Any:
+    """Small multiples: one panel per item of ``items`` in a grid of ``ncols`` columns (row by
+    row), each drawn by ``draw(item, ax)`` (e.g. ``lambda m, ax: plot_means(report, m, ax=ax)``
+    over the metrics); ``panel`` is the size of one panel in inches. Returns the first Axes:
+    ``ax.figure`` holds them all (pass it to :func:`save_figure`)."""
+    items = list(items)
+    if not items:
+        raise InputError("nothing to draw: no panel")
+    if len(items) > MAX_PANELS:
+        raise InputError(f"{len(items)} panels are too many for one figure (at most {MAX_PANELS})")
+    ncols = max(1, min(ncols, len(items)))
+    nrows = -(-len(items) // ncols)
+    _, grid = _pyplot().subplots(nrows, ncols, figsize=(panel[0] * ncols, panel[1] * nrows),
+                                 squeeze=False)
+    axes = list(grid.flat)
+    for item, ax in zip(items, axes):
+        draw(item, ax)
+    for ax in axes[len(items):]:
+        ax.set_visible(False)
+    return axes[0]
 
 
 def save_figure(ax: Any, path: str | Path) -> Path:

@@ -14,9 +14,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 from ragjudge import Qrels, Run, compare, evaluate  # noqa: E402
 from ragjudge.errors import InputError  # noqa: E402
 from ragjudge.plots import (  # noqa: E402
+    MAX_PANELS,
     PR_LEVELS,
     PR_METRICS,
     plot_confusion,
+    plot_differences,
+    plot_panels,
     plot_rag,
     plot_sample_heatmap,
     plot_systems,
@@ -249,3 +252,89 @@ def test_confusion_text_is_readable_on_light_cells() -> None:
     ax = plot_confusion(_Agreement())
     colours = {t.get_text(): t.get_color() for t in ax.texts}
     assert colours["8\n80%"] == "white" and colours["2\n20%"] == "black"
+
+
+def _three_runs() -> tuple[Qrels, list[Run]]:
+    qrels = Qrels.from_dict({f"q{i}": {"d1": 1} for i in range(30)})
+    base = Run.from_dict({f"q{i}": {"d1": 2.0, "d2": 1.0} for i in range(30)}, name="base")
+    worse = Run.from_dict({f"q{i}": {"d2": 2.0, "d1": 1.0} for i in range(30)}, name="worse")
+    same = Run.from_dict({f"q{i}": {"d1": 2.0} for i in range(30)}, name="same")
+    return qrels, [base, worse, same]
+
+
+def test_means_forest_all_pairs_marks_every_pair_not_the_baseline() -> None:
+    qrels, runs = _three_runs()
+    cr = compare(qrels, runs, ["mrr"], n_resamples=2000, all_pairs=True)
+    ax = cr.plot("mrr")
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels == ["1  base", "2  worse", "3  same"] and "baseline" not in ax.get_title()
+    marks = sorted((t.get_text(), round(t.xy[1])) for t in ax.texts)
+    # base (y=2) and same (y=0) are each significantly better than worse (run 2); no stars
+    assert marks == [("> 2", 0), ("> 2", 2)]
+    assert "Holm over all pairs" in ax.get_title()
+
+
+def test_differences_against_any_run_of_an_all_pairs_report() -> None:
+    qrels, runs = _three_runs()
+    cr = compare(qrels, runs, ["mrr"], n_resamples=200, all_pairs=True)
+    ax = plot_differences(cr, "same", "mrr", vs="worse")
+    assert ax.get_title() == "same vs worse (mrr)\n30 wins, 0 ties, 0 losses"
+    with pytest.raises(InputError, match="not in the comparison"):
+        plot_differences(cr, "same", "mrr", vs="nope")
+
+
+def test_panels_one_per_item_and_bounded() -> None:
+    qrels, runs = _three_runs()
+    cr = compare(qrels, runs, ["mrr", "P_1", "ndcg"], n_resamples=100)
+    ax = plot_panels(lambda m, a: cr.plot(m, ax=a), cr.metrics, ncols=2)
+    shown = [a for a in ax.figure.axes if a.get_visible()]
+    assert [a.get_title().split("\n")[0] for a in shown] == ["mrr", "P_1", "ndcg"]
+    assert len(ax.figure.axes) == 4  # a 2x2 grid, the fourth cell hidden
+    with pytest.raises(InputError, match="too many"):
+        plot_panels(lambda m, a: None, range(MAX_PANELS + 1))
+
+
+def test_cli_plot_draws_every_metric_and_every_pair(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    runs = sorted(str(p) for p in (EXAMPLES / "runs").glob("*.run"))
+    qrels = str(EXAMPLES / "qrels.txt")
+    for kind in ("means", "box"):
+        out = tmp_path / f"{kind}.svg"
+        assert _cli("compare", qrels, *runs, "-m", "ndcg@10,map", "--resamples", "100",
+                    "--plot", str(out), "--plot-kind", kind) == 0
+        svg = out.read_text()
+        assert "ndcg@10" in svg and "map" in svg, kind
+    out = tmp_path / "diff.svg"
+    assert _cli("compare", qrels, *runs, "-m", "ndcg@10,map", "--resamples", "100", "--all-pairs",
+                "--plot", str(out), "--plot-kind", "differences") == 0
+    svg = out.read_text()
+    # 3 runs: every pair, for both metrics (titles are drawn as text in the SVG)
+    for pair in ("bm25_stemmed vs bm25_raw", "term_overlap vs bm25_raw", "term_overlap vs bm25_stemmed"):
+        assert svg.count(pair) == 2, pair
+    assert "drew" not in capsys.readouterr().err  # everything fitted: no note
+    # more than one figure holds: the first ones, and one stderr line says what was left out
+    many = ",".join(f"P_{k}" for k in range(1, 14))
+    assert _cli("evaluate", qrels, runs[0], "-m", many, "--plot", str(tmp_path / "many.svg"),
+                "--plot-kind", "box") == 0
+    notes = [ln for ln in capsys.readouterr().err.splitlines() if "--plot drew" in ln]
+    assert notes == ["ragjudge: --plot drew 12 of 13 metrics (P_1 to P_12): one figure holds 24 "
+                     "panels; pass fewer -m metrics or runs to draw the rest"]
+    assert "P_12" in (tmp_path / "many.svg").read_text()
+
+
+def test_cli_agree_systems_draws_every_metric(tmp_path: Path) -> None:
+    human = tmp_path / "human.qrels"
+    human.write_text("".join(f"q{i} 0 d1 2\nq{i} 0 d2 0\n" for i in range(6)))
+    llm = tmp_path / "llm.qrels"
+    llm.write_text("".join(f"q{i} 0 d1 2\nq{i} 0 d2 {1 if i < 2 else 0}\n" for i in range(6)))
+    runs = []
+    for name, first in (("a", "d2"), ("b", "d1")):
+        p = tmp_path / f"{name}.run"
+        other = "d1" if first == "d2" else "d2"
+        p.write_text("".join(f"q{i} Q0 {first} 1 2.0 {name}\nq{i} Q0 {other} 2 1.0 {name}\n"
+                             for i in range(6)))
+        runs += ["--run", str(p)]
+    out = tmp_path / "s.svg"
+    assert _cli("agree", str(human), str(llm), *runs, "-m", "mrr,P_1", "--plot", str(out),
+                "--plot-kind", "systems") == 0
+    svg = out.read_text()
+    assert "mrr under reference" in svg and "P_1 under reference" in svg

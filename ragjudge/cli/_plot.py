@@ -12,9 +12,10 @@ from typing import Any
 from ..errors import InputError
 from ..io import check_output_path
 
-__all__ = ["add_plot_options", "check_plot_path", "write_plot"]
+__all__ = ["add_plot_options", "check_plot_path", "write_plot", "draw_panels"]
 
 _SUFFIXES = (".png", ".svg", ".pdf")  # ragjudge.plots.PLOT_FORMATS, without importing numpy/mpl
+_MAX_METRICS = 12  # panels per figure for one-panel-per-metric plots
 
 
 def add_plot_options(p: argparse.ArgumentParser, kinds: Sequence[str], help_kinds: str) -> None:
@@ -51,3 +52,28 @@ def write_plot(args: argparse.Namespace, draw: Callable[[Any], Any]) -> None:
     plots.save_figure(ax, args.plot)
     matplotlib.pyplot.close(ax.figure)
     print(f"ragjudge: wrote {args.plot}", file=sys.stderr)
+
+
+def draw_panels(plots: Any, draw: Callable[[Any, Any], Any], metrics: Sequence[str], *,
+                rows: Sequence[Any] = (None,), row_name: str = "run pairs",
+                panel: tuple[float, float] = (6.0, 3.5)) -> Any:
+    """Every metric (and every row, e.g. pair of runs) as one figure of small multiples,
+    ``draw((row, metric), ax)`` on each panel; beyond what one figure holds, the first ones are
+    drawn and one stderr line says what was left out (never a silent first metric)."""
+    metrics, rows = list(metrics), list(rows)
+    shown_m = metrics[:_MAX_METRICS]
+    shown_r = rows[:max(1, plots.MAX_PANELS // len(shown_m))]
+    cut = []
+    if len(shown_m) < len(metrics):
+        cut.append(f"{len(shown_m)} of {len(metrics)} metrics ({shown_m[0]} to {shown_m[-1]})")
+    if len(shown_r) < len(rows):
+        cut.append(f"{len(shown_r)} of {len(rows)} {row_name}")
+    if cut:
+        print(f"ragjudge: --plot drew {' and '.join(cut)}: one figure holds {plots.MAX_PANELS} "
+              "panels; pass fewer -m metrics or runs to draw the rest", file=sys.stderr)
+    if rows == [None]:  # one panel per metric: a roughly square grid
+        ncols = 1 if len(shown_m) <= 3 else 2 if len(shown_m) <= 8 else 3
+    else:  # one row per pair of runs, one column per metric
+        ncols = len(shown_m)
+    return plots.plot_panels(draw, [(r, m) for r in shown_r for m in shown_m], ncols=ncols,
+                             panel=panel)

@@ -9,7 +9,7 @@ from ..errors import InputError
 from ..io import check_output_path
 from ._inputs import add_format_options, check_inputs, read_qrels_arg, read_run_arg, write_output
 from .trust import parse_scale
-from ._plot import add_plot_options, check_plot_path, write_plot
+from ._plot import add_plot_options, check_plot_path, draw_panels, write_plot
 
 __all__ = ["register"]
 
@@ -52,7 +52,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("-o", "--output", help="write to this file instead of stdout")
     add_format_options(p)
     add_plot_options(p, ("confusion", "systems"), "confusion (human vs LLM grades, the default), "
-                     "systems (each --run's first metric under both qrels, tau in the title)")
+                     "systems (each --run's metric under both qrels, tau in the title; a panel "
+                     "per metric)")
     p.set_defaults(func=_run)
 
 
@@ -89,7 +90,12 @@ def _run(args: argparse.Namespace) -> int:
     else:
         report = label_agreement(reference, candidate, **opts)
     kind = args.plot_kind or "confusion"
-    write_plot(args, lambda plots: (plots.plot_systems if kind == "systems" else plots.plot_confusion)(report))
+    if kind == "systems":  # one panel per metric
+        write_plot(args, lambda plots: draw_panels(
+            plots, lambda item, ax: plots.plot_systems(report, item[1], ax=ax),
+            list(next(iter(report.systems.values()), {})), panel=(5.0, 5.0)))
+    else:
+        write_plot(args, lambda plots: plots.plot_confusion(report))
     if args.format == "json":
         text = report.to_json()
     elif args.format == "html":

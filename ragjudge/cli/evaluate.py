@@ -104,8 +104,9 @@ def _add_arguments(p: argparse.ArgumentParser, *, min_runs: int) -> None:
                    help="exit 1 if a run's mean METRIC is below VALUE (CI gate); repeatable")
     add_plot_options(p, ("means", "differences", "hist", "box", "pr"),
                      "means (forest plot, the default with several runs), differences (per-query "
-                     "wins/ties/losses vs the baseline), hist (the default with one run), box, pr "
-                     "(11-point interpolated precision-recall curves)")
+                     "wins/ties/losses vs the baseline; every tested pair with --all-pairs), hist "
+                     "(the default with one run), box, pr (11-point interpolated precision-recall "
+                     "curves); a panel per metric")
     p.add_argument("--fail-if-worse", metavar="BASELINE",
                    help="exit 1 if any run is significantly worse (Holm-adjusted p <= --alpha, "
                         "lower mean) than run BASELINE (file stem) on any metric (CI gate); "
@@ -275,7 +276,7 @@ def _draw(plots: Any, args: argparse.Namespace, result: Report | CompareReport |
     """The ``--plot`` figure; ``pr`` evaluates the 11 interpolated-precision points itself so the
     printed table keeps the metrics asked for."""
     kind = args.plot_kind or ("means" if isinstance(result, CompareReport) else "hist")
-    metric = next(iter(result.metrics if not isinstance(result, list) else result[0].metrics))
+    metrics = list(result.metrics if not isinstance(result, list) else result[0].metrics)
     if kind == "pr":
         pr = [evaluate(qrels, read_run_arg(path, args, name=name, dedup=args.dedup),
                        list(plots.PR_METRICS), rel=args.rel, skip_missing=args.skip_missing,
@@ -283,9 +284,22 @@ def _draw(plots: Any, args: argparse.Namespace, result: Report | CompareReport |
                        name=name)
               for name, path in zip(names, args.runs)]
         return plots.plot_pr(pr)
-    if kind in ("means", "differences") and isinstance(result, CompareReport):
-        return result.plot(metric, kind=kind)
-    return plots.plot_distribution(result, metric, kind=kind)
+    # Every metric gets a panel; differences get one row per tested pair of runs (against the
+    # baseline, or every pair with --all-pairs).
+    if kind == "means" and isinstance(result, CompareReport):
+        return draw_panels(plots, lambda item, ax: plots.plot_means(result, item[1], ax=ax),
+                           metrics, panel=(6.0, 0.5 * len(result.runs) + 1.5))
+    if kind == "differences" and isinstance(result, CompareReport):
+        pairs = ([(c.run, c.baseline) for c in result.comparisons if c.metric == metrics[0]]
+                 if result.all_pairs else
+                 [(r, result.baseline) for r in result.runs if r != result.baseline])
+        return draw_panels(
+            plots, lambda item, ax: plots.plot_differences(result, item[0][0], item[1],
+                                                           vs=item[0][1], ax=ax),
+            metrics, rows=pairs, panel=(5.0, 3.0))
+    return draw_panels(plots, lambda item, ax: plots.plot_distribution(result, item[1], kind=kind,
+                                                                       ax=ax),
+                       metrics, panel=(6.0, 4.0))
 
 
 def _gate_baseline(args: argparse.Namespace, names: list[str]) -> str | None:
