@@ -321,3 +321,82 @@ def test_judged_only_and_depth(files: dict[str, str], capsys: pytest.CaptureFixt
     assert code == 0 and json.loads(out)["mean"]["num_ret"] == 2.0  # q1 and q2 cut to 1 each
     code, _, err = _run(capsys, "evaluate", files["qrels"], files["a"], "-M", "0")
     assert code == 2 and "max_depth" in err
+
+
+class _Pipes:
+    """``/dev/fd/N`` paths fed by threads, as bash's ``<(cat run)`` gives a command."""
+
+    def __init__(self) -> None:
+        self.threads: list = []
+        self.fds: list[int] = []
+
+    def __call__(self, text: str) -> str:
+        import os
+        import threading
+
+        r, w = os.pipe()
+        self.fds.append(r)
+
+        def feed() -> None:
+            with os.fdopen(w, "wb") as f:
+                f.write(text.encode())
+
+        t = threading.Thread(target=feed, daemon=True)
+        t.start()
+        self.threads.append(t)
+        return f"/dev/fd/{r}"
+
+    def close(self) -> None:
+        import os
+
+        for t in self.threads:
+            t.join(5)
+        for r in self.fds:
+            try:
+                os.close(r)
+            except OSError:
+                pass
+
+
+@pytest.fixture()
+def pipes():
+    import sys
+
+    if sys.platform != "linux":
+        pytest.skip("/dev/fd paths of pipes: Linux")
+    p = _Pipes()
+    yield p
+    p.close()
+
+
+def test_runs_through_process_substitution_are_named_by_their_tag(
+        files: dict[str, str], pipes: _Pipes, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(capsys, "compare", files["qrels"], pipes(RUN_A),
+                          pipes(RUN_B.replace(" b\n", " bee\n")), "-m", "P_1", "--resamples", "50",
+                          "--baseline", "bee", "-f", "json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert [r["run"] for r in data["runs"]] == ["bee", "a"]
+    assert data["comparisons"][0]["baseline"] == "bee"
+
+
+def test_pipe_names_stay_unique_and_untagged_runs_keep_the_fd_name(
+        files: dict[str, str], pipes: _Pipes, capsys: pytest.CaptureFixture[str]) -> None:
+    same = pipes(RUN_A)
+    second = pipes(RUN_A)
+    msmarco = pipes("q1\td1\t1\nq2\td4\t1\n")  # no tag column
+    code, out, err = _run(capsys, "evaluate", files["qrels"], same, second, msmarco, "-m", "P_1",
+                          "--no-stats", "-f", "json")
+    assert code == 0, err
+    names = [r["run"] for r in json.loads(out)]
+    assert names == ["a", f"a-{Path(second).name}", Path(msmarco).name]
+
+
+def test_read_run_names_a_pipe_by_its_tag(pipes: _Pipes) -> None:
+    from ragjudge import read_run
+    from ragjudge.io.trec import run_tag
+
+    assert read_run(pipes("# comment\n" + RUN_B)).name == "b"
+    assert read_run(pipes(RUN_B), name="given").name == "given"
+    assert run_tag(b"q1 Q0 d1 1 3.0 tag-x\n") == "tag-x"
+    assert run_tag(b"q1 Q0 d1 1 3.0 cut-sho") is None  # an incomplete line says nothing

@@ -13,7 +13,9 @@ from typing import Any
 
 from ..errors import InputError, MetricError
 from ..evaluate import DEFAULT_METRICS, TESTS, compare, evaluate
+from ..data import Run
 from ..io import check_output_path, read_run
+from ..io.streams import is_fd_path
 from ..measures import Measure, parse_measure, split_metric_list
 from ..report import FORMATS, TREC_FORMAT, CompareReport, Report, render_reports
 from ._plot import add_plot_options, check_plot_path, draw_panels, write_plot
@@ -185,9 +187,32 @@ def register(subparsers: Any) -> None:
 
 
 # ----------------------------------------------------------------------------- helpers
-def _run_names(paths: list[str]) -> list[str]:
-    """File stems (``runs/bm25.trec.gz`` -> ``bm25.trec``); the file name, then the path as
-    given, where stems collide."""
+def _run_names(paths: list[str], args: argparse.Namespace) -> tuple[list[str], dict[str, Run]]:
+    """The runs' names, and the runs already read, by name.
+
+    File stems (``runs/bm25.trec.gz`` -> ``bm25.trec``); the file name, then the path as given,
+    where stems collide. A ``/dev/fd/N`` path (bash's ``<(zcat bm25.run.gz)``) says nothing: it
+    is read here, once (a pipe cannot be read again), and named by its run tag (the sixth
+    column; ``TAG-N`` when another run already has that name)."""
+    names = _stem_names(paths)
+    early: dict[str, Run] = {}
+    for i, path in enumerate(paths):
+        if not is_fd_path(path):
+            continue
+        run = read_run_arg(path, args, dedup=args.dedup)  # named by its tag, if it has one
+        if run.name != names[i] and run.name != "stdin":
+            taken = set(names[:i] + names[i + 1:])
+            names[i] = run.name if run.name not in taken else f"{run.name}-{Path(path).name}"
+        early[names[i]] = run.with_name(names[i])
+    return names, early
+
+
+def _read(name: str, path: str, args: argparse.Namespace, early: dict[str, Run]) -> Run:
+    """Run ``name`` from ``path``, or as read already by :func:`_run_names`."""
+    return early[name] if name in early else read_run_arg(path, args, name=name, dedup=args.dedup)
+
+
+def _stem_names(paths: list[str]) -> list[str]:
 
     def stem(p: str) -> str:
         name = Path(p).name
@@ -272,13 +297,13 @@ def _check_gates(
 
 
 def _draw(plots: Any, args: argparse.Namespace, result: Report | CompareReport | list[Report],
-          qrels: Any, names: list[str]) -> Any:
+          qrels: Any, names: list[str], early: dict[str, Run]) -> Any:
     """The ``--plot`` figure; ``pr`` evaluates the 11 interpolated-precision points itself so the
     printed table keeps the metrics asked for."""
     kind = args.plot_kind or ("means" if isinstance(result, CompareReport) else "hist")
     metrics = list(result.metrics if not isinstance(result, list) else result[0].metrics)
     if kind == "pr":
-        pr = [evaluate(qrels, read_run_arg(path, args, name=name, dedup=args.dedup),
+        pr = [evaluate(qrels, _read(name, path, args, early),
                        list(plots.PR_METRICS), rel=args.rel, skip_missing=args.skip_missing,
                        judged_only=args.judged_only, max_depth=args.max_depth, dedup=args.dedup,
                        name=name)
@@ -346,7 +371,7 @@ def _run_trust(args: argparse.Namespace, used: list[str]) -> int:
     if not 0 <= args.digits <= 17:
         raise InputError(f"--digits must be between 0 and 17, got {args.digits}", field="--digits")
     metrics = _metric_list(args, [])[0]
-    names = _run_names(args.runs)
+    names, early = _run_names(args.runs, args)
     if len(used) > 1:
         raise InputError(f"{' and '.join(used)} cannot be combined", field=used[1].split("/")[0])
     if args.fail_under:
@@ -354,7 +379,8 @@ def _run_trust(args: argparse.Namespace, used: list[str]) -> int:
     if args.format == "trec":
         raise InputError("trec output cannot carry these results; use table, json, csv, "
                          "markdown, latex or html", field="--format")
-    runs = {n: read_run(path, name=n, dedup=args.dedup) for n, path in zip(names, args.runs)}
+    runs = {n: early[n] if n in early else read_run(path, name=n, dedup=args.dedup)
+            for n, path in zip(names, args.runs)}
     if args.judge:
         # Label-free without -m: measures of the run's own judged top k, which do not move with
         # the pool (which other runs were judged in the same command); set from the prompt's scale.
@@ -396,7 +422,7 @@ def _run(args: argparse.Namespace) -> int:
         raise InputError(f"--resamples must be positive, got {args.resamples}", field="--resamples")
     gates = [parse_gate(g) for g in args.fail_under]
     metrics, gate_keys = _metric_list(args, gates)
-    names = _run_names(args.runs)
+    names, early = _run_names(args.runs, args)
     if args.baseline is not None and args.baseline not in names:
         raise InputError(
             f"baseline {args.baseline!r} is not one of the runs: {', '.join(names)}",
@@ -415,8 +441,7 @@ def _run(args: argparse.Namespace) -> int:
     if len(args.runs) > 1 and not getattr(args, "no_stats", False):
         result = compare(
             qrels,
-            {name: read_run_arg(path, args, name=name, dedup=args.dedup)
-             for name, path in zip(names, args.runs)},
+            {name: _read(name, path, args, early) for name, path in zip(names, args.runs)},
             metrics,
             baseline=baseline,
             test=args.test,
@@ -433,14 +458,14 @@ def _run(args: argparse.Namespace) -> int:
         reports = list(result.reports.values())
     else:
         reports = [
-            evaluate(qrels, read_run_arg(path, args, name=name, dedup=args.dedup), metrics,
+            evaluate(qrels, _read(name, path, args, early), metrics,
                      rel=args.rel, skip_missing=args.skip_missing, judged_only=args.judged_only,
                      max_depth=args.max_depth, dedup=args.dedup, name=name)
             for name, path in zip(names, args.runs)
         ]
         result = reports[0] if len(reports) == 1 else reports
     write_output(_render(result, args), args.output)
-    write_plot(args, lambda plots: _draw(plots, args, result, qrels, names))
+    write_plot(args, lambda plots: _draw(plots, args, result, qrels, names, early))
     for r in reports:
         if r.meta.get("num_missing") == r.meta.get("num_q_qrels"):
             # Almost always mismatched query ids (e.g. "q1" vs "1"), not a system scoring 0.

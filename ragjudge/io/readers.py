@@ -105,12 +105,13 @@ def read_run(
 ) -> Run:
     """Read a run: TREC, MS MARCO (``qid docid rank``) or JSON; ``.gz``, pipes and ``-`` too.
 
-    ``name`` defaults to the file stem.
+    ``name`` defaults to the file stem; for ``/dev/fd/N`` (bash's ``<(...)``), to the TREC
+    run's tag column.
     """
     _check(format, RUN_FORMATS, "run")
     with open_input(path) as inp:
-        run_as = name if name is not None else run_name(path)
         fmt = sniff_format(inp.peek(), inp.source, RUN_FORMATS) if format == "auto" else format
+        run_as = name if name is not None else run_name(path, inp.peek() if fmt == "trec" else None)
         if fmt == "json":
             return read_json_run(inp, name=run_as)
         if fmt == "msmarco":

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import sys
 import zlib
 from collections.abc import Iterator
@@ -31,6 +32,7 @@ __all__ = [
     "open_input",
     "opened",
     "source_name",
+    "is_fd_path",
     "as_bytes",
     "decode_text",
     "check_utf8",
@@ -58,6 +60,18 @@ def source_name(path: PathLike) -> str:
     """How an input is named in error messages (``<stdin>`` for standard input)."""
     name = os.fspath(path)
     return "<stdin>" if name in STDIN else name
+
+
+_FD_PATH = re.compile(r"/(?:dev|proc/(?:self|[0-9]+))/fd/[0-9]+")
+
+
+def is_fd_path(path: Any) -> bool:
+    """Whether ``path`` names an open file descriptor, as bash's ``<(cmd)`` does
+    (``/dev/fd/63``): a name that says nothing about its content."""
+    try:
+        return bool(_FD_PATH.fullmatch(os.fspath(path)))
+    except TypeError:
+        return False
 
 
 def as_bytes(text: str | bytes) -> bytes:

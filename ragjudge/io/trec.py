@@ -27,7 +27,9 @@ from ..data import Dedup, Qrels, Run
 from ..errors import InputError
 from ..ids import LONG_ID, long_key
 from .numbers import parse_float, parse_int
-from .streams import BOM, Input, PathLike, as_bytes, blocks_from_bytes, check_utf8, opened, source_name
+from .streams import (
+    BOM, Input, PathLike, as_bytes, blocks_from_bytes, check_utf8, is_fd_path, opened, source_name,
+)
 
 __all__ = [
     "parse_trec_qrels",
@@ -372,17 +374,40 @@ def scan_trec(
 
 
 # ============================================================================= public
-def run_name(path: PathLike) -> str:
-    """A run's default name: the file stem (``runs/bm25.trec.gz`` -> ``bm25.trec``; ``stdin``)."""
+def run_name(path: PathLike, head: bytes | None = None) -> str:
+    """A run's default name: the file stem (``runs/bm25.trec.gz`` -> ``bm25.trec``; ``stdin``).
+    A file descriptor's path (``/dev/fd/63`` from bash's ``<(zcat bm25.run.gz)``) has no
+    meaningful stem: there the name is the run tag (sixth column) of the first line of
+    ``head``, the TREC run's first bytes, when it has one."""
     from pathlib import Path
 
     if source_name(path) == "<stdin>":
         return "stdin"
+    if head is not None and is_fd_path(path):
+        tag = run_tag(head)
+        if tag is not None:
+            return tag
     name = Path(os.fspath(path)).name
     if name.lower().endswith(".gz"):
         name = name[:-3]
     stem = Path(name).stem
     return stem or name
+
+
+def run_tag(head: bytes) -> str | None:
+    """The run tag (sixth column) of the first complete data line of a TREC run's first bytes;
+    ``None`` when that line has no sixth column."""
+    for raw in head.split(b"\n")[:-1]:  # complete lines only: the last one may be cut short
+        fields = raw.split()
+        if not fields or fields[0].startswith(b"#"):
+            continue
+        if len(fields) != 6:
+            return None
+        try:
+            return fields[5].decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    return None
 
 
 def _blocks(text: str | bytes) -> Iterator[bytes]:
@@ -429,8 +454,10 @@ def parse_trec_run(
 
 def _read_run(path: PathLike | Input, name: str | None, dedup: Dedup, kind: str) -> Run:
     with opened(path) as inp:
+        if name is None:
+            name = run_name(inp.source, inp.peek() if kind == "run" else None)
         cols = scan_trec(inp.blocks(BLOCK), kind, inp.source)
-        return _run(cols, inp.source, name if name is not None else run_name(inp.source), dedup, kind)
+        return _run(cols, inp.source, name, dedup, kind)
 
 
 def read_trec_run(path: PathLike | Input, *, name: str | None = None, dedup: Dedup = "error") -> Run:
