@@ -175,7 +175,7 @@ async function viewDiff(rid, params) {
     el("td", {}, link(`#/query/${encodeURIComponent(r.qid)}`, r.qid)), el("td", {}, r.query || ""),
     el("td", { class: "num" }, fmt(r.a)), el("td", { class: "num" }, fmt(r.b)),
     el("td", { class: "num " + (r.delta > 0 ? "pos" : r.delta < 0 ? "neg" : "") }, fmt(r.delta)),
-    el("td", {}, el("span", { class: "bar " + (r.delta >= 0 ? "pos" : "neg"), ""}))));
+    el("td", {}, el("span", { class: "bar " + (r.delta >= 0 ? "pos" : "neg") }))));
   // widths set through the style object (no markup built from strings)
   rows.forEach((tr, i) => { tr.lastChild.firstChild.style.width = `${Math.round(120 * Math.abs(d.items[i].delta) / maxAbs)}px`; });
   show(el("h1", {}, `Per-query differences: ${a} − ${b}, ${metric}`), controls,
@@ -352,7 +352,7 @@ async function refreshPPI() {
   let r;
   try { r = await api("label/ppi"); } catch (e) { box.replaceChildren(el("h2", {}, "PPI estimate"), el("p", { class: "err" }, e.message)); return; }
   const parts = [el("h2", {}, "PPI estimate"),
-    el("p", {}, el("strong", {}, "Estimand: "), `the mean ${r.metric} of each run over ${r.estimand_text} (${r.estimand}), under human labels; ${r.method.toUpperCase()}, ${Math.round(100 * r.confidence)}% Student-t intervals.`),
+    el("p", {}, el("strong", {}, "Estimand: "), `each run's ${r.metric}, ${r.estimand_text} (${r.estimand}), as human labels would give it; ${r.method.toUpperCase()}, ${Math.round(100 * r.confidence)}% Student-t intervals.`),
     el("p", { class: "muted" }, `${r.complete_queries} of ${r.sampled_queries} sampled queries complete.`)];
   if (r.status !== "ok") parts.push(el("p", { class: "muted", id: "ppi-status" }, r.status));
   else {
