@@ -128,7 +128,11 @@ def test_cli_evaluate_judge_dry_run_label_free_and_qrels(httpx2_mock: respx.Rout
     assert "judged@3 0.0000 -> 1.0000" in cap.err and SECRET not in cap.out + cap.err
     assert len((env / "j.jsonl").read_text().splitlines()) == 5
     assert main(["evaluate", "none", run, "-m", "ndcg@3", *llm]) == 0
-    assert "5 LLM labels" in capsys.readouterr().out and route.call_count == 5  # cached
+    cap = capsys.readouterr()
+    assert "5 LLM labels" in cap.out and route.call_count == 5  # cached
+    # the judged coverage is said once (stderr), not again under the table
+    both = cap.out + cap.err
+    assert both.count("judged@3 0.0000 -> 1.0000") == 1 and "queries" in cap.out
     assert main(["evaluate", run, "-m", "ndcg@3", "--judge", "judge-model"]) == 2
     assert "--queries" in capsys.readouterr().err
 

@@ -246,9 +246,9 @@ def evaluate_judged(args: argparse.Namespace, metrics: Any, runs: dict[str, Any]
                    for r in run_list]
         for r in reports:
             r.meta["judging"] = info
+        # judged@depth before -> after is on stderr already (done.describe()): not again here
         _render_reports(reports, args, "".join(
-            f"{r.run}: judged@{depth} {info['judged_before'][r.run]:.4f} -> "
-            f"{info['judged_after'][r.run]:.4f}; {info['llm_labels']} LLM labels, "
+            f"{r.run}: {r.footer()}; {info['llm_labels']} LLM labels, "
             f"{info['human_labels']} human\n" for r in reports))
     # A run that mostly failed is not a result: say so in the exit status.
     pairs = info["pairs"] or 0
