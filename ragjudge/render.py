@@ -23,6 +23,7 @@ __all__ = [
     "FORMATS",
     "TREC_FORMAT",
     "format_value",
+    "format_p",
     "plain",
     "latex_escape",
     "render_table",
@@ -75,6 +76,21 @@ def format_value(value: Any, digits: int = 4) -> str:
             return _MISSING
         return f"{value:.{digits}f}"
     return str(value)
+
+
+def format_p(value: Any, digits: int = 4) -> str:
+    """A p-value as text with ``digits`` decimals; one that would round to zero is
+    ``< 0.0001`` (for 4 digits), never ``0.0000``; ``None`` (no test) is ``-``."""
+    if value is None:
+        return _MISSING
+    if _is_np_number(value):
+        value = value.item()
+    value = float(value)
+    if not math.isfinite(value):
+        return _MISSING
+    if value < 0.5 * 10.0 ** -digits:
+        return f"< {10.0 ** -digits:.{digits}f}"
+    return f"{value:.{digits}f}"
 
 
 def _numeric_columns(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[bool]:
@@ -189,6 +205,7 @@ def render_table(
     *,
     digits: int = 4,
     title: str | None = None,
+    p_values: Sequence[str] = (),
 ) -> str:
     """Render a table in ``fmt`` (one of :data:`FORMATS`); the result ends with a newline.
 
@@ -196,7 +213,8 @@ def render_table(
     Human formats (table, markdown, latex, html) round floats to ``digits`` decimals and
     right-align numeric columns; json and csv keep full precision. ``json`` is a list of
     ``{header: value}`` objects. ``title`` becomes the HTML caption / a first line of the text
-    table; the machine formats ignore it.
+    table; the machine formats ignore it. The columns named in ``p_values`` hold p-values:
+    human formats show one too small for ``digits`` as ``< 0.0001`` (:func:`format_p`).
     """
     headers = [str(h) for h in headers]
     _check_shape(headers, rows)
@@ -206,7 +224,9 @@ def render_table(
     if fmt == "csv":
         return _render_csv(headers, rows)
     numeric = _numeric_columns(headers, rows)
-    cells = [[format_value(c, digits) for c in r] for r in rows]
+    is_p = [h in p_values for h in headers]
+    cells = [[format_p(c, digits) if p and fmt != "latex" else format_value(c, digits)
+              for c, p in zip(r, is_p)] for r in rows]
     if fmt == "table":
         text = _render_text(headers, cells, numeric)
         return f"{title}\n{text}" if title else text

@@ -475,7 +475,7 @@ class CompareReport:
             # per run; the statistics are in the plain csv (without per_query).
             return render_reports(list(self.reports.values()), fmt, per_query=True, digits=digits)
         headers, rows = self.table()
-        text = render_table(headers, rows, fmt, digits=digits)
+        text = render_table(headers, rows, fmt, digits=digits, p_values=_P_COLUMNS)
         if self.all_pairs and fmt in ("table", "markdown", "html"):
             # Human formats show the means first; csv stays one table (the pairs).
             mh, mr = self.means_table()
@@ -510,11 +510,15 @@ class CompareReport:
 
     def _repr_html_(self) -> str:
         h, r = self.table()
-        text = render_table(h, r, "html", title="ragjudge comparison")
+        text = render_table(h, r, "html", title="ragjudge comparison", p_values=_P_COLUMNS)
         if self.all_pairs:
             mh, mr = self.means_table()
             text = render_table(mh, mr, "html", title="ragjudge runs") + text
         return text + f"<p><small>{html.escape(self.footer())}</small></p>"
+
+
+#: The p-value columns of :meth:`CompareReport.table` (``< 0.0001`` in human formats).
+_P_COLUMNS = ("p", "p_holm")
 
 
 def _comparison_cells(c: Comparison) -> list[Any]:

@@ -261,3 +261,43 @@ def test_cli_fail_if_worse_fails_when_a_run_cannot_be_tested(
                         str(tmp_path / "b.run"), "-m", "map", "--test", "t", "--fail-if-worse", "a")
     assert code == 1
     assert "run b could not be tested against a on map: the t test needs at least 2" in err
+
+
+def test_small_p_values_read_alike_in_every_human_format_and_the_gate(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    qrels = str(EXAMPLES / "qrels.txt")
+    base = ["compare", qrels, *RUNS, "-m", "ndcg@10", "--test", "t", "--resamples", "300",
+            "--fail-if-worse", "bm25_stemmed"]
+    # the t test gives term_overlap vs bm25_stemmed p ~ 1e-13: never "0.0000"
+    code, table, err = _run(capsys, *base)
+    assert code == 1 and "0.0000" not in table and "< 0.0001" in table
+    assert "p_holm < 0.0001 <= 0.05" in err  # the gate line reads like the table
+    code, md, _ = _run(capsys, *base, "-f", "markdown")
+    assert "| < 0.0001 | < 0.0001 |" in md and "0.0000" not in md
+    # markdown and html carry the table's footnote (test, correction, what * means)
+    assert md.rstrip().splitlines()[-1].startswith("baseline bm25_stemmed; p_holm = Holm-adjusted")
+    assert "\\* = p_holm <= 0.05" in md
+    code, page, _ = _run(capsys, *base, "-f", "html")
+    assert "&lt; 0.0001" in page and "<p><small>baseline bm25_stemmed; p_holm" in page
+    # json and csv keep the numbers
+    code, out, _ = _run(capsys, *base, "-f", "csv")
+    assert "< 0.0001" not in out
+    # a randomization p of 1/10001 is 0.0001 in the table and in the gate line (not 9.999e-05)
+    code, table, err = _run(capsys, "compare", qrels, *RUNS, "-m", "ndcg@10",
+                            "--fail-if-worse", "bm25_stemmed")
+    row = next(ln for ln in table.splitlines() if ln.startswith("term_overlap"))
+    assert row.split()[8:10] == ["0.0001", "0.0002"]
+    assert "e-05" not in err and "delta = -0.3330" in err and "p_holm = 0.0002 <= 0.05" in err
+    code, _, err = _run(capsys, "compare", qrels, *RUNS, "-m", "ndcg@10", "--digits", "2",
+                        "--resamples", "300", "--fail-if-worse", "bm25_stemmed")
+    assert "delta = -0.33 " in err and "p_holm = 0.01 <= 0.05" in err  # 2/301, as --digits 2
+
+
+def test_format_p() -> None:
+    from ragjudge.render import format_p, render_table
+
+    assert [format_p(x) for x in (None, float("nan"), 0.0, 4.9e-5, 9.999e-05, 0.0312)] == [
+        "-", "-", "< 0.0001", "< 0.0001", "0.0001", "0.0312"]
+    assert format_p(0.004, 2) == "< 0.01" and format_p(np.float64(0.5), 1) == "0.5"
+    text = render_table(["run", "p"], [["a", 1e-9], ["b", 0.5]], "table", p_values=["p"])
+    assert text.splitlines()[2:] == ["a    < 0.0001", "b      0.5000"]  # still right-aligned

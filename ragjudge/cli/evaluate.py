@@ -7,6 +7,7 @@ Only argument parsing and output here; the work is :func:`ragjudge.evaluate.eval
 from __future__ import annotations
 
 import argparse
+import html
 import sys
 from pathlib import Path
 from typing import Any
@@ -267,8 +268,13 @@ def _render(result: Report | CompareReport | list[Report], args: argparse.Namesp
         if fmt == "json":
             return result.render("json", per_query=True)
         text = result.render(fmt, per_query=pq, digits=digits)
+        # the footnote (test, correction, what * means) under every human table
         if fmt == "table":
             text += result.footer() + "\n"
+        elif fmt == "markdown":
+            text += "\n" + result.footer().replace("*", "\\*") + "\n"
+        elif fmt == "html":
+            text += f"<p><small>{html.escape(result.footer())}</small></p>\n"
         if pq and fmt not in ("trec", "json", "csv", "latex"):
             text += ("\n" if fmt == "table" else "") + render_reports(
                 list(result.reports.values()), fmt, per_query=True, digits=digits)
@@ -473,5 +479,5 @@ def _run(args: argparse.Namespace) -> int:
                   file=sys.stderr)
     status = report_failures("--fail-under", _check_gates(reports, gates, gate_keys))
     if args.fail_if_worse is not None and isinstance(result, CompareReport):
-        status = report_failures("--fail-if-worse", worse_than(result, args.fail_if_worse)) or status
+        status = report_failures("--fail-if-worse", worse_than(result, args.fail_if_worse, args.digits)) or status
     return status

@@ -45,10 +45,13 @@ def below(label: str, value: float | None, threshold: float,
     return None
 
 
-def worse_than(report: Any, baseline: str) -> list[str]:
+def worse_than(report: Any, baseline: str, digits: int = 4) -> list[str]:
     """One line per (run, metric) of a :class:`~ragjudge.report.CompareReport` where the run is
     significantly worse than ``baseline`` (Holm-adjusted p <= alpha and a negative delta), or
-    could not be tested against it (a gate never passes on a missing value)."""
+    could not be tested against it (a gate never passes on a missing value). Numbers have the
+    table's ``digits`` (a p-value too small for them reads ``< 0.0001``, as in the table)."""
+    from ..render import format_p
+
     out = []
     alpha = report.meta.get("alpha", 0.05)
     for metric in report.metrics:
@@ -61,11 +64,15 @@ def worse_than(report: Any, baseline: str) -> list[str]:
                            f"{c.note or 'no p-value'}")
             elif c.significant and c.delta is not None and c.delta < 0:
                 out.append(
-                    f"run {run} is worse than {baseline} on {metric}: delta = {c.delta:.4f} "
-                    f"(d_z = {_fmt(c.effect_size)}, {c.losses} of {c.n} queries worse), "
-                    f"p_holm = {c.p_adjusted:.4g} <= {alpha:g}"
+                    f"run {run} is worse than {baseline} on {metric}: delta = "
+                    f"{c.delta:.{digits}f} (d_z = {_fmt(c.effect_size)}, {c.losses} of {c.n} "
+                    f"queries worse), p_holm {_p(format_p(c.p_adjusted, digits))} <= {alpha:g}"
                 )
     return out
+
+
+def _p(text: str) -> str:
+    return text if text.startswith("<") else f"= {text}"
 
 
 def _fmt(x: float | None) -> str:
