@@ -208,9 +208,11 @@ def retrieve_bm25(
     if method not in BM25_METHODS:
         raise InputError(f"unknown BM25 method {method!r}; choose one of {', '.join(BM25_METHODS)}",
                          field="method")
-    for label, value, lo, hi in (("k1", k1, 0.0, math.inf), ("b", b, 0.0, 1.0)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
-            raise InputError(f"{label} must be a number in [{lo:g}, {hi:g}], got {value!r}", field=label)
+    for label, value, hi in (("k1", k1, math.inf), ("b", b, 1.0)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                or not 0 <= value <= hi:
+            span = "a finite number >= 0" if hi == math.inf else f"a number in [0, {hi:g}]"
+            raise InputError(f"{label} must be {span}, got {value!r}", field=label)
     import bm25s
 
     analyze = analyzer(stemmer, stopwords)
@@ -227,7 +229,10 @@ def retrieve_bm25(
         if not term_ids:
             continue
         scores = np.asarray(index.get_scores_from_ids(term_ids), dtype=np.float64)
-        cand = np.unique(np.concatenate([postings[indptr[t]:indptr[t + 1]] for t in term_ids]))
+        matched = np.zeros(len(ids), dtype=bool)
+        for t in set(term_ids):
+            matched[postings[indptr[t]:indptr[t + 1]]] = True
+        cand = np.flatnonzero(matched)
         qids.append(qid)
         picked.append(ranker.top(cand, scores[cand], k))
     return _run(qids, picked, ranker, name)

@@ -45,7 +45,8 @@ KEY = "sk-retrieve-test-0000"
 # ----------------------------------------------------------------------------- helpers
 def ranked_reference(scores: dict[str, float], k: int) -> list[tuple[str, float]]:
     """trec_eval order: score descending, ties by doc id descending."""
-    return sorted(scores.items(), key=lambda x: (-x[1], [-c for c in x[0].encode()]))[:k]
+    by_id = sorted(scores.items(), key=lambda x: x[0].encode(), reverse=True)
+    return sorted(by_id, key=lambda x: -x[1])[:k]  # stable: equal scores keep doc id descending
 
 
 def assert_same_top(got: list[tuple[str, float]], ref: list[tuple[str, float]], scale: float = 1.0,
@@ -141,7 +142,7 @@ def test_english_stemmer_through_pystemmer() -> None:
 
 
 @pytest.mark.parametrize("kwargs, field", [
-    ({"k": 0}, "k"), ({"k": 2.5}, "k"), ({"k1": -1}, "k1"), ({"b": 1.5}, "b"), ({"b": float("nan")}, "b"),
+    ({"k": 0}, "k"), ({"k": 2.5}, "k"), ({"k1": -1}, "k1"), ({"k1": float("inf")}, "k1"), ({"b": 1.5}, "b"), ({"b": float("nan")}, "b"),
     ({"method": "tfidf"}, "method"), ({"name": "two words"}, "name"), ({"stopwords": "klingon"}, "stopwords"),
     ({"stemmer": 3}, "stemmer"),
 ])
@@ -353,7 +354,7 @@ def test_cli_dense_dry_run_then_hybrid(emb_server: _EmbeddingServer, tmp_path: P
     common = ["retrieve", "--corpus", str(CORPUS), "--queries", str(QUERIES), *flags]
     assert main([*common, "--method", "dense", "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "375 requests, 0 already cached" in out and "3 calls to bow" in out and emb_server.requests == 0
+    assert "375 texts to embed, 0 already cached" in out and "3 /embeddings requests to bow" in out and emb_server.requests == 0
     dense_out = tmp_path / "dense.trec"
     assert main([*common, "--method", "dense", "-k", "10", "-o", str(dense_out)]) == 0
     err = capsys.readouterr().err

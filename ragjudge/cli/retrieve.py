@@ -114,7 +114,12 @@ def run(args: argparse.Namespace) -> int:
         args.model = args.embedding_model
     llm = llm_from_args(args)
     if args.dry_run:
-        print(estimate_dense(corpus, queries, llm=llm, embedding_model=args.embedding_model).describe())
+        plan = estimate_dense(corpus, queries, llm=llm, embedding_model=args.embedding_model)
+        cost = "unknown (no price for this model; pass --prices)" if plan.cost is None else f"${plan.cost:.4f}"
+        worst = "" if plan.worst_cost is None else f" (at most ${plan.worst_cost:.4f})"
+        print(f"dry run: {plan.pairs} texts to embed, {plan.cached} already cached, {plan.duplicates} "
+              f"duplicates -> {plan.calls} /embeddings requests to {plan.model}; ~{plan.prompt_tokens} "
+              f"tokens; estimated cost {cost}{worst}\nassumed: {plan.assumptions}")
         return 0
     check_writable([args.output])
 
