@@ -419,8 +419,10 @@ class _Job:
             done = min(self.total, st.calls + st.cache_hits + st.failed + st.skipped)
             counts = {"calls": st.calls, "cache_hits": st.cache_hits, "retries": st.retries,
                       "failed": st.failed, "skipped_budget": st.skipped}
+            # Earlier runs' usage plus this run's, field by field: a field only one of them has
+            # (the "unknown" count of calls cut off by a stop) is kept, never dropped.
             u = self.llm.usage.to_dict()
-            usage = {k: usage.get(k, 0) + v for k, v in u.items()}
+            usage = {k: usage.get(k, 0) + u.get(k, 0) for k in {**usage, **u}}
         return {"done": done, "total": self.total, "counts": counts,
                 "cost": self._cost(self.prior_cost), "usage": usage}
 
