@@ -120,14 +120,21 @@ def llm_from_args(args: argparse.Namespace) -> Any:
     check_finite(seed, "--seed", positive=False, integer=True)
     if args.no_cache and args.cache:
         raise InputError("--cache and --no-cache contradict each other", field="--no-cache")
-    return LLM(
-        endpoint_from_args(args),
-        cache=False if args.no_cache else (args.cache or True),
-        prices=args.prices,
-        max_cost=args.max_cost,
-        seed=seed,
-        max_tokens=args.max_tokens,
-        logprobs=not args.no_logprobs,
-        # A dry run sends nothing, so it must not demand an API key.
-        check_key=not args.dry_run,
-    )
+    endpoint = endpoint_from_args(args)
+    try:
+        return LLM(
+            endpoint,
+            cache=False if args.no_cache else (args.cache or True),
+            prices=args.prices,
+            max_cost=args.max_cost,
+            seed=seed,
+            max_tokens=args.max_tokens,
+            logprobs=not args.no_logprobs,
+            # A dry run sends nothing, so it must not demand an API key.
+            check_key=not args.dry_run,
+        )
+    except InputError as exc:
+        if exc.field == "max_cost":  # the library names the parameter; here it is a flag
+            raise InputError(f"{exc.message}; pass --prices FILE", source=exc.source,
+                             field="--max-cost") from None
+        raise

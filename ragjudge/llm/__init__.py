@@ -31,8 +31,11 @@ Modules, lowest first (each imports only those above it in this list):
     tokens) that every structured call follows.
 ``progress.py``  ``Progress``: a bar on a terminal or in a notebook, a few lines in a log.
 ``protocols.py``  ``StructuredSession``/``EmbeddingSession``: what judges and metrics use.
-``session.py``  ``LLM``: the orchestration (render -> cache -> dedup -> runner slot ->
-    budget -> client -> policy -> cache write -> accounting). ``structured``,
+``caller.py``  ``Caller``: everything between a ready request and a counted reply for one
+    endpoint: the provider's client per event loop, the runner, the budget (worst case
+    reserved before sending) and the accounting of every billed reply.
+``session.py``  ``LLM``: the session over the caller (render -> cache -> claims -> dedup ->
+    caller -> repair policy -> strict parse -> cache write). ``structured``,
     ``structured_many``, ``prepare``/``accept`` (batch mode), ``estimate`` (dry run),
     ``embed``, ``client()``, ``cost``/``cost_of``, ``failure``, ``provenance``.
 ``batch.py``  ``run_batch``: the same calls through the OpenAI Batch API, resumable.

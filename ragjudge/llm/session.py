@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError, LLMError
-from .budget import Admission, Budget, check_finite, worst_case_prompt_tokens
+from .budget import Budget, check_finite, worst_case_prompt_tokens
 from .cache import Cache, NullCache, cache_key, default_cache_path
+from .caller import Caller, call_failed_kind
 from .client import (
     CallFailed,
     Completion,
-    EmbeddingReply,
     LLMClient,
     RejectedReply,
     UnsupportedFeature,
@@ -39,12 +39,27 @@ from .client import (
 from .cost import PriceTable, Usage, estimate_tokens
 from .endpoint import Endpoint
 from .progress import Progress
-from .providers import provider_spec
 from .prompts import Prompt, load_prompt
 from .provenance import FailureKind, Provenance
-from .replies import Conversation, GiveUp, apply_validate, check_reply, describe_exc, label_probs
+from .providers import provider_spec
+from .replies import (
+    Conversation,
+    GiveUp,
+    apply_validate,
+    check_reply,
+    describe_exc,
+    label_probs,
+)
 from .runner import Runner
-from .values import BUDGET_REASON, DryRun, Embeddings, Outcome, PreparedCall, Stats, Validator
+from .values import (
+    BUDGET_REASON,
+    DryRun,
+    Embeddings,
+    Outcome,
+    PreparedCall,
+    Stats,
+    Validator,
+)
 
 __all__ = ["LLM", "embedding_key", "FORMATS", "EMBED_BATCH"]
 
@@ -63,22 +78,11 @@ def embedding_key(model: str, text: str) -> str:
     return cache_key({"kind": "embedding", "model": model, "text": text})
 
 
-def _call_failed_kind(exc: CallFailed) -> FailureKind:
-    """The client names the kind of a transport failure (a ``FailureKind`` or its value)."""
-    return FailureKind.parse(getattr(exc, "kind", None)) or FailureKind.RETRIES_EXHAUSTED
-
-
 class _LoopState:
-    """What is bound to one event loop: the HTTP client, in-flight calls, budget waiters."""
+    """What the session binds to one event loop: the calls in flight (for de-duplication)."""
 
     def __init__(self) -> None:
-        self.client: LLMClient | None = None
         self.inflight: dict[str, asyncio.Future[Outcome]] = {}
-        self.budget_changed = asyncio.Event()
-
-    def wake_budget_waiters(self) -> None:
-        self.budget_changed.set()
-        self.budget_changed = asyncio.Event()
 
 
 class LLM:
@@ -143,10 +147,6 @@ class LLM:
         self.spec = provider_spec(endpoint.provider)
         if check_key:  # fail fast on a missing key, before any work (a dry run needs none)
             endpoint.resolve_key()
-        model = endpoint.model
-        patience = endpoint.patience
-        self.runner = Runner(concurrency=endpoint.concurrency, rpm=endpoint.rpm, tpm=endpoint.tpm,
-                             patience=patience)
         if cache is True:
             self.cache: Cache | NullCache = Cache(default_cache_path())
         elif cache is False or cache is None:
@@ -158,26 +158,15 @@ class LLM:
         # The provider's list prices join the built-in table; a price file overrides both.
         base = PriceTable.default().merged(self.spec.prices)
         if isinstance(prices, (str, Path)):
-            self.prices = PriceTable.load(prices, base=base)
-        else:
-            self.prices = prices if prices is not None else base
-        if max_cost is not None and self.prices.get(model) is None:
-            raise InputError(f"--max-cost needs a price for model {model!r}; pass --prices FILE "
-                             '({"<model>": {"input": USD_per_1M, "output": USD_per_1M}})',
-                             field="max_cost")
-        self.budget = Budget(max_cost)
+            prices = PriceTable.load(prices, base=base)
+        #: Everything between a ready request and a counted reply (see :mod:`.caller`).
+        self.caller = Caller(endpoint, prices=prices if prices is not None else base, max_cost=max_cost,
+                             http_client=http_client, stats=Stats())
         self.temperature = temperature
         self.seed = seed
         self.max_tokens = max_tokens
         self.logprobs = logprobs
         self.top_logprobs = top_logprobs
-        self._http_client = http_client
-        self.usage = Usage()
-        # The part of ``usage`` answered through the Batch API (billed at a discount).
-        self.batch_usage = Usage()
-        # Embedding requests, per embedding model (priced by that model, not ``model``).
-        self.embedding_usage: dict[str, Usage] = {}
-        self.stats = Stats()
         # Server capabilities learned from 400s, shared by every call of the session.
         self._format = 0
         self._drop: set[str] = set()
@@ -191,37 +180,58 @@ class LLM:
         return f"LLM(model={self.model!r}, provider={self.endpoint.provider!r}, endpoint={where!r})"
 
     def _where(self) -> str:
-        """The endpoint, fit to print."""
-        return redact_url(self.endpoint.azure_endpoint or self.endpoint.resolved_base_url()) or "the server"
+        return self.caller.where()
+
+    # What the caller holds, as the session's own (the judges, the service and reports read them).
+    @property
+    def runner(self) -> Runner:
+        return self.caller.runner
+
+    @property
+    def budget(self) -> Budget:
+        return self.caller.budget
+
+    @property
+    def prices(self) -> PriceTable:
+        return self.caller.prices
+
+    @property
+    def stats(self) -> Stats:
+        return self.caller.stats
+
+    @property
+    def usage(self) -> Usage:
+        return self.caller.usage
+
+    @property
+    def batch_usage(self) -> Usage:
+        """The part of :attr:`usage` answered through the Batch API (billed at a discount)."""
+        return self.caller.batch_usage
+
+    @property
+    def embedding_usage(self) -> dict[str, Usage]:
+        """Embedding requests, per embedding model (priced by that model, not ``model``)."""
+        return self.caller.embedding_usage
 
     @property
     def max_cost(self) -> float | None:
-        return self.budget.cap
+        return self.caller.budget.cap
 
     def _state(self) -> _LoopState:
         loop = asyncio.get_running_loop()
         st = self._states.get(loop)
         if st is None:
-            st = _LoopState()
-            self._states[loop] = st
+            st = self._states[loop] = _LoopState()
         return st
 
     def client(self) -> LLMClient:
-        """This event loop's client (created on first use; batch mode uses its provider's
-        SDK for the files/batches API)."""
-        st = self._state()
-        if st.client is None:
-            st.client = LLMClient(self.config, http_client=self._http_client, on_retry=self._count_retry)
-            if self.runner.where == "the server":  # the runner's wait lines name the server
-                self.runner.where = st.client.endpoint
-        return st.client
+        """This event loop's client (batch mode uses its provider's SDK for the files/batches
+        API)."""
+        return self.caller.client()
 
     async def aclose(self) -> None:
         """Close this loop's HTTP client (the cache stays open for later calls)."""
-        st = self._states.get(asyncio.get_running_loop())
-        if st is not None and st.client is not None:
-            await st.client.close()
-            st.client = None
+        await self.caller.aclose()
 
     async def __aenter__(self) -> LLM:
         return self
@@ -231,33 +241,16 @@ class LLM:
 
     def cost_of(self, usage: Usage, *, batch: bool = False) -> float | None:
         """USD of ``usage`` at this session's model price (``None``: price unknown)."""
-        return self.prices.cost(self.model, usage, batch=batch)
+        return self.caller.cost_of(usage, batch=batch)
 
     @property
     def cost(self) -> float | None:
         """USD spent by this session so far (``None`` if the model's price is unknown);
         replies obtained through the Batch API are counted at the batch price."""
-        online = self.cost_of(self.usage - self.batch_usage)
-        batch = self.cost_of(self.batch_usage, batch=True)
-        if online is None or batch is None:
-            return None
-        total = online + batch
-        for model, usage in self.embedding_usage.items():
-            c = self.prices.cost(model, usage)
-            if c is None:
-                return None  # an unknown price is unknown, never 0
-            total += c
-        return total
+        return self.caller.cost
 
     def _count(self, usage: Usage, *, batch: bool = False) -> None:
-        """Account one billed reply (``batch``: answered through the Batch API)."""
-        self.usage = self.usage + usage
-        if batch:
-            self.batch_usage = self.batch_usage + usage
-        self.stats.calls += 1
-
-    def _count_retry(self) -> None:
-        self.stats.retries += 1
+        self.caller.count(usage, batch=batch)
 
     @property
     def rate_limited(self) -> int:
@@ -445,7 +438,7 @@ class LLM:
             dropped = set(self._drop)
             body = self._body(turn.prompt, turn.messages, fmt, turn.boost)
             try:
-                comp = await self._send(body)
+                comp = await self.caller.chat(body)
             except UnsupportedFeature as exc:
                 self._downgrade(exc, fmt, dropped)
                 continue
@@ -457,7 +450,7 @@ class LLM:
                     usage = usage + (exc.usage or Usage())
                     if conv.rejected():
                         continue
-                return done(failure=(_call_failed_kind(exc), exc.reason), fmt=fmt)
+                return done(failure=(call_failed_kind(exc), exc.reason), fmt=fmt)
             if comp is None:
                 return done(failure=(FailureKind.BUDGET, BUDGET_REASON), fmt=fmt)
             attempts += comp.attempts
@@ -488,70 +481,6 @@ class LLM:
             probs, expected = label_probs(comp.logprobs, comp.text, call.prompt, label)
             return done(value, comp=comp, fmt=fmt, probs=probs, expected=expected, obj=obj,
                         dropped=dropped)
-
-    async def _send(self, body: dict[str, Any]) -> Completion | None:
-        """One chat request through budget admission, the runner's gate and the client's
-        retries; ``None`` when the budget cannot cover its worst case. The completion's usage
-        is accounted here (a conservative stand-in when the reply carried none)."""
-        messages = body["messages"]
-        allowed = int(body.get("max_tokens") or body.get("max_completion_tokens") or 0)
-        worst_prompt = worst_case_prompt_tokens(messages, body.get("response_format"))
-        st = self._state()
-        while True:
-            changed = st.budget_changed
-            # Recomputed on every try: a reply settled meanwhile may have taught the ledger
-            # that this server bills more output than it was allowed.
-            worst_usage = Usage(1, worst_prompt, 0, self.budget.worst_output_tokens(allowed))
-            worst = (self.cost_of(worst_usage) or 0.0) if self.budget.cap is not None else 0.0
-            verdict = self.budget.admit(self.cost or 0.0, worst)
-            if verdict is Admission.GO:
-                break
-            if verdict is Admission.SKIP:
-                return None
-            await changed.wait()
-        completion_tokens: int | None = None
-        sent = [False]  # an attempt is with the server right now
-
-        def in_flight(flag: bool) -> None:
-            sent[0] = flag
-
-        try:
-            attempt_tokens = estimate_tokens(messages) + allowed
-            try:
-                comp: Completion = await self.client().complete(
-                    body, gate=lambda: self.runner.attempt(attempt_tokens), observe=self.runner.observe,
-                    in_flight=in_flight)
-            except asyncio.CancelledError:
-                if sent[0]:
-                    # Cut off while the server had the request (a stop, a cancelled job): it may
-                    # finish and bill it, so it is counted at its worst case, never at zero.
-                    self._count(replace(worst_usage, unknown=1))
-                    self.stats.cancelled += 1
-                raise
-            except RejectedReply as exc:
-                # Billed though unusable: counted now, at what it says or the worst case.
-                billed = exc.usage if exc.usage is not None else replace(worst_usage, unknown=1)
-                if exc.usage is not None:
-                    completion_tokens = billed.completion_tokens
-                exc.usage = billed
-                self._count(billed)
-                raise
-            except (CallFailed, UnsupportedFeature, LLMError):
-                raise
-            except Exception as exc:  # an odd reply the client could not read: this item fails
-                err = CallFailed(f"malformed reply: {type(exc).__name__}: {exc}")
-                err.kind = FailureKind.MALFORMED.value  # type: ignore[attr-defined]
-                raise err from None
-            if comp.usage.unknown:
-                # No readable usage: count the worst case, never zero.
-                comp.usage = replace(worst_usage, unknown=1)
-            else:
-                completion_tokens = comp.usage.completion_tokens
-            self._count(comp.usage)
-            return comp
-        finally:
-            self.budget.release(worst, completion_tokens=completion_tokens, allowed_tokens=allowed)
-            st.wake_budget_waiters()
 
     def _downgrade(self, exc: UnsupportedFeature, fmt: int, dropped: set[str]) -> None:
         """Drop a feature the server rejected (once per session), or give up."""
@@ -591,7 +520,7 @@ class LLM:
             raise LLMError(f"the {self.spec.name} provider has no embeddings endpoint: give the embedding "
                            "metrics a session on an OpenAI-compatible endpoint")
         if self.max_cost is not None and self.prices.get(model) is None:
-            raise InputError(f"--max-cost needs a price for embedding model {model!r}; pass --prices FILE",
+            raise InputError(f"a cost cap needs a price for embedding model {model!r}: give prices",
                              field="max_cost")
         texts = [str(t) for t in texts]
         keys = [embedding_key(model, t) for t in texts]
@@ -605,81 +534,15 @@ class LLM:
         self.stats.cache_hits += cached
         todo = [t for k, t in dict(zip(keys, texts)).items() if k not in found]
         usage = Usage()
-        st = self._state()
-        sent = [False]  # an embeddings attempt is with the server right now
-
-        def in_flight(flag: bool) -> None:
-            sent[0] = flag
-
         for i in range(0, len(todo), EMBED_BATCH):
             chunk = todo[i : i + EMBED_BATCH]
-            body = {"model": model, "input": chunk, "encoding_format": "float"}
-            tokens = sum(len(t) for t in chunk) // 4 + len(chunk)
-            worst_tokens = sum(len(t.encode("utf-8")) + 2 for t in chunk)
-            worst = (self.prices.cost(model, Usage(1, worst_tokens, 0, 0)) or 0.0) \
-                if self.max_cost is not None else 0.0
-            rejected = 0
-            async with self.runner.slot(tokens) as reservation:
-                while True:  # one more attempt per billed-but-unusable reply
-                    while True:
-                        changed = st.budget_changed
-                        verdict = self.budget.admit(self.cost or 0.0, worst)
-                        if verdict is not Admission.WAIT:
-                            break
-                        await changed.wait()
-                    if verdict is Admission.SKIP:
-                        self.stats.skipped += 1
-                        reservation.settle(0)
-                        return Embeddings(None, BUDGET_REASON, model, usage, cached, FailureKind.BUDGET)
-                    try:
-                        # No ``observe``: an embedding model's rate-limit headers describe its own
-                        # limits, which must not overwrite the ones learned for the chat model.
-                        reply: EmbeddingReply = await self.client().embed(
-                            body, gate=lambda: self.runner.attempt(tokens), in_flight=in_flight)
-                    except asyncio.CancelledError:
-                        if sent[0]:  # cut off with the server: counted at its worst case
-                            billed = Usage(1, worst_tokens, 0, 0, unknown=1)
-                            self.embedding_usage[model] = self.embedding_usage.get(model, Usage()) + billed
-                            self.stats.calls += 1
-                            self.stats.cancelled += 1
-                        raise
-                    except RejectedReply as exc:
-                        billed = exc.usage if exc.usage is not None else Usage(1, worst_tokens, 0, 0, unknown=1)
-                        usage = usage + billed
-                        self.embedding_usage[model] = self.embedding_usage.get(model, Usage()) + billed
-                        self.stats.calls += 1
-                        rejected += 1
-                        if rejected < self.config.max_attempts:
-                            continue
-                        reservation.settle(0)
-                        self.stats.failed += 1
-                        return Embeddings(None, f"embedding call failed: {exc.reason} (after {rejected} "
-                                          f"unusable replies)", model, usage, cached, FailureKind.MALFORMED)
-                    except CallFailed as exc:
-                        reservation.settle(0)
-                        self.stats.failed += 1
-                        return Embeddings(None, f"embedding call failed: {exc.reason}", model, usage, cached,
-                                          _call_failed_kind(exc))
-                    except UnsupportedFeature as exc:
-                        raise LLMError(f"{self._where()} rejected the "
-                                       f"embeddings request: {exc}") from None
-                    except LLMError:
-                        raise
-                    except Exception as exc:  # an odd reply the client could not read
-                        reservation.settle(0)
-                        self.stats.failed += 1
-                        return Embeddings(None, f"embedding call failed: malformed reply: {describe_exc(exc)}",
-                                          model, usage, cached, FailureKind.MALFORMED)
-                    finally:
-                        self.budget.release(worst, completion_tokens=0)
-                        st.wake_budget_waiters()
-                    if reply.usage.unknown:  # no readable count: the worst case, never zero
-                        reply.usage = Usage(1, worst_tokens, 0, 0, unknown=1)
-                    reservation.settle(reply.usage.total_tokens)
-                    break
-            usage = usage + reply.usage
-            self.embedding_usage[model] = self.embedding_usage.get(model, Usage()) + reply.usage
-            self.stats.calls += 1
+            reply, billed, failure = await self.caller.embeddings(model, chunk)
+            usage = usage + billed
+            if reply is None:
+                assert failure is not None
+                if failure[0] is not FailureKind.BUDGET:
+                    self.stats.failed += 1
+                return Embeddings(None, failure[1], model, usage, cached, failure[0])
             for text, vec in zip(chunk, reply.vectors):
                 key = embedding_key(model, text)
                 found[key] = vec

@@ -1,0 +1,290 @@
+"""The caller: everything between a ready request and a counted reply.
+
+One :class:`Caller` per endpoint holds the provider's client (one per event loop), the runner
+(rate limits, concurrency, circuit breaker), the provider-neutral retry loop, the budget (the
+worst case of an attempt is reserved before it is sent) and the accounting of every billed
+reply, at the usage it states or its worst case, never zero: a reply that cannot be used, one
+that never finished, one cut off while the server had it.
+
+The session (:mod:`.session`) sits above it: rendering, the cache and its claims, de-duplication,
+the repair policy, structured parsing and estimates. It never talks to a provider itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from dataclasses import replace
+from typing import Any
+
+from ..errors import InputError, LLMError
+from .budget import Admission, Budget, worst_case_prompt_tokens
+from .client import (
+    CallFailed,
+    Completion,
+    EmbeddingReply,
+    LLMClient,
+    RejectedReply,
+    UnsupportedFeature,
+)
+from .cost import PriceTable, Usage, estimate_tokens
+from .endpoint import Endpoint
+from .provenance import FailureKind
+from .providers import provider_spec
+from .redaction import redact_url
+from .replies import describe_exc
+from .runner import Runner
+from .values import BUDGET_REASON, Stats
+
+__all__ = ["Caller", "call_failed_kind"]
+
+
+def call_failed_kind(exc: CallFailed) -> FailureKind:
+    """The client names the kind of a transport failure (a ``FailureKind`` or its value)."""
+    return FailureKind.parse(getattr(exc, "kind", None)) or FailureKind.RETRIES_EXHAUSTED
+
+
+class _LoopState:
+    """What is bound to one event loop: the provider's client and the budget's waiters."""
+
+    def __init__(self) -> None:
+        self.client: LLMClient | None = None
+        self.budget_changed = asyncio.Event()
+
+    def wake_budget_waiters(self) -> None:
+        self.budget_changed.set()
+        self.budget_changed = asyncio.Event()
+
+
+class Caller:
+    """Sends requests to one :class:`Endpoint` within its limits and its budget, and counts
+    what they cost. Safe to use from several event loops in turn (each sync-wrapper call runs
+    on a fresh loop): the client is made per loop; totals, the budget and the learned rate
+    limits are shared."""
+
+    def __init__(self, endpoint: Endpoint, *, prices: PriceTable | None = None,
+                 max_cost: float | None = None, http_client: Any = None, stats: Stats | None = None) -> None:
+        self.endpoint = endpoint
+        self.spec = provider_spec(endpoint.provider)
+        # The provider's list prices join the built-in table; a price table given wins.
+        self.prices = prices if prices is not None else PriceTable.default().merged(self.spec.prices)
+        if max_cost is not None and self.prices.get(endpoint.model) is None:
+            raise InputError(f"a cost cap needs a price for model {endpoint.model!r}: give prices "
+                             '({"<model>": {"input": USD_per_1M, "output": USD_per_1M}})', field="max_cost")
+        self.budget = Budget(max_cost)
+        self.runner = Runner(concurrency=endpoint.concurrency, rpm=endpoint.rpm, tpm=endpoint.tpm,
+                             patience=endpoint.patience)
+        self.usage = Usage()
+        #: The part of ``usage`` answered through the Batch API (billed at a discount).
+        self.batch_usage = Usage()
+        #: Embedding requests, per embedding model (priced by that model).
+        self.embedding_usage: dict[str, Usage] = {}
+        self.stats = stats if stats is not None else Stats()
+        self._http_client = http_client
+        self._states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
+            weakref.WeakKeyDictionary())
+
+    # -- plumbing ------------------------------------------------------------------------
+    def where(self) -> str:
+        """The endpoint, fit to print."""
+        return redact_url(self.endpoint.azure_endpoint or self.endpoint.resolved_base_url()) or "the server"
+
+    def _state(self) -> _LoopState:
+        loop = asyncio.get_running_loop()
+        st = self._states.get(loop)
+        if st is None:
+            st = self._states[loop] = _LoopState()
+        return st
+
+    def client(self) -> LLMClient:
+        """This event loop's client (created on first use)."""
+        st = self._state()
+        if st.client is None:
+            st.client = LLMClient(self.endpoint, http_client=self._http_client, on_retry=self._count_retry)
+            if self.runner.where == "the server":  # the runner's wait lines name the server
+                self.runner.where = st.client.endpoint
+        return st.client
+
+    async def aclose(self) -> None:
+        """Close this loop's client."""
+        st = self._states.get(asyncio.get_running_loop())
+        if st is not None and st.client is not None:
+            await st.client.close()
+            st.client = None
+
+    # -- money -----------------------------------------------------------------------------
+    def cost_of(self, usage: Usage, *, batch: bool = False) -> float | None:
+        """USD of ``usage`` at the endpoint model's price (``None``: price unknown)."""
+        return self.prices.cost(self.endpoint.model, usage, batch=batch)
+
+    @property
+    def cost(self) -> float | None:
+        """USD spent so far (``None`` if a price is unknown: unknown, never 0); replies
+        obtained through the Batch API are counted at the batch price."""
+        online = self.cost_of(self.usage - self.batch_usage)
+        batch = self.cost_of(self.batch_usage, batch=True)
+        if online is None or batch is None:
+            return None
+        total = online + batch
+        for model, usage in self.embedding_usage.items():
+            c = self.prices.cost(model, usage)
+            if c is None:
+                return None
+            total += c
+        return total
+
+    def count(self, usage: Usage, *, batch: bool = False) -> None:
+        """Account one billed reply (``batch``: answered through the Batch API)."""
+        self.usage = self.usage + usage
+        if batch:
+            self.batch_usage = self.batch_usage + usage
+        self.stats.calls += 1
+
+    def count_embedding(self, model: str, usage: Usage) -> None:
+        """Account one billed embeddings reply (priced by its own model)."""
+        self.embedding_usage[model] = self.embedding_usage.get(model, Usage()) + usage
+        self.stats.calls += 1
+
+    def _count_retry(self) -> None:
+        self.stats.retries += 1
+
+    async def _admit(self, worst: float) -> Admission:
+        """Wait until the budget can reserve ``worst`` (GO) or never will (SKIP)."""
+        st = self._state()
+        while True:
+            changed = st.budget_changed
+            verdict = self.budget.admit(self.cost or 0.0, worst)
+            if verdict is not Admission.WAIT:
+                return verdict
+            await changed.wait()
+
+    def _released(self, worst: float, **settled: Any) -> None:
+        self.budget.release(worst, **settled)
+        self._state().wake_budget_waiters()
+
+    # -- chat ------------------------------------------------------------------------------
+    async def chat(self, body: dict[str, Any]) -> Completion | None:
+        """One chat request through budget admission, the runner's gate and the retry loop;
+        ``None`` when the budget cannot cover its worst case. The completion's usage is
+        counted here (its worst case when the reply carried none)."""
+        messages = body["messages"]
+        allowed = int(body.get("max_tokens") or body.get("max_completion_tokens") or 0)
+        worst_prompt = worst_case_prompt_tokens(messages, body.get("response_format"))
+        st = self._state()
+        while True:
+            changed = st.budget_changed
+            # Recomputed on every try: a reply settled meanwhile may have taught the ledger
+            # that this server bills more output than it was allowed.
+            worst_usage = Usage(1, worst_prompt, 0, self.budget.worst_output_tokens(allowed))
+            worst = (self.cost_of(worst_usage) or 0.0) if self.budget.cap is not None else 0.0
+            verdict = self.budget.admit(self.cost or 0.0, worst)
+            if verdict is Admission.GO:
+                break
+            if verdict is Admission.SKIP:
+                return None
+            await changed.wait()
+        completion_tokens: int | None = None
+        sent = [False]  # an attempt is with the server right now
+
+        def in_flight(flag: bool) -> None:
+            sent[0] = flag
+
+        try:
+            attempt_tokens = estimate_tokens(messages) + allowed
+            try:
+                comp: Completion = await self.client().complete(
+                    body, gate=lambda: self.runner.attempt(attempt_tokens), observe=self.runner.observe,
+                    in_flight=in_flight)
+            except asyncio.CancelledError:
+                if sent[0]:
+                    # Cut off while the server had the request (a stop, a cancelled job): it may
+                    # finish and bill it, so it is counted at its worst case, never at zero.
+                    self.count(replace(worst_usage, unknown=1))
+                    self.stats.cancelled += 1
+                raise
+            except RejectedReply as exc:
+                # Billed though unusable: counted now, at what it says or the worst case.
+                billed = exc.usage if exc.usage is not None else replace(worst_usage, unknown=1)
+                if exc.usage is not None:
+                    completion_tokens = billed.completion_tokens
+                exc.usage = billed
+                self.count(billed)
+                raise
+            except (CallFailed, UnsupportedFeature, LLMError):
+                raise
+            except Exception as exc:  # an odd reply the client could not read: this item fails
+                raise CallFailed(f"malformed reply: {type(exc).__name__}: {exc}",
+                                 kind=FailureKind.MALFORMED) from None
+            if comp.usage.unknown:
+                # No readable usage: count the worst case, never zero.
+                comp.usage = replace(worst_usage, unknown=1)
+            else:
+                completion_tokens = comp.usage.completion_tokens
+            self.count(comp.usage)
+            return comp
+        finally:
+            self._released(worst, completion_tokens=completion_tokens, allowed_tokens=allowed)
+
+    # -- embeddings ------------------------------------------------------------------------
+    async def embeddings(self, model: str, texts: list[str]) -> tuple[EmbeddingReply | None, Usage,
+                                                                      tuple[FailureKind, str] | None]:
+        """One embeddings request for ``texts`` (a billed-but-unusable reply is asked again, up
+        to ``max_attempts``): the reply, the usage billed for it, and the failure (kind,
+        reason) when there is no reply. Configuration errors raise :class:`LLMError`."""
+        body = {"model": model, "input": texts, "encoding_format": "float"}
+        tokens = sum(len(t) for t in texts) // 4 + len(texts)
+        worst_tokens = sum(len(t.encode("utf-8")) + 2 for t in texts)
+        worst_usage = Usage(1, worst_tokens, 0, 0, unknown=1)
+        worst = (self.prices.cost(model, Usage(1, worst_tokens, 0, 0)) or 0.0) \
+            if self.budget.cap is not None else 0.0
+        billed = Usage()
+        rejected = 0
+        sent = [False]  # an attempt is with the server right now
+
+        def in_flight(flag: bool) -> None:
+            sent[0] = flag
+
+        async with self.runner.slot(tokens) as reservation:
+            while True:  # one more attempt per billed-but-unusable reply
+                if await self._admit(worst) is Admission.SKIP:
+                    self.stats.skipped += 1
+                    reservation.settle(0)
+                    return None, billed, (FailureKind.BUDGET, BUDGET_REASON)
+                try:
+                    # No ``observe``: an embedding model's rate-limit headers describe its own
+                    # limits, which must not overwrite the ones learned for the chat model.
+                    reply: EmbeddingReply = await self.client().embed(
+                        body, gate=lambda: self.runner.attempt(tokens), in_flight=in_flight)
+                except asyncio.CancelledError:
+                    if sent[0]:  # cut off with the server: counted at its worst case
+                        self.count_embedding(model, worst_usage)
+                        self.stats.cancelled += 1
+                    raise
+                except RejectedReply as exc:
+                    cost = exc.usage if exc.usage is not None else worst_usage
+                    billed = billed + cost
+                    self.count_embedding(model, cost)
+                    rejected += 1
+                    if rejected < self.endpoint.max_attempts:
+                        continue
+                    reservation.settle(0)
+                    return None, billed, (FailureKind.MALFORMED, f"embedding call failed: {exc.reason} "
+                                                                 f"(after {rejected} unusable replies)")
+                except CallFailed as exc:
+                    reservation.settle(0)
+                    return None, billed, (call_failed_kind(exc), f"embedding call failed: {exc.reason}")
+                except UnsupportedFeature as exc:
+                    raise LLMError(f"{self.where()} rejected the embeddings request: {exc}") from None
+                except LLMError:
+                    raise
+                except Exception as exc:  # an odd reply the client could not read
+                    reservation.settle(0)
+                    return None, billed, (FailureKind.MALFORMED,
+                                          f"embedding call failed: malformed reply: {describe_exc(exc)}")
+                finally:
+                    self._released(worst, completion_tokens=0)
+                if reply.usage.unknown:  # no readable count: the worst case, never zero
+                    reply.usage = worst_usage
+                reservation.settle(reply.usage.total_tokens)
+                self.count_embedding(model, reply.usage)
+                return reply, billed + reply.usage, None
