@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import InputError
 
-__all__ = ["add_llm_options", "llm_from_args", "endpoint_from_args"]
+__all__ = ["add_llm_options", "llm_from_args", "endpoint_from_args", "endpoints_from_args"]
 
 
 def add_llm_options(p: Any, *, model: bool = True, group: Any = None,
@@ -49,6 +49,11 @@ def add_llm_options(p: Any, *, model: bool = True, group: Any = None,
     ep.add_argument("--base-url", metavar="URL",
                     help="the provider's endpoint, e.g. http://localhost:8000/v1 for an OpenAI-compatible server")
     ep.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
+    ep.add_argument("--endpoint", dest="endpoints", action="append", metavar="URL[,KEY=VALUE...]",
+                    help="spread the work over several endpoints serving the same model; repeat: "
+                         "URL, then optional key_env=VAR, rpm=N, tpm=N, concurrency=N, weight=W, "
+                         "provider=NAME (the rest as the flags say); one query's requests stay on one "
+                         "endpoint, a failing endpoint is drained and its work moves to the others")
     ep.add_argument("--azure-endpoint", metavar="URL", help="Azure OpenAI resource endpoint")
     ep.add_argument("--azure-api-version", metavar="V", help="Azure OpenAI API version")
     ep.add_argument("--seed", type=int, default=0, help="sampling seed (default 0; temperature is 0)")
@@ -82,6 +87,45 @@ def add_llm_options(p: Any, *, model: bool = True, group: Any = None,
                          "(USD/1M tokens)")
     _Only(group if group is not None else p).add_argument("--no-progress", action="store_true",
                                                           help="no progress bar")
+
+
+_ENDPOINT_KEYS = {"key_env": ("api_key_env", str), "rpm": ("rpm", float), "tpm": ("tpm", float),
+                  "concurrency": ("concurrency", int), "weight": ("weight", float),
+                  "provider": ("provider", str)}
+
+
+def _parse_endpoint(spec: str, base: Any) -> Any:
+    """``URL[,key=value...]`` -> the base endpoint at that URL with those fields."""
+    url, *items = [part.strip() for part in spec.split(",")]
+    if not url or "://" not in url:
+        raise InputError(f"{spec!r} does not start with a URL", field="--endpoint")
+    changes: dict[str, Any] = {"base_url": url}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or key.strip() not in _ENDPOINT_KEYS:
+            raise InputError(f"{item!r} in {spec!r} is not KEY=VALUE with KEY one of "
+                             f"{', '.join(_ENDPOINT_KEYS)}", field="--endpoint")
+        name, kind = _ENDPOINT_KEYS[key.strip()]
+        try:
+            changes[name] = kind(value.strip())
+        except ValueError:
+            raise InputError(f"{key.strip()} must be a {kind.__name__}, got {value.strip()!r}",
+                             field="--endpoint") from None
+    try:
+        return base.replace(**changes)
+    except InputError as exc:
+        raise InputError(f"{spec!r}: {exc.message}", field="--endpoint") from None
+
+
+def endpoints_from_args(args: argparse.Namespace) -> list[Any]:
+    """The endpoints the flags describe: one, or one per ``--endpoint``."""
+    base = endpoint_from_args(args)
+    specs = getattr(args, "endpoints", None) or []
+    if not specs:
+        return [base]
+    if args.base_url:
+        raise InputError("give either --base-url or --endpoint (repeated), not both", field="--endpoint")
+    return [_parse_endpoint(spec, base) for spec in specs]
 
 
 def endpoint_from_args(args: argparse.Namespace) -> Any:
@@ -120,10 +164,10 @@ def llm_from_args(args: argparse.Namespace) -> Any:
     check_finite(seed, "--seed", positive=False, integer=True)
     if args.no_cache and args.cache:
         raise InputError("--cache and --no-cache contradict each other", field="--no-cache")
-    endpoint = endpoint_from_args(args)
+    endpoints = endpoints_from_args(args)
     try:
         return LLM(
-            endpoint,
+            endpoints if len(endpoints) > 1 else endpoints[0],
             cache=False if args.no_cache else (args.cache or True),
             prices=args.prices,
             max_cost=args.max_cost,

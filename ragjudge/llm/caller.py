@@ -33,15 +33,67 @@ from .provenance import FailureKind
 from .providers import provider_spec
 from .redaction import redact_url
 from .replies import describe_exc
-from .runner import Runner
+from .runner import EndpointDown, Runner
 from .values import BUDGET_REASON, Stats
 
-__all__ = ["Caller", "call_failed_kind"]
+__all__ = ["Caller", "Accounts", "EndpointDown", "call_failed_kind"]
 
 
 def call_failed_kind(exc: CallFailed) -> FailureKind:
     """The client names the kind of a transport failure (a ``FailureKind`` or its value)."""
     return FailureKind.parse(getattr(exc, "kind", None)) or FailureKind.RETRIES_EXHAUSTED
+
+
+class Accounts:
+    """The money and the counts of a session, shared by its callers (one per endpoint): the
+    prices, the budget (one cap over every endpoint), the usage of every billed reply and the
+    run's statistics."""
+
+    def __init__(self, model: str, prices: PriceTable, max_cost: float | None) -> None:
+        if max_cost is not None and prices.get(model) is None:
+            raise InputError(f"a cost cap needs a price for model {model!r}: give prices "
+                             '({"<model>": {"input": USD_per_1M, "output": USD_per_1M}})', field="max_cost")
+        self.model = model
+        self.prices = prices
+        self.budget = Budget(max_cost)
+        self.usage = Usage()
+        #: The part of ``usage`` answered through the Batch API (billed at a discount).
+        self.batch_usage = Usage()
+        #: Embedding requests, per embedding model (priced by that model).
+        self.embedding_usage: dict[str, Usage] = {}
+        self.stats = Stats()
+
+    def cost_of(self, usage: Usage, *, batch: bool = False) -> float | None:
+        """USD of ``usage`` at the model's price (``None``: price unknown)."""
+        return self.prices.cost(self.model, usage, batch=batch)
+
+    @property
+    def cost(self) -> float | None:
+        """USD spent so far (``None`` if a price is unknown: unknown, never 0); replies
+        obtained through the Batch API are counted at the batch price."""
+        online = self.cost_of(self.usage - self.batch_usage)
+        batch = self.cost_of(self.batch_usage, batch=True)
+        if online is None or batch is None:
+            return None
+        total = online + batch
+        for model, usage in self.embedding_usage.items():
+            c = self.prices.cost(model, usage)
+            if c is None:
+                return None
+            total += c
+        return total
+
+    def count(self, usage: Usage, *, batch: bool = False) -> None:
+        """Account one billed reply (``batch``: answered through the Batch API)."""
+        self.usage = self.usage + usage
+        if batch:
+            self.batch_usage = self.batch_usage + usage
+        self.stats.calls += 1
+
+    def count_embedding(self, model: str, usage: Usage) -> None:
+        """Account one billed embeddings reply (priced by its own model)."""
+        self.embedding_usage[model] = self.embedding_usage.get(model, Usage()) + usage
+        self.stats.calls += 1
 
 
 class _LoopState:
@@ -63,26 +115,56 @@ class Caller:
     limits are shared."""
 
     def __init__(self, endpoint: Endpoint, *, prices: PriceTable | None = None,
-                 max_cost: float | None = None, http_client: Any = None, stats: Stats | None = None) -> None:
+                 max_cost: float | None = None, http_client: Any = None,
+                 accounts: Accounts | None = None, fail_fast: bool = False) -> None:
+        """``accounts``: shared with the session's other callers (one budget over every
+        endpoint); else the caller's own, from ``prices`` and ``max_cost``. ``fail_fast``: in an
+        outage, raise :class:`EndpointDown` instead of waiting (the session has other endpoints)."""
         self.endpoint = endpoint
         self.spec = provider_spec(endpoint.provider)
-        # The provider's list prices join the built-in table; a price table given wins.
-        self.prices = prices if prices is not None else PriceTable.default().merged(self.spec.prices)
-        if max_cost is not None and self.prices.get(endpoint.model) is None:
-            raise InputError(f"a cost cap needs a price for model {endpoint.model!r}: give prices "
-                             '({"<model>": {"input": USD_per_1M, "output": USD_per_1M}})', field="max_cost")
-        self.budget = Budget(max_cost)
+        if accounts is None:
+            # The provider's list prices join the built-in table; a price table given wins.
+            accounts = Accounts(endpoint.model,
+                                prices if prices is not None else PriceTable.default().merged(self.spec.prices),
+                                max_cost)
+        self.accounts = accounts
         self.runner = Runner(concurrency=endpoint.concurrency, rpm=endpoint.rpm, tpm=endpoint.tpm,
                              patience=endpoint.patience)
-        self.usage = Usage()
-        #: The part of ``usage`` answered through the Batch API (billed at a discount).
-        self.batch_usage = Usage()
-        #: Embedding requests, per embedding model (priced by that model).
-        self.embedding_usage: dict[str, Usage] = {}
-        self.stats = stats if stats is not None else Stats()
+        self.runner.fail_fast = fail_fast
+        #: Set when the session stops sending here (an outage, a refusal): its work moves on.
+        self.drained: str | None = None
         self._http_client = http_client
         self._states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
             weakref.WeakKeyDictionary())
+
+    # The shared accounts, read through the caller.
+    @property
+    def prices(self) -> PriceTable:
+        return self.accounts.prices
+
+    @property
+    def budget(self) -> Budget:
+        return self.accounts.budget
+
+    @property
+    def stats(self) -> Stats:
+        return self.accounts.stats
+
+    @property
+    def usage(self) -> Usage:
+        return self.accounts.usage
+
+    @property
+    def batch_usage(self) -> Usage:
+        return self.accounts.batch_usage
+
+    @property
+    def embedding_usage(self) -> dict[str, Usage]:
+        return self.accounts.embedding_usage
+
+    def healthy(self) -> bool:
+        """Not drained, and its server not in an outage (circuit breaker closed)."""
+        return self.drained is None and not self.runner.breaker.open
 
     # -- plumbing ------------------------------------------------------------------------
     def where(self) -> str:
@@ -114,36 +196,19 @@ class Caller:
 
     # -- money -----------------------------------------------------------------------------
     def cost_of(self, usage: Usage, *, batch: bool = False) -> float | None:
-        """USD of ``usage`` at the endpoint model's price (``None``: price unknown)."""
-        return self.prices.cost(self.endpoint.model, usage, batch=batch)
+        """USD of ``usage`` at the model's price (``None``: price unknown)."""
+        return self.accounts.cost_of(usage, batch=batch)
 
     @property
     def cost(self) -> float | None:
-        """USD spent so far (``None`` if a price is unknown: unknown, never 0); replies
-        obtained through the Batch API are counted at the batch price."""
-        online = self.cost_of(self.usage - self.batch_usage)
-        batch = self.cost_of(self.batch_usage, batch=True)
-        if online is None or batch is None:
-            return None
-        total = online + batch
-        for model, usage in self.embedding_usage.items():
-            c = self.prices.cost(model, usage)
-            if c is None:
-                return None
-            total += c
-        return total
+        """USD spent so far by the session (every endpoint: the budget is one)."""
+        return self.accounts.cost
 
     def count(self, usage: Usage, *, batch: bool = False) -> None:
-        """Account one billed reply (``batch``: answered through the Batch API)."""
-        self.usage = self.usage + usage
-        if batch:
-            self.batch_usage = self.batch_usage + usage
-        self.stats.calls += 1
+        self.accounts.count(usage, batch=batch)
 
     def count_embedding(self, model: str, usage: Usage) -> None:
-        """Account one billed embeddings reply (priced by its own model)."""
-        self.embedding_usage[model] = self.embedding_usage.get(model, Usage()) + usage
-        self.stats.calls += 1
+        self.accounts.count_embedding(model, usage)
 
     def _count_retry(self) -> None:
         self.stats.retries += 1
@@ -288,3 +353,14 @@ class Caller:
                 reservation.settle(reply.usage.total_tokens)
                 self.count_embedding(model, reply.usage)
                 return reply, billed + reply.usage, None
+
+    # -- the model it serves ---------------------------------------------------------------
+    async def served_models(self) -> list[str] | None:
+        """The models the endpoint lists (``None``: it does not say, or not in time)."""
+        lister = getattr(self.client().provider, "models", None)
+        if lister is None:
+            return None
+        try:
+            return list(await asyncio.wait_for(lister(), timeout=self.endpoint.timeout))
+        except (Exception, asyncio.TimeoutError):  # noqa: BLE001 - no list is no verdict
+            return None

@@ -48,6 +48,9 @@ class Endpoint:
     concurrency: int = 16
     rpm: float | None = None
     tpm: float | None = None
+    #: Share of the work when a session spreads it over several endpoints (default: ``rpm``,
+    #: else 1): queries are hashed to endpoints in proportion.
+    weight: float | None = None
 
     def __post_init__(self) -> None:
         if not self.model or not isinstance(self.model, str):
@@ -56,7 +59,7 @@ class Endpoint:
         if self.azure_endpoint and spec.key_env_azure is None:
             raise InputError(f"azure_endpoint is for the openai provider, not {self.provider!r}",
                              field="azure_endpoint")
-        for name in ("rpm", "tpm", "timeout", "backoff_base", "max_wait", "patience"):
+        for name in ("rpm", "tpm", "timeout", "backoff_base", "max_wait", "patience", "weight"):
             check_finite(getattr(self, name), name)
         for name in ("concurrency", "max_attempts"):
             check_finite(getattr(self, name), name, integer=True)

@@ -60,9 +60,12 @@ class Provenance:
     served_model: str | None = None
     system_fingerprint: str | None = None
     response_format: str | None = None
+    #: The endpoint that answered (redacted URL), when a session spreads work over several.
+    endpoint: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Flat JSON-ready fields (the keys of judgment lines and cache records)."""
+        extra = {} if self.endpoint is None else {"endpoint": self.endpoint}
         return {
             "model": self.model,
             "served_model": self.served_model,
@@ -72,6 +75,7 @@ class Provenance:
             "prompt_sha": self.prompt_sha,
             "params": dict(self.params),
             "response_format": self.response_format,
+            **extra,
         }
 
     @classmethod
@@ -90,6 +94,7 @@ class Provenance:
             served_model=text("served_model"),
             system_fingerprint=text("system_fingerprint"),
             response_format=text("response_format"),
+            endpoint=text("endpoint"),
         )
 
 

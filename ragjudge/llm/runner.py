@@ -61,10 +61,15 @@ from ..errors import LLMError
 from .client import LONG_WAIT, classify_failure
 from .providers.base import RateInfo, parse_duration
 
-__all__ = ["Runner", "RateLearner", "CircuitBreaker", "ConcurrencyLimit", "Attempt", "Reservation",
+__all__ = ["EndpointDown", "Runner", "RateLearner", "CircuitBreaker", "ConcurrencyLimit", "Attempt", "Reservation",
            "parse_duration"]
 
 log = logging.getLogger("ragjudge.llm")
+
+
+class EndpointDown(LLMError):
+    """The endpoint is in an outage (its circuit breaker is open) and the session has others:
+    nothing was sent, so the request may go to another endpoint without paying twice."""
 
 HEADROOM = 0.98
 # The current task's HTTP attempt (see Attempt): lets observe() place a reply's remaining-budget
@@ -572,6 +577,8 @@ class Runner:
         self.isolated_429 = 0
         self.refused_waits = 0  # 429s asking to wait longer than the patience
         #: the server as printed in wait lines (a redacted URL, set by whoever owns the client)
+        #: Raise EndpointDown instead of waiting out an outage (the session has other endpoints).
+        self.fail_fast = False
         self.where = "the server"
         self._said_pause_at = -math.inf
         self.in_flight = 0
@@ -683,9 +690,13 @@ class Runner:
             yield ticket
 
     async def _await_breaker(self) -> bool:
-        """Wait while the circuit breaker is open; True when this attempt is its probe."""
+        """Wait while the circuit breaker is open; True when this attempt is its probe. With
+        ``fail_fast`` (the session has other endpoints) an open breaker raises
+        :class:`EndpointDown` at once: nothing is sent, the work moves elsewhere."""
         while True:
             now = time.monotonic()
+            if self.fail_fast and self.breaker.open:
+                raise EndpointDown(f"{self.where} is in an outage ({self.last_event or 'unreachable'})")
             reason = self.breaker.dead(now)
             if reason is not None:
                 raise LLMError(reason)

@@ -17,6 +17,9 @@ reply parsing and the policy in :mod:`.replies`, the cost cap in :mod:`.budget`.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import logging
+import math
 import re
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
@@ -27,7 +30,7 @@ from typing import Any
 from ..errors import InputError, LLMError
 from .budget import Budget, check_finite, worst_case_prompt_tokens
 from .cache import Cache, NullCache, cache_key, default_cache_path
-from .caller import Caller, call_failed_kind
+from .caller import Accounts, Caller, EndpointDown, call_failed_kind
 from .client import (
     CallFailed,
     Completion,
@@ -61,6 +64,8 @@ from .values import (
     Validator,
 )
 
+log = logging.getLogger("ragjudge.llm")
+
 __all__ = ["LLM", "embedding_key", "FORMATS", "EMBED_BATCH"]
 
 #: Response formats, most to least strict; a server that rejects one gets the next.
@@ -83,6 +88,7 @@ class _LoopState:
 
     def __init__(self) -> None:
         self.inflight: dict[str, asyncio.Future[Outcome]] = {}
+        self.check = asyncio.Lock()  # one model check at a time; the others wait for it
 
 
 class LLM:
@@ -95,8 +101,9 @@ class LLM:
 
     def __init__(
         self,
-        model: str | Endpoint,
+        model: str | Endpoint | Sequence[Endpoint],
         *,
+        endpoints: Sequence[Endpoint] | None = None,
         provider: str | None = None,
         base_url: str | None = None,
         api_key: str | None = None,
@@ -121,8 +128,24 @@ class LLM:
         http_client: Any = None,
         check_key: bool = True,
     ) -> None:
-        """``model``: a model name (the endpoint is made from the keyword arguments) or an
-        :class:`~ragjudge.llm.endpoint.Endpoint` (keyword arguments given replace its fields)."""
+        """``model``: a model name (the endpoint is made from the keyword arguments), an
+        :class:`~ragjudge.llm.endpoint.Endpoint` (keyword arguments given replace its fields), or
+        several endpoints serving the same model (or ``endpoints=``): the work is spread over
+        them (see :meth:`_route`), with one budget and one cache."""
+        if endpoints is None and isinstance(model, (list, tuple)):
+            model, endpoints = (model[0] if model else ""), model
+        if endpoints is not None:
+            endpoints = list(endpoints)
+            if not endpoints or not all(isinstance(e, Endpoint) for e in endpoints):
+                raise InputError("endpoints must be a non-empty list of Endpoint values", field="endpoints")
+            names = {e.model for e in endpoints}
+            if len(names) > 1:
+                raise InputError(f"the endpoints of one session must serve one model, got {sorted(names)}",
+                                 field="endpoints")
+            if isinstance(model, str) and model and model not in names:
+                raise InputError(f"model {model!r} is not the endpoints' model {endpoints[0].model!r}",
+                                 field="endpoints")
+            model = endpoints[0]
         given = {name: value for name, value in (
             ("provider", provider), ("base_url", base_url), ("api_key", api_key),
             ("api_key_env", api_key_env), ("azure_endpoint", azure_endpoint),
@@ -145,8 +168,10 @@ class LLM:
         #: The older name of :attr:`endpoint`.
         self.config = endpoint
         self.spec = provider_spec(endpoint.provider)
+        extra = [e.replace(**given) if given else e for e in (endpoints or [])[1:]]
         if check_key:  # fail fast on a missing key, before any work (a dry run needs none)
-            endpoint.resolve_key()
+            for e in (endpoint, *extra):
+                e.resolve_key()
         if cache is True:
             self.cache: Cache | NullCache = Cache(default_cache_path())
         elif cache is False or cache is None:
@@ -159,9 +184,15 @@ class LLM:
         base = PriceTable.default().merged(self.spec.prices)
         if isinstance(prices, (str, Path)):
             prices = PriceTable.load(prices, base=base)
-        #: Everything between a ready request and a counted reply (see :mod:`.caller`).
-        self.caller = Caller(endpoint, prices=prices if prices is not None else base, max_cost=max_cost,
-                             http_client=http_client, stats=Stats())
+        #: The money and counts of the session, shared by its callers (one budget).
+        self.accounts = Accounts(endpoint.model, prices if prices is not None else base, max_cost)
+        several = bool(extra)
+        #: One caller per endpoint: everything between a ready request and a counted reply
+        #: (see :mod:`.caller`); the first is :attr:`caller`.
+        self.callers = [Caller(e, accounts=self.accounts, http_client=http_client, fail_fast=several)
+                        for e in (endpoint, *extra)]
+        self.caller = self.callers[0]
+        self._checked_models = not several
         self.temperature = temperature
         self.seed = seed
         self.max_tokens = max_tokens
@@ -230,8 +261,9 @@ class LLM:
         return self.caller.client()
 
     async def aclose(self) -> None:
-        """Close this loop's HTTP client (the cache stays open for later calls)."""
-        await self.caller.aclose()
+        """Close this loop's HTTP clients (the cache stays open for later calls)."""
+        for caller in self.callers:
+            await caller.aclose()
 
     async def __aenter__(self) -> LLM:
         return self
@@ -254,7 +286,7 @@ class LLM:
 
     @property
     def rate_limited(self) -> int:
-        return self.runner.rate_limited
+        return sum(c.runner.rate_limited for c in self.callers)
 
     def params(self, prompt: Prompt) -> dict[str, Any]:
         """Sampling parameters: part of the cache key and of every answer's provenance."""
@@ -414,18 +446,81 @@ class LLM:
             self.stats.failed += 1
         return outcome
 
+    # -- several endpoints ---------------------------------------------------------------
+    def _route(self, key: str) -> Caller:
+        """The endpoint for requests keyed ``key`` (a prompt's first variable: the query).
+
+        Rendezvous hashing weighted by each endpoint's ``weight`` (its rpm, else 1): every request of
+        one query goes to the same endpoint while it is healthy (its server reuses the prompt
+        prefix it cached), shares follow the endpoints' capacities, and when one is drained
+        only its own queries move, to their next choice."""
+        if len(self.callers) == 1:
+            return self.caller
+        live = [c for c in self.callers if c.healthy()] or [c for c in self.callers if c.drained is None]
+        if not live:
+            reasons = "; ".join(f"{c.where()}: {c.drained}" for c in self.callers)
+            raise LLMError(f"every endpoint is drained ({reasons})")
+
+        def score(c: Caller) -> float:
+            digest = hashlib.sha256(f"{c.where()}\x00{key}".encode()).digest()
+            u = (int.from_bytes(digest[:8], "big") + 1) / (2**64 + 2)  # in (0, 1)
+            return (c.endpoint.weight or c.endpoint.rpm or 1.0) / -math.log(u)
+
+        return max(live, key=score)
+
+    def _drain(self, caller: Caller, exc: Exception) -> None:
+        if caller.drained is None:
+            caller.drained = str(exc)
+            log.warning("endpoint %s drained: %s; its requests go to the other endpoints", caller.where(), exc)
+
+    async def _check_models(self) -> None:
+        """Before anything is spent on several endpoints: each must list the session's model
+        (an endpoint that lists others is drained); one that lists nothing is taken on trust,
+        and every answer's provenance names the endpoint and the model it says it served."""
+        if self._checked_models:
+            return
+        async with self._state().check:
+            if self._checked_models:
+                return
+            listed = await asyncio.gather(*(c.served_models() for c in self.callers))
+            for caller, models in zip(self.callers, listed):
+                if models is not None and self.model not in models:
+                    self._drain(caller, LLMError(f"it does not serve {self.model!r} (it lists "
+                                                 f"{', '.join(models[:5]) or 'no model'})"))
+            if all(c.drained for c in self.callers):
+                raise LLMError(f"no endpoint serves {self.model!r}: "
+                               + "; ".join(f"{c.where()}: {c.drained}" for c in self.callers))
+            self._checked_models = True
+
+    async def _chat(self, body: dict[str, Any], key: str) -> tuple[Completion | None, Caller]:
+        """One chat request on the endpoint :meth:`_route` picks; an endpoint that stops
+        serving (an outage, a refusal) is drained and the request goes to the next one.
+        Nothing was billed when a caller raises, so nothing is paid twice."""
+        while True:
+            caller = self._route(key)
+            try:
+                return await caller.chat(body), caller
+            except LLMError as exc:
+                if len(self.callers) == 1 or isinstance(exc, UnsupportedFeature):
+                    raise
+                self._drain(caller, exc)
+                if all(c.drained for c in self.callers):
+                    raise
+
     async def _converse(self, call: PreparedCall, validate: Validator | None) -> Outcome:
         """The turns of one structured call, as the policy of :mod:`.replies` directs."""
         conv = Conversation(call.prompt, call.messages, attempts=self.config.max_attempts)
         usage = Usage()
         attempts = 0
         latency = 0.0
-        served = fingerprint = None
+        served = fingerprint = where = None
+        route = call.data[0] if call.data else call.key
+        await self._check_models()
 
         def done(value: Any = None, failure: tuple[FailureKind, str] | None = None,
                  comp: Completion | None = None, fmt: int = 0, **extra: Any) -> Outcome:
             prov = self.provenance(call.prompt, served_model=served, system_fingerprint=fingerprint,
-                                   response_format=FORMATS[fmt].replace("_basic", ""))
+                                   response_format=FORMATS[fmt].replace("_basic", ""), endpoint=where)
             return Outcome(value=None if failure else value, error=failure[1] if failure else None,
                            failure=failure[0] if failure else None,
                            text=comp.text if comp else None, usage=usage, latency=latency,
@@ -438,7 +533,9 @@ class LLM:
             dropped = set(self._drop)
             body = self._body(turn.prompt, turn.messages, fmt, turn.boost)
             try:
-                comp = await self.caller.chat(body)
+                comp, answered = await self._chat(body, route)
+                if len(self.callers) > 1:
+                    where = answered.where()
             except UnsupportedFeature as exc:
                 self._downgrade(exc, fmt, dropped)
                 continue
@@ -536,7 +633,13 @@ class LLM:
         usage = Usage()
         for i in range(0, len(todo), EMBED_BATCH):
             chunk = todo[i : i + EMBED_BATCH]
-            reply, billed, failure = await self.caller.embeddings(model, chunk)
+            while True:
+                caller = self._route(model)
+                try:
+                    reply, billed, failure = await caller.embeddings(model, chunk)
+                    break
+                except EndpointDown as exc:
+                    self._drain(caller, exc)
             usage = usage + billed
             if reply is None:
                 assert failure is not None

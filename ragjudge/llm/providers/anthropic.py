@@ -222,6 +222,11 @@ class AnthropicProvider:
     async def close(self) -> None:
         await self.sdk.close()
 
+    async def models(self) -> list[str]:
+        """The model ids the API lists."""
+        page = await self.sdk.models.list()
+        return [m.id for m in page.data]
+
     async def send_chat(self, body: Mapping[str, Any], *, read_timeout: float) -> Sent:
         create = self.sdk.messages.with_raw_response.create
         if self._known is None:

@@ -127,6 +127,11 @@ class OpenAIProvider:
     async def close(self) -> None:
         await self.sdk.close()
 
+    async def models(self) -> list[str]:
+        """The model ids the server lists (``GET /models``)."""
+        page = await self.sdk.models.list()
+        return [m.id for m in page.data]
+
     async def _send(self, resource: Any, body: Mapping[str, Any], read_timeout: float) -> Sent:
         # The SDK reads the whole body inside create(); each read waits at most read_timeout.
         raw = await resource.with_raw_response.create(**body, timeout=read_timeout)
