@@ -41,6 +41,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .rag import RagReport, Sample, evaluate_samples, evaluate_samples_sync
     from .trust import PPIReport, judge_panel, judge_panel_sync, plan_labels, ppi_evaluate, ppi_mean, soft_evaluate
     from .synth import SynthResult, synthesize, synthesize_sync
+    from .integrations.retrievers import RetrievalError, RetrievedRun, run_retriever, run_retriever_sync
+    from .integrations.pipelines import collect_samples, collect_samples_sync
+    from .integrations.mlflow import log_mlflow
 
 # name -> module it is loaded from on first access (PEP 562)
 _LAZY = {
@@ -66,6 +69,13 @@ _LAZY = {
     "synthesize": "synth",
     "synthesize_sync": "synth",
     "SynthResult": "synth",
+    "run_retriever": "integrations.retrievers",
+    "run_retriever_sync": "integrations.retrievers",
+    "RetrievedRun": "integrations.retrievers",
+    "RetrievalError": "integrations.retrievers",
+    "collect_samples": "integrations.pipelines",
+    "collect_samples_sync": "integrations.pipelines",
+    "log_mlflow": "integrations.mlflow",
 }
 
 
@@ -126,6 +136,14 @@ __all__ = [
     "synthesize",
     "synthesize_sync",
     "SynthResult",
+    # your retriever and pipeline (ragjudge.integrations)
+    "run_retriever",
+    "run_retriever_sync",
+    "RetrievedRun",
+    "RetrievalError",
+    "collect_samples",
+    "collect_samples_sync",
+    "log_mlflow",
     # agreement
     "label_agreement",
     "ranking_agreement",

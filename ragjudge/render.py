@@ -303,7 +303,7 @@ def _flatten(value: Any, prefix: str = "") -> list[tuple[str, Any]]:
 class ResultSurface:
     """The one result surface every result type offers, whatever it holds: ``to_dict``,
     ``to_json``, ``render(fmt)`` in every format of :data:`FORMATS`, ``str`` (the table),
-    ``_repr_html_`` (notebooks) and ``to_dataframe``.
+    ``_repr_html_`` (notebooks), ``to_dataframe`` and ``log_mlflow``.
 
     A result type defines ``to_dict()`` and, where it is a table, ``table()`` -> (headers,
     rows); the methods here fill in whatever it does not define itself (its own win). Without
@@ -348,6 +348,15 @@ class ResultSurface:
     def _repr_html_(self) -> str:
         headers, rows = self._surface_table()
         return render_table(headers, rows, "html", title=type(self).__name__)
+
+    def log_mlflow(self, run: Any = None, prefix: str = "", *, figures: bool = True) -> str:
+        """Log this result to MLflow (metrics with their intervals, the settings as params, the
+        JSON, the table and a figure as artifacts); returns the MLflow run id. ``run``: a run id
+        or object, default the active run or a new one. Needs ``pip install 'ragjudge[mlflow]'``;
+        see :mod:`ragjudge.integrations.mlflow`."""
+        from .integrations.mlflow import log_mlflow
+
+        return log_mlflow(self, run, prefix, figures=figures)
 
     def to_dataframe(self) -> Any:
         """The table as a pandas DataFrame (needs pandas: ``pip install 'ragjudge[pandas]'``)."""

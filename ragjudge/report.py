@@ -23,6 +23,7 @@ from .errors import InputError
 from .measures import aggregate
 from .render import (
     FORMATS,
+    ResultSurface,
     TREC_FORMAT,
     format_value,
     latex_escape,
@@ -57,7 +58,7 @@ def _value_or_none(x: float) -> float | None:
 
 
 # ----------------------------------------------------------------------------- Report
-class Report:
+class Report(ResultSurface):
     """Result of evaluating one run: per-query values and their means, plus how they were made.
 
     * ``run`` -- the run's name; ``metrics`` -- the metric keys exactly as requested;
@@ -279,7 +280,7 @@ class Comparison:
         return plain(d)
 
 
-class CompareReport:
+class CompareReport(ResultSurface):
     """Several runs on the same qrels and metrics, with confidence intervals and paired tests.
 
     ``reports`` -- ``{run: Report}`` (baseline first); ``ci`` -- ``{run: {metric: (lo, hi)}}``

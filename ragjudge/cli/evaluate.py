@@ -85,6 +85,10 @@ def _add_arguments(p: argparse.ArgumentParser, *, min_runs: int) -> None:
     p.add_argument("-f", "--format", choices=_OUTPUT_FORMATS, default="table",
                    help="output format (default: table)")
     p.add_argument("-o", "--output", metavar="FILE", help="write the output to FILE instead of stdout")
+    p.add_argument("--mlflow", action="store_true",
+                   help="also log the result to MLflow (metrics with intervals, settings, JSON) at the "
+                        "tracking URI MLflow is configured with (MLFLOW_TRACKING_URI); needs "
+                        "pip install 'ragjudge[mlflow]'")
     p.add_argument("--digits", type=int, default=4, metavar="N",
                    help="decimals in human formats (default 4)")
     p.add_argument("--baseline", metavar="NAME",
@@ -471,6 +475,10 @@ def _run(args: argparse.Namespace) -> int:
         ]
         result = reports[0] if len(reports) == 1 else reports
     write_output(_render(result, args), args.output)
+    if args.mlflow:
+        from ..integrations.mlflow import log_mlflow
+
+        print(f"ragjudge: logged to MLflow run {log_mlflow(result)}", file=sys.stderr)
     write_plot(args, lambda plots: _draw(plots, args, result, qrels, names, early))
     for r in reports:
         if r.meta.get("num_missing") == r.meta.get("num_q_qrels"):

@@ -82,6 +82,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("-f", "--format", choices=_FORMATS, default="table", help="output format")
     p.add_argument("-o", "--output", metavar="FILE", help="write the output to FILE")
     p.add_argument("--digits", type=int, default=4, metavar="N", help="decimals (default 4)")
+    p.add_argument("--mlflow", action="store_true",
+                   help="also log the report to MLflow (metrics with intervals, settings, JSON) at the "
+                        "tracking URI MLflow is configured with (MLFLOW_TRACKING_URI); needs "
+                        "pip install 'ragjudge[mlflow]'")
     p.add_argument("--fail-under", action="append", default=[], metavar="METRIC=VALUE",
                    help="exit 1 when METRIC's mean is below VALUE (or not determined); repeatable; "
                    "a metric not given with -m is evaluated too")
@@ -145,6 +149,8 @@ def _run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     write_plot(args, lambda plots: report.plot(kind=args.plot_kind or "box"))
+    if args.mlflow:
+        print(f"ragjudge: logged to MLflow run {report.log_mlflow()}", file=sys.stderr)
     if report.usage:
         u = report.usage
         n = max(1, len(report.sample_ids))

@@ -1,0 +1,46 @@
+"""Your own retriever and RAG pipeline, evaluated; reports logged to MLflow.
+
+* :func:`run_retriever` (:mod:`.retrievers`): a run from a function, a LangChain, LlamaIndex or
+  Haystack retriever;
+* :func:`collect_samples` (:mod:`.pipelines`): RAG samples from a function, a LangChain chain,
+  a LlamaIndex query engine or a Haystack pipeline;
+* :func:`log_mlflow` (:mod:`.mlflow`): a report's metrics, intervals, settings and JSON in an
+  MLflow run (also ``report.log_mlflow()``).
+
+Nothing here imports a framework until it is handed one of its objects; the names load on
+first use.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+__all__ = [
+    "RetrievalError",
+    "RetrievedRun",
+    "run_retriever",
+    "run_retriever_sync",
+    "collect_samples",
+    "collect_samples_sync",
+    "log_mlflow",
+]
+
+_LAZY = {
+    "RetrievalError": "retrievers",
+    "RetrievedRun": "retrievers",
+    "run_retriever": "retrievers",
+    "run_retriever_sync": "retrievers",
+    "collect_samples": "pipelines",
+    "collect_samples_sync": "pipelines",
+    "log_mlflow": "mlflow",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ragjudge.integrations' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value

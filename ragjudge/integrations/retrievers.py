@@ -1,0 +1,254 @@
+"""A run from your own retriever: :func:`run_retriever` calls it for every query and keeps what
+it returns as a :class:`~ragjudge.Run`, ready for :func:`ragjudge.evaluate` / ``compare``.
+
+The retriever may be
+
+* a function or coroutine function ``(query_text) -> results``, where results are ids, ``(id,
+  score)`` pairs, or documents of any of the frameworks below (or mappings with ``id_key``);
+* a LangChain ``BaseRetriever`` (or any LangChain runnable returning documents): ``ainvoke``
+  when the retriever has its own async code, else ``invoke`` on a thread;
+* a LlamaIndex ``BaseRetriever``: ``aretrieve`` when it defines ``_aretrieve``, else
+  ``retrieve`` on a thread;
+* a Haystack retriever component: ``run(query=..., top_k=k)`` (``top_k`` when it takes one;
+  ``run_async`` when it has one) -> ``{"documents": [...]}``.
+
+Ids and scores are read as :mod:`ragjudge.integrations.frameworks` says: the corpus id is
+``metadata[id_key]`` / ``meta[id_key]`` first, then the framework's own id (LlamaIndex: the
+source document's ``ref_doc_id``, then ``node_id``). Scores are the retriever's when every
+result of a query has one (higher is better), else rank scores (n, n-1, ..., 1) that keep the
+retriever's order. A document returned twice for one query (two chunks of it) keeps its first,
+best place. Each query keeps its top ``k`` in trec_eval order.
+
+A query whose call raises is left out of the run and listed in :attr:`RetrievedRun.failed`
+with its reason; when most queries fail, :class:`RetrievalError` is raised (``partial`` holds
+the run of the others).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from .._sync import run_sync
+from ..data import Run
+from ..errors import InputError, RagjudgeError
+from ..retrieve import read_texts
+from .frameworks import (
+    Failure,
+    call_many,
+    describe,
+    document_id,
+    document_score,
+    finite,
+    framework,
+    is_async_callable,
+    overrides,
+)
+
+__all__ = ["RetrievalError", "RetrievedRun", "run_retriever", "run_retriever_sync"]
+
+
+class RetrievedRun(Run):
+    """A :class:`~ragjudge.Run` made by :func:`run_retriever`, with what went wrong.
+
+    ``failed`` -- ``{qid: reason}`` of the queries whose call raised (left out of the run, so
+    ``evaluate`` scores them as empty rankings, or skips them with ``skip_missing``);
+    ``retriever`` -- what was called. It compares equal to a plain ``Run`` with the same rows.
+    """
+
+    __slots__ = ("failed", "retriever", "num_queries_asked")
+
+    failed: dict[str, str]
+    retriever: str
+    num_queries_asked: int
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Run):
+            return Run.__eq__(_plain(self), _plain(other))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        failed = f", {len(self.failed)} failed" if self.failed else ""
+        return (f"RetrievedRun({self.name!r}: {self.num_queries} of {self.num_queries_asked} "
+                f"queries, {len(self)} documents{failed})")
+
+
+def _plain(run: Run) -> Run:
+    if type(run) is Run:
+        return run
+    return Run(*run.arrays, name=run.name, source=run.source)
+
+
+class RetrievalError(RagjudgeError):
+    """Most queries (or questions) failed. ``partial`` is what the others gave (the
+    :class:`RetrievedRun`, or the collected samples) with its ``failed``; the message gives
+    the commonest reason."""
+
+    partial: Any = None
+
+
+def _caller(retriever: Any, k: int) -> tuple[Any, bool, str]:
+    """(call(text) -> raw output, is_async, description)."""
+    who = describe(retriever)
+    kind = framework(retriever)
+    if kind == "langchain" and hasattr(retriever, "invoke"):
+        is_retriever = any(c.__name__ == "BaseRetriever" for c in type(retriever).__mro__)
+        if is_retriever and not overrides(retriever, "BaseRetriever", "_aget_relevant_documents"):
+            return retriever.invoke, False, f"the {who} retriever"
+        return retriever.ainvoke, True, f"the {who} retriever"
+    if kind == "llamaindex" and hasattr(retriever, "retrieve"):
+        if overrides(retriever, "BaseRetriever", "_aretrieve"):
+            return retriever.aretrieve, True, f"the {who} retriever"
+        return retriever.retrieve, False, f"the {who} retriever"
+    if kind == "haystack" and hasattr(retriever, "run"):
+        run = getattr(retriever, "run_async", None) or retriever.run
+        try:
+            params = inspect.signature(run).parameters
+        except (TypeError, ValueError):
+            params = {}  # type: ignore[assignment]
+        if params and "query" not in params:
+            raise InputError(f"the {who} component takes no 'query' input (its inputs: "
+                             f"{', '.join(params)}); wrap it in a function (query_text) -> documents")
+        extra = {"top_k": k} if "top_k" in params else {}
+        if inspect.iscoroutinefunction(run):
+            async def acall(text: str) -> Any:
+                return await run(query=text, **extra)
+            return acall, True, f"the {who} component"
+        return (lambda text: run(query=text, **extra)), False, f"the {who} component"
+    if kind is None and callable(retriever):
+        return retriever, is_async_callable(retriever), f"the retriever {who}"
+    raise InputError(f"cannot call {who} as a retriever: pass a function (query_text) -> ids, "
+                     "(id, score) pairs or documents, or a LangChain, LlamaIndex or Haystack retriever")
+
+
+def _hits(output: Any, id_key: str, who: str) -> list[tuple[str, float | None]]:
+    """A retriever's output as (id, score or None) in its order."""
+    if isinstance(output, dict) and "documents" in output:  # a Haystack component's output
+        output = output["documents"]
+    if output is None:
+        return []
+    if isinstance(output, (str, bytes)) or not isinstance(output, (Sequence, tuple)) \
+            and not hasattr(output, "__iter__"):
+        raise InputError(f"{who} returned a {type(output).__name__}; expected a list of ids, "
+                         "(id, score) pairs or documents")
+    hits: list[tuple[str, float | None]] = []
+    for item in output:
+        if isinstance(item, tuple) and len(item) == 2:
+            doc, score = item
+            s = None if score is None else finite(float(score), who)
+            hits.append((document_id(doc, id_key, who), s))
+        else:
+            s = document_score(item)
+            hits.append((document_id(item, id_key, who), None if s is None else finite(s, who)))
+    return hits
+
+
+def _ranking(hits: list[tuple[str, float | None]]) -> tuple[list[str], list[float]]:
+    seen: set[str] = set()
+    kept = []
+    for doc, score in hits:
+        if doc not in seen:
+            seen.add(doc)
+            kept.append((doc, score))
+    if kept and all(s is not None for _, s in kept):
+        return [d for d, _ in kept], [float(s) for _, s in kept]  # type: ignore[arg-type]
+    n = len(kept)
+    return [d for d, _ in kept], [float(n - i) for i in range(n)]
+
+
+def _top(docs: list[str], scores: list[float], k: int) -> tuple[list[str], list[float]]:
+    """The first ``k`` in trec_eval's order: score descending, ties by id descending (strcmp)."""
+    if len(docs) <= k:
+        return docs, scores
+    pairs = sorted(zip(docs, scores), key=lambda p: p[0].encode("utf-8"), reverse=True)
+    pairs.sort(key=lambda p: -p[1])  # stable: equal scores stay in descending id order
+    return [d for d, _ in pairs[:k]], [s for _, s in pairs[:k]]
+
+
+async def run_retriever(
+    retriever: Any,
+    queries: Any,
+    k: int = 100,
+    *,
+    concurrency: int = 8,
+    id_key: str = "id",
+    name: str | None = None,
+    progress: bool = True,
+) -> RetrievedRun:
+    """Call ``retriever`` for every query and return the rankings as a run (top ``k`` each).
+
+    ``queries``: ``{qid: text}`` (what :func:`ragjudge.read_queries` returns), a queries file
+    (BEIR JSONL or TSV) or a value with a ``queries`` attribute. ``name`` defaults to the
+    retriever's class or function name. See the module docstring for what is accepted.
+    """
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise InputError(f"k must be a positive integer, got {k!r}", field="k")
+    texts = read_texts(queries, "queries")
+    call, is_async, who = _caller(retriever, k)
+    if name is None:
+        name = getattr(retriever, "__name__", None) or type(retriever).__name__
+    qids = list(texts)
+
+    bar: Any = None
+    if progress:
+        from ..llm.progress import Progress
+
+        bar = Progress(len(qids), f"retrieve {name}", unit="query")
+    failures = [0]
+
+    def done(ok: bool) -> None:
+        failures[0] += not ok
+        if bar is not None:
+            bar.update(1, status=f"{failures[0]} failed" if failures[0] else "")
+
+    try:
+        results = await call_many(
+            [texts[q] for q in qids], call, lambda _text, out: _ranking(_hits(out, id_key, who)),
+            is_async=is_async, concurrency=concurrency, on_done=done,
+        )
+    finally:
+        if bar is not None:
+            bar.close()
+
+    q_col: list[str] = []
+    d_col: list[str] = []
+    s_col: list[float] = []
+    failed: dict[str, str] = {}
+    for qid, result in zip(qids, results):
+        if isinstance(result, Failure):
+            failed[qid] = result.reason
+            continue
+        docs, scores = _top(*result, k)
+        q_col.extend([qid] * len(docs))
+        d_col.extend(docs)
+        s_col.extend(scores)
+    run = RetrievedRun.from_arrays(q_col, d_col, s_col, name=name, source=who)
+    run.failed = failed
+    run.retriever = who
+    run.num_queries_asked = len(qids)
+    if len(failed) * 2 > len(qids):
+        reason, count = Counter(failed.values()).most_common(1)[0]
+        err = RetrievalError(f"{len(failed)} of {len(qids)} queries failed calling {who}; "
+                             f"most common ({count}): {reason}")
+        err.partial = run
+        raise err
+    return run
+
+
+def run_retriever_sync(
+    retriever: Any,
+    queries: Any,
+    k: int = 100,
+    *,
+    concurrency: int = 8,
+    id_key: str = "id",
+    name: str | None = None,
+    progress: bool = True,
+) -> RetrievedRun:
+    """:func:`run_retriever` from synchronous code (works inside Jupyter too)."""
+    return run_sync(run_retriever(retriever, queries, k, concurrency=concurrency, id_key=id_key,
+                                  name=name, progress=progress))
