@@ -435,7 +435,9 @@ class LLM:
         # Reserve what OpenAI's limiter counts at admission (prompt + max_tokens); settled to
         # the real usage when the call ends.
         tokens = call.estimated_prompt_tokens + self.params(call.prompt)["max_tokens"]
-        async with self.runner.slot(tokens) as reservation:
+        # The slot (concurrency, tokens per minute) of the endpoint the call will go to.
+        runner = self._route(call.data[0] if call.data else call.key).runner
+        async with runner.slot(tokens) as reservation:
             outcome = await self._converse(call, validate)
             reservation.settle(outcome.usage.total_tokens)
         if outcome.ok:
@@ -675,11 +677,20 @@ class LLM:
         results: list[Outcome | None] = [None] * len(items)
         bar = Progress(len(items), desc or prompt.name, unit="call", enabled=progress)
         failed = 0
-        queue: asyncio.Queue[int] = asyncio.Queue()
-        for i in range(len(items)):
-            queue.put_nowait(i)
+        # One queue (and its workers) per endpoint: a slow or rate-limited endpoint holds up
+        # only its own queries, never the workers of the others. Each worker still routes its
+        # request itself, so the queue of an endpoint drained meanwhile empties elsewhere.
+        await self._check_models()
+        queues: list[asyncio.Queue[int]] = [asyncio.Queue() for _ in self.callers]
+        index = {id(c): k for k, c in enumerate(self.callers)}
+        for i, item in enumerate(items):
+            k = 0
+            if len(self.callers) > 1:
+                key = next(iter(item.values()), "") if isinstance(item, Mapping) else ""
+                k = index[id(self._route(str(key)))]
+            queues[k].put_nowait(i)
 
-        async def worker() -> None:
+        async def worker(queue: asyncio.Queue[int]) -> None:
             nonlocal failed
             while True:
                 try:
@@ -694,8 +705,9 @@ class LLM:
                                      + ("cost=?" if cost is None else f"cost=${cost:.4f}"))
 
         # More workers than slots: cache hits and deduplicated waits must not idle the runner.
-        n_workers = min(len(items), self.runner.concurrency * 2 + 8) or 1
-        tasks = [asyncio.create_task(worker()) for _ in range(n_workers)]
+        tasks = [asyncio.create_task(worker(q))
+                 for c, q in zip(self.callers, queues)
+                 for _ in range(min(q.qsize(), c.runner.concurrency * 2 + 8))]
         try:
             await asyncio.gather(*tasks)
         except BaseException as exc:
