@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sqlite3
 import time
 import uuid
@@ -41,6 +42,7 @@ import openai
 
 from ..errors import LLMError
 from .cache import default_cache_path
+from .cachestore import is_postgres_url
 from .client import AttemptDeadline, redact, within_deadline
 from .budget import worst_case_prompt_tokens
 from .cost import Usage
@@ -96,7 +98,10 @@ class BatchResult:
 
 
 def default_state_path() -> Path:
-    """Where batch state lives without a cache file: beside the default cache."""
+    """Where batch state lives without a cache file: beside the default cache (in the default
+    cache folder when ``$RAGJUDGE_CACHE`` is a Postgres URL)."""
+    if is_postgres_url(os.environ.get("RAGJUDGE_CACHE", "")):
+        return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ragjudge" / "batches.sqlite"
     return default_cache_path().parent / "batches.sqlite"
 
 
@@ -300,7 +305,9 @@ def _state_path(llm: LLM, state_path: str | Path | None) -> Path:
     if state_path is not None:
         return Path(state_path).expanduser()
     cache_path = getattr(llm.cache, "path", None)
-    return Path(cache_path) if cache_path is not None else default_state_path()
+    if cache_path is None or is_postgres_url(cache_path):  # a Postgres cache: no file beside it
+        return default_state_path()
+    return Path(cache_path)
 
 
 class _Job:

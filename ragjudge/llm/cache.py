@@ -18,30 +18,33 @@
   call fails; the claim of a process that died (``kill -9``) is taken over at once when the
   owner was on this machine (its pid is gone), else when its heartbeat lapses (``claim_ttl``
   seconds), so an interrupted run still resumes.
+
+This module is the embedded backend of the one cache interface (:mod:`.cachestore`);
+``Cache("postgresql://user@host/db")`` opens the shared Postgres backend (:mod:`.postgres`)
+instead, with the same behaviour. A SQLite cache on a network filesystem (NFS, SMB, Lustre,
+GPFS, ceph, sshfs) is refused: its locks are not reliable there.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import logging
 import os
-import socket
 import sqlite3
-import threading
 import time
-import uuid
-import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from .cachestore import HOST, CacheStore, check_local_filesystem, is_postgres_url, pid_alive
+from .postgres import PostgresCache
 
 log = logging.getLogger("ragjudge.llm")
 
-__all__ = ["Cache", "NullCache", "cache_key", "default_cache_path"]
+__all__ = ["Cache", "CacheStore", "NullCache", "PostgresCache", "cache_key", "default_cache_path",
+           "open_cache"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS answers (
@@ -61,30 +64,6 @@ CREATE TABLE IF NOT EXISTS claims (
     expires REAL NOT NULL
 )
 """
-_HOST = socket.gethostname()
-
-
-def _pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` exists on this machine (POSIX; elsewhere: assume it does)."""
-    if os.name != "posix" or pid <= 0:
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # EPERM: it exists, owned by someone else
-        return True
-    return True
-
-
-def _heartbeat(ref: weakref.ReferenceType[Cache], stop: threading.Event, every: float) -> None:
-    """Keep a cache's claims alive while its process runs (a daemon thread: dies with it)."""
-    while not stop.wait(every):
-        cache = ref()
-        if cache is None:
-            return
-        cache.renew()
-        del cache
 
 
 def default_cache_path() -> Path:
@@ -102,8 +81,39 @@ def cache_key(payload: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
-class Cache:
+def _postgres_target(target: object) -> str | None:
+    """The Postgres URL ``target`` names, or None. A URL that went through ``Path()`` (as
+    ``$RAGJUDGE_CACHE`` does in :func:`default_cache_path`) lost a slash: it is taken back from
+    the environment, else mended."""
+    if is_postgres_url(target):
+        return str(target).strip()
+    if isinstance(target, Path):
+        text = str(target)
+        if text.lower().startswith(("postgresql:/", "postgres:/")):
+            env = os.environ.get("RAGJUDGE_CACHE", "")
+            if is_postgres_url(env) and Path(env).expanduser() == target:
+                return env.strip()
+            scheme, _, rest = text.partition(":/")
+            return f"{scheme}://{rest}"
+    return None
+
+
+def open_cache(target: str | Path | CacheStore, *, claim_ttl: float = 30.0) -> CacheStore:
+    """The cache ``target`` names: an open store as is, a ``postgresql://`` URL as a
+    :class:`PostgresCache`, anything else as a SQLite file (:class:`Cache`)."""
+    if isinstance(target, CacheStore):
+        return target
+    url = _postgres_target(target)
+    if url is not None:
+        return PostgresCache(url, claim_ttl=claim_ttl)
+    return Cache(target, claim_ttl=claim_ttl)
+
+
+class Cache(CacheStore):
     """SQLite-backed ``key -> record`` store (records are JSON objects).
+
+    ``Cache("postgresql://user@host/db")`` returns a :class:`PostgresCache` instead (the same
+    interface on a database several hosts share); ``isinstance(x, Cache)`` holds for both.
 
     A cache fault never costs the run (one warning line each, naming the file):
 
@@ -115,29 +125,26 @@ class Cache:
       pay for them again; claims degrade to "not shared" (we pay rather than wait forever);
     * a read that fails is a miss.
 
-    Opening a cache whose folder cannot be written stays an error (before any paid call).
+    Opening a cache whose folder cannot be written stays an error (before any paid call), and
+    so does a file on a network filesystem (unless ``$RAGJUDGE_ALLOW_NETWORK_SQLITE=1``).
     """
+
+    def __new__(cls, path: str | Path | CacheStore, **kw: Any) -> Any:
+        other_store = isinstance(path, CacheStore) and Cache not in type(path).__mro__
+        if cls is Cache and (other_store or _postgres_target(path) is not None):
+            # Not a Cache instance proper, so Python does not run Cache.__init__ on it.
+            return open_cache(path, **kw)
+        return super().__new__(cls)
 
     def __init__(self, path: str | Path, *, claim_ttl: float = 30.0) -> None:
         """``claim_ttl``: seconds after its last heartbeat that a claim of a process on another
         machine (or whose liveness cannot be checked) is considered abandoned."""
+        super().__init__(claim_ttl=claim_ttl)
         self.path = Path(path).expanduser()
-        self.claim_ttl = claim_ttl
-        self.owner = f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
-        self._claimed: set[str] = set()
-        self._stop = threading.Event()
-        self._beat: threading.Thread | None = None
-        self._lock = threading.Lock()
-        self.hits = 0
-        self.writes = 0
-        self.waited = 0  # answers obtained by waiting for another process's claim
-        #: False once a write failed: the run goes on without storing new answers
-        self.writable = True
-        #: the warnings said about this file (also logged once each)
-        self.faults: list[str] = []
         self._db: sqlite3.Connection | None = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            check_local_filesystem(self.path, "cache")
             self._db = self._connect()
         except sqlite3.DatabaseError as exc:
             if not _damaged(exc):
@@ -162,12 +169,6 @@ class Cache:
         return db
 
     # -- faults ------------------------------------------------------------------------
-    def _warn(self, message: str) -> None:
-        text = f"ragjudge: warning: cache {self.path}: {message}"
-        if text not in self.faults:
-            self.faults.append(text)
-            log.warning(text)
-
     def _salvage(self, exc: BaseException) -> None:
         """Move the damaged file aside, start a fresh cache at its path, and copy into it what
         the damaged one still lets us read. Called with the lock held (or before it is used)."""
@@ -276,10 +277,10 @@ class Cache:
         def take(db: sqlite3.Connection) -> bool:
             row = db.execute("SELECT owner, host, pid, expires FROM claims WHERE key = ?", (key,)).fetchone()
             if row is not None and row[0] != self.owner and row[3] > now \
-                    and not (row[1] == _HOST and not _pid_alive(int(row[2]))):
+                    and not (row[1] == HOST and not pid_alive(int(row[2]))):
                 return False
             db.execute("INSERT OR REPLACE INTO claims (key, owner, host, pid, expires) VALUES (?,?,?,?,?)",
-                       (key, self.owner, _HOST, os.getpid(), now + self.claim_ttl))
+                       (key, self.owner, HOST, os.getpid(), now + self.claim_ttl))
             return True
 
         with self._lock:
@@ -289,11 +290,7 @@ class Cache:
             if not taken:
                 return False
             self._claimed.add(key)
-            if self._beat is None:
-                self._beat = threading.Thread(
-                    target=_heartbeat, args=(weakref.ref(self), self._stop, self.claim_ttl / 3.0),
-                    name="ragjudge-cache-heartbeat", daemon=True)
-                self._beat.start()
+            self._start_heartbeat()
         return True
 
     def release(self, key: str) -> None:
@@ -309,23 +306,6 @@ class Cache:
         if self._claimed and not self._stop.is_set():
             self._run("UPDATE claims SET expires = ? WHERE owner = ?",
                       (time.time() + self.claim_ttl, self.owner), writing=True)
-
-    async def claim_or_wait(self, key: str, *, poll: float = 0.05) -> dict[str, Any] | None:
-        """Claim ``key`` and return None (the caller makes the call, then :meth:`put` or
-        :meth:`release`), or -- while another owner holds it -- wait and return its answer.
-        If that owner fails or dies, the claim passes to us."""
-        while True:
-            if self.claim(key):
-                record = self.get(key)  # answered between the caller's lookup and our claim?
-                if record is not None:
-                    self.release(key)
-                return record
-            await asyncio.sleep(poll)
-            poll = min(poll * 2.0, 1.0)
-            record = self.get(key)
-            if record is not None:
-                self.waited += 1
-                return record
 
     def __contains__(self, key: str) -> bool:
         return bool(self._run("SELECT 1 FROM answers WHERE key = ?", (key,)))
@@ -350,6 +330,10 @@ class Cache:
 
     def __repr__(self) -> str:
         return f"Cache({str(self.path)!r})"
+
+
+# ``isinstance(x, Cache)`` (as the session checks what it is given) holds for either backend.
+Cache.register(PostgresCache)
 
 
 # Messages of SQLite's "this file is damaged" errors (SQLITE_CORRUPT, SQLITE_NOTADB): matched on

@@ -1,0 +1,276 @@
+"""The LLM answer cache on PostgreSQL, for several hosts sharing one cache.
+
+``Cache("postgresql://user@host/db")`` (``--cache postgresql://...``, ``LLM(cache=URL)``) opens
+a :class:`PostgresCache`: the interface of :class:`~ragjudge.llm.cachestore.CacheStore` with the
+SQLite cache's semantics, on two tables of that database (``ragjudge_cache``,
+``ragjudge_claims``; created on first use):
+
+* an answer and the drop of our claim on it are one transaction;
+* a claim is a row ``(key, owner, host, pid, expires)``, taken atomically
+  (``INSERT ... ON CONFLICT DO UPDATE ... WHERE`` the holder is us or its claim has expired),
+  renewed by the heartbeat thread; expiry is measured on the database's clock, so hosts whose
+  clocks disagree still agree on when a claim lapsed; the claim of a dead process on this
+  machine (its pid gone) is taken over at once;
+* faults degrade as in SQLite: a read that fails is a miss; a lost connection is reopened once,
+  and if the database cannot be reached, or a write fails (no privilege, disk full, read-only
+  replica), the cache goes read-only for the run with one warning line (claims are then
+  granted: paying beats waiting forever).
+
+The driver is psycopg 3, an optional extra (``pip install 'ragjudge[postgres]'``), imported when
+a URL is opened. :func:`connect` and :func:`ensure_schema` are shared with the service's job
+store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..errors import InputError
+from .cachestore import HOST, CacheStore, pid_alive
+
+__all__ = ["PostgresCache", "connect", "ensure_schema", "redact_url", "import_psycopg", "DB_NOW"]
+
+#: The database's clock, as seconds since the epoch (a float8 SQL expression).
+DB_NOW = "EXTRACT(EPOCH FROM clock_timestamp())::float8"
+
+# Serialises CREATE TABLE IF NOT EXISTS between processes (it can race in Postgres).
+_SCHEMA_LOCK = 0x72_61_67_6A  # "ragj"
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS ragjudge_cache (
+        key TEXT PRIMARY KEY, record TEXT NOT NULL, model TEXT, prompt TEXT,
+        created DOUBLE PRECISION NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS ragjudge_claims (
+        key TEXT PRIMARY KEY, owner TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL,
+        expires DOUBLE PRECISION NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS ragjudge_claims_owner ON ragjudge_claims (owner)",
+)
+
+
+def import_psycopg() -> Any:
+    """The psycopg (3) module, or a one-line :class:`InputError` naming the extra."""
+    try:
+        import psycopg
+    except ImportError:
+        raise InputError("a postgresql:// store needs the psycopg driver: "
+                         "pip install 'ragjudge[postgres]'") from None
+    return psycopg
+
+
+def redact_url(url: str) -> str:
+    """``url`` without its password (``postgresql://user:***@host/db``)."""
+    url = re.sub(r"^([a-zA-Z][a-zA-Z0-9+.-]*://[^:/@?#]*):[^@/?#]*@", r"\1:***@", url.strip())
+    return re.sub(r"(?i)([?&]password=)[^&#]*", r"\1***", url)
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def connect(url: str, *, what: str = "cache") -> Any:
+    """An autocommit psycopg connection to ``url``; failing, a one-line :class:`InputError`
+    naming the URL without its password."""
+    psycopg = import_psycopg()
+    try:
+        return psycopg.connect(url, autocommit=True, connect_timeout=10,
+                               application_name=f"ragjudge {what}")
+    except (psycopg.Error, ValueError) as exc:
+        raise InputError(f"cannot open the {what}: {_reason(exc)}", source=redact_url(url)) from None
+
+
+def ensure_schema(db: Any, statements: Sequence[str]) -> None:
+    """Run ``CREATE ... IF NOT EXISTS`` statements in one transaction, one process at a time."""
+    with db.transaction():
+        db.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+        for sql in statements:
+            db.execute(sql)
+
+
+def _tables_exist(db: Any, names: Sequence[str]) -> bool:
+    row = db.execute("SELECT " + " AND ".join("to_regclass(%s) IS NOT NULL" for _ in names),
+                     tuple(names)).fetchone()
+    return bool(row and row[0])
+
+
+class PostgresCache(CacheStore):
+    """The LLM answer cache in a PostgreSQL database (see the module's docstring)."""
+
+    def __init__(self, url: str, *, claim_ttl: float = 30.0) -> None:
+        super().__init__(claim_ttl=claim_ttl)
+        self.url = url
+        #: the URL without its password (messages, ``repr``)
+        self.path = redact_url(url)
+        self._psycopg = import_psycopg()
+        self._db: Any = connect(url, what="cache")
+        try:
+            ensure_schema(self._db, _SCHEMA)
+        except self._psycopg.Error as exc:
+            # A role that may not create tables can still use tables someone else created.
+            try:
+                usable = _tables_exist(self._db, ("ragjudge_cache", "ragjudge_claims"))
+            except self._psycopg.Error:
+                usable = False
+            if not usable:
+                self._db.close()
+                raise InputError(f"cannot open the cache: {_reason(exc)}", source=self.path) from None
+
+    # -- faults ------------------------------------------------------------------------
+    def _lost(self, exc: BaseException) -> bool:
+        """Whether ``exc`` means the connection is gone (worth one reconnect)."""
+        code = getattr(getattr(exc, "diag", None), "sqlstate", None) or ""
+        return bool(self._db is None or self._db.closed or self._db.broken
+                    or code.startswith("08") or code in ("57P01", "57P02", "57P03"))
+
+    def _do(self, work: Callable[[Any], Any], *, writing: bool) -> tuple[bool, Any]:
+        """``work(connection)`` under the lock: ``(True, its result)``, or ``(False, None)``
+        when the cache could not serve it (a fault, handled: see the module's docstring)."""
+        psycopg = self._psycopg
+        with self._lock:
+            for attempt in range(2):
+                if self._db is None or (writing and not self.writable):
+                    return False, None
+                try:
+                    return True, work(self._db)
+                except psycopg.Error as exc:
+                    if self._lost(exc) and attempt == 0:
+                        try:
+                            self._db.close()
+                            self._db = psycopg.connect(self.url, autocommit=True, connect_timeout=10,
+                                                       application_name="ragjudge cache")
+                            continue  # every operation here may be repeated safely
+                        except psycopg.Error as again:
+                            self._db = None
+                            self.writable = False
+                            self._warn(f"cannot reach the database ({_reason(again)}): continuing "
+                                       "without the cache (the outputs are complete; a rerun "
+                                       "would pay again for what is not stored)")
+                            return False, None
+                    if writing and self.writable:
+                        self.writable = False
+                        self._warn(f"cannot write ({_reason(exc)}): continuing without storing new "
+                                   "answers (the outputs are complete; a rerun would pay again "
+                                   "for them)")
+                    return False, None
+            return False, None
+
+    # -- answers -----------------------------------------------------------------------
+    def get(self, key: str) -> dict[str, Any] | None:
+        ok, row = self._do(lambda db: db.execute(
+            "SELECT record FROM ragjudge_cache WHERE key = %s", (key,)).fetchone(), writing=False)
+        if not ok or row is None:
+            return None
+        try:
+            record = json.loads(row[0])
+        except (json.JSONDecodeError, TypeError):
+            return None  # unreadable record: treat as a miss, it will be overwritten
+        if not isinstance(record, dict):
+            return None
+        self.hits += 1
+        return record
+
+    def put(self, key: str, record: dict[str, Any]) -> None:
+        blob = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+
+        def write(db: Any) -> None:
+            with db.transaction():  # the answer lands and our claim on it goes at once
+                db.execute(
+                    "INSERT INTO ragjudge_cache (key, record, model, prompt, created) "
+                    f"VALUES (%s, %s, %s, %s, {DB_NOW}) ON CONFLICT (key) DO UPDATE SET "
+                    "record = EXCLUDED.record, model = EXCLUDED.model, prompt = EXCLUDED.prompt, "
+                    "created = EXCLUDED.created",
+                    (key, blob, record.get("model"), record.get("prompt_id")))
+                db.execute("DELETE FROM ragjudge_claims WHERE key = %s AND owner = %s", (key, self.owner))
+
+        with self._lock:
+            self._claimed.discard(key)
+        if self._do(write, writing=True)[0]:
+            self.writes += 1
+
+    # -- in-flight claims ---------------------------------------------------------------
+    def claim(self, key: str) -> bool:
+        """Take the claim on ``key`` (True), unless another live owner holds it (False). A
+        cache that cannot record claims grants every one: paying beats waiting forever."""
+
+        def take(db: Any) -> bool:
+            for _ in range(4):
+                row = db.execute(
+                    "INSERT INTO ragjudge_claims AS c (key, owner, host, pid, expires) "
+                    f"VALUES (%s, %s, %s, %s, {DB_NOW} + %s) ON CONFLICT (key) DO UPDATE SET "
+                    "owner = EXCLUDED.owner, host = EXCLUDED.host, pid = EXCLUDED.pid, "
+                    f"expires = EXCLUDED.expires WHERE c.owner = EXCLUDED.owner OR c.expires < {DB_NOW} "
+                    "RETURNING 1",
+                    (key, self.owner, HOST, os.getpid(), float(self.claim_ttl))).fetchone()
+                if row is not None:
+                    return True
+                holder = db.execute("SELECT owner, host, pid FROM ragjudge_claims WHERE key = %s",
+                                    (key,)).fetchone()
+                if holder is None:
+                    continue  # released meanwhile: try again
+                if holder[1] == HOST and not pid_alive(int(holder[2])):
+                    # Its owner died on this machine: take it over now, not after the expiry.
+                    db.execute("DELETE FROM ragjudge_claims WHERE key = %s AND owner = %s",
+                               (key, holder[0]))
+                    continue
+                return False
+            return False
+
+        ok, taken = self._do(take, writing=True)
+        if not ok:
+            return True
+        if not taken:
+            return False
+        with self._lock:
+            self._claimed.add(key)
+            self._start_heartbeat()
+        return True
+
+    def release(self, key: str) -> None:
+        """Drop our claim on ``key`` (the call failed or was abandoned: others may try)."""
+        with self._lock:
+            if key not in self._claimed:
+                return
+            self._claimed.discard(key)
+        self._do(lambda db: db.execute("DELETE FROM ragjudge_claims WHERE key = %s AND owner = %s",
+                                       (key, self.owner)), writing=True)
+
+    def renew(self) -> None:
+        """Push back the expiry of every claim we hold (the heartbeat)."""
+        if self._claimed and not self._stop.is_set():
+            self._do(lambda db: db.execute(
+                f"UPDATE ragjudge_claims SET expires = {DB_NOW} + %s WHERE owner = %s",
+                (float(self.claim_ttl), self.owner)), writing=True)
+
+    def __contains__(self, key: str) -> bool:
+        ok, row = self._do(lambda db: db.execute(
+            "SELECT 1 FROM ragjudge_cache WHERE key = %s", (key,)).fetchone(), writing=False)
+        return bool(ok and row)
+
+    def __len__(self) -> int:
+        ok, row = self._do(lambda db: db.execute("SELECT COUNT(*) FROM ragjudge_cache").fetchone(),
+                           writing=False)
+        return int(row[0]) if ok and row else 0
+
+    def close(self) -> None:
+        self._stop.set()
+        with self._lock:
+            if self._db is None:
+                return
+            try:
+                if self._claimed and self.writable:
+                    self._db.execute("DELETE FROM ragjudge_claims WHERE owner = %s", (self.owner,))
+                    self._claimed.clear()
+            except self._psycopg.Error:
+                pass
+            try:
+                self._db.close()
+            except self._psycopg.Error:
+                pass
+            self._db = None
+
+    def __repr__(self) -> str:
+        return f"PostgresCache({self.path!r})"
