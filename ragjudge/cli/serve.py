@@ -75,13 +75,16 @@ def register(subparsers: Any) -> None:
     llm.add_argument("--max-attempts", type=int, default=6, metavar="N",
                      help="attempts per request (default 6)")
     llm.add_argument("--cache", metavar="PATH",
-                     help="SQLite cache (default $RAGJUDGE_CACHE or ~/.cache/ragjudge/judgments.sqlite)")
+                     help="SQLite cache file or postgresql:// URL (default $RAGJUDGE_CACHE or "
+                          "~/.cache/ragjudge/judgments.sqlite)")
     llm.add_argument("--no-cache", action="store_true", help="no LLM cache (jobs still keep their judgments)")
     llm.add_argument("--prices", metavar="FILE", help="JSON price overrides (USD per 1M tokens)")
     llm.add_argument("--max-cost", type=float, metavar="USD",
                      help="ceiling of any one job's budget (and the default budget)")
     jobs = p.add_argument_group("jobs")
-    jobs.add_argument("--jobs-db", metavar="PATH", help="job state (default jobs.sqlite beside the cache)")
+    jobs.add_argument("--jobs-db", metavar="PATH", help="job state: a SQLite file or a postgresql:// URL shared "
+                      "by several servers (default jobs.sqlite beside the cache; with a Postgres "
+                      "cache, its database)")
     jobs.add_argument("--max-jobs", type=int, default=2, metavar="N",
                       help="jobs running at once per worker (default 2; the rest wait)")
     jobs.add_argument("--drain-seconds", type=float, default=60.0, metavar="S",

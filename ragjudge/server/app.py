@@ -312,7 +312,7 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
 
         app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
                            allow_methods=["GET", "POST", "DELETE"],
-                           allow_headers=["Authorization", "Content-Type"])
+                           allow_headers=["Authorization", "Content-Type", "Idempotency-Key"])
     limit = settings.max_pairs
     # Documents the bearer scheme in OpenAPI (the /docs "Authorize" button); Guard enforces it.
     bearer = [Depends(HTTPBearer(auto_error=False, description="Authorization: Bearer <token> "
@@ -392,7 +392,8 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
 
     def _new_job(request: Request, kind: str, req: Any, total: int) -> Response:
         store: JobStore = request.app.state.store
-        job_id = store.create(kind, req.model_dump(mode="json"), total)
+        job_id = store.create(kind, req.model_dump(mode="json"), total,
+                              idempotency_key=request.headers.get("idempotency-key"))
         request.app.state.manager.wake()
         row = store.get(job_id)
         return _json(json.dumps(job_view(row)), 202)

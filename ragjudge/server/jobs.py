@@ -1,8 +1,10 @@
 """Background jobs of the HTTP service: LLM judging, LLM-graded RAG metrics, synthetic test
 collections.
 
-State lives in SQLite (``jobs.sqlite`` beside the LLM cache): the request, status, progress,
-cost, every judgment as it arrives, and the result. A job survives a server restart:
+State lives in SQLite (``jobs.sqlite`` beside the LLM cache), or in PostgreSQL for several
+server processes on several hosts (``--jobs-db postgresql://...``, :class:`PostgresJobStore`):
+the request, status, progress, cost, every judgment as it arrives, and the result. A
+submission with an ``Idempotency-Key`` returns the job first submitted with that key. A job survives a server restart:
 
 * graceful stop (SIGTERM / Ctrl-C): no new calls start, calls in flight are awaited and
   recorded, and the job goes back to ``queued``; the next server start resumes it;
@@ -37,7 +39,7 @@ from .models import JudgeRequest, ModelSettings, RagRequest, SynthRequest
 from .service import check_pairs, load_qrels, load_run
 from .settings import ServerSettings
 
-__all__ = ["JobStore", "JobManager", "build_llm", "judge_pairs", "rag_inputs", "synth_inputs",
+__all__ = ["JobStore", "PostgresJobStore", "JobManager", "build_llm", "judge_pairs", "rag_inputs", "synth_inputs",
            "synth_plan", "synth_result", "job_view"]
 
 log = logging.getLogger("ragjudge.server")
@@ -48,7 +50,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     created REAL NOT NULL, updated REAL NOT NULL, owner TEXT, heartbeat REAL,
     cancel INTEGER NOT NULL DEFAULT 0, done INTEGER NOT NULL DEFAULT 0,
     total INTEGER NOT NULL DEFAULT 0, counts TEXT NOT NULL DEFAULT '{}', cost REAL,
-    usage TEXT NOT NULL DEFAULT '{}', error TEXT, result TEXT
+    usage TEXT NOT NULL DEFAULT '{}', error TEXT, result TEXT, idem_key TEXT
 );
 CREATE TABLE IF NOT EXISTS judgments (
     job TEXT NOT NULL, idx INTEGER NOT NULL, seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -62,12 +64,48 @@ CANCEL_GRACE = 5.0
 
 
 # ----------------------------------------------------------------------------- store
+#: Longest ``Idempotency-Key`` accepted.
+MAX_IDEMPOTENCY_KEY = 255
+
+
+def _check_idempotency_key(key: str | None) -> str | None:
+    if key is None:
+        return None
+    if not key or len(key) > MAX_IDEMPOTENCY_KEY or not key.isprintable():
+        raise InputError(f"must be 1 to {MAX_IDEMPOTENCY_KEY} printable characters",
+                         field="Idempotency-Key")
+    return key
+
+
+def _same_request(row: Mapping[str, Any] | None, kind: str, body: str, key: str) -> str:
+    """The id of the job stored under an idempotency key, if it is the same request."""
+    if row is None:  # pragma: no cover - the insert or an earlier one stored it
+        raise RagjudgeError(f"no job stored under Idempotency-Key {key!r}")
+    if row["kind"] != kind or json.loads(row["request"]) != json.loads(body):
+        raise InputError(f"already used for another request (job {row['id']}); use a new key",
+                         field="Idempotency-Key")
+    return str(row["id"])
+
+
 class JobStore:
-    """SQLite job state; safe from several threads and processes (WAL, atomic claims)."""
+    """SQLite job state; safe from several threads and processes (WAL, atomic claims).
+
+    ``JobStore("postgresql://user@host/db")`` returns a :class:`PostgresJobStore` instead: the
+    same operations on a database several ``ragjudge serve`` processes (on any hosts) share."""
+
+    def __new__(cls, path: str | Path) -> Any:
+        from ..llm.cachestore import is_postgres_url
+
+        if cls is JobStore and is_postgres_url(path):
+            return super().__new__(PostgresJobStore)
+        return super().__new__(cls)
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        from ..llm.cachestore import check_local_filesystem
+
+        check_local_filesystem(self.path, "job store")
         self._lock = threading.Lock()
         self._db = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None,
                                    check_same_thread=False)
@@ -76,6 +114,13 @@ class JobStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
+            # A store made before idempotency keys: add the column (NULL for old jobs).
+            if "idem_key" not in {r["name"] for r in self._db.execute("PRAGMA table_info(jobs)")}:
+                try:
+                    self._db.execute("ALTER TABLE jobs ADD COLUMN idem_key TEXT")
+                except sqlite3.OperationalError:  # another process added it meanwhile
+                    pass
+            self._db.execute("CREATE UNIQUE INDEX IF NOT EXISTS jobs_idem ON jobs (idem_key)")
 
     def close(self) -> None:
         with self._lock:
@@ -89,13 +134,22 @@ class JobStore:
         with self._lock:
             return self._db.execute(sql, args).rowcount
 
-    def create(self, kind: str, request: Mapping[str, Any], total: int) -> str:
+    def create(self, kind: str, request: Mapping[str, Any], total: int, *,
+               idempotency_key: str | None = None) -> str:
+        """A new queued job's id. With ``idempotency_key``: the job first submitted with that
+        key, if any (the same request again, e.g. a client retrying after a lost reply), never a
+        second one; the key reused for another request is a one-line :class:`InputError`."""
+        key = _check_idempotency_key(idempotency_key)
         job_id = uuid.uuid4().hex
         now = time.time()
-        self._run("INSERT INTO jobs (id, kind, status, request, created, updated, total) "
-                  "VALUES (?, ?, 'queued', ?, ?, ?, ?)",
-                  (job_id, kind, json.dumps(request), now, now, total))
-        return job_id
+        body = json.dumps(request)
+        self._run("INSERT INTO jobs (id, kind, status, request, created, updated, total, idem_key) "
+                  "VALUES (?, ?, 'queued', ?, ?, ?, ?, ?) ON CONFLICT (idem_key) DO NOTHING",
+                  (job_id, kind, body, now, now, total, key))
+        if key is None:
+            return job_id
+        return _same_request(self._one("SELECT id, kind, request FROM jobs WHERE idem_key = ?", (key,)),
+                             kind, body, key)
 
     def get(self, job_id: str) -> sqlite3.Row | None:
         return self._one("SELECT * FROM jobs WHERE id = ?", (job_id,))
@@ -178,6 +232,167 @@ class JobStore:
             rows = self._db.execute("SELECT idx, record FROM judgments WHERE job = ? ORDER BY seq",
                                     (job_id,)).fetchall()
         return [(r["idx"], json.loads(r["record"])) for r in rows]
+
+
+_PG_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS ragjudge_jobs (
+        id TEXT PRIMARY KEY, kind TEXT NOT NULL, status TEXT NOT NULL, request TEXT NOT NULL,
+        created DOUBLE PRECISION NOT NULL, updated DOUBLE PRECISION NOT NULL, owner TEXT,
+        heartbeat DOUBLE PRECISION, cancel INTEGER NOT NULL DEFAULT 0,
+        done BIGINT NOT NULL DEFAULT 0, total BIGINT NOT NULL DEFAULT 0,
+        counts TEXT NOT NULL DEFAULT '{}', cost DOUBLE PRECISION,
+        usage TEXT NOT NULL DEFAULT '{}', error TEXT, result TEXT, idem_key TEXT UNIQUE)""",
+    "CREATE INDEX IF NOT EXISTS ragjudge_jobs_status ON ragjudge_jobs (status, created)",
+    "CREATE INDEX IF NOT EXISTS ragjudge_jobs_created ON ragjudge_jobs (created)",
+    """CREATE TABLE IF NOT EXISTS ragjudge_judgments (
+        job TEXT NOT NULL, idx BIGINT NOT NULL, seq BIGSERIAL PRIMARY KEY, record TEXT NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS ragjudge_judgments_job ON ragjudge_judgments (job, idx)",
+)
+
+
+class PostgresJobStore(JobStore):
+    """The job state in PostgreSQL (``--jobs-db postgresql://...``), shared by several
+    ``ragjudge serve`` processes on any hosts: the same operations as :class:`JobStore`, on the
+    tables ``ragjudge_jobs`` and ``ragjudge_judgments``.
+
+    A job is claimed with ``FOR UPDATE SKIP LOCKED`` (one replica gets it, the others skip it);
+    leases are stamped and compared on the database's clock, so replicas whose clocks disagree
+    still agree on when a lease ran out, and a killed replica's job is taken over by another.
+    Rows are dicts (``row["status"]``), like the SQLite store's rows."""
+
+    def __init__(self, path: str | Path) -> None:
+        from ..llm.postgres import ensure_schema, import_psycopg, redact_url
+
+        self.url = str(path)
+        self.path = redact_url(self.url)  # type: ignore[assignment]
+        self._psycopg = import_psycopg()
+        self._lock = threading.Lock()
+        self._db = self._connect()
+        try:
+            ensure_schema(self._db, _PG_SCHEMA)
+        except self._psycopg.Error as exc:
+            self._db.close()
+            raise InputError(f"cannot open the job store: {str(exc).strip().splitlines()[0]}",
+                             source=self.path) from None
+
+    def _connect(self) -> Any:
+        from psycopg.rows import dict_row
+
+        from ..llm.postgres import connect
+
+        db = connect(self.url, what="job store")
+        db.row_factory = dict_row
+        return db
+
+    def _cursor(self) -> Any:
+        """The connection, reopened first if it was lost (the statement that found it lost
+        failed; the scheduler retries on its next tick)."""
+        if self._db.closed or self._db.broken:
+            try:
+                self._db.close()
+            finally:
+                self._db = self._connect()
+        return self._db
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def _one(self, sql: str, args: tuple = ()) -> Any:  # type: ignore[override]
+        with self._lock:
+            return self._cursor().execute(sql, args).fetchone()
+
+    def _run(self, sql: str, args: tuple = ()) -> int:
+        with self._lock:
+            return int(self._cursor().execute(sql, args).rowcount)
+
+    def create(self, kind: str, request: Mapping[str, Any], total: int, *,
+               idempotency_key: str | None = None) -> str:
+        from ..llm.postgres import DB_NOW
+
+        key = _check_idempotency_key(idempotency_key)
+        job_id = uuid.uuid4().hex
+        body = json.dumps(request)
+        self._run("INSERT INTO ragjudge_jobs (id, kind, status, request, created, updated, total, "
+                  f"idem_key) VALUES (%s, %s, 'queued', %s, {DB_NOW}, {DB_NOW}, %s, %s) "
+                  "ON CONFLICT (idem_key) DO NOTHING", (job_id, kind, body, total, key))
+        if key is None:
+            return job_id
+        return _same_request(self._one("SELECT id, kind, request FROM ragjudge_jobs "
+                                       "WHERE idem_key = %s", (key,)), kind, body, key)
+
+    def get(self, job_id: str) -> Any:
+        return self._one("SELECT * FROM ragjudge_jobs WHERE id = %s", (job_id,))
+
+    def list(self, limit: int = 100) -> Any:
+        with self._lock:
+            return self._cursor().execute("SELECT * FROM ragjudge_jobs ORDER BY created DESC "
+                                          "LIMIT %s", (limit,)).fetchall()
+
+    def claim(self, owner: str, stale_before: float) -> Any:
+        """Take the oldest queued job, or a running one whose owner stopped renewing its lease
+        (``time.time() - stale_before`` seconds ago, measured on the database's clock)."""
+        from ..llm.postgres import DB_NOW
+
+        lease = max(0.0, time.time() - stale_before)
+        return self._one(
+            f"UPDATE ragjudge_jobs SET status = 'running', owner = %s, heartbeat = {DB_NOW}, "
+            f"updated = {DB_NOW} WHERE id = (SELECT id FROM ragjudge_jobs WHERE status = 'queued' "
+            f"OR (status = 'running' AND heartbeat < {DB_NOW} - %s) ORDER BY created LIMIT 1 "
+            "FOR UPDATE SKIP LOCKED) RETURNING *", (owner, lease))
+
+    def heartbeat(self, job_id: str, owner: str, snap: Mapping[str, Any]) -> bool | None:
+        from ..llm.postgres import DB_NOW
+
+        row = self._one(
+            f"UPDATE ragjudge_jobs SET heartbeat = {DB_NOW}, updated = {DB_NOW}, done = %s, "
+            "total = %s, counts = %s, cost = %s, usage = %s WHERE id = %s AND owner = %s AND "
+            "status = 'running' RETURNING cancel",
+            (snap["done"], snap["total"], json.dumps(snap["counts"]), snap["cost"],
+             json.dumps(snap["usage"]), job_id, owner))
+        return None if row is None else bool(row["cancel"])
+
+    def finish(self, job_id: str, owner: str, status: str, snap: Mapping[str, Any], *,
+               result: Any = None, error: str | None = None) -> None:
+        from ..llm.postgres import DB_NOW
+
+        self._run(
+            f"UPDATE ragjudge_jobs SET status = %s, updated = {DB_NOW}, done = %s, total = %s, "
+            "counts = %s, cost = %s, usage = %s, result = %s, error = %s, owner = NULL "
+            "WHERE id = %s AND owner = %s",
+            (status, snap["done"], snap["total"], json.dumps(snap["counts"]), snap["cost"],
+             json.dumps(snap["usage"]), None if result is None else json.dumps(result), error,
+             job_id, owner))
+
+    def release(self, job_id: str, owner: str, snap: Mapping[str, Any]) -> None:
+        from ..llm.postgres import DB_NOW
+
+        self._run(f"UPDATE ragjudge_jobs SET status = 'queued', owner = NULL, updated = {DB_NOW}, "
+                  "done = %s, counts = %s, cost = %s, usage = %s WHERE id = %s AND owner = %s",
+                  (snap["done"], json.dumps(snap["counts"]), snap["cost"],
+                   json.dumps(snap["usage"]), job_id, owner))
+
+    def request_cancel(self, job_id: str) -> Any:
+        from ..llm.postgres import DB_NOW
+
+        with self._lock:
+            db = self._cursor()
+            with db.transaction():
+                db.execute(f"UPDATE ragjudge_jobs SET cancel = 1, updated = {DB_NOW} WHERE id = %s "
+                           "AND status IN ('queued', 'running')", (job_id,))
+                db.execute(f"UPDATE ragjudge_jobs SET status = 'cancelled', updated = {DB_NOW} "
+                           "WHERE id = %s AND status = 'queued'", (job_id,))
+                return db.execute("SELECT * FROM ragjudge_jobs WHERE id = %s", (job_id,)).fetchone()
+
+    def add_judgment(self, job_id: str, idx: int, record: Mapping[str, Any]) -> None:
+        self._run("INSERT INTO ragjudge_judgments (job, idx, record) VALUES (%s, %s, %s)",
+                  (job_id, idx, json.dumps(record)))
+
+    def judgments(self, job_id: str) -> builtins.list[tuple[int, dict[str, Any]]]:
+        with self._lock:
+            rows = self._cursor().execute("SELECT idx, record FROM ragjudge_judgments WHERE job = %s "
+                                          "ORDER BY seq", (job_id,)).fetchall()
+        return [(int(r["idx"]), json.loads(r["record"])) for r in rows]
 
 
 def job_view(row: sqlite3.Row, *, with_result: bool = True) -> dict[str, Any]:

@@ -20,6 +20,21 @@ __all__ = ["ServerSettings", "is_loopback", "SETTINGS_ENV"]
 SETTINGS_ENV = "RAGJUDGE_SERVER_SETTINGS"
 
 
+def _is_url(value: str) -> bool:
+    """A ``postgresql://`` URL (a shared Postgres store) rather than a file name."""
+    return value.strip().lower().startswith(("postgresql://", "postgres://"))
+
+
+def _default_cache() -> Path | str:
+    """``$RAGJUDGE_CACHE`` (a file or a ``postgresql://`` URL), else the default file."""
+    env = os.environ.get("RAGJUDGE_CACHE", "")
+    if _is_url(env):
+        return env.strip()
+    from ..llm import default_cache_path
+
+    return Path(default_cache_path())
+
+
 def is_loopback(host: str) -> bool:
     """Whether ``host`` only accepts connections from this machine."""
     if host.strip().lower() in ("localhost", "ip6-localhost"):
@@ -121,27 +136,31 @@ class ServerSettings:
             raise InputError(f"is a directory; give a file name, got {self.ui_labels!r}",
                              field="--ui-labels")
         for flag, path in (("--jobs-db", self.jobs_db), ("--cache", self.cache), ("--prices", None)):
-            if path and Path(path).expanduser().is_dir():
+            if path and not _is_url(path) and Path(path).expanduser().is_dir():
                 raise InputError(f"is a directory; give a file name, got {path!r}", field=flag)
+        if any(v and _is_url(v) for v in (self.jobs_db, self.cache, os.environ.get("RAGJUDGE_CACHE"))):
+            from ..llm.postgres import import_psycopg
 
-    def cache_path(self) -> Path | None:
+            import_psycopg()  # a missing driver is a one-line error before the server starts
+
+    def cache_path(self) -> Path | str | None:
+        """The cache: a SQLite file, or a ``postgresql://`` URL (kept as a string)."""
         if self.no_cache:
             return None
         if self.cache:
-            return Path(self.cache).expanduser()
-        from ..llm import default_cache_path
+            return self.cache if _is_url(self.cache) else Path(self.cache).expanduser()
+        return _default_cache()
 
-        return Path(default_cache_path())
-
-    def jobs_path(self) -> Path:
-        """Job state lives beside the cache (or in the cache's default folder)."""
+    def jobs_path(self) -> Path | str:
+        """Job state lives beside the cache (or in the cache's default folder); with a
+        Postgres cache, in the same database; ``--jobs-db`` may be a ``postgresql://`` URL."""
         if self.jobs_db:
-            return Path(self.jobs_db).expanduser()
+            return self.jobs_db if _is_url(self.jobs_db) else Path(self.jobs_db).expanduser()
         cache = self.cache_path()
         if cache is None:
-            from ..llm import default_cache_path
-
-            cache = Path(default_cache_path())
+            cache = _default_cache()
+        if isinstance(cache, str):
+            return cache
         return cache.with_name("jobs.sqlite")
 
     def to_json(self) -> str:

@@ -1,0 +1,70 @@
+"""``postgresql://`` URLs where a cache or job store is named, without a server: the optional
+driver's one-line error, passwords kept out of messages, and the URL surviving
+``$RAGJUDGE_CACHE`` and the service's settings."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from ragjudge.errors import InputError
+from ragjudge.llm.cache import Cache, _postgres_target, default_cache_path
+from ragjudge.llm.postgres import redact_url
+
+URL = "postgresql://judge:s3cret@db.internal:5432/ragjudge"
+
+
+def test_a_missing_driver_is_one_line_naming_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # import psycopg -> ImportError
+    with pytest.raises(InputError) as err:
+        Cache(URL)
+    assert str(err.value) == ("a postgresql:// store needs the psycopg driver: "
+                              "pip install 'ragjudge[postgres]'")
+
+
+def test_the_cli_exits_2_without_the_driver(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from ragjudge.cli import main
+
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    (tmp_path / "q.tsv").write_text("q1\tquery\n")
+    (tmp_path / "c.tsv").write_text("d1\tdoc\n")
+    (tmp_path / "r.trec").write_text("q1 Q0 d1 1 1.0 s\n")
+    code = main(["judge", "--queries", str(tmp_path / "q.tsv"), "--corpus", str(tmp_path / "c.tsv"),
+                 "--run", str(tmp_path / "r.trec"), "--model", "m", "-o", str(tmp_path / "o.qrels"),
+                 "--cache", URL, "--no-progress"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "pip install 'ragjudge[postgres]'" in err, err
+
+
+def test_passwords_are_redacted() -> None:
+    assert redact_url(URL) == "postgresql://judge:***@db.internal:5432/ragjudge"
+    assert redact_url("postgresql://h/db?user=u&password=p&sslmode=require") == \
+        "postgresql://h/db?user=u&password=***&sslmode=require"
+    assert redact_url("postgresql://u@h/db") == "postgresql://u@h/db"
+
+
+def test_a_url_in_the_environment_survives_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAGJUDGE_CACHE", "postgresql:///ragjudge?host=/run/postgresql")
+    assert _postgres_target(default_cache_path()) == "postgresql:///ragjudge?host=/run/postgresql"
+    assert _postgres_target(Path("postgresql://u@h/db")) == "postgresql://u@h/db"  # mended
+    assert _postgres_target(Path("/tmp/cache.sqlite")) is None and _postgres_target("c.sqlite") is None
+
+
+def test_server_settings_keep_urls(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from ragjudge.server.settings import ServerSettings
+
+    monkeypatch.delenv("RAGJUDGE_CACHE", raising=False)
+    s = ServerSettings(cache=URL)
+    assert s.cache_path() == URL and s.jobs_path() == URL  # jobs beside the cache: same database
+    s = ServerSettings(cache=str(tmp_path / "c.sqlite"), jobs_db=URL)
+    assert s.cache_path() == tmp_path / "c.sqlite" and s.jobs_path() == URL
+    assert ServerSettings(cache=str(tmp_path / "c.sqlite")).jobs_path() == tmp_path / "jobs.sqlite"
+    monkeypatch.setenv("RAGJUDGE_CACHE", URL)
+    assert ServerSettings().cache_path() == URL and ServerSettings().jobs_path() == URL
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    with pytest.raises(InputError, match=r"ragjudge\[postgres\]"):
+        ServerSettings(jobs_db=URL).check()  # before the server starts
