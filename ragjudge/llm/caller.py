@@ -36,7 +36,7 @@ from .replies import describe_exc
 from .runner import EndpointDown, Runner
 from .values import BUDGET_REASON, Stats
 
-__all__ = ["Caller", "Accounts", "EndpointDown", "call_failed_kind"]
+__all__ = ["Caller", "Accounts", "AccountsView", "EndpointDown", "call_failed_kind"]
 
 
 def call_failed_kind(exc: CallFailed) -> FailureKind:
@@ -96,6 +96,53 @@ class Accounts:
         self.stats.calls += 1
 
 
+class AccountsView:
+    """The shared accounts read as one's own (a caller's and the session's ``prices``,
+    ``budget``, ``stats``, ``usage``...): both hold ``self.accounts``."""
+
+    accounts: Accounts
+
+    @property
+    def prices(self) -> PriceTable:
+        return self.accounts.prices
+
+    @property
+    def budget(self) -> Budget:
+        return self.accounts.budget
+
+    @property
+    def stats(self) -> Stats:
+        return self.accounts.stats
+
+    @property
+    def usage(self) -> Usage:
+        return self.accounts.usage
+
+    @property
+    def batch_usage(self) -> Usage:
+        """The part of :attr:`usage` answered through the Batch API (billed at a discount)."""
+        return self.accounts.batch_usage
+
+    @property
+    def embedding_usage(self) -> dict[str, Usage]:
+        """Embedding requests, per embedding model (priced by that model)."""
+        return self.accounts.embedding_usage
+
+    @property
+    def max_cost(self) -> float | None:
+        return self.accounts.budget.cap
+
+    def cost_of(self, usage: Usage, *, batch: bool = False) -> float | None:
+        """USD of ``usage`` at the model's price (``None``: price unknown)."""
+        return self.accounts.cost_of(usage, batch=batch)
+
+    @property
+    def cost(self) -> float | None:
+        """USD spent so far (every endpoint of the session: the budget is one); ``None`` when
+        a price is unknown (unknown, never 0)."""
+        return self.accounts.cost
+
+
 class _LoopState:
     """What is bound to one event loop: the provider's client and the budget's waiters."""
 
@@ -108,7 +155,7 @@ class _LoopState:
         self.budget_changed = asyncio.Event()
 
 
-class Caller:
+class Caller(AccountsView):
     """Sends requests to one :class:`Endpoint` within its limits and its budget, and counts
     what they cost. Safe to use from several event loops in turn (each sync-wrapper call runs
     on a fresh loop): the client is made per loop; totals, the budget and the learned rate
@@ -136,31 +183,6 @@ class Caller:
         self._http_client = http_client
         self._states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
             weakref.WeakKeyDictionary())
-
-    # The shared accounts, read through the caller.
-    @property
-    def prices(self) -> PriceTable:
-        return self.accounts.prices
-
-    @property
-    def budget(self) -> Budget:
-        return self.accounts.budget
-
-    @property
-    def stats(self) -> Stats:
-        return self.accounts.stats
-
-    @property
-    def usage(self) -> Usage:
-        return self.accounts.usage
-
-    @property
-    def batch_usage(self) -> Usage:
-        return self.accounts.batch_usage
-
-    @property
-    def embedding_usage(self) -> dict[str, Usage]:
-        return self.accounts.embedding_usage
 
     def healthy(self) -> bool:
         """Not drained, and its server not in an outage (circuit breaker closed)."""
@@ -195,15 +217,6 @@ class Caller:
             st.client = None
 
     # -- money -----------------------------------------------------------------------------
-    def cost_of(self, usage: Usage, *, batch: bool = False) -> float | None:
-        """USD of ``usage`` at the model's price (``None``: price unknown)."""
-        return self.accounts.cost_of(usage, batch=batch)
-
-    @property
-    def cost(self) -> float | None:
-        """USD spent so far by the session (every endpoint: the budget is one)."""
-        return self.accounts.cost
-
     def count(self, usage: Usage, *, batch: bool = False) -> None:
         self.accounts.count(usage, batch=batch)
 

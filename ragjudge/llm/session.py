@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError, LLMError
-from .budget import Budget, check_finite, worst_case_prompt_tokens
+from .budget import check_finite, worst_case_prompt_tokens
 from .cache import Cache, NullCache, cache_key, default_cache_path
-from .caller import Accounts, Caller, EndpointDown, call_failed_kind
+from .caller import Accounts, AccountsView, Caller, EndpointDown, call_failed_kind
 from .client import (
     CallFailed,
     Completion,
@@ -60,7 +60,6 @@ from .values import (
     Embeddings,
     Outcome,
     PreparedCall,
-    Stats,
     Validator,
 )
 
@@ -91,7 +90,7 @@ class _LoopState:
         self.check = asyncio.Lock()  # one model check at a time; the others wait for it
 
 
-class LLM:
+class LLM(AccountsView):
     """A configured model endpoint with its runner, cache, prices, budget and running totals.
 
     Safe to use from several event loops in turn (each sync-wrapper call runs on a fresh
@@ -213,40 +212,11 @@ class LLM:
     def _where(self) -> str:
         return self.caller.where()
 
-    # What the caller holds, as the session's own (the judges, the service and reports read them).
+    # The shared accounts (prices, budget, stats, usage, cost) read as the session's own come
+    # from AccountsView; the first endpoint's runner is the session's.
     @property
     def runner(self) -> Runner:
         return self.caller.runner
-
-    @property
-    def budget(self) -> Budget:
-        return self.caller.budget
-
-    @property
-    def prices(self) -> PriceTable:
-        return self.caller.prices
-
-    @property
-    def stats(self) -> Stats:
-        return self.caller.stats
-
-    @property
-    def usage(self) -> Usage:
-        return self.caller.usage
-
-    @property
-    def batch_usage(self) -> Usage:
-        """The part of :attr:`usage` answered through the Batch API (billed at a discount)."""
-        return self.caller.batch_usage
-
-    @property
-    def embedding_usage(self) -> dict[str, Usage]:
-        """Embedding requests, per embedding model (priced by that model, not ``model``)."""
-        return self.caller.embedding_usage
-
-    @property
-    def max_cost(self) -> float | None:
-        return self.caller.budget.cap
 
     def _state(self) -> _LoopState:
         loop = asyncio.get_running_loop()
@@ -270,16 +240,6 @@ class LLM:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-    def cost_of(self, usage: Usage, *, batch: bool = False) -> float | None:
-        """USD of ``usage`` at this session's model price (``None``: price unknown)."""
-        return self.caller.cost_of(usage, batch=batch)
-
-    @property
-    def cost(self) -> float | None:
-        """USD spent by this session so far (``None`` if the model's price is unknown);
-        replies obtained through the Batch API are counted at the batch price."""
-        return self.caller.cost
 
     def _count(self, usage: Usage, *, batch: bool = False) -> None:
         self.caller.count(usage, batch=batch)

@@ -36,8 +36,9 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import LLMError
 from ..cost import Price, Usage
-from ..redaction import redact, redact_url, remember_secret, remember_url_secrets
+from ..redaction import redact, remember_secret, remember_url_secrets
 from .base import (
+    SDKProvider,
     PERMANENT_STATUS,
     BadBody,
     Completion,
@@ -194,7 +195,7 @@ def from_messages_reply(d: Mapping[str, Any], *, latency: float = 0.0, attempts:
                       latency=latency, attempts=attempts, raw=dict(d))
 
 
-class AnthropicProvider:
+class AnthropicProvider(SDKProvider):
     """The Anthropic Messages API provider."""
 
     spec = SPEC
@@ -214,18 +215,6 @@ class AnthropicProvider:
             common["http_client"] = http_client
         self.sdk = anthropic.AsyncAnthropic(**common)
         self._known: frozenset[str] | None = None
-
-    @property
-    def endpoint(self) -> str:
-        return redact_url(str(self.sdk.base_url))
-
-    async def close(self) -> None:
-        await self.sdk.close()
-
-    async def models(self) -> list[str]:
-        """The model ids the API lists."""
-        page = await self.sdk.models.list()
-        return [m.id for m in page.data]
 
     async def send_chat(self, body: Mapping[str, Any], *, read_timeout: float) -> Sent:
         create = self.sdk.messages.with_raw_response.create

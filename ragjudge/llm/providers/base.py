@@ -33,7 +33,7 @@ from ..provenance import FailureKind
 from ..redaction import redact, redact_url
 
 __all__ = [
-    "Provider", "ProviderSpec", "Sent", "RateInfo", "Verdict", "AttemptFailed", "BadBody",
+    "Provider", "ProviderSpec", "SDKProvider", "Sent", "RateInfo", "Verdict", "AttemptFailed", "BadBody",
     "CallFailed", "RejectedReply", "UnsupportedFeature", "Completion", "EmbeddingReply",
     "Failure", "retry_after_seconds", "parse_duration", "int_header", "json_object",
     "usage_in", "usage_in_text", "final_for_status", "transport_verdict", "PERMANENT_STATUS", "failure_of", "status_of", "headers_of",
@@ -573,6 +573,26 @@ class ProviderSpec:
     features: frozenset[str] = frozenset()
     prices: Mapping[str, Price] = field(default_factory=dict)
     extra: str | None = None
+
+
+class SDKProvider:
+    """What providers built on an official SDK client (``self.sdk``: OpenAI's, Anthropic's)
+    share: the redacted endpoint, closing, and the models the server lists."""
+
+    sdk: Any
+
+    @property
+    def endpoint(self) -> str:
+        """The base URL, redacted (for messages and provenance)."""
+        return redact_url(str(self.sdk.base_url))
+
+    async def close(self) -> None:
+        await self.sdk.close()
+
+    async def models(self) -> list[str]:
+        """The model ids the server lists."""
+        page = await self.sdk.models.list()
+        return [m.id for m in page.data]
 
 
 class Provider(Protocol):

@@ -25,8 +25,9 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..redaction import redact, redact_url, remember_secret, remember_url_secrets
+from ..redaction import redact, remember_secret, remember_url_secrets
 from .base import (
+    SDKProvider,
     PERMANENT_STATUS,
     BadBody,
     ProviderSpec,
@@ -95,7 +96,7 @@ def rate_info(headers: Mapping[str, str]) -> RateInfo:
     )
 
 
-class OpenAIProvider:
+class OpenAIProvider(SDKProvider):
     """The OpenAI (and OpenAI-compatible) provider."""
 
     spec = SPEC
@@ -119,18 +120,6 @@ class OpenAIProvider:
             )
         else:
             self.sdk = openai.AsyncOpenAI(base_url=endpoint.resolved_base_url(), **common)
-
-    @property
-    def endpoint(self) -> str:
-        return redact_url(str(self.sdk.base_url))
-
-    async def close(self) -> None:
-        await self.sdk.close()
-
-    async def models(self) -> list[str]:
-        """The model ids the server lists (``GET /models``)."""
-        page = await self.sdk.models.list()
-        return [m.id for m in page.data]
 
     async def _send(self, resource: Any, body: Mapping[str, Any], read_timeout: float) -> Sent:
         # The SDK reads the whole body inside create(); each read waits at most read_timeout.
