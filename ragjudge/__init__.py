@@ -1,8 +1,8 @@
 """ragjudge: evaluate retrieval and RAG systems with or without human labels.
 
 The ranking core (``Qrels``/``Run``, readers, ``evaluate``/``compare``) is imported eagerly; the
-LLM judge and the RAG metrics load on first use, because the openai client costs ~2 s to import
-and a CI job that only scores runs should not pay it.
+agreement statistics, the LLM judge and the RAG metrics load on first use, so a CI job that only
+scores runs does not pay for them.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from ._version import __version__
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from .trust.agreement import AgreementReport, label_agreement, ranking_agreement
 from .data import Qrels, Run
 from .errors import InputError, LLMError, MetricError, RagjudgeError
 from .evaluate import compare, evaluate, evaluate_lists
@@ -34,6 +33,7 @@ from .measures import Measure, known_measures, parse_measure
 from .report import CompareReport, Report
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from .trust.agreement import AgreementReport, label_agreement, ranking_agreement
     from .judges import (
         Judgment, JudgeResult, LLMRelevanceJudge, evaluate_with_judge, evaluate_with_judge_sync,
     )
@@ -47,6 +47,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
 
 # name -> module it is loaded from on first access (PEP 562)
 _LAZY = {
+    "AgreementReport": "trust.agreement",
+    "label_agreement": "trust.agreement",
+    "ranking_agreement": "trust.agreement",
     "LLMRelevanceJudge": "judges",
     "Judgment": "judges",
     "JudgeResult": "judges",

@@ -32,7 +32,6 @@ from ._sync import run_sync
 from .data import Run
 from .errors import InputError, LLMError
 from .fuse import FUSION_METHODS, fuse
-from .synth.text import tokens
 
 if TYPE_CHECKING:
     from .llm import LLM, DryRun
@@ -167,6 +166,10 @@ def analyzer(stemmer: str | Callable[[str], str] | None = None,
         raise InputError(f"stemmer must be a language name or a function, got {stemmer!r}", field="stemmer")
 
     memo: dict[str, str] = {}
+
+    # Imported here: the synth package loads the LLM layer, which ``retrieve --help`` and BM25
+    # runs never need.
+    from .synth.text import tokens
 
     def analyze(text: str) -> list[str]:
         words = [w for w in tokens(text) if w not in stop]
