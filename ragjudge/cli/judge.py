@@ -99,6 +99,12 @@ def register(subparsers: Any) -> None:
                     help="use the OpenAI Batch API (half price, results within 24 h; resumable)")
     bt.add_argument("--batch-state", metavar="FILE",
                     help="with --batch: file recording the batch id, to resume polling")
+    bt.add_argument("--export-batch", metavar="FILE",
+                    help="write the pooled pairs (not cached) as an OpenAI batch input file for a "
+                         "batch runner of your own (vllm run-batch, LiteLLM, OpenAI); nothing is sent")
+    bt.add_argument("--import-batch", metavar="FILE", nargs="+",
+                    help="read that batch's output (and error) files instead of calling the model: "
+                         "replies are checked, cached and written with provenance like online ones")
     p.set_defaults(func=run)
 
 
@@ -124,8 +130,17 @@ def run(args: argparse.Namespace) -> int:
         from .trust import run_panel
 
         return run_panel(args)
-    llm = llm_from_args(args)
-    if not args.output and not args.dry_run:
+    if args.export_batch or args.import_batch:
+        # Writing or reading batch files sends nothing: no API key needed.
+        args.dry_run, dry_run = True, args.dry_run
+        llm = llm_from_args(args)
+        args.dry_run = dry_run
+        if args.export_batch and (args.import_batch or args.batch):
+            raise InputError("--export-batch writes the requests; give --import-batch or --batch "
+                             "in another command", field="--export-batch")
+    else:
+        llm = llm_from_args(args)
+    if not args.output and not args.dry_run and not args.export_batch:
         raise InputError("no output file (pass -o OUT.qrels, or --dry-run)", field="-o")
     if args.depth < 1:
         raise InputError(f"must be a positive integer, got {args.depth}", field="--depth")
@@ -150,13 +165,24 @@ def run(args: argparse.Namespace) -> int:
                               all_queries=args.all_queries)
         print(plan.describe())
         return 0
+    if args.export_batch:
+        from ..judges import export_judge_batch
+
+        _say(export_judge_batch(judge, queries, corpus, runs, args.depth, args.export_batch, qrels=human,
+                                all_queries=args.all_queries).describe())
+        return 0
 
     # Everything that could fail after the money is spent is checked first: the output
     # paths are writable, and every id can be written in the output's format.
     pairs = pool_pairs(queries, corpus, runs, args.depth, skip=human, all_queries=args.all_queries)
     _check_outputs(args.output, args.judgments, pairs, human, write_qrels)
 
-    if args.batch:
+    if args.import_batch:
+        from ..judges import import_judge_batch
+
+        result = import_judge_batch(judge, queries, corpus, runs, args.depth, args.import_batch,
+                                    qrels=human, all_queries=args.all_queries)
+    elif args.batch:
         result = _run_batch(args, judge, queries, corpus, runs, human)
     else:
         async def main() -> Any:

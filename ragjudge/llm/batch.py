@@ -40,7 +40,7 @@ from typing import Any
 
 import openai
 
-from ..errors import LLMError
+from ..errors import InputError, LLMError
 from .cache import default_cache_path
 from .cachestore import is_postgres_url
 from .client import AttemptDeadline, redact, within_deadline
@@ -61,6 +61,9 @@ __all__ = [
     "parse_result_files",
     "run_batch",
     "default_state_path",
+    "export_batch",
+    "import_batch",
+    "ExportedBatch",
 ]
 
 ENDPOINT = "/v1/chat/completions"
@@ -580,3 +583,87 @@ async def _submit_and_join(
             rounds += 1
     finally:
         store.close()
+
+
+# ----------------------------------------------------------------------------- files both ways
+@dataclass(frozen=True)
+class ExportedBatch:
+    """What :func:`export_batch` wrote: requests (one per distinct uncached request), and the
+    items answered by the cache or sharing a request with another."""
+
+    path: str
+    requests: int
+    cached: int
+    duplicates: int
+
+    def describe(self) -> str:
+        return (f"wrote {self.requests} requests to {self.path} ({self.cached} already cached, "
+                f"{self.duplicates} duplicates); run them with any OpenAI-compatible batch runner "
+                "(OpenAI's Batch API, vllm run-batch, LiteLLM) and bring the output back with "
+                "--import-batch")
+
+
+def export_batch(llm: LLM, prompt: Prompt | str | Path, variables: Iterable[Mapping[str, Any]],
+                 path: str | Path) -> ExportedBatch:
+    """Write the requests :meth:`LLM.structured_many` would send as an OpenAI batch input file
+    (``custom_id`` = the cache key, so the results join back whatever order they come in);
+    cached and duplicate requests are left out. Nothing is sent."""
+    prompt = load_prompt(prompt)
+    pending: dict[str, PreparedCall] = {}
+    cached = duplicates = 0
+    for v in variables:
+        call = llm.prepare(prompt, v)
+        if call.cached is not None:
+            cached += 1
+        elif call.key in pending:
+            duplicates += 1
+        else:
+            pending[call.key] = call
+    lines = build_requests((key, call.body) for key, call in pending.items())
+    try:
+        with open(path, "wb") as f:
+            f.writelines(lines)
+    except OSError as exc:
+        raise InputError(f"cannot write the batch file ({exc.strerror or exc})", source=str(path)) from None
+    return ExportedBatch(str(path), len(lines), cached, duplicates)
+
+
+def import_batch(llm: LLM, prompt: Prompt | str | Path, variables: Iterable[Mapping[str, Any]],
+                 paths: Sequence[str | Path], *, validate: Validator | None = None,
+                 batch_price: bool = True) -> list[Outcome]:
+    """The outcomes of ``variables`` from batch output (and error) files made from an
+    :func:`export_batch` file: each reply is checked like an online one, counted
+    (``batch_price``: at the Batch API's price) and cached, so importing again, or judging the
+    same pairs online later, pays nothing more. An item with no reply in the files fails with
+    that reason; a cached item is answered from the cache."""
+    prompt = load_prompt(prompt)
+    texts = []
+    for path in paths:
+        try:
+            texts.append(Path(path).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise InputError(f"cannot read the batch results ({exc.strerror or exc})", source=str(path)) from None
+    try:
+        results = parse_result_files(*texts)
+    except LLMError as exc:
+        raise InputError(str(exc), source=", ".join(str(p) for p in paths)) from None
+    done: dict[str, Outcome] = {}
+    out: list[Outcome] = []
+    for v in variables:
+        call = llm.prepare(prompt, v)
+        if call.cached is not None:
+            llm.stats.cache_hits += 1
+            out.append(apply_validate(call.cached, validate))
+            continue
+        if call.key not in done:
+            got = results.get(call.key)
+            if got is None:
+                llm.stats.failed += 1
+                done[call.key] = llm.failure(call, FailureKind.OTHER, "not in the batch results")
+            elif got.body is None:
+                llm.stats.failed += 1
+                done[call.key] = llm.failure(call, FailureKind.RETRIES_EXHAUSTED, got.error or "batch error")
+            else:
+                done[call.key] = llm.accept(call, got.body, validate=validate, batch=batch_price)
+        out.append(done[call.key])
+    return out
