@@ -109,3 +109,22 @@ def test_cli_judge_over_two_endpoints(tmp_path: Path, monkeypatch: pytest.Monkey
     assert main(bad) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--endpoint" in err and "rpm must be a float" in err
+
+
+def test_the_service_builds_its_jobs_sessions_over_the_endpoints_it_was_given() -> None:
+    pytest.importorskip("fastapi")
+    from ragjudge.server.jobs import build_llm
+    from ragjudge.server.models import ModelSettings
+    from ragjudge.server.settings import ServerSettings
+
+    settings = ServerSettings(model="m", endpoints=("http://a/v1,rpm=60", "http://b/v1,weight=2,concurrency=4"),
+                              concurrency=8, no_cache=True)
+    settings.check()
+    llm = build_llm(settings, ModelSettings(), check_key=False)
+    assert [c.endpoint.base_url for c in llm.callers] == ["http://a/v1", "http://b/v1"]
+    assert (llm.callers[0].endpoint.rpm, llm.callers[1].endpoint.weight, llm.callers[1].endpoint.concurrency) \
+        == (60.0, 2.0, 4)
+    again = ServerSettings.from_json(settings.to_json())  # as passed to worker processes
+    assert again.endpoints == settings.endpoints
+    with pytest.raises(InputError, match="--endpoint"):
+        ServerSettings(model="m", endpoints=("http://a/v1,rpm=x",), no_cache=True).check()

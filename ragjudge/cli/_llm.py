@@ -12,6 +12,7 @@ import os
 from typing import Any
 
 from ..errors import InputError
+from ._inputs import flags_named
 
 __all__ = ["add_llm_options", "llm_from_args", "endpoint_from_args", "endpoints_from_args"]
 
@@ -89,34 +90,6 @@ def add_llm_options(p: Any, *, model: bool = True, group: Any = None,
                                                           help="no progress bar")
 
 
-_ENDPOINT_KEYS = {"key_env": ("api_key_env", str), "rpm": ("rpm", float), "tpm": ("tpm", float),
-                  "concurrency": ("concurrency", int), "weight": ("weight", float),
-                  "provider": ("provider", str)}
-
-
-def _parse_endpoint(spec: str, base: Any) -> Any:
-    """``URL[,key=value...]`` -> the base endpoint at that URL with those fields."""
-    url, *items = [part.strip() for part in spec.split(",")]
-    if not url or "://" not in url:
-        raise InputError(f"{spec!r} does not start with a URL", field="--endpoint")
-    changes: dict[str, Any] = {"base_url": url}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or key.strip() not in _ENDPOINT_KEYS:
-            raise InputError(f"{item!r} in {spec!r} is not KEY=VALUE with KEY one of "
-                             f"{', '.join(_ENDPOINT_KEYS)}", field="--endpoint")
-        name, kind = _ENDPOINT_KEYS[key.strip()]
-        try:
-            changes[name] = kind(value.strip())
-        except ValueError:
-            raise InputError(f"{key.strip()} must be a {kind.__name__}, got {value.strip()!r}",
-                             field="--endpoint") from None
-    try:
-        return base.replace(**changes)
-    except InputError as exc:
-        raise InputError(f"{spec!r}: {exc.message}", field="--endpoint") from None
-
-
 def endpoints_from_args(args: argparse.Namespace) -> list[Any]:
     """The endpoints the flags describe: one, or one per ``--endpoint``."""
     base = endpoint_from_args(args)
@@ -125,7 +98,10 @@ def endpoints_from_args(args: argparse.Namespace) -> list[Any]:
         return [base]
     if args.base_url:
         raise InputError("give either --base-url or --endpoint (repeated), not both", field="--endpoint")
-    return [_parse_endpoint(spec, base) for spec in specs]
+    from ..llm.endpoint import parse_endpoint
+
+    with flags_named("endpoint"):
+        return [parse_endpoint(spec, base) for spec in specs]
 
 
 def endpoint_from_args(args: argparse.Namespace) -> Any:

@@ -63,6 +63,9 @@ def register(subparsers: Any) -> None:
                      choices=provider_names(), metavar="NAME",
                      help=f"the model's API ({', '.join(provider_names())}; default openai)")
     llm.add_argument("--base-url", metavar="URL", help="the provider's endpoint (e.g. an OpenAI-compatible server)")
+    llm.add_argument("--endpoint", dest="endpoints", action="append", default=[], metavar="URL[,KEY=VALUE...]",
+                     help="spread jobs over several endpoints serving the model; repeat (as for judge: "
+                          "key_env=, rpm=, tpm=, concurrency=, weight=, provider=)")
     llm.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
     llm.add_argument("--azure-endpoint", metavar="URL", help="Azure OpenAI resource endpoint")
     llm.add_argument("--azure-api-version", metavar="V", help="Azure OpenAI API version")
@@ -106,7 +109,8 @@ def _run(args: argparse.Namespace) -> int:
         max_body_bytes=args.max_body_bytes, max_pairs=args.max_pairs,
         client_concurrency=args.client_concurrency, body_seconds=args.body_seconds,
         cors_origins=tuple(args.cors_origin),
-        model=args.model, provider=args.provider, base_url=args.base_url, api_key_env=args.api_key_env,
+        model=args.model, provider=args.provider, base_url=args.base_url, endpoints=tuple(args.endpoints),
+        api_key_env=args.api_key_env,
         azure_endpoint=args.azure_endpoint, azure_api_version=args.azure_api_version,
         rpm=args.rpm, tpm=args.tpm, timeout=args.timeout, max_attempts=args.max_attempts,
         concurrency=args.concurrency, cache=args.cache, no_cache=args.no_cache,

@@ -16,7 +16,7 @@ from .budget import check_finite
 from .providers import provider_spec
 from .redaction import redact_url
 
-__all__ = ["Endpoint", "ENDPOINT_FIELDS"]
+__all__ = ["Endpoint", "ENDPOINT_FIELDS", "parse_endpoint"]
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,36 @@ class Endpoint:
             # Local servers (vLLM, Ollama, llama.cpp) usually ignore the key, but SDKs want one.
             return "no-key"
         raise LLMError(f"no API key: set {env}, pass --api-key-env VAR, or --base-url for a local server")
+
+
+_SPEC_KEYS: dict[str, tuple[str, type]] = {
+    "key_env": ("api_key_env", str), "rpm": ("rpm", float), "tpm": ("tpm", float),
+    "concurrency": ("concurrency", int), "weight": ("weight", float), "provider": ("provider", str)}
+
+
+def parse_endpoint(spec: str, base: Endpoint) -> Endpoint:
+    """``URL[,key_env=VAR][,rpm=N][,tpm=N][,concurrency=N][,weight=W][,provider=NAME]`` -> the
+    ``base`` endpoint at that URL with those fields (the CLI's ``--endpoint``, the service's
+    ``endpoints`` setting); errors name the ``endpoint`` field."""
+    url, *items = [part.strip() for part in str(spec).split(",")]
+    if not url or "://" not in url:
+        raise InputError(f"{spec!r} does not start with a URL", field="endpoint")
+    changes: dict[str, Any] = {"base_url": url}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or key.strip() not in _SPEC_KEYS:
+            raise InputError(f"{item!r} in {spec!r} is not KEY=VALUE with KEY one of "
+                             f"{', '.join(_SPEC_KEYS)}", field="endpoint")
+        name, kind = _SPEC_KEYS[key.strip()]
+        try:
+            changes[name] = kind(value.strip())
+        except ValueError:
+            raise InputError(f"{key.strip()} must be a {kind.__name__}, got {value.strip()!r}",
+                             field="endpoint") from None
+    try:
+        return base.replace(**changes)
+    except InputError as exc:
+        raise InputError(f"{spec!r}: {exc.message}", field="endpoint") from None
 
 
 #: Field names of :class:`Endpoint` (what ``LLM(model, **fields)`` accepts for its endpoint).

@@ -432,23 +432,14 @@ def build_llm(settings: ServerSettings, ms: ModelSettings, *, spent: float = 0.0
     if budget is not None:
         budget = max(0.0, budget - spent)
     cache = settings.cache_path()
+    endpoints = settings.llm_endpoints(model, ms.concurrency)
     return LLM(
-        model,
-        provider=settings.provider,
-        base_url=settings.base_url,
-        api_key_env=settings.api_key_env,
-        azure_endpoint=settings.azure_endpoint,
-        azure_api_version=settings.azure_api_version,
-        concurrency=min(ms.concurrency or settings.concurrency, settings.concurrency),
-        rpm=settings.rpm,
-        tpm=settings.tpm,
+        endpoints if len(endpoints) > 1 else endpoints[0],
         cache=False if cache is None else cache,
         prices=settings.prices,
         max_cost=budget,
         seed=ms.seed,
         max_tokens=ms.max_tokens,
-        timeout=settings.timeout,
-        max_attempts=settings.max_attempts,
         logprobs=ms.logprobs,
         check_key=check_key,  # an estimate sends nothing and needs no key
     )

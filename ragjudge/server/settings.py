@@ -12,6 +12,8 @@ import math
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
+
 from ..errors import InputError
 
 __all__ = ["ServerSettings", "is_loopback", "SETTINGS_ENV"]
@@ -63,6 +65,9 @@ class ServerSettings:
     model: str | None = None
     provider: str = "openai"
     base_url: str | None = None
+    #: several endpoints serving the model (``URL[,key_env=VAR][,rpm=N]...`` each, as
+    #: ``--endpoint``); empty: the one at ``base_url``
+    endpoints: tuple[str, ...] = ()
     api_key_env: str | None = None
     azure_endpoint: str | None = None
     azure_api_version: str | None = None
@@ -123,6 +128,16 @@ class ServerSettings:
             raise InputError("--cache and --no-cache contradict each other", field="--no-cache")
         from ..llm.providers import provider_spec
 
+        if self.endpoints and self.base_url:
+            raise InputError("give either --base-url or --endpoint (repeated), not both", field="--endpoint")
+        for spec in self.endpoints:  # checked now, not at the first job
+            from ..llm.endpoint import Endpoint, parse_endpoint
+
+            try:
+                parse_endpoint(spec, Endpoint(self.model or "model", provider=self.provider))
+            except InputError as exc:
+                raise InputError(exc.message, field="--endpoint") from None
+
         try:
             provider_spec(self.provider)
         except InputError as exc:
@@ -142,6 +157,17 @@ class ServerSettings:
             from ..llm.postgres import import_psycopg
 
             import_psycopg()  # a missing driver is a one-line error before the server starts
+
+    def llm_endpoints(self, model: str, concurrency: int | None = None) -> list[Any]:
+        """The :class:`ragjudge.llm.Endpoint` values jobs call: one, or one per ``endpoints``
+        entry (each taking the server's limits unless it sets its own)."""
+        from ..llm.endpoint import Endpoint, parse_endpoint
+
+        base = Endpoint(model, provider=self.provider, base_url=self.base_url, api_key_env=self.api_key_env,
+                        azure_endpoint=self.azure_endpoint, azure_api_version=self.azure_api_version,
+                        concurrency=min(concurrency or self.concurrency, self.concurrency),
+                        rpm=self.rpm, tpm=self.tpm, timeout=self.timeout, max_attempts=self.max_attempts)
+        return [parse_endpoint(spec, base) for spec in self.endpoints] or [base]
 
     def cache_path(self) -> Path | str | None:
         """The cache: a SQLite file, or a ``postgresql://`` URL (kept as a string)."""
@@ -170,5 +196,6 @@ class ServerSettings:
     def from_json(cls, text: str) -> ServerSettings:
         data = json.loads(text)
         data["cors_origins"] = tuple(data.get("cors_origins") or ())
+        data["endpoints"] = tuple(data.get("endpoints") or ())
         data["ui_files"] = tuple(data.get("ui_files") or ())
         return cls(**data)
