@@ -15,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import weakref
 from dataclasses import replace
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from ..errors import InputError, LLMError
 from .budget import Admission, Budget, worst_case_prompt_tokens
@@ -36,7 +37,7 @@ from .replies import describe_exc
 from .runner import EndpointDown, Runner
 from .values import BUDGET_REASON, Stats
 
-__all__ = ["Caller", "Accounts", "AccountsView", "EndpointDown", "call_failed_kind"]
+__all__ = ["Caller", "Accounts", "AccountsView", "loop_state", "EndpointDown", "call_failed_kind"]
 
 
 def call_failed_kind(exc: CallFailed) -> FailureKind:
@@ -143,6 +144,20 @@ class AccountsView:
         return self.accounts.cost
 
 
+S = TypeVar("S")
+
+
+def loop_state(states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, S], make: Callable[[], S]) -> S:
+    """The running event loop's entry of ``states`` (made on first use): what is bound to one
+    loop (clients, events, locks) is made per loop, so sync wrappers may run each call on a
+    fresh loop."""
+    loop = asyncio.get_running_loop()
+    st = states.get(loop)
+    if st is None:
+        st = states[loop] = make()
+    return st
+
+
 class _LoopState:
     """What is bound to one event loop: the provider's client and the budget's waiters."""
 
@@ -194,11 +209,7 @@ class Caller(AccountsView):
         return redact_url(self.endpoint.azure_endpoint or self.endpoint.resolved_base_url()) or "the server"
 
     def _state(self) -> _LoopState:
-        loop = asyncio.get_running_loop()
-        st = self._states.get(loop)
-        if st is None:
-            st = self._states[loop] = _LoopState()
-        return st
+        return loop_state(self._states, _LoopState)
 
     def client(self) -> LLMClient:
         """This event loop's client (created on first use)."""

@@ -30,7 +30,7 @@ from typing import Any
 from ..errors import InputError, LLMError
 from .budget import check_finite, worst_case_prompt_tokens
 from .cache import Cache, NullCache, cache_key, default_cache_path
-from .caller import Accounts, AccountsView, Caller, EndpointDown, call_failed_kind
+from .caller import Accounts, AccountsView, Caller, EndpointDown, call_failed_kind, loop_state
 from .client import (
     CallFailed,
     Completion,
@@ -219,11 +219,7 @@ class LLM(AccountsView):
         return self.caller.runner
 
     def _state(self) -> _LoopState:
-        loop = asyncio.get_running_loop()
-        st = self._states.get(loop)
-        if st is None:
-            st = self._states[loop] = _LoopState()
-        return st
+        return loop_state(self._states, _LoopState)
 
     def client(self) -> LLMClient:
         """This event loop's client (batch mode uses its provider's SDK for the files/batches
