@@ -3,7 +3,8 @@ keyboard (Playwright's Python package on Debian's /usr/bin/chromium; no browser 
 
 Opens a result, drills into a query (a hostile passage stays text), looks at agreement, labels
 five pairs with the keys, reloads and finds them saved, labels on until the PPI interval shows,
-and times 50 labels. Screenshots of every view go to docs/img/ui-*.png."""
+and times 50 labels. Screenshots of every view go to a temporary folder, or to docs/img/ui-*.png
+(the ones the docs show) when RAGJUDGE_SCREENSHOTS=docs: a test run leaves the checkout as it was."""
 
 from __future__ import annotations
 
@@ -13,15 +14,16 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
-
 from _ui_data import make_workspace
 
 ROOT = Path(__file__).resolve().parents[1]
-IMG = ROOT / "docs" / "img"
+IMG = ROOT / "docs" / "img" if os.environ.get("RAGJUDGE_SCREENSHOTS") == "docs" else \
+    Path(tempfile.gettempdir()) / "ragjudge-ui-screenshots"
 CHROMIUM = os.environ.get("RAGJUDGE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 
 pytestmark = pytest.mark.slow
