@@ -134,7 +134,7 @@ def analyzer(stemmer: str | Callable[[str], str] | None = None,
     :func:`ragjudge.synth.text.tokens` (lower-cased, NFKC, CJK characters one by one), minus
     ``stopwords`` (``"en"``: the English list shipped with ``bm25s``, NLTK's; or your own
     words), stemmed by ``stemmer`` (``"english"`` or another Snowball language through
-    PyStemmer, ``pip install PyStemmer``; or any ``word -> stem`` function)."""
+    PyStemmer, ``pip install 'ragjudge[stem]'``; or any ``word -> stem`` function)."""
     stop: frozenset[str] = frozenset()
     if stopwords is not None:
         if isinstance(stopwords, str):
@@ -155,7 +155,7 @@ def analyzer(stemmer: str | Callable[[str], str] | None = None,
         try:
             import Stemmer  # PyStemmer: Snowball stemmers in C
         except ImportError:
-            raise InputError(f"stemmer {stemmer!r} needs PyStemmer: pip install PyStemmer",
+            raise InputError(f"stemmer {stemmer!r} needs PyStemmer: pip install 'ragjudge[stem]'",
                              field="stemmer") from None
         try:
             stem = Stemmer.Stemmer(stemmer.lower()).stemWord
