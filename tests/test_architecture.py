@@ -7,6 +7,7 @@ Imports under ``if TYPE_CHECKING:`` are types only and are not counted.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "ragjudge"
@@ -55,6 +56,7 @@ def _type_checking_nodes(tree: ast.AST) -> set[int]:
     return skip
 
 
+@functools.lru_cache(maxsize=1)  # parsing every module once serves every check
 def _imports() -> tuple[dict[str, set[str]], list[str]]:
     mods = _modules()
     edges: dict[str, set[str]] = {}

@@ -144,6 +144,7 @@ def _flags(fake: Any, tmp_path: Path) -> list[str]:
             "--cache", str(tmp_path / "cache.sqlite"), "--no-progress"]
 
 
+@pytest.mark.slow
 def test_cli_judge_evaluate_rag_and_synth(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli_env: None,
                                           capsys: pytest.CaptureFixture[str]) -> None:
     with fake_anthropic(judge="overlap") as fake:

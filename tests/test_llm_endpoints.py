@@ -39,6 +39,7 @@ def test_queries_stick_to_one_endpoint_and_shares_follow_rpm(tmp_path: Path) -> 
     assert paid[1] > paid[0]  # the endpoint with three times the rpm takes more of the queries
 
 
+@pytest.mark.slow
 def test_a_dead_endpoint_is_drained_and_nothing_is_lost_or_paid_twice(tmp_path: Path) -> None:
     with simulator_thread(latency=0.02) as a, simulator_thread(latency=0.02) as b, \
             simulator_thread(latency=0.02) as c:

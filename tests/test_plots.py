@@ -294,6 +294,7 @@ def test_panels_one_per_item_and_bounded() -> None:
         plot_panels(lambda m, a: None, range(MAX_PANELS + 1))
 
 
+@pytest.mark.slow
 def test_cli_plot_draws_every_metric_and_every_pair(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     runs = sorted(str(p) for p in (EXAMPLES / "runs").glob("*.run"))
     qrels = str(EXAMPLES / "qrels.txt")

@@ -372,6 +372,7 @@ def test_a_shared_rate_limit_loses_nothing(tmp_path: Path) -> None:
     assert stats["duplicate_paid"] == 0
 
 
+@pytest.mark.slow
 def test_two_sessions_on_one_cache_file_pay_once(tmp_path: Path) -> None:
     # Two identical jobs on one cache file at the same time (two processes in real life: two
     # Cache objects here, each its own claim owner): the second waits for the first's answers.
