@@ -61,7 +61,7 @@ from .cost import PriceTable, Usage, estimate_tokens
 from .prompts import Prompt, load_prompt
 from .provenance import FailureKind, Provenance
 from .replies import apply_validate, check_reply, describe_exc
-from .values import DryRun, Embeddings, Outcome, PreparedCall, Stats, Validator
+from .values import DryRun, Embeddings, Outcome, PreparedCall, Stats, Validator, gather_or_stop
 
 __all__ = ["FakeCall", "FakeLLM", "Failure", "MemoryCache", "Reply", "hashed_embedding"]
 
@@ -489,16 +489,7 @@ class FakeLLM:
             async with gate:
                 results[i] = await self.structured(prompt, items[i], validate=validate)
 
-        tasks = [asyncio.ensure_future(one(i)) for i in range(len(items))]
-        try:
-            await asyncio.gather(*tasks)
-        except BaseException as exc:
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            if isinstance(exc, LLMError):
-                exc.partial = list(results)
-            raise
+        await gather_or_stop([asyncio.ensure_future(one(i)) for i in range(len(items))], results)
         return [r for r in results if r is not None]
 
     # -- embeddings --------------------------------------------------------------------

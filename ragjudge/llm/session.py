@@ -61,6 +61,7 @@ from .values import (
     Outcome,
     PreparedCall,
     Validator,
+    gather_or_stop,
 )
 
 log = logging.getLogger("ragjudge.llm")
@@ -665,14 +666,7 @@ class LLM(AccountsView):
                  for c, q in zip(self.callers, queues)
                  for _ in range(min(q.qsize(), c.runner.concurrency * 2 + 8))]
         try:
-            await asyncio.gather(*tasks)
-        except BaseException as exc:
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            if isinstance(exc, LLMError):
-                exc.partial = list(results)
-            raise
+            await gather_or_stop(tasks, results)
         finally:
             bar.close()
         assert all(r is not None for r in results)

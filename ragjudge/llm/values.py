@@ -4,16 +4,18 @@ themselves)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import LLMError
 from ..render import ResultSurface
 from .cost import Usage
 from .prompts import Prompt
 from .provenance import FailureKind, Provenance, Traced
 
-__all__ = ["Outcome", "PreparedCall", "DryRun", "Stats", "Embeddings", "Validator",
+__all__ = ["gather_or_stop", "Outcome", "PreparedCall", "DryRun", "Stats", "Embeddings", "Validator",
            "BUDGET_REASON"]
 
 #: The error text of an item not attempted because ``max_cost`` was reached.
@@ -130,3 +132,18 @@ class Stats:
     cancelled: int = 0
     fallbacks: list[str] = field(default_factory=list)
 
+
+
+async def gather_or_stop(tasks: Sequence[asyncio.Future[Any]], results: list[Any]) -> None:
+    """Await every task of a many-calls run. The first failure cancels the rest (and waits for
+    them to stop); an :class:`LLMError` leaves with the outcomes finished so far as
+    ``exc.partial`` (``None`` where unfinished): they are cached, and the caller writes them."""
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException as exc:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if isinstance(exc, LLMError):
+            exc.partial = list(results)
+        raise
