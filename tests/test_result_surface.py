@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_synth import fake_session, make_corpus
+from _synth_data import fake_session, make_corpus
 
 import ragjudge
 from ragjudge.data import Qrels

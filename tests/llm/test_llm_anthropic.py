@@ -1,0 +1,170 @@
+"""The anthropic provider: request/reply translation, its errors and rate-limit headers, and
+``judge``, ``rag``, ``synth`` and ``evaluate --judge`` through it, against a loopback fake of
+the Messages API (``tests/_anthropic_fake.py``) whose content comes from the simulator."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _anthropic_fake import fake_anthropic
+
+from ragjudge.cli import main
+from ragjudge.errors import LLMError
+from ragjudge.io import read_qrels
+from ragjudge.llm import LLM, Endpoint, FailureKind
+from ragjudge.llm.providers.anthropic import (
+    PRICES,
+    from_messages_reply,
+    messages_usage,
+    rate_info,
+    to_messages_request,
+)
+from ragjudge.llm.providers.base import BadBody
+
+REPO = Path(__file__).resolve().parents[2]
+EX = REPO / "examples"
+MODEL = "claude-haiku-4-5"
+KEY_ENV = "RAGJUDGE_TEST_ANTHROPIC_KEY"
+
+
+def test_request_translation_forces_the_schema_as_a_tool() -> None:
+    body = {"model": MODEL, "max_tokens": 64, "temperature": 0.0, "seed": 0,
+            "messages": [{"role": "system", "content": "be terse"}, {"role": "user", "content": "q"}],
+            "response_format": {"type": "json_schema", "json_schema": {
+                "name": "relevance", "schema": {"type": "object", "properties": {"grade": {"type": "integer"}}}}}}
+    req = to_messages_request(body)
+    assert req["system"] == "be terse" and req["messages"] == [{"role": "user", "content": "q"}]
+    assert req["max_tokens"] == 64 and req["temperature"] == 0.0 and "seed" not in req
+    assert req["tools"][0]["input_schema"]["properties"] == {"grade": {"type": "integer"}}
+    assert req["tool_choice"] == {"type": "tool", "name": "relevance"}
+    plain = to_messages_request({**body, "response_format": {"type": "json_object"}})
+    assert "tools" not in plain and "tool_choice" not in plain
+
+
+def test_reply_translation() -> None:
+    usage = {"input_tokens": 100, "output_tokens": 20}
+    tool = from_messages_reply({"type": "message", "model": "m", "stop_reason": "tool_use", "usage": usage,
+                                "content": [{"type": "tool_use", "name": "r", "input": {"grade": 2}}]})
+    assert json.loads(tool.text) == {"grade": 2} and tool.finish_reason == "stop" and tool.logprobs is None
+    text = from_messages_reply({"type": "message", "stop_reason": "max_tokens", "usage": usage,
+                                "content": [{"type": "text", "text": '{"gr'}]})
+    assert text.finish_reason == "length" and text.text == '{"gr'
+    refused = from_messages_reply({"type": "message", "stop_reason": "refusal", "usage": usage, "content": []})
+    assert refused.refusal and refused.text is None
+    with pytest.raises(BadBody) as err:
+        from_messages_reply({"type": "error", "usage": usage})
+    assert err.value.usage is not None and err.value.usage.prompt_tokens == 100  # billed: counted
+
+
+def test_cache_reads_and_writes_are_counted_so_the_cost_is_exact() -> None:
+    u = messages_usage({"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 1000,
+                        "cache_creation_input_tokens": 200})
+    assert (u.prompt_tokens, u.cached_tokens, u.completion_tokens) == (10 + 1000 + 250, 1000, 5)
+    price = PRICES[MODEL]
+    expected = (10 * price.input + 1000 * price.cached_input + 200 * 1.25 * price.input + 5 * price.output) / 1e6
+    assert price.cost(u) == pytest.approx(expected)
+    assert messages_usage({"output_tokens": 5}).unknown == 1  # no input count: the worst case is used
+
+
+def test_rate_limit_headers() -> None:
+    info = rate_info({"anthropic-ratelimit-requests-limit": "50", "anthropic-ratelimit-requests-remaining": "7",
+                      "anthropic-ratelimit-requests-reset": "2999-01-01T00:00:00Z",
+                      "anthropic-ratelimit-tokens-limit": "40000", "anthropic-ratelimit-tokens-remaining": "100",
+                      "anthropic-ratelimit-tokens-reset": "not a time", "retry-after": "3"})
+    assert (info.limit_requests, info.remaining_requests, info.limit_tokens, info.remaining_tokens) == (50, 7, 40000, 100)
+    assert info.reset_requests is not None and info.reset_requests > 1e9 and info.reset_tokens is None
+    assert info.retry_after == 3.0
+
+
+def _llm(fake: Any, tmp_path: Path, **kw: Any) -> LLM:
+    ep = Endpoint(MODEL, provider="anthropic", base_url=fake.url, api_key=fake.api_key, backoff_base=0.001)
+    return LLM(ep, cache=tmp_path / "c.sqlite", **kw)
+
+
+def _ask(llm: LLM) -> Any:
+    async def go() -> Any:
+        try:
+            return await llm.structured("relevance.v1", {"query": "volcano ash flights", "passage": "ash cloud"})
+        finally:
+            await llm.aclose()
+
+    return asyncio.run(go())
+
+
+def test_a_judgment_through_the_messages_api(tmp_path: Path) -> None:
+    with fake_anthropic() as fake:
+        llm = _llm(fake, tmp_path)
+        out = _ask(llm)
+        sent = fake.requests[0]
+    assert out.ok and out.value["grade"] in (0, 1, 2, 3) and out.probs is None
+    assert sent["tool_choice"]["type"] == "tool" and "seed" not in sent and "logprobs" not in sent
+    assert out.provenance.served_model == MODEL + "-20251001" and out.provenance.model == MODEL
+    assert llm.usage.calls == 1 == fake.billed and llm.cost is not None and llm.cost > 0
+    assert llm.runner.header_rpm == 4000  # learned from anthropic-ratelimit-requests-limit
+
+
+def test_overload_and_rate_limits_are_retried(tmp_path: Path) -> None:
+    with fake_anthropic() as fake:
+        fake.script.extend([529, 429, 500, "cache"])
+        llm = _llm(fake, tmp_path, max_cost=1.0)
+        out = _ask(llm)
+    assert out.ok and llm.stats.retries == 3 and llm.rate_limited == 1
+    assert llm.usage.calls == 1 and llm.usage.cached_tokens == 1000  # only the good reply is billed
+
+
+def test_a_bad_key_stops_and_a_long_prompt_fails_one_item(tmp_path: Path) -> None:
+    with fake_anthropic() as fake:
+        bad = LLM(Endpoint(MODEL, provider="anthropic", base_url=fake.url, api_key="sk-ant-wrong-000000"),
+                  cache=False)
+        with pytest.raises(LLMError, match="authentication failed"):
+            _ask(bad)
+        fake.script.append(400)
+        out = _ask(_llm(fake, tmp_path))
+    assert not out.ok and out.failure is FailureKind.PROMPT_TOO_LONG
+
+
+def test_no_embeddings_and_no_batch(tmp_path: Path) -> None:
+    llm = LLM(Endpoint(MODEL, provider="anthropic", api_key="sk-ant-x-0000000000"), cache=False)
+    with pytest.raises(LLMError, match="no embeddings"):
+        asyncio.run(llm.embed(["a"], model="voyage-3"))
+
+
+@pytest.fixture
+def cli_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+    monkeypatch.delenv("RAGJUDGE_MODEL", raising=False)
+
+
+def _flags(fake: Any, tmp_path: Path) -> list[str]:
+    return ["--provider", "anthropic", "--model", MODEL, "--base-url", fake.url, "--api-key-env", KEY_ENV,
+            "--cache", str(tmp_path / "cache.sqlite"), "--no-progress"]
+
+
+@pytest.mark.slow
+def test_cli_judge_evaluate_rag_and_synth(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli_env: None,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    with fake_anthropic(judge="overlap") as fake:
+        monkeypatch.setenv(KEY_ENV, fake.api_key)
+        flags = _flags(fake, tmp_path)
+        qrels = tmp_path / "q.txt"
+        assert main(["judge", "--queries", str(EX / "queries.jsonl"), "--corpus", str(EX / "corpus.jsonl"),
+                     "--run", str(EX / "runs" / "bm25_raw.run"), "--depth", "2", "-o", str(qrels), *flags]) == 0
+        assert len(read_qrels(qrels)) > 0
+        capsys.readouterr()
+        assert main(["evaluate", "none", str(EX / "runs" / "bm25_raw.run"), "--judge", MODEL,
+                     "--queries", str(EX / "queries.jsonl"), "--corpus", str(EX / "corpus.jsonl"),
+                     "-m", "p@2", *[f for f in flags if f not in ("--model", MODEL)]]) == 0
+        assert "p@2" in capsys.readouterr().out
+        samples = tmp_path / "s.jsonl"
+        samples.write_text("".join(line + "\n" for line in
+                                   (EX / "rag_samples.jsonl").read_text(encoding="utf-8").splitlines()[:3]))
+        assert main(["rag", str(samples), "-m", "context_precision,faithfulness", *flags]) == 0
+        assert "faithfulness" in capsys.readouterr().out
+        assert main(["synth", "--corpus", str(EX / "corpus.jsonl"), "-n", "3", "-o", str(tmp_path / "synth"),
+                     *flags]) == 0
+        assert (tmp_path / "synth").is_dir()
+        assert fake.requests and all("tool_choice" in r or "tools" not in r for r in fake.requests)

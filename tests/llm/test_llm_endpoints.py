@@ -1,0 +1,131 @@
+"""One judge, several endpoints: requests of one query stay on one endpoint, each endpoint
+keeps its own limits, an endpoint that dies is drained and its work moves to the others
+without paying twice, and one serving another model is dropped before anything is spent."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _loopback import simulator_thread
+
+from ragjudge.errors import InputError, LLMError
+from ragjudge.judges import LLMRelevanceJudge
+from ragjudge.llm import LLM, Endpoint
+
+
+def _pairs(queries: int, per: int) -> list[tuple[str, str]]:
+    return [(f"query number {q}", f"passage {q}-{d} about things") for q in range(queries) for d in range(per)]
+
+
+def _endpoints(*sims: Any, **kw: Any) -> list[Endpoint]:
+    return [Endpoint("sim-model", base_url=s.base_url, api_key="sim", backoff_base=0.001, **kw) for s in sims]
+
+
+def test_queries_stick_to_one_endpoint_and_shares_follow_rpm(tmp_path: Path) -> None:
+    with simulator_thread(latency=0.005) as a, simulator_thread(latency=0.005) as b:
+        eps = [e.replace(rpm=rpm) for e, rpm in zip(_endpoints(a, b), (6000.0, 18000.0))]
+        judge = LLMRelevanceJudge(llm=LLM(eps, cache=False), progress=False)
+        js = judge.judge_many_sync(_pairs(40, 3))
+        paid = (a.stats()["paid"], b.stats()["paid"])
+    assert all(j.ok for j in js) and sum(paid) == 120
+    by_query: dict[str, set[str]] = {}
+    for j in js:
+        by_query.setdefault(j.qid if hasattr(j, "qid") else j.query, set()).add(j.provenance.endpoint or "")
+    assert all(len(v) == 1 for v in by_query.values())  # one query, one endpoint (prefix cache)
+    assert paid[1] > paid[0]  # the endpoint with three times the rpm takes more of the queries
+
+
+@pytest.mark.slow
+def test_a_dead_endpoint_is_drained_and_nothing_is_lost_or_paid_twice(tmp_path: Path) -> None:
+    with simulator_thread(latency=0.02) as a, simulator_thread(latency=0.02) as b, \
+            simulator_thread(latency=0.02) as c:
+        llm = LLM(_endpoints(a, b, c, concurrency=4), cache=False)
+        judge = LLMRelevanceJudge(llm=llm, progress=False)
+        stop = threading.Event()
+
+        def kill_b() -> None:
+            deadline = time.monotonic() + 30
+            while b.stats()["paid"] < 8 and time.monotonic() < deadline and not stop.is_set():
+                time.sleep(0.005)
+            b.stop()
+
+        killer = threading.Thread(target=kill_b)
+        killer.start()
+        try:
+            js = judge.judge_many_sync(_pairs(30, 4))
+        finally:
+            stop.set()
+            killer.join()
+        paid = [s.stats()["paid"] for s in (a, c)]
+        dup = [s.stats()["duplicate_paid"] for s in (a, c)]
+    killed_paid = 8  # at least; what b answered before it died
+    assert all(j.ok for j in js), [j.error for j in js if not j.ok][:3]
+    assert sum(dup) == 0  # nothing paid twice on a live endpoint
+    assert sum(paid) + killed_paid <= 120 + 4  # b's in-flight requests at the kill, at most
+    assert llm.usage.calls >= sum(paid)
+    assert llm.callers[1].drained and not llm.callers[0].drained and not llm.callers[2].drained
+    assert {j.provenance.endpoint for j in js} >= {llm.callers[0].where(), llm.callers[2].where()}
+
+
+def test_an_endpoint_serving_another_model_is_dropped_before_spending(tmp_path: Path) -> None:
+    with simulator_thread(latency=0.0) as a, simulator_thread(latency=0.0, model="other-model") as b:
+        llm = LLM(_endpoints(a, b), cache=False)
+        js = LLMRelevanceJudge(llm=llm, progress=False).judge_many_sync(_pairs(10, 2))
+        assert b.stats()["requests"] == 0 and a.stats()["paid"] == 20
+    assert all(j.ok for j in js) and "other-model" in (llm.callers[1].drained or "")
+    with simulator_thread(latency=0.0, model="other-model") as b:
+        llm = LLM(_endpoints(b, b), cache=False)
+        with pytest.raises(LLMError, match="no endpoint serves 'sim-model'"):
+            LLMRelevanceJudge(llm=llm, progress=False).judge_many_sync(_pairs(1, 1))
+
+
+def test_endpoints_must_serve_one_model() -> None:
+    with pytest.raises(InputError, match="one model"):
+        LLM([Endpoint("a", base_url="http://h/v1"), Endpoint("b", base_url="http://h2/v1")], cache=False)
+
+
+def test_cli_judge_over_two_endpoints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from ragjudge.cli import main
+    from ragjudge.io import read_qrels
+
+    ex = Path(__file__).resolve().parents[2] / "examples"
+    monkeypatch.setenv("SIM_KEY", "sim")
+    with simulator_thread(latency=0.0) as a, simulator_thread(latency=0.0) as b:
+        out = tmp_path / "q.txt"
+        args = ["judge", "--queries", str(ex / "queries.jsonl"), "--corpus", str(ex / "corpus.jsonl"),
+                "--run", str(ex / "runs" / "bm25_raw.run"), "--depth", "2", "--model", "sim-model",
+                "--endpoint", f"{a.base_url},key_env=SIM_KEY,rpm=6000",
+                "--endpoint", f"{b.base_url},key_env=SIM_KEY,weight=6000",
+                "--no-cache", "--no-progress", "-o", str(out)]
+        assert main(args) == 0
+        paid = a.stats()["paid"], b.stats()["paid"]
+    assert len(read_qrels(out)) == sum(paid) == 120 and min(paid) > 0
+    capsys.readouterr()
+    bad = args[: args.index("--endpoint")] + ["--endpoint", "http://h/v1,rpm=fast", "-o", str(out)]
+    assert main(bad) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--endpoint" in err and "rpm must be a float" in err
+
+
+def test_the_service_builds_its_jobs_sessions_over_the_endpoints_it_was_given() -> None:
+    pytest.importorskip("fastapi")
+    from ragjudge.server.jobs import build_llm
+    from ragjudge.server.models import ModelSettings
+    from ragjudge.server.settings import ServerSettings
+
+    settings = ServerSettings(model="m", endpoints=("http://a/v1,rpm=60", "http://b/v1,weight=2,concurrency=4"),
+                              concurrency=8, no_cache=True)
+    settings.check()
+    llm = build_llm(settings, ModelSettings(), check_key=False)
+    assert [c.endpoint.base_url for c in llm.callers] == ["http://a/v1", "http://b/v1"]
+    assert (llm.callers[0].endpoint.rpm, llm.callers[1].endpoint.weight, llm.callers[1].endpoint.concurrency) \
+        == (60.0, 2.0, 4)
+    again = ServerSettings.from_json(settings.to_json())  # as passed to worker processes
+    assert again.endpoints == settings.endpoints
+    with pytest.raises(InputError, match="--endpoint"):
+        ServerSettings(model="m", endpoints=("http://a/v1,rpm=x",), no_cache=True).check()

@@ -1,0 +1,142 @@
+"""A key in the endpoint URL (userinfo, query or path) never reaches a message, a record or
+stderr: every URL passes through the one redaction function."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import respx
+from _llm_fakes import error
+
+from ragjudge.errors import LLMError
+from ragjudge.llm import LLM
+from ragjudge.llm.client import redact, redact_url
+
+KEY = "Zq8xW3vB7nM2kL9pR4tY6uI1oP5aS0dF"
+PATH_BASE = f"http://gateway.test/{KEY}/v1"
+
+
+@pytest.mark.parametrize("url, kept", [
+    (f"http://gw.test/{KEY}/v1", "http://gw.test/***/v1"),
+    ("http://gw.test/sk-proj-abcdef123456/v1", "http://gw.test/***/v1"),
+    ("http://gw.test/8f14e45f-ceea-467f-a9b2-5e3d0f0a1b2c/v1", "http://gw.test/***/v1"),
+    ("http://gw.test/proxy/0123456789abcdef0123456789abcdef/v1", "http://gw.test/proxy/***/v1"),
+    ("http://user:pw@h.test/v1", "http://***@h.test/v1"),
+    ("http://h.test/v1?api-key=abcdef", "http://h.test/v1?api-key=***"),
+    # names made of short words stay readable
+    ("https://r.openai.azure.com/openai/deployments/gpt-4o-mini-2024-07-18/chat",
+     "https://r.openai.azure.com/openai/deployments/gpt-4o-mini-2024-07-18/chat"),
+    ("http://localhost:8000/v1", "http://localhost:8000/v1"),
+])
+def test_urls_are_redacted_the_same_way_everywhere(url: str, kept: str) -> None:
+    assert redact_url(url) == kept
+    assert redact(f"failed at {url} (boom)") == f"failed at {kept} (boom)"
+
+
+def _ask(llm: LLM) -> Any:
+    async def go() -> Any:
+        try:
+            return await llm.structured("relevance.v1", {"query": "q", "passage": "p"})
+        finally:
+            await llm.aclose()
+
+    return asyncio.run(go())
+
+
+def test_a_key_in_the_url_path_is_not_in_fatal_errors(httpx2_mock: respx.Router, tmp_path: Path) -> None:
+    httpx2_mock.post(f"{PATH_BASE}/chat/completions").mock(return_value=error(404, "no such model"))
+    llm = LLM("m", base_url=PATH_BASE, api_key="k", cache=tmp_path / "c.sqlite")
+    assert KEY not in repr(llm)
+    with pytest.raises(LLMError) as info:
+        _ask(llm)
+    assert KEY not in str(info.value) and "gateway.test/***/v1" in str(info.value)
+
+
+def test_a_key_in_the_url_path_is_not_in_feature_errors(httpx2_mock: respx.Router, tmp_path: Path) -> None:
+    # Every structured-output format refused: the session's "rejected the request" message.
+    httpx2_mock.post(f"{PATH_BASE}/chat/completions").mock(
+        return_value=error(400, "response_format is not supported"))
+    llm = LLM("m", base_url=PATH_BASE, api_key="k", cache=tmp_path / "c.sqlite")
+    with pytest.raises(LLMError) as info:
+        _ask(llm)
+    assert "rejected the request" in str(info.value)
+    assert KEY not in str(info.value)
+
+
+@pytest.mark.slow
+def test_a_key_in_the_url_path_is_not_printed_by_a_failed_run(tmp_path: Path) -> None:
+    (tmp_path / "q.jsonl").write_text('{"_id": "q1", "text": "what is x"}\n')
+    (tmp_path / "c.jsonl").write_text('{"_id": "d1", "text": "x is y"}\n')
+    (tmp_path / "run").write_text("q1 Q0 d1 1 2.0 r\n")
+    env = {**os.environ, "OPENAI_API_KEY": "k"}
+    # Port 9 (discard) on loopback refuses the connection: the outage path prints the URL.
+    proc = subprocess.run(
+        [sys.executable, "-m", "ragjudge", "judge", "--run", str(tmp_path / "run"), "--queries",
+         str(tmp_path / "q.jsonl"), "--corpus", str(tmp_path / "c.jsonl"), "--model", "m",
+         "--base-url", f"http://127.0.0.1:9/{KEY}/v1", "--patience", "2", "--no-cache",
+         "--judgments", str(tmp_path / "j.jsonl"), "-o", str(tmp_path / "out.qrels"),
+         "--no-progress"],
+        capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr
+    assert "127.0.0.1:9/***/v1" in proc.stderr
+    for text in (proc.stdout, proc.stderr, *(p.read_text() for p in tmp_path.iterdir() if p.is_file())):
+        assert KEY not in text
+
+
+class _Echo(BaseHTTPRequestHandler):
+    """Fails every request with ``status``, quoting the URL and path it was sent to (as many
+    proxies and gateways do in their error pages)."""
+
+    status = 500
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        host = self.headers.get("host")
+        body = json.dumps({"error": {"message": f"upstream failed for POST http://{host}{self.path} "
+                                                f"(path {self.path})"}}).encode()
+        self.send_response(self.status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("status", [500, 401, 404])
+def test_a_server_quoting_the_url_does_not_make_the_run_print_the_key(tmp_path: Path, status: int) -> None:
+    (tmp_path / "q.jsonl").write_text('{"_id": "q1", "text": "what is x"}\n')
+    (tmp_path / "c.jsonl").write_text('{"_id": "d1", "text": "x is y"}\n')
+    (tmp_path / "run").write_text("q1 Q0 d1 1 2.0 r\n")
+    handler = type("Echo", (_Echo,), {"status": status})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    key = "8f14e45f-ceea-467f-a9b2-5e3d0f0a1b2c"
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "ragjudge", "judge", "--run", str(tmp_path / "run"), "--queries",
+             str(tmp_path / "q.jsonl"), "--corpus", str(tmp_path / "c.jsonl"), "--model", "m",
+             "--base-url", f"http://127.0.0.1:{server.server_port}/{key}/v1", "--max-attempts", "1",
+             "--no-cache", "--judgments", str(tmp_path / "j.jsonl"), "-o", str(tmp_path / "out.qrels"),
+             "--no-progress"],
+            capture_output=True, text=True, timeout=120, env={**os.environ, "OPENAI_API_KEY": "k"})
+    finally:
+        server.shutdown()
+        thread.join(10)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "/***/v1" in proc.stderr + "".join(p.read_text() for p in tmp_path.glob("j.jsonl"))
+    for text in (proc.stdout, proc.stderr, *(p.read_text() for p in tmp_path.iterdir() if p.is_file())):
+        assert key not in text
