@@ -26,6 +26,8 @@ __all__ = [
     "write_output",
     "flag_of",
     "flags_named",
+    "add_option",
+    "options_from_args",
 ]
 
 # Library parameters whose flag is not the parameter's own spelling.
@@ -54,6 +56,30 @@ class flags_named:  # noqa: N801 (used as a context manager: ``with flags_named(
         if isinstance(exc, InputError) and exc.field in self.params:
             exc.field = flag_of(exc.field)
         return False
+
+
+def add_option(group: Any, options: Any, name: str, *flags: str, default_note: bool = True,
+               **kwargs: Any) -> Any:
+    """One flag of an options value's field (``options``: e.g. ``SynthOptions``): its default
+    and help come from the field, where they are stated once; ``flags`` default to the
+    field's own flag (:func:`flag_of`)."""
+    default = kwargs.pop("default", options.default(name))
+    text = kwargs.pop("help", options.help(name))
+    if default_note and default is not None and kwargs.get("action") not in ("store_true", "append"):
+        text += f" (default {default})"
+    return group.add_argument(*(flags or (flag_of(name),)), dest=name, default=default,
+                              help=text, **kwargs)
+
+
+def options_from_args(options: Any, args: argparse.Namespace, **values: Any) -> Any:
+    """The options value (``options``: its class) of a parsed command line: every field the
+    command has a flag for, then ``values`` (fields the command converts itself). An error
+    names the field's flag."""
+    names = options.names()
+    given = {n: getattr(args, n) for n in names if hasattr(args, n)}
+    given.update(values)
+    with flags_named(*names):
+        return options(**given)
 
 
 def write_output(text: str, output: str | None) -> None:

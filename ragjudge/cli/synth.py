@@ -12,7 +12,8 @@ from typing import Any
 
 from .._sync import run_sync
 from ..errors import InputError
-from ._inputs import flags_named
+from ..synth.options import SynthOptions
+from ._inputs import add_option, flags_named, options_from_args
 from ._llm import add_llm_options, llm_from_args
 
 __all__ = ["register"]
@@ -55,39 +56,30 @@ def register(subparsers: Any) -> None:
     io.add_argument("-n", type=int, required=True, metavar="N", help="number of queries to keep")
     io.add_argument("-o", "--output", metavar="DIR", help="output directory (required unless --dry-run)")
     gen = p.add_argument_group("generation")
-    gen.add_argument("--styles", metavar="SPEC", default="question=0.6,keyword=0.3,multi=0.1",
-                     help="mix of query styles, weights summing to 1 (default "
-                          "question=0.6,keyword=0.3,multi=0.1)")
+    add_option(gen, SynthOptions, "styles", metavar="SPEC")
     gen.add_argument("--prompt", dest="prompts", action="append", default=[], metavar="[STYLE=]FILE",
                      help="your own prompt template for a style (default style: question); "
                           "a new STYLE name adds a style to use in --styles; repeatable")
-    gen.add_argument("--examples", metavar="FILE",
-                     help="example queries of your users (one per line, or queries JSONL/TSV); "
-                          "a few go into each prompt, InPars-style")
-    gen.add_argument("--oversample", type=float, default=1.5, metavar="X",
-                     help="generation calls (draws of up to three candidates each) at most per "
-                          "requested query (default 1.5)")
-    gen.add_argument("--min-words", type=int, default=12, metavar="N",
-                     help="skip passages shorter than N words (default 12)")
+    add_option(gen, SynthOptions, "examples", metavar="FILE",
+               help="example queries of your users (one per line, or queries JSONL/TSV); "
+                    "a few go into each prompt, InPars-style")
+    add_option(gen, SynthOptions, "oversample", type=float, metavar="X")
+    add_option(gen, SynthOptions, "min_words", type=int, metavar="N")
     flt = p.add_argument_group("filters")
-    flt.add_argument("--roundtrip-k", type=int, default=20, metavar="K",
-                     help="BM25 must rank the source passage(s) in the top K (default 20; 0: off)")
-    flt.add_argument("--copy-span", type=int, default=7, metavar="N",
-                     help="drop queries sharing N consecutive words with their passage (default 7; 0: off)")
-    flt.add_argument("--min-grade", type=int, default=2, metavar="G",
-                     help="answerability: the judge's grade of (query, source) must be >= G (default 2)")
-    flt.add_argument("--min-confidence", type=float, metavar="P",
-                     help="also drop candidates whose P(grade >= G) from logprobs is below P")
-    flt.add_argument("--judge-prompt", default="relevance.v1", metavar="NAME|FILE",
-                     help="relevance prompt of the answerability judge (default relevance.v1)")
+    add_option(flt, SynthOptions, "roundtrip_k", type=int, metavar="K",
+               help=SynthOptions.help("roundtrip_k").replace("None:", "0:"))
+    add_option(flt, SynthOptions, "copy_span", type=int, metavar="N")
+    add_option(flt, SynthOptions, "min_grade", type=int, metavar="G")
+    add_option(flt, SynthOptions, "min_confidence", type=float, metavar="P")
+    add_option(flt, SynthOptions, "judge_prompt", metavar="NAME|FILE")
     flt.add_argument("--allow-fewer", action="store_true",
                      help="exit 0 even if fewer than N queries survive")
     pool = p.add_argument_group("pooled qrels")
     pool.add_argument("--judge-pool", nargs="+", metavar="RUN",
                       help="runs of the synthetic queries: judge their pooled top --depth documents "
                            "into the qrels (sources stay at grade 3)")
-    pool.add_argument("--depth", type=int, default=20, metavar="K",
-                      help="pool depth of --judge-pool (default 20)")
+    add_option(pool, SynthOptions, "depth", type=int, metavar="K",
+               help="pool depth of --judge-pool")
     add_llm_options(p)
     p.set_defaults(func=run)
 
@@ -116,29 +108,23 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("no output directory (pass -o DIR, or --dry-run)", field="-o")
     if args.n <= 0:
         raise InputError(f"must be a positive integer, got {args.n}", field="-n")
-    if args.roundtrip_k < 0 or args.copy_span < 0 or args.min_words < 0:
-        raise InputError("--roundtrip-k, --copy-span and --min-words must be >= 0", field="synth")
-    if args.depth < 1:
-        raise InputError(f"must be a positive integer, got {args.depth}", field="--depth")
-    options = dict(
-        styles=args.styles, prompts=_prompts(args.prompts), examples=args.examples,
-        oversample=args.oversample, seed=args.seed, min_words=args.min_words,
-        copy_span=args.copy_span, roundtrip_k=args.roundtrip_k or None, min_grade=args.min_grade,
-        min_confidence=args.min_confidence, judge_prompt=args.judge_prompt,
-    )
+    if args.roundtrip_k is not None and args.roundtrip_k < 0:
+        raise InputError(f"must be >= 0 (0: off), got {args.roundtrip_k}", field="--roundtrip-k")
+    options = options_from_args(SynthOptions, args, prompts=_prompts(args.prompts),
+                                roundtrip_k=args.roundtrip_k or None)
     corpus = read_corpus(args.corpus)
     # Every input is read before planning, a dry run included: a missing file is an error now.
     runs = [read_run(path) for path in args.judge_pool] if args.judge_pool else None
-    named = flags_named("n", "depth", *options)
+    named = flags_named("n", *SynthOptions.names())
     if args.dry_run:
         with named:
-            print(estimate_synth(corpus, args.n, llm=llm, **options).describe())
+            print(estimate_synth(corpus, args.n, llm=llm, options=options).describe())
         return 0
 
     async def main() -> Any:
         try:
-            return await synthesize(corpus, args.n, llm=llm, judge_pool=runs, depth=args.depth,
-                                    progress=not args.no_progress, **options)
+            return await synthesize(corpus, args.n, llm=llm, judge_pool=runs, options=options,
+                                    progress=not args.no_progress)
         finally:
             await llm.aclose()
 

@@ -32,12 +32,15 @@ import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError, RagjudgeError
 from .models import JudgeRequest, ModelSettings, RagRequest, SynthRequest
 from .service import check_pairs, load_qrels, load_run
 from .settings import ServerSettings
+
+if TYPE_CHECKING:
+    from ..synth.options import SynthOptions
 
 __all__ = ["JobStore", "PostgresJobStore", "JobManager", "build_llm", "judge_pairs", "rag_inputs", "synth_inputs",
            "synth_plan", "synth_result", "job_view"]
@@ -495,30 +498,31 @@ def rag_inputs(req: RagRequest, limit: int) -> tuple[Any, list[Any]]:
     return samples, metrics
 
 
-def synth_inputs(req: SynthRequest, limit: int) -> dict[str, Any]:
-    """The keyword arguments of :func:`ragjudge.synth.synthesize` for a request, after the
-    checks that cost nothing: the size limit (documents x draws: every candidate query is
-    ranked against the whole corpus) and docids that TREC qrels can hold."""
-    check_pairs(len(req.corpus) * math.ceil(req.n * req.oversample), limit,
+def synth_inputs(req: SynthRequest, limit: int) -> SynthOptions:
+    """The :class:`ragjudge.synth.SynthOptions` of a request (its fields carry the options'
+    names, so a bad value is reported under the request field), after the checks that cost
+    nothing: the size limit (documents x draws: every candidate query is ranked against the
+    whole corpus) and docids that TREC qrels can hold."""
+    from ..synth.options import SynthOptions
+
+    options = SynthOptions.from_mapping(
+        {name: getattr(req, name) for name in SynthOptions.names() if name in SynthRequest.model_fields})
+    check_pairs(len(req.corpus) * math.ceil(req.n * options.oversample), limit,
                 "corpus documents x draws (n x oversample)")
     for docid in req.corpus:
         if not docid or docid.split() != [docid] or "\x00" in docid:
             shown = docid if len(docid) <= 60 else docid[:57] + "..."
             raise InputError(f"doc id {shown!r} cannot be written to TREC qrels (it is empty "
                              "or contains whitespace)", field="corpus")
-    return {"styles": req.styles, "examples": req.examples, "oversample": req.oversample,
-            "seed": req.seed, "min_words": req.min_words, "copy_span": req.copy_span,
-            "roundtrip_k": req.roundtrip_k, "min_grade": req.min_grade,
-            "min_confidence": req.min_confidence}
+    return options
 
 
-def synth_plan(req: SynthRequest, options: Mapping[str, Any], llm: Any) -> Any:
+def synth_plan(req: SynthRequest, options: SynthOptions, llm: Any) -> Any:
     """The request's :class:`ragjudge.synth.SynthPlan` (dry run; checks every input, sends
     nothing). CPU work: sampling and the BM25 index over the corpus."""
     from ..synth import estimate_synth
 
-    # The library names its parameters, which are the request's fields.
-    return estimate_synth(req.corpus, req.n, llm=llm, **options)
+    return estimate_synth(req.corpus, req.n, llm=llm, options=options)
 
 
 def synth_result(result: Any) -> dict[str, Any]:
@@ -796,7 +800,7 @@ class SynthJob(_Job):
 
         async def main() -> dict[str, Any]:
             try:
-                result = await synthesize(req.corpus, req.n, llm=llm, progress=False, **options)
+                result = await synthesize(req.corpus, req.n, llm=llm, progress=False, options=options)
                 return synth_result(result)
             finally:
                 await llm.aclose()

@@ -8,6 +8,8 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..synth.options import SynthOptions as _S
+
 __all__ = [
     "QrelsInput", "RunInput", "EvaluateRequest", "CompareRequest", "ModelSettings",
     "JudgeRequest", "RagRequest", "SynthRequest", "JobState", "Progress", "MetricInfo",
@@ -135,25 +137,25 @@ class SynthRequest(_Request):
     corpus: dict[str, str] = Field(min_length=1, description=(
         "{docid: passage text}; docids are written to TREC qrels (no whitespace)."))
     n: int = Field(ge=1, le=10_000, description="Number of queries to keep.")
-    styles: Optional[str] = Field(default=None, max_length=1000, description=(
-        "Mix of query styles, weights summing to 1 (default question=0.6,keyword=0.3,multi=0.1)."))
+    # Defaults and descriptions are the library's (SynthOptions); the bounds are this service's.
+    styles: Optional[str] = Field(default=_S.default("styles"), max_length=1000,
+                                  description=_S.help("styles"))
     examples: Optional[list[Annotated[str, Field(max_length=10_000)]]] = Field(
-        default=None, max_length=10_000, description=(
+        default=_S.default("examples"), max_length=10_000, description=(
             "Example queries of your users; a few go into each prompt (InPars-style)."))
-    oversample: float = Field(default=1.5, ge=1.0, le=100.0, description=(
-        "Generation calls (draws of up to three candidates each) at most per requested query."))
-    seed: int = Field(default=0, ge=0, le=2**32 - 1, description=(
-        "Seed of the passage sampling and of the few-shot example picks."))
-    roundtrip_k: Optional[int] = Field(default=20, ge=1, le=1_000_000, description=(
-        "BM25 must rank the source passage(s) in the top k (null: no round-trip filter)."))
-    min_grade: int = Field(default=2, ge=0, le=100, description=(
-        "Answerability: the judge's grade of (query, source) must be at least this."))
-    min_confidence: Optional[float] = Field(default=None, ge=0.0, le=1.0, description=(
-        "Also drop candidates whose P(grade >= min_grade) from logprobs is below this."))
-    copy_span: int = Field(default=7, ge=0, le=100_000, description=(
-        "Drop queries sharing this many consecutive words with their passage (0: off)."))
-    min_words: int = Field(default=12, ge=0, le=100_000, description=(
-        "Skip passages shorter than this many words."))
+    oversample: float = Field(default=_S.default("oversample"), ge=1.0, le=100.0,
+                              description=_S.help("oversample"))
+    seed: int = Field(default=_S.default("seed"), ge=0, le=2**32 - 1, description=_S.help("seed"))
+    roundtrip_k: Optional[int] = Field(default=_S.default("roundtrip_k"), ge=1, le=1_000_000,
+                                       description=_S.help("roundtrip_k").replace("None:", "null:"))
+    min_grade: int = Field(default=_S.default("min_grade"), ge=0, le=100,
+                           description=_S.help("min_grade"))
+    min_confidence: Optional[float] = Field(default=_S.default("min_confidence"), ge=0.0, le=1.0,
+                                            description=_S.help("min_confidence"))
+    copy_span: int = Field(default=_S.default("copy_span"), ge=0, le=100_000,
+                           description=_S.help("copy_span"))
+    min_words: int = Field(default=_S.default("min_words"), ge=0, le=100_000,
+                           description=_S.help("min_words"))
     settings: ModelSettings = Field(default_factory=ModelSettings)
     dry_run: bool = Field(default=False, description=(
         "Only estimate: calls, tokens and cost (upper bounds); nothing is sent, no job."))

@@ -14,19 +14,43 @@ filters and their order.
 
 from __future__ import annotations
 
-from .filters import FILTERS, Candidate, FilterLine, accounting, judge_filter, text_filters
-from .generate import (
-    DEFAULT_STYLES, STYLE_PROMPTS, SynthPlan, estimate_synth, parse_styles, read_examples, synthesize,
-    synthesize_sync,
-)
-from .lexical import LexicalIndex
-from .result import OUTPUT_FILES, SynthResult
-from .sampling import PassagePool, SamplingReport
+from importlib import import_module
+from typing import Any
+
+from .options import DEFAULT_STYLES, SynthOptions
+
+# The pipeline (BM25, sampling, the judge and the LLM session) loads on first use, so that the
+# options value alone (read by the CLI's parser and the service's models) stays cheap.
+_LAZY = {
+    "FILTERS": "filters", "Candidate": "filters", "FilterLine": "filters", "accounting": "filters",
+    "judge_filter": "filters", "text_filters": "filters",
+    "STYLE_PROMPTS": "generate", "SynthPlan": "generate", "estimate_synth": "generate",
+    "parse_styles": "generate", "read_examples": "generate", "synthesize": "generate",
+    "synthesize_sync": "generate",
+    "LexicalIndex": "lexical",
+    "OUTPUT_FILES": "result", "SynthResult": "result",
+    "PassagePool": "sampling", "SamplingReport": "sampling",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "synthesize",
     "synthesize_sync",
     "estimate_synth",
+    "SynthOptions",
     "SynthResult",
     "SynthPlan",
     "Candidate",

@@ -36,6 +36,7 @@ from ..judges.relevance import Pair
 from ..llm import BUDGET_REASON, LLM, DryRun, Outcome, Prompt, load_prompt
 from .filters import Candidate, judge_filter, text_filters
 from .lexical import LexicalIndex
+from .options import DEFAULT_STYLES, SynthOptions
 from .result import SynthResult
 from .sampling import PassagePool, SamplingReport
 
@@ -44,8 +45,6 @@ __all__ = [
     "SynthPlan", "DEFAULT_STYLES", "STYLE_PROMPTS",
 ]
 
-#: The default mix of query styles (``--styles``).
-DEFAULT_STYLES: dict[str, float] = {"question": 0.6, "keyword": 0.3, "multi": 0.1}
 #: The shipped prompt of each style.
 STYLE_PROMPTS: dict[str, str] = {
     "question": "synth_question.v2", "keyword": "synth_keyword.v2", "multi": "synth_multi.v2",
@@ -292,34 +291,12 @@ def _corpus(corpus: Mapping[str, str] | str | Path) -> Mapping[str, str]:
     return corpus
 
 
-def _prepare(
-    corpus: Mapping[str, str] | str | Path,
-    n: int,
-    llm: LLM,
-    *,
-    styles: str | Mapping[str, float] | None,
-    prompts: Mapping[str, Any] | None,
-    examples: Sequence[str] | str | Path | None,
-    oversample: float,
-    seed: int,
-    min_words: int,
-    copy_span: int,
-    roundtrip_k: int | None,
-    min_grade: int,
-    min_confidence: float | None,
-    max_passage_chars: int,
-) -> _Job:
+def _prepare(corpus: Mapping[str, str] | str | Path, n: int, llm: LLM, opts: SynthOptions) -> _Job:
     if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
         raise InputError(f"the number of queries must be a positive integer, got {n!r}", field="n")
-    if not (isinstance(oversample, (int, float)) and math.isfinite(oversample) and oversample >= 1):
-        raise InputError(f"oversample must be a number >= 1, got {oversample!r}", field="oversample")
-    if roundtrip_k is not None and roundtrip_k < 1:
-        raise InputError(f"must be a positive integer, got {roundtrip_k}", field="roundtrip_k")
-    if copy_span < 0 or min_words < 0 or max_passage_chars < 1:
-        raise InputError("copy_span and min_words must be >= 0, max_passage_chars >= 1", field="synth")
-    if min_confidence is not None and not 0.0 <= min_confidence <= 1.0:
-        raise InputError(f"must be in [0, 1], got {min_confidence}", field="min_confidence")
-    prompts = dict(prompts or {})
+    styles, examples, seed = opts.styles, opts.examples, opts.seed
+    oversample, min_words, max_passage_chars = opts.oversample, opts.min_words, opts.max_passage_chars
+    prompts = dict(opts.prompts or {})
     weights = parse_styles(styles, known=prompts)
     unused = sorted(set(prompts) - set(weights))
     if unused:
@@ -346,8 +323,10 @@ def _prepare(
                          f"({rep.eligible} eligible passages x {len(style_map)} style(s))", field="n")
     params = {
         "n": n, "styles": weights, "oversample": oversample, "seed": seed, "min_words": min_words,
-        "copy_span": copy_span, "roundtrip_k": roundtrip_k, "roundtrip_retriever": "bm25s BM25 (k1=1.5, b=0.75)",
-        "min_grade": min_grade, "min_confidence": min_confidence, "max_passage_chars": max_passage_chars,
+        "copy_span": opts.copy_span, "roundtrip_k": opts.roundtrip_k,
+        "roundtrip_retriever": "bm25s BM25 (k1=1.5, b=0.75)",
+        "min_grade": opts.min_grade, "min_confidence": opts.min_confidence,
+        "max_passage_chars": max_passage_chars,
         "examples": len(ex),
         "prompts": {k: {"prompt_id": s.prompt.id, "prompt_version": s.prompt.version,
                         "prompt_sha": s.prompt.sha256} for k, s in style_map.items()},
@@ -530,26 +509,31 @@ def _llm(llm: LLM | None, model: str | None, options: Mapping[str, Any]) -> LLM:
     return LLM(model, **options)
 
 
+# Keyword defaults come from the options value, where each is stated once.
+_D = SynthOptions.default
+
+
 async def synthesize(
     corpus: Mapping[str, str] | str | Path,
     n: int,
     *,
     llm: LLM | None = None,
     model: str | None = None,
-    styles: str | Mapping[str, float] | None = None,
-    prompts: Mapping[str, str | Path | Prompt] | None = None,
-    examples: Sequence[str] | str | Path | None = None,
-    oversample: float = 1.5,
-    seed: int = 0,
-    min_words: int = 12,
-    copy_span: int = 7,
-    roundtrip_k: int | None = 20,
-    min_grade: int = 2,
-    min_confidence: float | None = None,
-    judge_prompt: str | Path | Prompt = "relevance.v1",
+    options: SynthOptions | None = None,
+    styles: str | Mapping[str, float] | None = _D("styles"),
+    prompts: Mapping[str, str | Path | Prompt] | None = _D("prompts"),
+    examples: Sequence[str] | str | Path | None = _D("examples"),
+    oversample: float = _D("oversample"),
+    seed: int = _D("seed"),
+    min_words: int = _D("min_words"),
+    copy_span: int = _D("copy_span"),
+    roundtrip_k: int | None = _D("roundtrip_k"),
+    min_grade: int = _D("min_grade"),
+    min_confidence: float | None = _D("min_confidence"),
+    judge_prompt: str | Path | Prompt = _D("judge_prompt"),
     judge_pool: Run | Sequence[Run] | None = None,
-    depth: int = 20,
-    max_passage_chars: int = 4000,
+    depth: int = _D("depth"),
+    max_passage_chars: int = _D("max_passage_chars"),
     progress: bool = True,
     **llm_options: Any,
 ) -> SynthResult:
@@ -569,19 +553,22 @@ async def synthesize(
     Never raises for per-candidate failures and never returns silently empty: the result's
     ``ok`` says whether ``n`` queries survived and ``str(result)`` shows the accounting.
     """
+    opts = SynthOptions.merge(
+        options, styles=styles, prompts=prompts, examples=examples, oversample=oversample, seed=seed,
+        min_words=min_words, copy_span=copy_span, roundtrip_k=roundtrip_k, min_grade=min_grade,
+        min_confidence=min_confidence, judge_prompt=judge_prompt, depth=depth,
+        max_passage_chars=max_passage_chars)
     llm = _llm(llm, model, llm_options)
-    job = _prepare(corpus, n, llm, styles=styles, prompts=prompts, examples=examples,
-                   oversample=oversample, seed=seed, min_words=min_words, copy_span=copy_span,
-                   roundtrip_k=roundtrip_k, min_grade=min_grade, min_confidence=min_confidence,
-                   max_passage_chars=max_passage_chars)
-    judge = _judge_for(llm, judge_prompt, min_grade, progress)
+    job = _prepare(corpus, n, llm, opts)
+    judge = _judge_for(llm, opts.judge_prompt, opts.min_grade, progress)
     job.params["judge_prompt"] = {"prompt_id": judge.prompt.id, "prompt_version": judge.prompt.version,
                                   "prompt_sha": judge.prompt.sha256}
     width = max(3, len(str(n)))
+    depth = opts.depth
     runs = _pool_runs(judge_pool, depth, [f"synth-{i:0{width}d}" for i in range(1, n + 1)])
     before = llm.usage
-    await _rounds(job, judge, copy_span=copy_span, roundtrip_k=roundtrip_k, min_grade=min_grade,
-                  min_confidence=min_confidence, progress=progress)
+    await _rounds(job, judge, copy_span=opts.copy_span, roundtrip_k=opts.roundtrip_k,
+                  min_grade=opts.min_grade, min_confidence=opts.min_confidence, progress=progress)
     kept = [c for c in job.candidates if c.kept]
     for i, c in enumerate(kept, 1):
         c.qid = f"synth-{i:0{width}d}"
@@ -613,8 +600,6 @@ def _pool_runs(judge_pool: Run | Sequence[Run] | None, depth: int, qids: list[st
     synthetic queries (ids ``synth-001``...), i.e. made from a previous run's queries.jsonl."""
     if judge_pool is None:
         return []
-    if depth < 1:
-        raise InputError(f"must be a positive integer, got {depth}", field="depth")
     runs = [judge_pool] if isinstance(judge_pool, Run) else list(judge_pool)
     possible = set(qids)
     if not runs or not any(set(r.query_ids) & possible for r in runs):
@@ -644,22 +629,21 @@ def estimate_synth(
     *,
     llm: LLM | None = None,
     model: str | None = None,
-    judge_prompt: str | Path | Prompt = "relevance.v1",
+    options: SynthOptions | None = None,
     **kwargs: Any,
 ) -> SynthPlan:
     """Dry run of :func:`synthesize` (same arguments): calls, tokens and cost; nothing is sent.
     Judge calls are an upper bound (every candidate judged, with a typical query length)."""
-    options = {k: kwargs.pop(k) for k in list(kwargs) if k in _LLM_OPTIONS}
-    for k in ("judge_pool", "depth", "progress"):
+    session = {k: kwargs.pop(k) for k in list(kwargs) if k in _LLM_OPTIONS}
+    for k in ("judge_pool", "progress"):
         kwargs.pop(k, None)
-    llm = _llm(llm, model, options)
-    defaults = dict(styles=None, prompts=None, examples=None, oversample=1.5, seed=0, min_words=12,
-                    copy_span=7, roundtrip_k=20, min_grade=2, min_confidence=None, max_passage_chars=4000)
-    unknown = set(kwargs) - set(defaults)
+    unknown = set(kwargs) - set(SynthOptions.names())
     if unknown:
         raise TypeError(f"unexpected argument(s): {', '.join(sorted(unknown))}")
-    job = _prepare(corpus, n, llm, **{**defaults, **kwargs})
-    judge = _judge_for(llm, judge_prompt, int(kwargs.get("min_grade", 2)), False)
+    opts = SynthOptions.merge(options, **kwargs)
+    llm = _llm(llm, model, session)
+    job = _prepare(corpus, n, llm, opts)
+    judge = _judge_for(llm, opts.judge_prompt, opts.min_grade, False)
     live = [d for d in job.draws if d.cands[0].pending]
     gen = {style: llm.estimate(st.prompt, [d.variables for d in live if d.style == style])
            for style, st in job.styles.items()}

@@ -235,7 +235,7 @@ def test_non_english_text(sim: Any, tmp_path: Path) -> None:
     (["-n", "-2"], "-n: must be a positive integer"),
     (["--styles", "question=0.7,poem=0.3"], "unknown style 'poem'"),
     (["--styles", "question=0.7,keyword=0.2"], "style weights sum to 0.9, not 1"),
-    (["--oversample", "0.5"], "oversample must be a number >= 1"),
+    (["--oversample", "0.5"], "--oversample: must be a number >= 1, got 0.5"),
     (["--depth", "0"], "--depth"),
     (["--min-confidence", "1.5"], "--min-confidence"),
     (["--min-grade", "4"], "--min-grade: must be one of the judge's grades [0, 1, 2, 3], got 4"),
