@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError, MetricError
+from ..rag.options import GRADING_MODES, MATCH_MODES, RagOptions
+from ._inputs import add_option, options_from_args
 from ._llm import add_llm_options, llm_from_args
 from ._plot import add_plot_options, check_plot_path, write_plot
 from .gates import below, parse_gate, report_failures
@@ -68,15 +70,10 @@ def register(subparsers: Any) -> None:
                    "pipes such as <(zcat s.jsonl.gz) work; other names: format from the content)")
     p.add_argument("-m", "--metric", dest="metrics", action="append", metavar="METRIC", required=True,
                    help="metric spec or comma-separated list; repeatable")
-    p.add_argument("-k", dest="default_k", type=int, default=5, metavar="K",
-                   help="cutoff when neither the sample nor the metric sets one (default 5)")
-    p.add_argument("--match", choices=("auto", "id", "text", "normalized", "chunk"), default=None,
-                   help="how ranking metrics match chunks to gold (default auto: ids if present, "
-                   "else normalised text)")
-    p.add_argument("--grading", choices=("listwise", "pointwise"), default="listwise",
-                   help="chunk grading: listwise (one call per sample, default) or pointwise")
-    p.add_argument("--skip-invalid", action="store_true",
-                   help="skip bad samples (reported on stderr) instead of stopping")
+    add_option(p, RagOptions, "default_k", "-k", type=int, metavar="K")
+    add_option(p, RagOptions, "match", choices=MATCH_MODES)
+    add_option(p, RagOptions, "grading", choices=GRADING_MODES)
+    add_option(p, RagOptions, "skip_invalid", action="store_true")
     p.add_argument("-q", "--per-sample", action="store_true",
                    help="also print per-sample values and the reasons of undetermined ones")
     p.add_argument("-f", "--format", choices=_FORMATS, default="table", help="output format")
@@ -92,9 +89,9 @@ def register(subparsers: Any) -> None:
     add_llm_options(p)
     add_plot_options(p, ("box", "heatmap"), "box (per-metric distributions with undetermined "
                      "counts, the default), heatmap (per-sample scores)")
-    p.add_argument("--embedding-model", metavar="M",
-                   help="embeddings model of answer_relevance(by=embedding), e.g. text-embedding-3-small "
-                        "(same endpoint and key as --model)")
+    add_option(p, RagOptions, "embedding_model", metavar="M",
+               help=RagOptions.help("embedding_model") + ", e.g. text-embedding-3-small (same "
+                                                         "endpoint and key as --model)")
     p.set_defaults(func=_run)
 
 
@@ -104,6 +101,7 @@ def _run(args: argparse.Namespace) -> int:
     from ..rag.metrics import parse_rag_metrics
 
     check_plot_path(args)
+    options = options_from_args(RagOptions, args)
     gates = [parse_gate(g) for g in args.fail_under]
     metrics = parse_rag_metrics([*args.metrics, *(m for m, _ in gates)])
     needs_llm = [m for m in metrics if m.needs_llm]
@@ -119,11 +117,9 @@ def _run(args: argparse.Namespace) -> int:
         raise InputError("no metric uses it (e.g. answer_relevance(by=embedding) or "
                          "answer_correctness(similarity=0.25) does)",
                          field="--embedding-model")
-    if args.default_k < 1:
-        raise InputError("must be a positive integer", field="-k")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        samples = read_samples(args.samples, skip_invalid=args.skip_invalid)
+        samples = read_samples(args.samples, skip_invalid=options.skip_invalid)
     for w in caught:
         print(f"ragjudge: warning: {w.message}", file=sys.stderr)
     for err in samples.invalid:
@@ -131,17 +127,14 @@ def _run(args: argparse.Namespace) -> int:
     llm = llm_from_args(args) if needs_llm else None
 
     if args.dry_run:
-        return _dry_run(llm, samples, metrics, args, plan_requests)
+        return _dry_run(llm, samples, metrics, args, options, plan_requests)
 
     report = evaluate_samples_sync(
         samples,
         metrics,
         judge=llm,
-        grading=args.grading,
-        match=args.match,
-        default_k=args.default_k,
+        options=options,
         progress=not args.no_progress,  # a bar on a terminal, a few lines when redirected
-        embedding_model=args.embedding_model,
     )
     text = report.render(args.format, per_sample=args.per_sample, digits=args.digits)
     if args.output:
@@ -198,12 +191,12 @@ def _failure_reasons(report: Any) -> str:
     return "; ".join(f"{reason} ({n}x)" for reason, n in top) or "see -q"
 
 
-def _dry_run(llm: Any, samples: Any, metrics: Any, args: argparse.Namespace, plan: Any) -> int:
+def _dry_run(llm: Any, samples: Any, metrics: Any, args: argparse.Namespace, options: RagOptions,
+             plan: Any) -> int:
     if llm is None:
         print("dry run: no LLM metric requested; nothing would be sent")
         return 0
-    calls = plan(samples, metrics, grading=args.grading, default_k=args.default_k, llm=llm,
-                 embedding_model=args.embedding_model)
+    calls = plan(samples, metrics, llm=llm, options=options)
     by_prompt: dict[str, list[tuple[Any, dict[str, str]]]] = {}
     for prompt, variables in calls:
         by_prompt.setdefault(prompt.name, []).append((prompt, variables))

@@ -12,32 +12,44 @@ client, runner and cache. Each metric is one unit of the registry :mod:`ragjudge
 
 from __future__ import annotations
 
-from .evaluate import (
-    DEFAULT_GRADING,
-    GRADING_MODES,
-    evaluate_samples,
-    evaluate_samples_sync,
-    plan_requests,
-)
-from .matching import MATCH_MODES, canonical_text, document_recall, match_chunks, normalize_text
-from .metrics import RagMetric, known_rag_metrics, parse_rag_metric, parse_rag_metrics
-from .report import RagReport, Score, Summary
-from .samples import (
-    DEFAULT_K,
-    Context,
-    Sample,
-    SampleSet,
-    as_samples,
-    parse_samples,
-    read_samples,
-    samples_from_dataframe,
-    samples_from_records,
-)
+from importlib import import_module
+from typing import Any
+
+from .options import DEFAULT_GRADING, DEFAULT_K, GRADING_MODES, MATCH_MODES, RagOptions
+
+# Samples, metrics and evaluation load on first use, so that the options value alone (read by
+# the CLI's parser and the service's models) stays cheap.
+_LAZY = {
+    "evaluate_samples": "evaluate", "evaluate_samples_sync": "evaluate", "plan_requests": "evaluate",
+    "canonical_text": "matching", "document_recall": "matching", "match_chunks": "matching",
+    "normalize_text": "matching",
+    "RagMetric": "metrics", "known_rag_metrics": "metrics", "parse_rag_metric": "metrics",
+    "parse_rag_metrics": "metrics",
+    "RagReport": "report", "Score": "report", "Summary": "report",
+    "Context": "samples", "Sample": "samples", "SampleSet": "samples", "as_samples": "samples",
+    "parse_samples": "samples", "read_samples": "samples", "samples_from_dataframe": "samples",
+    "samples_from_records": "samples",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "evaluate_samples",
     "evaluate_samples_sync",
     "plan_requests",
+    "RagOptions",
     "DEFAULT_GRADING",
     "GRADING_MODES",
     "DEFAULT_K",

@@ -23,7 +23,8 @@ from .._sync import run_sync
 from ..errors import MetricError
 from .metrics import DeterministicMetric, LLMMetric, RagMetric, Request, Setup, definition, parse_rag_metrics
 from .report import RagReport, Score
-from .samples import DEFAULT_K, Sample, SampleSet, as_samples
+from .options import DEFAULT_GRADING, GRADING_MODES, RagOptions
+from .samples import Sample, SampleSet, as_samples
 
 if TYPE_CHECKING:  # a type only: importing the llm package loads openai (~2 s)
     from ..llm.provenance import FailureKind
@@ -38,10 +39,9 @@ __all__ = [
     "DEFAULT_GRADING",
 ]
 
-GRADING_MODES = ("listwise", "pointwise")
-#: Listwise by default: context_precision + context_recall + faithfulness then need 4 calls per
-#: sample (1 grading + 1 recall + 2 faithfulness) instead of n_chunks + 3.
-DEFAULT_GRADING = "listwise"
+
+# Keyword defaults come from the options value, where each is stated once.
+_D = RagOptions.default
 
 
 def _resolve_llm(judge: Any) -> tuple[Any, Any]:
@@ -148,8 +148,6 @@ async def _score(unit: LLMMetric, m: RagMetric, s: Sample, k: int, setup: Setup,
 
 
 def _setup(grading: str, judge: Any, embedding_model: str | None) -> Setup:
-    if grading not in GRADING_MODES:
-        raise MetricError(f"grading must be listwise or pointwise, got {grading!r}")
     return Setup(grading, getattr(judge, "prompt", None) if judge is not None else None, embedding_model)
 
 
@@ -158,12 +156,13 @@ async def evaluate_samples(
     metrics: str | Iterable[str | RagMetric],
     *,
     judge: Any = None,
-    grading: str = DEFAULT_GRADING,
-    match: str | None = None,
-    default_k: int = DEFAULT_K,
-    skip_invalid: bool = False,
+    options: RagOptions | None = None,
+    grading: str = _D("grading"),
+    match: str | None = _D("match"),
+    default_k: int = _D("default_k"),
+    skip_invalid: bool = _D("skip_invalid"),
     progress: bool = False,
-    embedding_model: str | None = None,
+    embedding_model: str | None = _D("embedding_model"),
 ) -> RagReport:
     """Evaluate RAG samples on ``metrics`` (specs such as ``"faithfulness"``, ``"ndcg@5"``,
     ``"context_precision(threshold=2)"``).
@@ -177,11 +176,14 @@ async def evaluate_samples(
     ``default_k`` is the cutoff when neither the sample nor the metric gives one.
     ``embedding_model``: the embeddings model of the metrics that use one, such as
     ``answer_relevance(by=embedding)`` (served by the judge's endpoint).
+    ``options``: a :class:`RagOptions` carrying these settings instead of the keywords.
     Never raises for a per-sample problem: it becomes an undetermined score with its reason.
     """
-    if isinstance(default_k, bool) or not isinstance(default_k, int) or default_k < 1:
-        raise MetricError(f"default k must be a positive integer, got {default_k!r}")
-    data: SampleSet = as_samples(samples, skip_invalid=skip_invalid)
+    opts = RagOptions.merge(options, grading=grading, match=match, default_k=default_k,
+                            skip_invalid=skip_invalid, embedding_model=embedding_model)
+    grading, match, default_k = opts.grading, opts.match, opts.default_k
+    embedding_model = opts.embedding_model
+    data: SampleSet = as_samples(samples, skip_invalid=opts.skip_invalid)
     parsed = parse_rag_metrics(metrics)
     llm_metrics = [m for m in parsed if m.needs_llm]
     llm, rel_judge = _resolve_llm(judge)
@@ -338,11 +340,12 @@ def plan_requests(
     samples: Any,
     metrics: str | Iterable[str | RagMetric],
     *,
-    grading: str = DEFAULT_GRADING,
-    default_k: int = DEFAULT_K,
+    grading: str = _D("grading"),
+    default_k: int = _D("default_k"),
     llm: Any = None,
     judge: Any = None,
-    embedding_model: str | None = None,
+    embedding_model: str | None = _D("embedding_model"),
+    options: RagOptions | None = None,
 ) -> list[tuple[Any, dict[str, str]]]:
     """The ``(prompt, variables)`` of every chat request an evaluation would make, for a dry
     run -- from the metrics' own :meth:`requests`, so it counts what evaluation asks.
@@ -351,8 +354,11 @@ def plan_requests(
     answer in ``llm``'s cache when there is one, else the metric's stand-in (the response as
     one claim), so that part is approximate. Embeddings requests are not listed.
     """
+    opts = RagOptions.merge(options, grading=grading, default_k=default_k,
+                            embedding_model=embedding_model)
+    grading, default_k = opts.grading, opts.default_k
     data = as_samples(samples)
-    setup = _setup(grading, judge, embedding_model)
+    setup = _setup(grading, judge, opts.embedding_model)
     parsed = [m for m in parse_rag_metrics(metrics) if m.needs_llm]
     out: list[tuple[Any, dict[str, str]]] = []
     for s in data:

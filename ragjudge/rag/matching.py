@@ -25,6 +25,7 @@ from collections.abc import Sequence
 
 from ..errors import InputError, MetricError
 from ..lists import check_ranking
+from .options import MATCH_MODES
 from .samples import Sample
 
 __all__ = [
@@ -37,7 +38,6 @@ __all__ = [
     "resolve_mode",
 ]
 
-MATCH_MODES = ("auto", "id", "text", "normalized", "chunk")
 
 _WS = re.compile(r"\s+")
 _DATE_LINE = re.compile(r"^[ \t]*date:[^\n]*$", re.IGNORECASE | re.MULTILINE)

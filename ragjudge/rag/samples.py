@@ -41,6 +41,7 @@ from typing import Any
 from ..errors import InputError
 from ..io.records import csv_dict_reader, jsonl_lines, load_json
 from ..io.streams import decode_text, open_input
+from .options import DEFAULT_K
 
 __all__ = [
     "Context",
@@ -55,7 +56,6 @@ __all__ = [
 ]
 
 #: Cutoff used when neither the sample (``metadata.k``) nor the metric (``@k``) gives one.
-DEFAULT_K = 5
 
 _ID_FIELDS = ("id", "sample_id", "query_id", "qid")
 _QUESTION_FIELDS = ("user_input", "input", "question", "query")

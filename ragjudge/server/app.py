@@ -346,12 +346,11 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
     async def rag(req: RagRequest, request: Request) -> Response:
         """RAG metrics on samples. Deterministic metrics answer at once (the report of
         `ragjudge rag --format json`); LLM metrics start a job (202) whose result is that report."""
-        samples, metrics = await _cpu(rag_inputs, req, limit)
+        samples, metrics, options = await _cpu(rag_inputs, req, limit)
         if not any(m.needs_llm for m in metrics):
             from ..rag import evaluate_samples_sync
 
-            report = await _cpu(lambda: evaluate_samples_sync(
-                samples, metrics, grading=req.grading, match=req.match, default_k=req.default_k))
+            report = await _cpu(lambda: evaluate_samples_sync(samples, metrics, options=options))
             return _json(report.render("json", per_sample=req.per_sample))
         # model, key and budget are checked before accepting; the model is pinned in the job
         req.settings.model = build_llm(settings, req.settings).model

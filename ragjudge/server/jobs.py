@@ -40,6 +40,7 @@ from .service import check_pairs, load_qrels, load_run
 from .settings import ServerSettings
 
 if TYPE_CHECKING:
+    from ..rag.options import RagOptions
     from ..synth.options import SynthOptions
 
 __all__ = ["JobStore", "PostgresJobStore", "JobManager", "build_llm", "judge_pairs", "rag_inputs", "synth_inputs",
@@ -484,18 +485,21 @@ def judge_pairs(req: JudgeRequest, limit: int) -> list[Any]:
                       all_queries=req.all_queries if human is not None else True)
 
 
-def rag_inputs(req: RagRequest, limit: int) -> tuple[Any, list[Any]]:
-    """Samples and parsed metrics of a RAG request (errors name ``samples`` / ``metrics``)."""
+def rag_inputs(req: RagRequest, limit: int) -> tuple[Any, list[Any], RagOptions]:
+    """Samples, parsed metrics and :class:`ragjudge.rag.RagOptions` of a RAG request (errors
+    name ``samples`` / ``metrics`` / the option's field)."""
     from ..rag import parse_rag_metrics, samples_from_records
-
     from ..rag.evaluate import check_embedding_model
+    from ..rag.options import RagOptions
 
+    options = RagOptions.from_mapping(
+        {name: getattr(req, name) for name in RagOptions.names() if name in RagRequest.model_fields})
     metrics = parse_rag_metrics(req.metrics)
-    check_embedding_model(metrics, req.embedding_model)
-    samples = samples_from_records(req.samples, source="samples", skip_invalid=req.skip_invalid)
+    check_embedding_model(metrics, options.embedding_model)
+    samples = samples_from_records(req.samples, source="samples", skip_invalid=options.skip_invalid)
     size = sum(max(1, len(s.context_texts or s.context_ids or [])) for s in samples)
     check_pairs(size, limit, "sample-context pairs")
-    return samples, metrics
+    return samples, metrics, options
 
 
 def synth_inputs(req: SynthRequest, limit: int) -> SynthOptions:
@@ -763,14 +767,11 @@ class RagJob(_Job):
         from ..rag import evaluate_samples, plan_requests
 
         req = RagRequest.model_validate(self.request)
-        samples, metrics = rag_inputs(req, self.settings.max_pairs)
+        samples, metrics, options = rag_inputs(req, self.settings.max_pairs)
         self.llm = build_llm(self.settings, req.settings, spent=self.prior_cost or 0.0)
-        self.total = len(plan_requests(samples, metrics, grading=req.grading,
-                                       default_k=req.default_k, llm=self.llm))
+        self.total = len(plan_requests(samples, metrics, llm=self.llm, options=options))
         try:
-            report = await evaluate_samples(samples, metrics, judge=self.llm, grading=req.grading,
-                                            match=req.match, default_k=req.default_k,
-                                            embedding_model=req.embedding_model)
+            report = await evaluate_samples(samples, metrics, judge=self.llm, options=options)
         finally:
             await self.llm.aclose()
         return report.to_dict(per_sample=req.per_sample)

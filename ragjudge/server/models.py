@@ -8,6 +8,8 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..rag.options import GRADING_MODES, MATCH_MODES
+from ..rag.options import RagOptions as _R
 from ..synth.options import SynthOptions as _S
 
 __all__ = [
@@ -121,12 +123,17 @@ class RagRequest(_Request):
     samples: list[dict[str, Any]] = Field(min_length=1, description=(
         "Samples with RAGAS, DeepEval or id+text field names (as in `ragjudge rag`)."))
     metrics: list[str] = Field(min_length=1, max_length=256)
-    default_k: int = Field(default=5, ge=1, le=100_000)
-    match: Optional[Literal["auto", "id", "text", "normalized", "chunk"]] = None
-    grading: Literal["listwise", "pointwise"] = "listwise"
-    skip_invalid: bool = False
+    # Defaults and descriptions are the library's (RagOptions); the bounds are this service's.
+    default_k: int = Field(default=_R.default("default_k"), ge=1, le=100_000,
+                           description=_R.help("default_k"))
+    match: Optional[Literal[MATCH_MODES]] = Field(
+        default=_R.default("match"), description=_R.help("match"))
+    grading: Literal[GRADING_MODES] = Field(default=_R.default("grading"),
+                                           description=_R.help("grading"))
+    skip_invalid: bool = Field(default=_R.default("skip_invalid"), description=_R.help("skip_invalid"))
     per_sample: bool = True
-    embedding_model: Optional[str] = Field(default=None, max_length=200)
+    embedding_model: Optional[str] = Field(default=_R.default("embedding_model"), max_length=200,
+                                           description=_R.help("embedding_model"))
     settings: ModelSettings = Field(default_factory=ModelSettings)
 
 
