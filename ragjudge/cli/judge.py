@@ -15,11 +15,14 @@ from typing import Any
 
 from .._sync import run_sync
 from ..errors import InputError, LLMError
+from ..judges.options import COMBINE_RULES, JudgeOptions
 from ._inputs import (
     add_beir_options,
     add_format_options,
+    add_option,
     beir_from_args,
     check_inputs,
+    options_from_args,
     read_qrels_arg,
     read_run_arg,
 )
@@ -71,29 +74,27 @@ def register(subparsers: Any) -> None:
     add_format_options(io)
     io.add_argument("--run", dest="runs", action="append", required=True, metavar="RUN",
                     help="TREC run to pool from; repeat for several runs")
-    io.add_argument("--depth", type=int, default=20, metavar="K",
-                    help="pool the top K documents of each run (default 20)")
+    add_option(io, JudgeOptions, "depth", type=int, metavar="K")
     io.add_argument("--fill", metavar="QRELS",
                     help="human qrels: judge only the pooled pairs they lack; human labels win")
-    io.add_argument("--all-queries", action="store_true",
-                    help="with --fill, also judge queries the human qrels do not have")
+    add_option(io, JudgeOptions, "all_queries", action="store_true",
+               help="with --fill, also judge queries the human qrels do not have")
     io.add_argument("-o", "--output", metavar="OUT.qrels",
                     help="write the qrels here: TREC, or JSON for .json, BEIR TSV for .tsv "
                          "(required unless --dry-run)")
     io.add_argument("--judgments", metavar="OUT.jsonl",
                     help="write every judgment with grade, reasoning, error and provenance")
-    io.add_argument("--prompt", default="relevance.v1", metavar="NAME|FILE",
-                    help="prompt template: a shipped name or a file (default relevance.v1)")
+    add_option(io, JudgeOptions, "prompt", metavar="NAME|FILE")
     add_llm_options(p, model=False)  # --model is this command's own: repeatable (a panel)
     panel = p.add_argument_group("judge panels")
     # Repeated, the models form a panel; args.model stays the first, so single-model code is
     # unchanged.
     panel.add_argument("--model", action=_ModelAction, default=os.environ.get("RAGJUDGE_MODEL"),
                        metavar="M", help="model name (or $RAGJUDGE_MODEL); repeat for a judge panel")
-    panel.add_argument("--combine", choices=("majority", "mean"), default="majority",
-                       help="panel label: majority grade (ties to the lowest tied grade) or mean "
-                            "grade rounded half up (default majority); --max-cost is shared "
-                            "equally by the panel's models")
+    add_option(panel, JudgeOptions, "combine", choices=COMBINE_RULES,
+               help=JudgeOptions.help("combine") + " (default majority); --max-cost is shared "
+                                                   "equally by the panel's models",
+               default_note=False)
     bt = p.add_argument_group("batch mode")
     bt.add_argument("--batch", action="store_true",
                     help="use the OpenAI Batch API (half price, results within 24 h; resumable)")
@@ -126,10 +127,12 @@ def _say(msg: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..io import read_corpus, read_queries, write_qrels
     from ..judges import LLMRelevanceJudge, pool_pairs
+
+    options = options_from_args(JudgeOptions, args)
     if len(getattr(args, "models", None) or []) > 1:  # several --model: a judge panel
         from .trust import run_panel
 
-        return run_panel(args)
+        return run_panel(args, options)
     if args.export_batch or args.import_batch:
         # Writing or reading batch files sends nothing: no API key needed.
         args.dry_run, dry_run = True, args.dry_run
@@ -142,9 +145,7 @@ def run(args: argparse.Namespace) -> int:
         llm = llm_from_args(args)
     if not args.output and not args.dry_run and not args.export_batch:
         raise InputError("no output file (pass -o OUT.qrels, or --dry-run)", field="-o")
-    if args.depth < 1:
-        raise InputError(f"must be a positive integer, got {args.depth}", field="--depth")
-    if args.all_queries and not args.fill:
+    if options.all_queries and not args.fill:
         raise InputError("--all-queries only makes sense with --fill", field="--all-queries")
 
     if args.beir is None and (args.queries is None or args.corpus is None):
@@ -158,39 +159,39 @@ def run(args: argparse.Namespace) -> int:
     runs = [read_run_arg(path, args) for path in args.runs]
     human = read_qrels_arg(args.fill, args) if args.fill else None
 
-    judge = LLMRelevanceJudge(llm=llm, prompt=args.prompt, progress=not args.no_progress)
+    judge = LLMRelevanceJudge(llm=llm, prompt=options.prompt, progress=not args.no_progress)
 
     if args.dry_run:
-        plan = judge.estimate(queries, corpus, runs, args.depth, qrels=human,
-                              all_queries=args.all_queries)
+        plan = judge.estimate(queries, corpus, runs, options.depth, qrels=human,
+                              all_queries=options.all_queries)
         print(plan.describe())
         return 0
     if args.export_batch:
         from ..judges import export_judge_batch
 
-        _say(export_judge_batch(judge, queries, corpus, runs, args.depth, args.export_batch, qrels=human,
-                                all_queries=args.all_queries).describe())
+        _say(export_judge_batch(judge, queries, corpus, runs, options.depth, args.export_batch, qrels=human,
+                                all_queries=options.all_queries).describe())
         return 0
 
     # Everything that could fail after the money is spent is checked first: the output
     # paths are writable, and every id can be written in the output's format.
-    pairs = pool_pairs(queries, corpus, runs, args.depth, skip=human, all_queries=args.all_queries)
+    pairs = pool_pairs(queries, corpus, runs, options.depth, skip=human, all_queries=options.all_queries)
     _check_outputs(args.output, args.judgments, pairs, human, write_qrels)
 
     if args.import_batch:
         from ..judges import import_judge_batch
 
-        result = import_judge_batch(judge, queries, corpus, runs, args.depth, args.import_batch,
-                                    qrels=human, all_queries=args.all_queries)
+        result = import_judge_batch(judge, queries, corpus, runs, options.depth, args.import_batch,
+                                    qrels=human, all_queries=options.all_queries)
     elif args.batch:
-        result = _run_batch(args, judge, queries, corpus, runs, human)
+        result = _run_batch(args, options, judge, queries, corpus, runs, human)
     else:
         async def main() -> Any:
             try:
                 if human is not None:
-                    return await judge.fill_holes(human, queries, corpus, runs, args.depth,
-                                                  all_queries=args.all_queries)
-                return await judge.judge_run(queries, corpus, runs, args.depth)
+                    return await judge.fill_holes(human, queries, corpus, runs, options.depth,
+                                                  all_queries=options.all_queries)
+                return await judge.judge_run(queries, corpus, runs, options.depth)
             finally:
                 await llm.aclose()
 
@@ -262,12 +263,12 @@ def _check_outputs(output: str, judgments: str | None, pairs: Sequence[Any], hum
             probe.unlink(missing_ok=True)
 
 
-def _run_batch(args: argparse.Namespace, judge: Any, queries: Any, corpus: Any, runs: Any,
-               human: Any) -> Any:
+def _run_batch(args: argparse.Namespace, options: JudgeOptions, judge: Any, queries: Any,
+               corpus: Any, runs: Any, human: Any) -> Any:
     from ..judges import batch
 
-    return batch.judge_with_batch_sync(judge, queries, corpus, runs, args.depth, qrels=human,
-                                  all_queries=args.all_queries, state_path=args.batch_state)
+    return batch.judge_with_batch_sync(judge, queries, corpus, runs, options.depth, qrels=human,
+                                       all_queries=options.all_queries, state_path=args.batch_state)
 
 
 def _report(result: Any, args: argparse.Namespace, llm: Any) -> None:

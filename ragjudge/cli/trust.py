@@ -12,10 +12,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError, LLMError
 from ._inputs import check_writable, write_output
+
+if TYPE_CHECKING:
+    from ..judges.options import JudgeOptions
 
 __all__ = ["register", "parse_scale", "add_ppi_options", "evaluate_ppi", "evaluate_soft",
            "evaluate_judged", "run_panel"]
@@ -260,7 +263,7 @@ def evaluate_judged(args: argparse.Namespace, metrics: Any, runs: dict[str, Any]
 
 
 # ----------------------------------------------------------------------------- judge panels
-def run_panel(args: argparse.Namespace) -> int:
+def run_panel(args: argparse.Namespace, options: JudgeOptions) -> int:
     """``ragjudge judge --model A --model B ...``: every model grades the same pairs; write the
     combined qrels, each model's judgments, and print their agreement."""
     from .._sync import run_sync
@@ -271,8 +274,6 @@ def run_panel(args: argparse.Namespace) -> int:
 
     if not args.output and not args.dry_run:
         raise InputError("no output file (pass -o OUT.qrels, or --dry-run)", field="-o")
-    if args.depth < 1:
-        raise InputError(f"must be a positive integer, got {args.depth}", field="--depth")
     if args.batch:
         raise InputError("--batch does not support judge panels yet", field="--batch")
     if len(set(args.models)) != len(args.models):
@@ -287,18 +288,19 @@ def run_panel(args: argparse.Namespace) -> int:
         if args.max_cost is not None:
             # One cap for the whole panel: each model may spend an equal share of it.
             ns.max_cost = args.max_cost / len(args.models)
-        judges.append(LLMRelevanceJudge(llm=llm_from_args(ns), prompt=args.prompt,
+        judges.append(LLMRelevanceJudge(llm=llm_from_args(ns), prompt=options.prompt,
                                         progress=not args.no_progress))
     if args.dry_run:
         for j in judges:
-            print(j.estimate(queries, corpus, runs, args.depth, qrels=human,
-                             all_queries=args.all_queries).describe())
+            print(j.estimate(queries, corpus, runs, options.depth, qrels=human,
+                             all_queries=options.all_queries).describe())
         return 0
 
     async def main() -> Any:
         try:
-            return await judge_panel(judges, queries, corpus, runs, args.depth, rule=args.combine,
-                                     human=human, all_queries=args.all_queries)
+            return await judge_panel(judges, queries, corpus, runs, options.depth,
+                                     rule=options.combine, human=human,
+                                     all_queries=options.all_queries)
         finally:
             for j in judges:
                 await j.llm.aclose()

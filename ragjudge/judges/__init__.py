@@ -3,13 +3,37 @@ judging on demand while evaluating (:func:`evaluate_with_judge`)."""
 
 from __future__ import annotations
 
-from .batch import export_judge_batch, import_judge_batch, judge_with_batch, judge_with_batch_sync
-from .ondemand import evaluate_with_judge, evaluate_with_judge_sync
-from .relevance import (
-    JudgeResult, Judgment, LLMRelevanceJudge, Pair, holes, pool_pairs, qrels_from_judgments,
-)
+from importlib import import_module
+from typing import Any
 
-__all__ = ["LLMRelevanceJudge", "Judgment", "JudgeResult", "Pair", "holes", "pool_pairs",
+from .options import JudgeOptions
+
+# The judges (and the LLM layer under them) load on first use, so that the options value
+# alone (read by the CLI's parser and the service's models) stays cheap.
+_LAZY = {
+    "export_judge_batch": "batch", "import_judge_batch": "batch", "judge_with_batch": "batch",
+    "judge_with_batch_sync": "batch",
+    "evaluate_with_judge": "ondemand", "evaluate_with_judge_sync": "ondemand",
+    "JudgeResult": "relevance", "Judgment": "relevance", "LLMRelevanceJudge": "relevance",
+    "Pair": "relevance", "holes": "relevance", "pool_pairs": "relevance",
+    "qrels_from_judgments": "relevance",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+__all__ = ["LLMRelevanceJudge", "JudgeOptions", "Judgment", "JudgeResult", "Pair", "holes", "pool_pairs",
            "qrels_from_judgments", "judge_with_batch", "judge_with_batch_sync", "export_judge_batch", "import_judge_batch", "evaluate_with_judge",
            "evaluate_with_judge_sync"]
 

@@ -40,10 +40,11 @@ from .service import check_pairs, load_qrels, load_run
 from .settings import ServerSettings
 
 if TYPE_CHECKING:
+    from ..judges.options import JudgeOptions
     from ..rag.options import RagOptions
     from ..synth.options import SynthOptions
 
-__all__ = ["JobStore", "PostgresJobStore", "JobManager", "build_llm", "judge_pairs", "rag_inputs", "synth_inputs",
+__all__ = ["JobStore", "PostgresJobStore", "JobManager", "build_llm", "judge_options", "judge_pairs", "rag_inputs", "synth_inputs",
            "synth_plan", "synth_result", "job_view"]
 
 log = logging.getLogger("ragjudge.server")
@@ -458,11 +459,20 @@ def _check_prompt(name: str) -> None:
                          field="prompt")
 
 
+def judge_options(req: JudgeRequest) -> JudgeOptions:
+    """The :class:`ragjudge.judges.JudgeOptions` of a judge request (shipped prompts only)."""
+    from ..judges.options import JudgeOptions
+
+    _check_prompt(req.prompt)
+    return JudgeOptions.from_mapping(
+        {name: getattr(req, name) for name in JudgeOptions.names() if name in JudgeRequest.model_fields})
+
+
 def judge_pairs(req: JudgeRequest, limit: int) -> list[Any]:
     """The pairs a judge job grades, in a deterministic order (so a resumed job lines up)."""
     from ..judges import Pair, pool_pairs
 
-    _check_prompt(req.prompt)
+    options = judge_options(req)
     if req.pairs is not None:
         if req.runs is not None or req.fill is not None:
             raise InputError("give either pairs or runs (with queries and corpus), not both",
@@ -476,13 +486,13 @@ def judge_pairs(req: JudgeRequest, limit: int) -> list[Any]:
         if getattr(req, name) is None:
             raise InputError("required with runs", field=name)
     runs = [load_run(v, f"runs.{name}", name) for name, v in req.runs.items()]
-    check_pairs(sum(r.num_queries for r in runs) * req.depth, limit,
+    check_pairs(sum(r.num_queries for r in runs) * options.depth, limit,
                 "queries x depth to pool")
     human = load_qrels(req.fill, "fill") if req.fill is not None else None
-    if req.all_queries and human is None:
+    if options.all_queries and human is None:
         raise InputError("only makes sense with fill", field="all_queries")
-    return pool_pairs(req.queries or {}, req.corpus or {}, runs, req.depth, skip=human,
-                      all_queries=req.all_queries if human is not None else True)
+    return pool_pairs(req.queries or {}, req.corpus or {}, runs, options.depth, skip=human,
+                      all_queries=options.all_queries if human is not None else True)
 
 
 def rag_inputs(req: RagRequest, limit: int) -> tuple[Any, list[Any], RagOptions]:
@@ -678,7 +688,7 @@ class JudgeJob(_Job):
         self.total = len(pairs)
         self.before = self._spent_before()
         self.llm = build_llm(self.settings, self.req.settings, spent=self.before or 0.0)
-        judge = LLMRelevanceJudge(llm=self.llm, prompt=self.req.prompt, progress=False)
+        judge = LLMRelevanceJudge(llm=self.llm, prompt=judge_options(self.req).prompt, progress=False)
         todo = deque(i for i in range(len(pairs))
                      if i not in self.latest or self.latest[i].get("error") is not None)
 

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..judges.options import JudgeOptions as _J
 from ..rag.options import GRADING_MODES, MATCH_MODES
 from ..rag.options import RagOptions as _R
 from ..synth.options import SynthOptions as _S
@@ -105,14 +106,13 @@ class JudgeRequest(_Request):
     corpus: Optional[dict[str, str]] = Field(default=None, description="{docid: passage text}")
     runs: Optional[dict[str, RunInput]] = Field(default=None, max_length=64, description=(
         "Runs to pool the top `depth` documents from."))
-    depth: int = Field(default=20, ge=1, le=10_000)
+    depth: int = Field(default=_J.default("depth"), ge=1, le=10_000, description=_J.help("depth"))
     fill: Optional[QrelsInput] = Field(default=None, description=(
         "Human qrels: judge only the pooled pairs they lack; human labels win."))
-    all_queries: bool = Field(default=False, description="With fill, also judge queries "
-                              "the human qrels do not have.")
+    all_queries: bool = Field(default=_J.default("all_queries"), description=_J.help("all_queries"))
     pairs: Optional[list[JudgePair]] = Field(default=None, description=(
         "Explicit pairs to grade instead of queries/corpus/runs."))
-    prompt: str = Field(default="relevance.v1", max_length=200,
+    prompt: str = Field(default=_J.default("prompt"), max_length=200,
                         description="A prompt shipped with ragjudge (by name).")
     settings: ModelSettings = Field(default_factory=ModelSettings)
     dry_run: bool = Field(default=False, description=(
