@@ -67,8 +67,9 @@ class OptionsValue:
     def merge(cls: type[T], options: T | None, **keywords: Any) -> T:
         """``options`` (or the defaults) with the keyword arguments a caller set.
 
-        A keyword left at its default never overrides ``options``; one that differs from
-        both is a conflict (the caller said two things), a :class:`TypeError`."""
+        A keyword left at its default never overrides ``options``; one that is set where
+        ``options`` keeps the default fills it in; one that differs from a set value of
+        ``options`` is a conflict (the caller said two things), a :class:`TypeError`."""
         if options is not None and not isinstance(options, cls):
             raise TypeError(f"options must be a {cls.__name__}, got {type(options).__name__}")
         if options is None:
@@ -77,7 +78,8 @@ class OptionsValue:
         for name, value in keywords.items():
             if _same(value, cls.default(name)):
                 continue
-            if not _same(value, getattr(options, name)):
+            current = getattr(options, name)
+            if not _same(value, current) and not _same(current, cls.default(name)):
                 raise TypeError(f"{name} is given both in options= ({getattr(options, name)!r}) "
                                 f"and as a keyword ({value!r}); give it once")
             changes[name] = value

@@ -31,7 +31,8 @@ __all__ = [
 ]
 
 # Library parameters whose flag is not the parameter's own spelling.
-_FLAG_OF = {"prompts": "--prompt", "judge_pool": "--judge-pool", "embedding_model": "--embedding-model"}
+_FLAG_OF = {"prompts": "--prompt", "judge_pool": "--judge-pool", "embedding_model": "--embedding-model",
+            "default_k": "-k"}
 
 
 def flag_of(field: str) -> str:

@@ -16,7 +16,7 @@ from ..synth.options import SynthOptions
 from ._inputs import add_option, flags_named, options_from_args
 from ._llm import add_llm_options, llm_from_args
 
-__all__ = ["register"]
+__all__ = ["register", "synth_options"]
 
 _EPILOG = """\
 pipeline: sample passages (seeded by --seed, stratified by source/title and length; too short,
@@ -99,6 +99,15 @@ def _prompts(values: list[str]) -> dict[str, str]:
     return out
 
 
+def synth_options(args: argparse.Namespace) -> SynthOptions:
+    """The :class:`SynthOptions` of a parsed ``synth`` command line (``--prompt`` pairs become
+    ``prompts``; ``--roundtrip-k 0`` is off, ``None``)."""
+    if args.roundtrip_k is not None and args.roundtrip_k < 0:
+        raise InputError(f"must be >= 0 (0: off), got {args.roundtrip_k}", field="--roundtrip-k")
+    return options_from_args(SynthOptions, args, prompts=_prompts(args.prompts) or None,
+                             roundtrip_k=args.roundtrip_k or None)
+
+
 def run(args: argparse.Namespace) -> int:
     from ..io import read_corpus, read_run
     from ..synth import estimate_synth, synthesize
@@ -108,10 +117,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("no output directory (pass -o DIR, or --dry-run)", field="-o")
     if args.n <= 0:
         raise InputError(f"must be a positive integer, got {args.n}", field="-n")
-    if args.roundtrip_k is not None and args.roundtrip_k < 0:
-        raise InputError(f"must be >= 0 (0: off), got {args.roundtrip_k}", field="--roundtrip-k")
-    options = options_from_args(SynthOptions, args, prompts=_prompts(args.prompts),
-                                roundtrip_k=args.roundtrip_k or None)
+    options = synth_options(args)
     corpus = read_corpus(args.corpus)
     # Every input is read before planning, a dry run included: a missing file is an error now.
     runs = [read_run(path) for path in args.judge_pool] if args.judge_pool else None
