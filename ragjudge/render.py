@@ -124,6 +124,7 @@ _LATEX_SPECIALS = {
 
 
 def latex_escape(text: str) -> str:
+    """``text`` with LaTeX's special characters escaped (for table cells)."""
     return "".join(_LATEX_SPECIALS.get(c, c) for c in text)
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -216,7 +217,9 @@ def retrieve_bm25(
                 or not 0 <= value <= hi:
             span = "a finite number >= 0" if hi == math.inf else f"a number in [0, {hi:g}]"
             raise InputError(f"{label} must be {span}, got {value!r}", field=label)
-    import bm25s
+    with warnings.catch_warnings():  # bm25s imports tqdm.auto, which warns in a notebook
+        warnings.filterwarnings("ignore", message="IProgress not found")  # without ipywidgets
+        import bm25s
 
     analyze = analyzer(stemmer, stopwords)
     ids = list(docs)

@@ -8,6 +8,7 @@ of looping over every document in Python.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -21,7 +22,9 @@ class LexicalIndex:
     """BM25 (Lucene variant, k1=1.5, b=0.75) over ``{docid: text}`` with :func:`tokens`."""
 
     def __init__(self, docs: Mapping[str, str], *, k1: float = 1.5, b: float = 0.75) -> None:
-        import bm25s
+        with warnings.catch_warnings():  # bm25s imports tqdm.auto, which warns in a notebook
+            warnings.filterwarnings("ignore", message="IProgress not found")  # without ipywidgets
+            import bm25s
 
         self.ids: list[str] = list(docs)
         self.pos = {d: i for i, d in enumerate(self.ids)}

@@ -28,6 +28,7 @@ def register(spec: ProviderSpec, factory: Factory) -> None:
 
 
 def provider_names() -> tuple[str, ...]:
+    """The names of the registered providers (``--provider`` choices)."""
     return tuple(_REGISTRY)
 
 

@@ -67,6 +67,7 @@ def llm_metric_names() -> list[str]:
 
 
 def known_rag_metrics() -> list[str]:
+    """Every RAG metric name: the ranking measures and the RAG metric units, sorted."""
     return sorted({*known_measures(), *(n for n in units() if n != "*")})
 
 

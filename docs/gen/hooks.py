@@ -1,0 +1,55 @@
+"""MkDocs hooks: the API reference pages (from ``docs/gen/reference.py``), the executed
+notebooks and their figures (from ``examples/``), added to the site at build time so nothing
+is copied into ``docs/`` by hand."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from mkdocs.plugins import event_priority
+from mkdocs.structure.files import File, Files
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import reference  # noqa: E402  (docs/gen/reference.py, beside this file)
+
+
+def notebook_page(path: Path) -> str:
+    """An executed notebook as a page: its cells and committed outputs as HTML (nbconvert's
+    basic template, images inline). Nothing is executed here: the test suite runs them."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    nb = nbformat.read(path, as_version=4)
+    exporter = HTMLExporter(template_name="basic")
+    exporter.exclude_input_prompt = exporter.exclude_output_prompt = True
+    body, _ = exporter.from_notebook_node(nb)
+    return (f"*The notebook `examples/{path.name}` with its committed outputs (made by "
+            "`python examples/run_notebooks.py`; the test suite executes every notebook "
+            "again).*\n\n<div class=\"notebook\" markdown=\"0\">\n"
+            + body + "\n</div>\n")
+
+
+@event_priority(100)
+def on_files(files: Files, config: Any) -> Files:
+    table = reference.entries()
+    for page, package in reference.PAGES:
+        files.append(File.generated(config, f"reference/{page}.md",
+                                    content=reference.page_text(page, package, table[page])))
+    for nb in sorted((ROOT / "examples").glob("*.ipynb")):
+        files.append(File.generated(config, f"notebooks/{nb.stem}.md", content=notebook_page(nb)))
+    for fig in sorted((ROOT / "examples" / "figures").glob("*.png")):
+        files.append(File.generated(config, f"figures/{fig.name}", abs_src_path=str(fig)))
+    return files
+
+
+def on_page_markdown(markdown: str, **kwargs: Any) -> str:
+    # The pages' executed blocks import ``shell`` from here; a plugin may have reset sys.path
+    # since this module was loaded.
+    here = str(Path(__file__).resolve().parent)
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    return markdown

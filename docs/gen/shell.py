@@ -1,0 +1,87 @@
+"""Commands run while the docs are built (markdown-exec ``python`` blocks print :func:`sh`), so
+the outputs shown in the pages are produced, never typed. Each page's session has its own
+working folder with ``examples/`` and ``benchmarks/`` linked in; the simulator, where a page
+needs an "LLM", is the project's loopback simulator (deterministic noise, plumbing not quality)."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shlex
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent  # the environment building the docs has ragjudge installed
+_DIRS: dict[str, Path] = {}
+_PROCS: list[subprocess.Popen] = []
+
+
+def workdir(session: str) -> Path:
+    """The working folder of a page's session (``examples`` and ``benchmarks`` linked in)."""
+    if session not in _DIRS:
+        d = Path(tempfile.mkdtemp(prefix=f"ragjudge-docs-{session}-"))
+        for name in ("examples", "benchmarks"):
+            (d / name).symlink_to(ROOT / name)
+        _DIRS[session] = d
+    return _DIRS[session]
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "RAGJUDGE_"))}
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    env["RAGJUDGE_CACHE"] = str(workdir("cache") / "judgments.sqlite")
+    env["COLUMNS"] = "200"
+    return env
+
+
+def sh(command: str, session: str = "docs", *, shown: str | None = None, stderr: bool = True,
+       ok: tuple[int, ...] = (0,), lines: int | None = None) -> str:
+    """Run ``command`` with bash in the session's folder; ``$ command`` and what it wrote
+    (stdout, then stderr), as a terminal shows it (the page's block prints it). ``shown`` replaces the command line
+    in the page; ``lines`` keeps the first lines of the output ("..." marks the cut). A
+    command that fails fails the build."""
+    proc = subprocess.run(["bash", "-c", command], cwd=workdir(session), env=_env(),
+                          capture_output=True, text=True, timeout=600)
+    if proc.returncode not in ok:
+        raise RuntimeError(f"docs command failed ({proc.returncode}): {command}\n{proc.stderr}")
+    out = proc.stdout + (proc.stderr if stderr else "")
+    text = out.rstrip("\n").splitlines()
+    if lines is not None and len(text) > lines:
+        text = text[:lines] + ["..."]
+    return "\n".join(["$ " + (shown or command), *text])
+
+
+def simulator(port: int = 8765) -> str:
+    """Start the loopback simulator once (ended when the build ends); its base URL."""
+    url = f"http://127.0.0.1:{port}/v1"
+    if any(getattr(p, "port", None) == port for p in _PROCS):
+        return url
+    proc = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "simulator.py"), "--port",
+                             str(port), "--latency", "0.01"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    proc.port = port  # type: ignore[attr-defined]
+    _PROCS.append(proc)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return url
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError("the loopback simulator did not start")
+
+
+def quote(*args: str) -> str:
+    """Shell-quoted arguments."""
+    return " ".join(shlex.quote(a) for a in args)
+
+
+@atexit.register
+def _stop() -> None:
+    for proc in _PROCS:
+        proc.kill()
