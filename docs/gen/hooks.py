@@ -41,6 +41,9 @@ def on_files(files: Files, config: Any) -> Files:
                                     content=reference.page_text(page, package, table[page])))
     for nb in sorted((ROOT / "examples").glob("*.ipynb")):
         files.append(File.generated(config, f"notebooks/{nb.stem}.md", content=notebook_page(nb)))
+    # benchmarks/README.md (each script, what it measures, its last printed figures) as a page
+    files.append(File.generated(config, "benchmark-scripts.md",
+                                content=(ROOT / "benchmarks" / "README.md").read_text(encoding="utf-8")))
     for fig in sorted((ROOT / "examples" / "figures").glob("*.png")):
         files.append(File.generated(config, f"figures/{fig.name}", abs_src_path=str(fig)))
     return files
