@@ -1,38 +1,31 @@
 """ragjudge: evaluate retrieval and RAG systems with or without human labels.
 
-The ranking core (``Qrels``/``Run``, readers, ``evaluate``/``compare``) is imported eagerly; the
-agreement statistics, the LLM judge and the RAG metrics load on first use, so a CI job that only
-scores runs does not pay for them.
+Every name loads on first use (PEP 562), so ``import ragjudge`` and ``ragjudge --help`` cost no
+more than the lightest peer's import; a CI job that only scores runs never loads the LLM judge,
+the agreement statistics or the RAG metrics.
 """
 
 from __future__ import annotations
 
 from ._version import __version__
 
+import sys
+import types
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from .data import Qrels, Run
 from .errors import InputError, LLMError, MetricError, RagjudgeError
-from .evaluate import compare, evaluate, evaluate_lists
-from .fuse import fuse
-from .io import (
-    format_qrels,
-    format_run,
-    parse_qrels,
-    parse_run,
-    read_beir,
-    read_corpus,
-    read_qrels,
-    read_queries,
-    read_run,
-    write_qrels,
-    write_run,
-)
-from .measures import Measure, known_measures, parse_measure
-from .report import CompareReport, Report
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from .data import Qrels, Run
+    from .evaluate import compare, evaluate, evaluate_lists
+    from .fuse import fuse
+    from .io import (
+        format_qrels, format_run, parse_qrels, parse_run, read_beir, read_corpus, read_qrels,
+        read_queries, read_run, write_qrels, write_run,
+    )
+    from .measures import Measure, known_measures, parse_measure
+    from .report import CompareReport, Report
     from .trust.agreement import AgreementReport, label_agreement, ranking_agreement
     from .judges import (
         Judgment, JudgeResult, LLMRelevanceJudge, evaluate_with_judge, evaluate_with_judge_sync,
@@ -47,6 +40,14 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
 
 # name -> module it is loaded from on first access (PEP 562)
 _LAZY = {
+    "Qrels": "data", "Run": "data",
+    "compare": "evaluate", "evaluate": "evaluate", "evaluate_lists": "evaluate",
+    "fuse": "fuse",
+    "format_qrels": "io", "format_run": "io", "parse_qrels": "io", "parse_run": "io",
+    "read_beir": "io", "read_corpus": "io", "read_qrels": "io", "read_queries": "io",
+    "read_run": "io", "write_qrels": "io", "write_run": "io",
+    "Measure": "measures", "known_measures": "measures", "parse_measure": "measures",
+    "CompareReport": "report", "Report": "report",
     "AgreementReport": "trust.agreement",
     "label_agreement": "trust.agreement",
     "ranking_agreement": "trust.agreement",
@@ -93,6 +94,23 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
+
+
+# ``ragjudge.evaluate`` and ``ragjudge.fuse`` are the functions, though their modules have the
+# same names: importing a submodule sets it as the package's attribute, which would hide the
+# function once anything imported the module. The package answers with the function instead.
+_SHADOWED = frozenset({"evaluate", "fuse"})
+
+
+class _Package(types.ModuleType):
+    def __getattribute__(self, name: str) -> Any:
+        value = super().__getattribute__(name)
+        if name in _SHADOWED and isinstance(value, types.ModuleType):
+            return getattr(value, name)
+        return value
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 __all__ = [

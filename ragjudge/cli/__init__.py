@@ -15,40 +15,68 @@ from ..errors import RagjudgeError
 
 __all__ = ["main", "build_parser"]
 
-# Module names under ragjudge/cli/; a module may register more than one command. Modules that
-# are not written yet are skipped, so parallel work can add a subcommand without touching this.
-_SUBCOMMANDS = ("evaluate", "judge", "rag", "agree", "trust", "synth", "serve", "fuse", "plot", "retrieve", "ui")
+# Each command, the module that registers it, and its one-line help. ``ragjudge --help`` and
+# the parser of one command read this table, so only the command being run is imported
+# (tests/cli/test_cli_help.py checks that it matches what the modules register).
+_COMMANDS: dict[str, tuple[str, str]] = {
+    "evaluate": ("evaluate", "score run(s) against qrels (trec_eval-compatible); compare several runs"),
+    "compare": ("evaluate", "compare runs: paired tests, Holm correction, bootstrap intervals"),
+    "judge": ("judge", "grade pooled run documents with an LLM and write qrels"),
+    "rag": ("rag", "RAG metrics on samples (context precision/recall, faithfulness, hit@k...)"),
+    "agree": ("agree", "label and system-ranking agreement between two qrels, with bootstrap intervals"),
+    "plan-labels": ("trust", "how many human-labelled queries a target interval width needs (from a pilot)"),
+    "simulate-judge": ("trust", "labels of a simulated judge (known confusion matrix) from true qrels"),
+    "ppi-samples": ("trust", "prediction-powered estimates of RAG sample metrics from a human-scored subset"),
+    "synth": ("synth", "generate synthetic queries, qrels and RAG samples from a corpus"),
+    "serve": ("serve", "run the HTTP evaluation service (FastAPI + uvicorn)"),
+    "fuse": ("fuse", "fuse several runs into one (rrf, combsum, combmnz, wsum)"),
+    "retrieve": ("retrieve", "make a run: BM25, dense (embeddings) or hybrid retrieval over a corpus"),
+    "ui": ("ui", "a local web page: results, per-query differences, judgments, agreement, labelling"),
+}
+#: The modules under ragjudge/cli/ that register commands.
+_SUBCOMMANDS = tuple(dict.fromkeys(module for module, _ in _COMMANDS.values()))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or, given ``command``, of that one in full and the others
+    as names and help only (what ``ragjudge --help`` and an unknown command need)."""
     from importlib import import_module
 
     parser = argparse.ArgumentParser(
         prog="ragjudge",
         description="Evaluate retrieval and RAG systems with or without human labels.",
     )
-    from .. import __version__
+    from .._version import __version__
 
     parser.add_argument("--version", action="version", version=f"ragjudge {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for name in _SUBCOMMANDS:
-        try:
-            module = import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as exc:
-            # A subcommand module not written yet must not break the others.
-            if exc.name == f"{__name__}.{name}":
-                continue
-            raise
-        module.register(sub)
+    wanted = set(_SUBCOMMANDS) if command is None else {_COMMANDS[command][0]} if command in _COMMANDS else set()
+    registered: set[str] = set()
+    # In the table's order: a module registers its commands together, where its first one is.
+    for name, (module_name, text) in _COMMANDS.items():
+        if module_name not in wanted:
+            sub.add_parser(name, help=text)
+        elif module_name not in registered:
+            import_module(f"{__name__}.{module_name}").register(sub)
+            registered.add(module_name)
     # Kept so that main() can let the subcommand's own parser report a bad option: its usage
     # line is the one that helps, not the top-level "ragjudge [-h] COMMAND ...".
     parser.set_defaults(subparsers=sub.choices)
     return parser
 
 
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The command named in ``argv`` (its first word that is not an option), if any."""
+    for word in argv:
+        if not word.startswith("-"):
+            return word
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(_command_of(argv) or "")
     args, extra = parser.parse_known_args(argv)
     if extra:
         sub = args.subparsers.get(args.command, parser)

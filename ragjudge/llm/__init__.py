@@ -48,20 +48,69 @@ Judges on top (``ragjudge.judges``): ``LLMRelevanceJudge`` and its Batch API twi
 
 from __future__ import annotations
 
-from .budget import Budget, check_finite
-from .cache import Cache, NullCache, cache_key, default_cache_path
-from .client import CallFailed, ClientConfig, Completion, LLMClient, UnsupportedFeature, redact
-from .endpoint import Endpoint
-from .providers import provider_names, provider_spec
-from .cost import Price, PriceTable, Usage, estimate_tokens
-from .progress import Progress
-from .prompts import Prompt, list_prompts, load_prompt, parse_prompt
-from .protocols import EmbeddingSession, StructuredSession
-from .provenance import FailureKind, Provenance
-from .replies import apply_validate, check_reply, label_probs, parse_reply
-from .runner import Runner
-from .session import LLM, embedding_key
-from .values import BUDGET_REASON, DryRun, Embeddings, Outcome, PreparedCall, Stats, Validator
+from importlib import import_module
+from typing import Any
+
+# Every name loads on first use: the CLI's parsers and the options values read the provider
+# registry (ragjudge.llm.providers) without loading the client, cache and session.
+_LAZY = {
+    'Budget': 'budget',
+    'check_finite': 'budget',
+    'Cache': 'cache',
+    'NullCache': 'cache',
+    'cache_key': 'cache',
+    'default_cache_path': 'cache',
+    'CallFailed': 'client',
+    'ClientConfig': 'client',
+    'Completion': 'client',
+    'LLMClient': 'client',
+    'UnsupportedFeature': 'client',
+    'redact': 'client',
+    'Endpoint': 'endpoint',
+    'provider_names': 'providers',
+    'provider_spec': 'providers',
+    'Price': 'cost',
+    'PriceTable': 'cost',
+    'Usage': 'cost',
+    'estimate_tokens': 'cost',
+    'Progress': 'progress',
+    'Prompt': 'prompts',
+    'list_prompts': 'prompts',
+    'load_prompt': 'prompts',
+    'parse_prompt': 'prompts',
+    'EmbeddingSession': 'protocols',
+    'StructuredSession': 'protocols',
+    'FailureKind': 'provenance',
+    'Provenance': 'provenance',
+    'apply_validate': 'replies',
+    'check_reply': 'replies',
+    'label_probs': 'replies',
+    'parse_reply': 'replies',
+    'Runner': 'runner',
+    'LLM': 'session',
+    'embedding_key': 'session',
+    'BUDGET_REASON': 'values',
+    'DryRun': 'values',
+    'Embeddings': 'values',
+    'Outcome': 'values',
+    'PreparedCall': 'values',
+    'Stats': 'values',
+    'Validator': 'values',
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "LLM",

@@ -17,7 +17,6 @@ billed but cannot be used; pass every message that may carry a URL or key throug
 
 from __future__ import annotations
 
-import email.utils
 import json
 import math
 import re
@@ -279,6 +278,8 @@ def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
             return max(0.0, float(ra))
         except ValueError:
             try:
+                import email.utils  # an HTTP date is rare; the CLI's start-up need not load it
+
                 when = email.utils.parsedate_to_datetime(ra)
                 return max(0.0, when.timestamp() - time.time())
             except (TypeError, ValueError):
