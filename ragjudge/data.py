@@ -19,6 +19,7 @@ All arrays are read-only; every operation returns a new object.
 from __future__ import annotations
 
 import math
+from itertools import chain
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
@@ -99,6 +100,53 @@ def _check_dedup_arg(dedup: str) -> None:
 
 
 # ----------------------------------------------------------------------------- shared base
+
+# ----------------------------------------------------------------------------- dicts of dicts
+_NUMBER_TYPES = frozenset({int, float, np.float64, np.float32, np.int64, np.int32})
+
+
+def _dict_columns(data: Mapping[Any, Mapping[Any, Any]]) -> tuple[np.ndarray, np.ndarray, list[Any]] | None:
+    """``{qid: {docid: value}}`` as (qid bytes, docid bytes, values) without a Python loop per
+    row; ``None`` when an id is not a plain ``str`` or holds a newline (the caller's row loop
+    then reads it, with its errors). Notebook users live on this path: it must not cost more
+    than the evaluation."""
+    sizes = [len(docs) for docs in data.values()]
+    n = sum(sizes)
+    qids = list(data.keys())
+    if not all(type(q) is str for q in qids):
+        return None
+    docids = list(chain.from_iterable(data.values()))
+    values = list(chain.from_iterable(docs.values() for docs in data.values()))
+    joined = "\n".join(docids)
+    # One encode and one split instead of a million: exact unless an id holds "\n" (counted)
+    # or is not a str (the join would have failed).
+    if joined.count("\n") != max(n - 1, 0):
+        return None
+    d = np.array(joined.encode("utf-8").split(b"\n"), dtype=bytes) if n else np.zeros(0, dtype="S1")
+    q = np.repeat(np.array([x.encode("utf-8") for x in qids], dtype=bytes) if qids else
+                  np.zeros(0, dtype="S1"), sizes)
+    return q, d, values
+
+
+def _numbers(values: list[Any], integral: bool) -> np.ndarray | None:
+    """``values`` as float64 (or int64 when ``integral``), or ``None`` when any is not a plain
+    number of the allowed kind (booleans included), not finite, or (``integral``) not whole:
+    the caller's row loop then names the row."""
+    if not values:
+        return np.zeros(0, dtype=np.int64 if integral else np.float64)
+    if not set(map(type, values)) <= _NUMBER_TYPES:
+        return None
+    arr = np.array(values, dtype=np.float64)
+    if not np.isfinite(arr).all():
+        return None
+    if integral:
+        whole = arr.astype(np.int64)
+        if not (whole == arr).all():
+            return None
+        return whole
+    return arr
+
+
 class _Columnar:
     """What Qrels and Run share: one row per (query, document), grouped by query id.
 
@@ -310,6 +358,11 @@ class Qrels(_Columnar):
     @classmethod
     def from_dict(cls, data: Mapping[str, Mapping[str, int]], *, source: str | None = None) -> Qrels:
         """From the pytrec_eval / ranx shape ``{qid: {docid: grade}}``."""
+        cols = _dict_columns(data)
+        if cols is not None:
+            grades = _numbers(cols[2], integral=True)
+            if grades is not None:
+                return cls.from_arrays(cols[0], cols[1], grades, source=source)
         qs: list[str] = []
         ds: list[str] = []
         gs: list[Any] = []
@@ -571,6 +624,11 @@ class Run(_Columnar):
         cls, data: Mapping[str, Mapping[str, float]], *, name: str = "run", source: str | None = None
     ) -> Run:
         """From the pytrec_eval / ranx shape ``{qid: {docid: score}}``."""
+        cols = _dict_columns(data)
+        if cols is not None:
+            scores = _numbers(cols[2], integral=False)
+            if scores is not None:
+                return cls.from_arrays(cols[0], cols[1], scores, name=name, source=source)
         qs: list[str] = []
         ds: list[str] = []
         ss: list[float] = []

@@ -1,0 +1,66 @@
+"""``Qrels.from_dict`` / ``Run.from_dict``: the vectorised path gives exactly what the row loop
+gives, and every odd input still ends in the row loop's error naming query and document."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from ragjudge import Qrels, Run, evaluate
+from ragjudge.errors import InputError
+
+
+def _same(a: Run, b: Run) -> None:
+    assert a.query_ids == b.query_ids
+    assert a.to_dict() == b.to_dict()
+    assert [a.ranked(q) for q in a.query_ids] == [b.ranked(q) for q in b.query_ids]  # rank order too
+
+
+def _slow_run(data: dict) -> Run:
+    rows = [(q, d, float(s)) for q, docs in data.items() for d, s in docs.items()]
+    return Run.from_arrays([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
+
+
+def test_fast_path_equals_the_row_order_build() -> None:
+    rng = random.Random(7)
+    run = {f"q{i}": {f"d{rng.randrange(50)}é": rng.choice([1.0, 0.5, float(rng.randrange(3))])
+                     for _ in range(30)} for i in range(40)}
+    run["q-empty"] = {}
+    qrels = {q: {d: rng.randrange(4) for d in list(docs)[:10]} for q, docs in run.items()}
+    fast = Run.from_dict(run)
+    _same(fast, _slow_run(run))
+    assert Qrels.from_dict(qrels).to_dict() == {q: {d: g for d, g in docs.items()} for q, docs in qrels.items() if docs}
+    r = evaluate(qrels, run, ["ndcg@10", "map", "P@5"])
+    r2 = evaluate(Qrels.from_dict(qrels), _slow_run(run), ["ndcg@10", "map", "P@5"])
+    assert r.mean == r2.mean and r.per_query == r2.per_query
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"q1": {"d1": True}}, "score of query 'q1', document 'd1' must be a number"),
+    ({"q1": {"d1": "1.5"}}, "must be a number"),
+    ({"q1": {"d1": math.inf}}, "must be finite"),
+    ({"q1": {"d1": math.nan}}, "must be finite"),
+])
+def test_odd_scores_are_named(bad: dict, message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        Run.from_dict(bad)
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"q1": {"d1": 1.5}}, "grade of query 'q1', document 'd1' must be an integer"),
+    ({"q1": {"d1": True}}, "must be an integer"),
+    ({"q1": {"d1": None}}, "must be an integer"),
+])
+def test_odd_grades_are_named(bad: dict, message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        Qrels.from_dict(bad)
+
+
+def test_ids_the_fast_path_cannot_split_take_the_row_loop() -> None:
+    run = {"q1": {"a\nb": 1.0, "c": 0.5}, 7: {"d": 1.0}}  # a newline in an id, a non-str qid
+    got = Run.from_dict(run)
+    assert set(got.query_ids) == {"q1", "7"}
+    assert got.to_dict()["q1"] == {"a\nb": 1.0, "c": 0.5}
+    assert Qrels.from_dict({"q1": {"x": 2.0}}).to_dict() == {"q1": {"x": 2}}  # whole floats pass
