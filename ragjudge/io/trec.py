@@ -147,7 +147,38 @@ def _gather(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray
     return np.ndarray((n,), dtype=f"S{width}", buffer=out, strides=(8 * k,))
 
 
-def _scan_block(block: bytes, kind: str) -> tuple | None:
+# Bytes a score token of the fast path may hold: a decimal number (digits, point, sign,
+# exponent) and the NUL padding of the fixed-width column. Within that alphabet numpy's and
+# Arrow's parsers accept the same tokens and both round correctly, so they give the same bits.
+_DECIMAL = np.zeros(256, dtype=bool)
+_DECIMAL[list(b"0123456789.+-eE\x00")] = True
+#: Lines a read must have passed before score tokens go through Arrow (its import, ~0.2 s,
+#: costs more than it saves on smaller files; measured by benchmarks/bench_parse.py).
+ARROW_AFTER_LINES = 1_000_000
+
+
+def _arrow_floats(tokens: np.ndarray) -> np.ndarray | None:
+    """Score tokens as float64 through Arrow's parser (about 7x numpy's ``astype`` from bytes),
+    or ``None`` (pyarrow missing, a byte outside :data:`_DECIMAL`, a token Arrow refuses):
+    the caller then uses numpy, so the result never depends on pyarrow being installed."""
+    try:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+    except ImportError:
+        return None
+    raw = np.ascontiguousarray(tokens)
+    if not _DECIMAL[raw.view(np.uint8)].all():
+        return None
+    try:
+        fixed = pa.FixedSizeBinaryArray.from_buffers(pa.binary(raw.itemsize), len(raw),
+                                                     [None, pa.py_buffer(raw)])
+        text = pc.utf8_rtrim(pc.cast(pc.cast(fixed, pa.binary()), pa.string()), characters="\x00")
+        return pc.cast(text, pa.float64()).to_numpy(zero_copy_only=False)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+
+
+def _scan_block(block: bytes, kind: str, arrow: bool = False) -> tuple | None:
     """Vectorized tokenization of one block of whole lines (runs in a worker thread).
 
     Returns ``(qids, docids, values, rows, nlines)`` or None when anything is irregular (then the
@@ -252,7 +283,9 @@ def _scan_block(block: bytes, kind: str) -> tuple | None:
         if ints:
             values = vtok.astype(np.int64)
         else:
-            values = vtok.astype(np.float64)
+            values = _arrow_floats(vtok) if arrow else None
+            if values is None:
+                values = vtok.astype(np.float64)
             if not np.isfinite(values).all():
                 return None
     except (ValueError, OverflowError):
@@ -351,13 +384,14 @@ def scan_trec(
             take(block, None)
     elif workers == 1:
         for block in stripped(blocks):
-            take(block, _scan_block(block, kind))
+            take(block, _scan_block(block, kind, line > ARROW_AFTER_LINES))
     else:
         pool = ThreadPoolExecutor(max_workers=workers)
         pending: deque[tuple[bytes, Future]] = deque()
         try:
             for block in stripped(blocks):
-                pending.append((block, pool.submit(_scan_block, block, kind)))
+                pending.append((block, pool.submit(_scan_block, block, kind,
+                                                   line > ARROW_AFTER_LINES)))
                 # Bounded look-ahead keeps memory at a few blocks however large the file.
                 while len(pending) > 2 * workers:
                     b, fut = pending.popleft()

@@ -1,0 +1,66 @@
+"""Score tokens of large runs go through Arrow's parser: the same bits as numpy's, the same
+errors, and nothing changes when pyarrow is missing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ragjudge.errors import InputError
+from ragjudge.io import parse_run, trec
+
+TOKENS = ["1", "0", "-0", "0.5", "-2.25", "1e3", "1E-3", "+4.5", "007.10", "1.7976931348623157e308",
+          "4.9e-324", "2.2250738585072014e-308", "123456789012345678901234567890", ".5", "5.",
+          "0.1000000000000000055511151231257827", "3.14159265358979323846264338327950288"]
+
+
+def _run_text(tokens: list[str]) -> str:
+    return "".join(f"q{i % 7} Q0 d{i} {i} {t} tag\n" for i, t in enumerate(tokens * 40))
+
+
+@pytest.mark.parametrize("after", [0, 10**12])
+def test_arrow_and_numpy_give_the_same_bits(monkeypatch: pytest.MonkeyPatch, after: int) -> None:
+    pytest.importorskip("pyarrow")
+    text = _run_text(TOKENS)
+    monkeypatch.setattr(trec, "ARROW_AFTER_LINES", 10**12)
+    want = parse_run(text)
+    monkeypatch.setattr(trec, "ARROW_AFTER_LINES", after)
+    got = parse_run(text)
+    for q in want.query_ids:
+        a, b = want.ranked(q), got.ranked(q)
+        assert [d for d, _ in a] == [d for d, _ in b]
+        assert np.array_equal(np.array([s for _, s in a]).view(np.int64), np.array([s for _, s in b]).view(np.int64))
+
+
+@pytest.mark.parametrize("token, message", [("0x1p3", None), ("1e", "score"), ("inf", "score"), ("1-2", "score")])
+def test_odd_tokens_take_the_exact_path(monkeypatch: pytest.MonkeyPatch, token: str, message: str | None) -> None:
+    text = _run_text(["1.5"]) + f"q0 Q0 odd 1 {token} tag\n"
+    monkeypatch.setattr(trec, "ARROW_AFTER_LINES", 10**12)
+    try:
+        want: object = parse_run(text).get("q0")["odd"]
+    except InputError as exc:
+        want = str(exc)
+    monkeypatch.setattr(trec, "ARROW_AFTER_LINES", 0)
+    try:
+        got: object = parse_run(text).get("q0")["odd"]
+    except InputError as exc:
+        got = str(exc)
+    assert got == want
+    if message:
+        assert isinstance(got, str) and message in got
+
+
+def test_without_pyarrow_the_numpy_path_reads_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import builtins
+
+    real = builtins.__import__
+
+    def no_arrow(name: str, *a: object, **k: object) -> object:
+        if name.startswith("pyarrow"):
+            raise ImportError(name)
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", no_arrow)
+    monkeypatch.setattr(trec, "ARROW_AFTER_LINES", 0)
+    run = parse_run(_run_text(TOKENS))
+    assert run.get("q0")["d0"] == 1.0
