@@ -38,6 +38,7 @@ PAGES: list[tuple[str, str]] = [
     ("server", "ragjudge.server"),
 ]
 
+_ROLE = re.compile(r":(?:py:)?(?:func|class|meth|mod|attr|data|exc|obj|const):`~?([^`]+)`")
 _ASSIGNED = re.compile(r"^(?:{name})\s*(?::[^=\n]*)?=", re.M)
 
 
@@ -78,7 +79,7 @@ def entries() -> dict[str, list[tuple[str, str, str | None]]]:
 def page_text(page: str, package: str, rows: list[tuple[str, str, str | None]]) -> str:
     """The Markdown of one reference page."""
     mod = importlib.import_module(package)
-    doc = inspect.getdoc(mod) or ""
+    doc = _ROLE.sub(lambda m: f"`{m.group(1)}`", inspect.getdoc(mod) or "")
     lines = [f"# `{package}`", "", doc.split("\n\n")[0], ""]
     again = [(n, p, other) for n, p, other in rows if other is not None]
     for name, path, other in rows:
