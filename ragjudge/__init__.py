@@ -14,6 +14,8 @@ import types
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+from ._lazy import lazy_exports
+
 from .errors import InputError, LLMError, MetricError, RagjudgeError
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
@@ -81,19 +83,7 @@ _LAZY = {
     "collect_samples_sync": "integrations.pipelines",
     "log_mlflow": "integrations.mlflow",
 }
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'ragjudge' has no attribute {name!r}")
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(globals(), _LAZY, lambda m: import_module(f".{m}", __name__))
 
 
 # ``ragjudge.evaluate`` and ``ragjudge.fuse`` are the functions, though their modules have the

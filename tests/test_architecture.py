@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[1] / "ragjudge"
 # the layers below it.
 LAYERS: dict[str, int] = {
     "ragjudge.errors": 0, "ragjudge._version": 0, "ragjudge._sync": 0, "ragjudge.options": 0,
+    "ragjudge._lazy": 0,
     "ragjudge.ids": 0, "ragjudge.data": 0, "ragjudge.io": 0,
     "ragjudge.measures": 1, "ragjudge.engine": 1, "ragjudge.lists": 1,
     "ragjudge.stats": 1, "ragjudge.render": 1, "ragjudge.report": 1, "ragjudge.plots": 1,

@@ -14,7 +14,8 @@ first use.
 from __future__ import annotations
 
 from importlib import import_module
-from typing import Any
+
+from .._lazy import lazy_exports
 
 __all__ = [
     "RetrievalError",
@@ -35,12 +36,6 @@ _LAZY = {
     "collect_samples_sync": "pipelines",
     "log_mlflow": "mlflow",
 }
+__getattr__, __dir__ = lazy_exports(globals(), _LAZY, lambda m: import_module(f".{m}", __name__))
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'ragjudge.integrations' has no attribute {name!r}")
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value

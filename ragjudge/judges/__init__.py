@@ -4,7 +4,8 @@ judging on demand while evaluating (:func:`evaluate_with_judge`)."""
 from __future__ import annotations
 
 from importlib import import_module
-from typing import Any
+
+from .._lazy import lazy_exports
 
 from .options import JudgeOptions
 
@@ -18,19 +19,7 @@ _LAZY = {
     "Pair": "relevance", "holes": "relevance", "pool_pairs": "relevance",
     "qrels_from_judgments": "relevance",
 }
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(globals(), _LAZY, lambda m: import_module(f".{m}", __name__))
 
 
 __all__ = ["LLMRelevanceJudge", "JudgeOptions", "Judgment", "JudgeResult", "Pair", "holes", "pool_pairs",

@@ -49,7 +49,8 @@ Judges on top (``ragjudge.judges``): ``LLMRelevanceJudge`` and its Batch API twi
 from __future__ import annotations
 
 from importlib import import_module
-from typing import Any
+
+from .._lazy import lazy_exports
 
 # Every name loads on first use: the CLI's parsers and the options values read the provider
 # registry (ragjudge.llm.providers) without loading the client, cache and session.
@@ -97,19 +98,7 @@ _LAZY = {
     'Stats': 'values',
     'Validator': 'values',
 }
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(globals(), _LAZY, lambda m: import_module(f".{m}", __name__))
 
 
 __all__ = [

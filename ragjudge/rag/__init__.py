@@ -13,7 +13,8 @@ client, runner and cache. Each metric is one unit of the registry :mod:`ragjudge
 from __future__ import annotations
 
 from importlib import import_module
-from typing import Any
+
+from .._lazy import lazy_exports
 
 from .options import DEFAULT_GRADING, DEFAULT_K, GRADING_MODES, MATCH_MODES, RagOptions
 
@@ -30,19 +31,7 @@ _LAZY = {
     "parse_samples": "samples", "read_samples": "samples", "samples_from_dataframe": "samples",
     "samples_from_records": "samples",
 }
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(globals(), _LAZY, lambda m: import_module(f".{m}", __name__))
 
 
 __all__ = [

@@ -15,7 +15,8 @@ filters and their order.
 from __future__ import annotations
 
 from importlib import import_module
-from typing import Any
+
+from .._lazy import lazy_exports
 
 from .options import DEFAULT_STYLES, SynthOptions
 
@@ -31,19 +32,7 @@ _LAZY = {
     "OUTPUT_FILES": "result", "SynthResult": "result",
     "PassagePool": "sampling", "SamplingReport": "sampling",
 }
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(globals(), _LAZY, lambda m: import_module(f".{m}", __name__))
 
 
 __all__ = [
