@@ -44,48 +44,96 @@ class Pair:
     passage: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Judgment(Traced):
-    """One graded pair with full provenance. ``grade is None`` exactly when ``error`` is set
-    (``failure`` then says which kind of failure). ``reasoning_dropped``: the model kept
-    running out of tokens, so the grade was asked for alone."""
+    """One graded pair with full provenance: the pair's ids and the structured call's
+    :class:`~ragjudge.llm.Outcome`, the one record of that call (grade, probabilities,
+    reasoning, usage, latency, cache hit and provenance are read from it, never copied).
+    ``grade is None`` exactly when ``error`` is set (``failure`` then says which kind of
+    failure). ``reasoning_dropped``: the model kept running out of tokens, so the grade was
+    asked for alone."""
 
     qid: str
     docid: str
-    grade: int | None
-    probs: dict[int, float] | None
-    reasoning: str | None
-    provenance: Provenance
-    usage: Usage
-    latency: float
-    error: str | None
-    failure: FailureKind | None = None
-    expected: float | None = None
-    cached: bool = False
-    reasoning_dropped: bool = False
+    outcome: Outcome
+
+    def __post_init__(self) -> None:  # the outcome has settled its failure kind already
+        return None
+
+    # Equal when their records are: a judgment read back from its JSONL line equals the one
+    # written (the outcome's transport details, such as the raw text, are not part of it).
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Judgment):
+            return NotImplemented
+        return self.to_dict() == other.to_dict()
+
+    def __hash__(self) -> int:
+        return hash((self.qid, self.docid, self.grade, self.error))
 
     @classmethod
     def from_outcome(cls, pair: Pair, out: Outcome, label_field: str = "") -> Judgment:
-        obj = out.obj or {}
-        reasoning = obj.get("reasoning") if isinstance(obj.get("reasoning"), str) else None
-        probs = None
-        if out.probs is not None:
-            probs = {int(k): float(v) for k, v in out.probs.items()}
-        return cls(
-            qid=pair.qid,
-            docid=pair.docid,
-            grade=out.value if out.ok else None,
-            probs=probs,
-            reasoning=reasoning,
-            provenance=out.provenance,
-            usage=out.usage,
-            latency=out.latency,
-            error=out.error,
-            failure=out.failure,
-            expected=out.expected,
-            cached=out.cached,
-            reasoning_dropped="reasoning" in out.dropped,
-        )
+        """The judgment of ``pair`` from its call's outcome."""
+        return cls(pair.qid, pair.docid, out)
+
+    @classmethod
+    def record(cls, qid: str, docid: str, grade: int | None, probs: Mapping[int, float] | None,
+               reasoning: str | None, provenance: Provenance, usage: Usage, latency: float,
+               error: str | None, failure: FailureKind | None = None, expected: float | None = None,
+               cached: bool = False, reasoning_dropped: bool = False) -> Judgment:
+        """A judgment from its recorded fields (a JSONL line, a stored job): the outcome they
+        describe."""
+        out = Outcome(value=grade if error is None else None, error=error, failure=failure,
+                      probs=None if probs is None else {str(k): float(v) for k, v in probs.items()},
+                      expected=expected, usage=usage, latency=latency, cached=cached,
+                      provenance=provenance, dropped=("reasoning",) if reasoning_dropped else (),
+                      obj=None if reasoning is None else {"reasoning": reasoning})
+        return cls(qid, docid, out)
+
+    @property
+    def grade(self) -> int | None:
+        return self.outcome.value if self.outcome.ok else None
+
+    @property
+    def probs(self) -> dict[int, float] | None:
+        probs = self.outcome.probs
+        return None if probs is None else {int(k): float(v) for k, v in probs.items()}
+
+    @property
+    def reasoning(self) -> str | None:
+        value = (self.outcome.obj or {}).get("reasoning")
+        return value if isinstance(value, str) else None
+
+    @property
+    def provenance(self) -> Provenance:  # type: ignore[override]
+        return self.outcome.provenance
+
+    @property
+    def usage(self) -> Usage:
+        return self.outcome.usage
+
+    @property
+    def latency(self) -> float:
+        return self.outcome.latency
+
+    @property
+    def error(self) -> str | None:  # type: ignore[override]
+        return self.outcome.error
+
+    @property
+    def failure(self) -> FailureKind | None:  # type: ignore[override]
+        return self.outcome.failure
+
+    @property
+    def expected(self) -> float | None:
+        return self.outcome.expected
+
+    @property
+    def cached(self) -> bool:
+        return self.outcome.cached
+
+    @property
+    def reasoning_dropped(self) -> bool:
+        return "reasoning" in self.outcome.dropped
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready record (one line of ``--judgments OUT.jsonl``)."""
@@ -107,13 +155,13 @@ class Judgment(Traced):
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Judgment:
+        """The judgment of one ``--judgments`` record (:meth:`to_dict`'s inverse)."""
         probs = d.get("probs")
-        return cls(
-            qid=str(d["qid"]), docid=str(d["docid"]), grade=d.get("grade"),
-            probs=None if probs is None else {int(k): float(v) for k, v in probs.items()},
-            reasoning=d.get("reasoning"), provenance=Provenance.from_dict(d),
-            usage=Usage.from_dict(d.get("usage") or {}),
-            latency=float(d.get("latency") or 0.0), error=d.get("error"),
+        return cls.record(
+            str(d["qid"]), str(d["docid"]), d.get("grade"),
+            None if probs is None else {int(k): float(v) for k, v in probs.items()},
+            d.get("reasoning"), Provenance.from_dict(d), Usage.from_dict(d.get("usage") or {}),
+            float(d.get("latency") or 0.0), d.get("error"),
             failure=FailureKind.parse(d.get("failure")) if d.get("error") is not None else None,
             expected=d.get("expected"), cached=bool(d.get("cached")),
             reasoning_dropped=bool(d.get("reasoning_dropped")),

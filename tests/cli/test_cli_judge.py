@@ -199,7 +199,7 @@ def test_batch_flag_goes_through_batch_mode(files: dict[str, Path], monkeypatch:
 
     def fake(judge: Any, queries: Any, corpus: Any, runs: Any, depth: int, **kw: Any) -> JudgeResult:
         seen.update(kw, depth=depth, runs=[r.name for r in runs], model=judge.llm.model)
-        j = Judgment("q1", "d1", 2, None, "r", Provenance("judge-model", "relevance", "1", "sha"),
+        j = Judgment.record("q1", "d1", 2, None, "r", Provenance("judge-model", "relevance", "1", "sha"),
                      Usage(1, 5, 0, 5), 0.0, None)
         from ragjudge import Qrels
 

@@ -195,7 +195,7 @@ def test_cli_judge_panel(httpx2_mock: respx.Router, env: Path, capsys: pytest.Ca
 # ----------------------------------------------------------------------------- soft labels
 def _judgment(q: str, d: str, probs: dict[int, float] | None, grade: int | None = None) -> Judgment:
     g = grade if grade is not None else max(probs, key=probs.get)  # type: ignore[arg-type]
-    return Judgment(q, d, g, probs, None, Provenance("m", "relevance", "1", "sha"), Usage(), 0.0, None)
+    return Judgment.record(q, d, g, probs, None, Provenance("m", "relevance", "1", "sha"), Usage(), 0.0, None)
 
 
 def test_soft_is_the_expectation_of_the_metric_not_the_metric_of_expected_grades() -> None:
