@@ -17,7 +17,7 @@ __all__ = ["main", "build_parser"]
 
 # Each command, the module that registers it, and its one-line help. ``ragjudge --help`` and
 # the parser of one command read this table, so only the command being run is imported
-# (tests/cli/test_cli_help.py checks that it matches what the modules register).
+# (tests/test_startup.py checks that it matches what the modules register).
 _COMMANDS: dict[str, tuple[str, str]] = {
     "evaluate": ("evaluate", "score run(s) against qrels (trec_eval-compatible); compare several runs"),
     "compare": ("evaluate", "compare runs: paired tests, Holm correction, bootstrap intervals"),

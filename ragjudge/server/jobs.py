@@ -459,13 +459,19 @@ def _check_prompt(name: str) -> None:
                          field="prompt")
 
 
+def _options_of(options: Any, req: Any) -> Any:
+    """The options value (``options``: its class) of a request: the request fields named like
+    its parameters (a field the service does not offer keeps the library's default)."""
+    fields = type(req).model_fields
+    return options.from_mapping({name: getattr(req, name) for name in options.names() if name in fields})
+
+
 def judge_options(req: JudgeRequest) -> JudgeOptions:
     """The :class:`ragjudge.judges.JudgeOptions` of a judge request (shipped prompts only)."""
     from ..judges.options import JudgeOptions
 
     _check_prompt(req.prompt)
-    return JudgeOptions.from_mapping(
-        {name: getattr(req, name) for name in JudgeOptions.names() if name in JudgeRequest.model_fields})
+    return _options_of(JudgeOptions, req)
 
 
 def judge_pairs(req: JudgeRequest, limit: int) -> list[Any]:
@@ -502,8 +508,7 @@ def rag_inputs(req: RagRequest, limit: int) -> tuple[Any, list[Any], RagOptions]
     from ..rag.evaluate import check_embedding_model
     from ..rag.options import RagOptions
 
-    options = RagOptions.from_mapping(
-        {name: getattr(req, name) for name in RagOptions.names() if name in RagRequest.model_fields})
+    options = _options_of(RagOptions, req)
     metrics = parse_rag_metrics(req.metrics)
     check_embedding_model(metrics, options.embedding_model)
     samples = samples_from_records(req.samples, source="samples", skip_invalid=options.skip_invalid)
@@ -519,8 +524,7 @@ def synth_inputs(req: SynthRequest, limit: int) -> SynthOptions:
     whole corpus) and docids that TREC qrels can hold."""
     from ..synth.options import SynthOptions
 
-    options = SynthOptions.from_mapping(
-        {name: getattr(req, name) for name in SynthOptions.names() if name in SynthRequest.model_fields})
+    options = _options_of(SynthOptions, req)
     check_pairs(len(req.corpus) * math.ceil(req.n * options.oversample), limit,
                 "corpus documents x draws (n x oversample)")
     for docid in req.corpus:
