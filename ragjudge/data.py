@@ -116,12 +116,14 @@ def _dict_columns(data: Mapping[Any, Mapping[Any, Any]]) -> tuple[np.ndarray, np
     if not all(type(q) is str for q in qids):
         return None
     docids = list(chain.from_iterable(data.values()))
-    values = list(chain.from_iterable(docs.values() for docs in data.values()))
-    joined = "\n".join(docids)
-    # One encode and one split instead of a million: exact unless an id holds "\n" (counted)
-    # or is not a str (the join would have failed).
+    try:
+        joined = "\n".join(docids)
+    except TypeError:  # an id that is not a str: the row loop spells it with str()
+        return None
+    # One encode and one split instead of a million: exact unless an id holds "\n" (counted).
     if joined.count("\n") != max(n - 1, 0):
         return None
+    values = list(chain.from_iterable(docs.values() for docs in data.values()))
     d = np.array(joined.encode("utf-8").split(b"\n"), dtype=bytes) if n else np.zeros(0, dtype="S1")
     q = np.repeat(np.array([x.encode("utf-8") for x in qids], dtype=bytes) if qids else
                   np.zeros(0, dtype="S1"), sizes)

@@ -62,5 +62,8 @@ def test_ids_the_fast_path_cannot_split_take_the_row_loop() -> None:
     run = {"q1": {"a\nb": 1.0, "c": 0.5}, 7: {"d": 1.0}}  # a newline in an id, a non-str qid
     got = Run.from_dict(run)
     assert set(got.query_ids) == {"q1", "7"}
+    # non-str document ids are spelled with str(), as they always were
+    assert Run.from_dict({"q": {1: 1.0, "a": 0.5}}).to_dict() == {"q": {"1": 1.0, "a": 0.5}}
+    assert Qrels.from_dict({"q": {2: 1}}).to_dict() == {"q": {"2": 1}}
     assert got.to_dict()["q1"] == {"a\nb": 1.0, "c": 0.5}
     assert Qrels.from_dict({"q1": {"x": 2.0}}).to_dict() == {"q1": {"x": 2}}  # whole floats pass
