@@ -79,3 +79,16 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     for nb in ("quickstart", "label_free", "rag", "synthetic"):
         assert (site / "notebooks" / nb / "index.html").is_file()
     assert not list(site.rglob("*.ipynb"))
+
+
+def test_the_formats_page_names_runs_as_the_reader_does(tmp_path: Path) -> None:
+    import gzip
+
+    import ragjudge
+
+    path = tmp_path / "bm25.trec.gz"
+    with gzip.open(path, "wt") as f:
+        f.write("q1 Q0 d1 1 1.0 tag\n")
+    name = ragjudge.read_run(path).name
+    page = (ROOT / "docs" / "how-to" / "formats.md").read_text(encoding="utf-8")
+    assert f"`runs/bm25.trec.gz` -> `{name}`" in page and f'run.name == "{name}"' in page
