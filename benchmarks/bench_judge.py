@@ -13,11 +13,17 @@ Scenarios (each against a fresh simulator process on 127.0.0.1):
 4. **repeat** -- scenario 1's job again on its cache (run right after 1): requests sent must be 0.
 5. optional (``--no-headers``): the limit enforced per 1 s window by a server that sends no
    ``x-ratelimit-*`` headers, so the runner must learn it from 429s alone.
+6. optional (``--burners N``): scenario 1 on a busy machine, side by side: runs without and
+   with ``N`` CPU-burning neighbour processes (busy loops, ended with each run) alternate
+   ``--repeats`` times; prints each run's rate against the ceiling, the most requests the
+   server saw in flight, and the runner's adaptive limit. ``--only-busy`` runs just this one.
+   ``--processing-header`` makes the simulator state its own time (``openai-processing-ms``).
 
 Usage::
 
     python benchmarks/bench_judge.py                 # all scenarios, ~3 minutes
     python benchmarks/bench_judge.py --pairs 300 --json out.json --skip-quantized
+    python benchmarks/bench_judge.py --only-busy --burners 20 --repeats 3 --pairs 400
 
 Targets (issue 3): >= 95% of the ceiling with default settings and almost no 429s; 0 lost with
 faults; 0 duplicate paid calls; a repeated run makes 0 calls.
@@ -27,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -126,10 +133,79 @@ class SimProcess:
         self.close()
 
 
+class Burners:
+    """``n`` CPU-burning neighbour processes (busy loops) for the life of the block: the
+    machine gets busy the way a shared CI runner or a laptop compiling something does."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def __enter__(self) -> Burners:
+        self.procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(self.n)]
+        time.sleep(0.5 if self.n else 0.0)  # let the scheduler see them before the run starts
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for p in self.procs:
+            p.kill()
+        for p in self.procs:
+            p.wait()
+
+
+def load_average() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 1)
+    except OSError:
+        return None
+
+
+def runner_row(llm: LLM) -> dict[str, Any]:
+    """What the runner's adaptive concurrency ended at (one endpoint: the bench's)."""
+    runner = getattr(llm, "runner", None)
+    limiter = getattr(runner, "limiter", None)
+    if runner is None or limiter is None:
+        return {}
+    out: dict[str, Any] = {"limit_end": runner.concurrency_limit, "limit_cuts": limiter.cuts,
+                           "pace_missed_s": round(runner.pace_missed, 1)}
+    lag = getattr(runner, "loop_lag", None)
+    if lag is not None:
+        out["loop_lag_ms"] = round(lag * 1000.0, 1)
+    return out
+
+
+def busy_scenario(args: argparse.Namespace, tmp: str) -> list[dict[str, Any]]:
+    """Scenario 1, alternately on a quiet and a busy machine (``--burners`` neighbours)."""
+    rows: list[dict[str, Any]] = []
+    limits = ["--rpm", str(int(args.rpm)), "--latency", str(args.latency), "--jitter", "0.2", "--window", "60"]
+    if args.processing_header:
+        limits.append("--processing-header")
+    for rep in range(args.repeats):
+        for n in (0, args.burners):
+            salt = f"busy{rep}-{n}"
+            # The simulator starts before the burners: only the run itself meets the busy machine.
+            with SimProcess(*limits) as sim, Burners(n):
+                settings = {} if args.concurrency is None else {"concurrency": args.concurrency}
+                js, llm, wall = run_judge(sim.base_url, Path(tmp) / f"{salt}.sqlite", make_pairs(args.pairs, salt),
+                                          **settings)
+                load = load_average()
+                row = summarize(f"ceiling, {n} burners (run {rep + 1})", js, llm, wall, sim.stats(), args.rpm)
+            row.update(burners=n, load1=load, **runner_row(llm))
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    for n in (0, args.burners):
+        got = [r["rate_vs_ceiling_pct"] for r in rows if r["burners"] == n and r["rate_vs_ceiling_pct"] is not None]
+        if got:
+            print(f"busy scenario: {n} burners: rate vs ceiling {min(got)}-{max(got)}% over {len(got)} runs",
+                  flush=True)
+    return rows
+
+
 def run_judge(
-    base_url: str, cache: Path, pairs: list[tuple[str, str, str, str]]
+    base_url: str, cache: Path, pairs: list[tuple[str, str, str, str]], **settings: Any
 ) -> tuple[list[Any], LLM, float]:
-    llm = LLM("sim-model", base_url=base_url, api_key="sk-bench-not-a-key", cache=cache)  # default settings
+    # default settings unless a scenario's experiment overrides one
+    llm = LLM("sim-model", base_url=base_url, api_key="sk-bench-not-a-key", cache=cache, **settings)
     judge = LLMRelevanceJudge(llm=llm, progress=False)
     start = time.monotonic()
     judgments = judge.judge_many_sync(pairs)
@@ -186,11 +262,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-headers", action="store_true",
                     help="extra scenario: the server sends no x-ratelimit-* headers (limits learned from 429s)")
     ap.add_argument("--fault-seeds", default="1,2,3", help="one fault scenario per simulator seed")
+    ap.add_argument("--burners", type=int, default=0,
+                    help="busy-machine scenario: this many CPU-burning neighbours (0: skip it)")
+    ap.add_argument("--repeats", type=int, default=3, help="busy scenario: interleaved quiet/busy pairs")
+    ap.add_argument("--only-busy", action="store_true", help="run only the busy-machine scenario")
+    ap.add_argument("--concurrency", type=int, help="busy scenario: the LLM's concurrency (default: the library's)")
+    ap.add_argument("--processing-header", action="store_true",
+                    help="busy scenario: the simulator states its own time (openai-processing-ms)")
     ap.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     args = ap.parse_args(argv)
 
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
+        if args.burners > 0:
+            rows.extend(busy_scenario(args, tmp))
+        if args.only_busy:
+            return finish(rows, args)
         cache = Path(tmp) / "bench.sqlite"
         pairs = make_pairs(args.pairs, "ceiling")
         limits = ["--rpm", str(int(args.rpm)), "--latency", str(args.latency), "--jitter", "0.2"]
@@ -257,6 +344,10 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 print(json.dumps(rows[-1]), flush=True)
 
+    return finish(rows, args)
+
+
+def finish(rows: list[dict[str, Any]], args: argparse.Namespace) -> int:
     print()
     cols = [
         "scenario",
@@ -269,7 +360,10 @@ def main(argv: list[str] | None = None) -> int:
         "duplicate_paid_calls",
         "requests",
         "tokens_per_judgment",
+        "max_inflight",
     ]
+    if any("burners" in r for r in rows):
+        cols += ["burners", "load1", "limit_end", "limit_cuts", "loop_lag_ms", "pace_missed_s"]
     print(" | ".join(cols))
     for r in rows:
         print(" | ".join(str(r.get(c)) for c in cols))

@@ -23,6 +23,8 @@ Batches API for batch mode (``POST /v1/files``, ``GET /v1/files/{id}``,
 * outages: after ``outage_after`` admitted requests the server is down for ``outage_seconds``
   -- ``refuse`` (the listener closes: connection refused; open connections are dropped),
   ``503`` (every request fails) or ``429`` (every request is rate limited);
+* optionally (``processing_header``) the server's own time on each 2xx reply in
+  ``openai-processing-ms``, as OpenAI sends it;
 * a server with ``slots`` parallel slots (llama.cpp ``--parallel``): more requests queue
   inside the server and their latency grows with the load;
 * counters: requests, paid calls (a 200 carrying ``usage``), 429s, faults, the largest number
@@ -130,6 +132,7 @@ class SimConfig:
     p_429: float = 0.0  # spurious rate-limit replies, independent of the limits
     spurious_retry_after: float = 0.5  # seconds announced with a spurious 429
     ratelimit_headers: bool = True  # False: no x-ratelimit-* headers (many proxies); 429s keep retry-after
+    processing_header: bool = False  # True: 2xx replies state the server's own time, as OpenAI's openai-processing-ms
     model: str = "sim-model"
     api_key: str | None = None  # when set, other keys get 401
     supports_json_schema: bool = True  # False: json_schema requests get 400, like older servers
@@ -824,6 +827,7 @@ class Simulator:
         return content, logprobs
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
+        arrived = time.monotonic()
         st = self._stats
         st.requests += 1
         denied = self._auth(request)
@@ -908,7 +912,7 @@ class Simulator:
                 await slot.acquire()
                 acquired = True
             return await self._answer(body, body_key, frng, headers, content, logprobs, prompt_tokens,
-                                  request=request)
+                                  request=request, arrived=arrived)
         except asyncio.CancelledError:
             st.cancelled += 1
             raise
@@ -919,7 +923,8 @@ class Simulator:
 
     async def _answer(self, body: dict[str, Any], body_key: str, frng: random.Random,
                       headers: dict[str, str], content: str, logprobs: dict[str, Any] | None,
-                      prompt_tokens: int, *, request: web.Request) -> web.StreamResponse:
+                      prompt_tokens: int, *, request: web.Request,
+                      arrived: float | None = None) -> web.StreamResponse:
         """An admitted request: its fault draw, its latency, then the reply."""
         st = self._stats
         cfg = self.config
@@ -1063,6 +1068,10 @@ class Simulator:
             except (ConnectionResetError, asyncio.CancelledError):
                 pass
             return resp
+        if cfg.processing_header and arrived is not None:
+            # The server's own time from the request's arrival to its reply (queueing in the
+            # server included), which a client's wall clock cannot tell from its own delays.
+            headers["openai-processing-ms"] = str(round((time.monotonic() - arrived) * 1000.0))
         return web.json_response(reply, headers=headers)
 
     def _bad_grade(self, content: str, frng: random.Random) -> str:
@@ -1499,6 +1508,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-json-schema", dest="supports_json_schema", action="store_false")
     p.add_argument("--no-logprobs", dest="supports_logprobs", action="store_false")
     p.add_argument("--no-ratelimit-headers", dest="ratelimit_headers", action="store_false")
+    p.add_argument("--processing-header", action="store_true",
+                   help="2xx replies carry openai-processing-ms (the server's own time)")
     p.add_argument("--logprobs-fence", action="store_true", help="logprob tokens wrap the content in a code fence")
     p.add_argument("--batch-seconds", type=float, default=d.batch_seconds)
     p.add_argument("--max-lifetime", type=float, default=3600.0)

@@ -24,6 +24,8 @@ def add_llm_options(p: Any, *, model: bool = True, group: Any = None,
     out (a command that names the model its own way: ``evaluate --judge MODEL``); ``skip``
     leaves out flags the command uses for something else (``evaluate``'s ``--seed`` is its
     bootstrap seed): the LLM then takes their defaults."""
+    from ..llm.endpoint import DEFAULT_CONCURRENCY
+
     ep = group if group is not None else p.add_argument_group("model and endpoint")
     rl = group if group is not None else None
     skipped = set(skip)
@@ -71,8 +73,9 @@ def add_llm_options(p: Any, *, model: bool = True, group: Any = None,
                     help="how long an outage or a run of 429s may last before the run stops "
                          "(seconds, default 600; they do not use up --max-attempts)")
     rl = _Only(rl if rl is not None else p.add_argument_group("rate limits and cost"))
-    rl.add_argument("--concurrency", type=int, default=16, metavar="N",
-                    help="requests in flight at most (default 16)")
+    rl.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY, metavar="N",
+                    help=f"requests in flight at most (default {DEFAULT_CONCURRENCY}; a ceiling: "
+                         "the runner adapts below it)")
     rl.add_argument("--rpm", type=float, metavar="N",
                     help="requests per minute cap (default: learned from the server's headers and 429s)")
     rl.add_argument("--tpm", type=float, metavar="N", help="tokens per minute cap")

@@ -57,6 +57,7 @@ def register(subparsers: Any) -> None:
     llm = p.add_argument_group("LLM endpoint of jobs (the server's, never a request's)")
     llm.add_argument("--model", default=os.environ.get("RAGJUDGE_MODEL"), metavar="M",
                      help="default model (or $RAGJUDGE_MODEL); requests may name another")
+    from ..llm.endpoint import DEFAULT_CONCURRENCY
     from ..llm.providers import provider_names
 
     llm.add_argument("--provider", default=os.environ.get("RAGJUDGE_PROVIDER") or "openai",
@@ -69,8 +70,8 @@ def register(subparsers: Any) -> None:
     llm.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
     llm.add_argument("--azure-endpoint", metavar="URL", help="Azure OpenAI resource endpoint")
     llm.add_argument("--azure-api-version", metavar="V", help="Azure OpenAI API version")
-    llm.add_argument("--concurrency", type=int, default=16, metavar="N",
-                     help="requests in flight per job at most (default 16)")
+    llm.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY, metavar="N",
+                     help=f"requests in flight per job at most (default {DEFAULT_CONCURRENCY})")
     llm.add_argument("--rpm", type=float, metavar="N", help="requests per minute cap per job")
     llm.add_argument("--tpm", type=float, metavar="N", help="tokens per minute cap per job")
     llm.add_argument("--timeout", type=float, default=60.0, metavar="S",

@@ -58,6 +58,7 @@ from ..errors import InputError, LLMError
 from .budget import worst_case_prompt_tokens
 from .cache import Cache, NullCache, cache_key
 from .cost import PriceTable, Usage, estimate_tokens
+from .endpoint import DEFAULT_CONCURRENCY
 from .prompts import Prompt, load_prompt
 from .provenance import FailureKind, Provenance
 from .replies import apply_validate, check_reply, describe_exc
@@ -204,7 +205,7 @@ class FakeLLM:
         prompt_tokens: int | None = None,
         completion_tokens: int | None = None,
         embed: Callable[[str], Sequence[float] | Failure | BaseException] | None = None,
-        concurrency: int = 16,
+        concurrency: int = DEFAULT_CONCURRENCY,
         temperature: float = 0.0,
         seed: int | None = 0,
         max_tokens: int | None = None,

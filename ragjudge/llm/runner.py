@@ -39,8 +39,9 @@ The rpm ceiling adapts (the effective rate is the smallest of the known limits):
   A 429 whose headers show budget left (an overloaded replica, a spurious reply) only makes
   that request wait and retry: it must not throttle the whole run.
 
-Why these defaults: ``concurrency=16`` keeps ~50 requests/s possible at 300 ms latency, far
-above common limits, so the rate limiter -- not the semaphore -- is what binds; no default
+Why these defaults: ``concurrency=32`` keeps ~100 requests/s possible at 300 ms latency, far
+above common limits, so the rate limiter -- not the semaphore -- is what binds, even on a busy
+machine whose loop answers late (:data:`~ragjudge.llm.endpoint.DEFAULT_CONCURRENCY`); no default
 rpm, because local servers (vLLM, llama.cpp) have none and a guess would only slow them down.
 """
 
@@ -59,9 +60,10 @@ from dataclasses import dataclass, field
 
 from ..errors import LLMError
 from .client import LONG_WAIT, classify_failure
+from .endpoint import DEFAULT_CONCURRENCY
 from .providers.base import RateInfo, parse_duration
 
-__all__ = ["EndpointDown", "Runner", "RateLearner", "CircuitBreaker", "ConcurrencyLimit", "Attempt", "Reservation",
+__all__ = ["EndpointDown", "Runner", "RateLearner", "CircuitBreaker", "ConcurrencyLimit", "LoopLag", "Attempt", "Reservation",
            "parse_duration"]
 
 log = logging.getLogger("ragjudge.llm")
@@ -110,6 +112,7 @@ class _LoopState:
         self.probing = False
         self.active = 0  # HTTP attempts in flight (the adaptive limit's count)
         self.waiters: list[asyncio.Future[None]] = []
+        self.lag = LoopLag()
 
 
 class RateLearner:
@@ -439,8 +442,83 @@ class CircuitBreaker:
                 f"{reason}; retrying in {self._delay:g} s")
 
 
+class LoopLag:
+    """How late this process's event loop runs a callback that is due: a timer every
+    ``PERIOD`` s notes its own delay, while someone holds the probe (attempts in flight).
+
+    A reply waits just as long between arriving on its socket and reaching our code, so on a
+    busy machine (CPU-burning neighbours, a busy loop of our own) the latency a client measures
+    grows though the server is as fast as before. :meth:`share` estimates that part of one
+    attempt: ``WEIGHT`` x the mean delay the probe saw while the attempt was in flight. The
+    weight counts the waits on an attempt's path (the send after admission, the reply's socket
+    callback, the waiting task's wake-up: measured on the loopback simulator with 20 burners,
+    the client-side excess latency was 2-3x the probe's mean delay; 2 keeps the estimate on the
+    low side, so a server that really slowed down is never explained away as our own lag).
+    """
+
+    PERIOD = 0.025
+    WEIGHT = 2.0
+    KEEP = 512  # recent ticks kept (~13 s at one per PERIOD when the loop is idle)
+
+    def __init__(self) -> None:
+        self._ticks: deque[tuple[float, float]] = deque(maxlen=self.KEEP)  # (monotonic time, delay)
+        self._users = 0
+        self._running = False
+
+    def hold(self) -> None:
+        """Someone needs the probe running (call on the loop being probed)."""
+        self._users += 1
+        if not self._running:
+            self._running = True
+            loop = asyncio.get_running_loop()
+            due = loop.time() + self.PERIOD
+            loop.call_at(due, self._tick, loop, due)
+
+    def release(self) -> None:
+        """One holder less; the timer stops at its next tick when nobody holds it."""
+        self._users = max(0, self._users - 1)
+
+    def _tick(self, loop: asyncio.AbstractEventLoop, due: float) -> None:
+        now = loop.time()
+        self.note(time.monotonic(), max(0.0, now - due))
+        if self._users > 0 and not loop.is_closed():
+            due = now + self.PERIOD
+            loop.call_at(due, self._tick, loop, due)
+        else:
+            self._running = False
+
+    def note(self, now: float, delay: float) -> None:
+        """One measured delay (the timer's; tests feed synthetic ones)."""
+        self._ticks.append((now, delay))
+
+    def mean(self, since: float, until: float) -> float:
+        """Mean delay of the ticks in ``[since, until]``; the latest tick's when none fell in
+        it (an attempt shorter than a period); 0 before any tick."""
+        total = 0.0
+        n = 0
+        for t, delay in reversed(self._ticks):
+            if t < since:
+                break
+            if t <= until:
+                total += delay
+                n += 1
+        if n:
+            return total / n
+        return self._ticks[-1][1] if self._ticks else 0.0
+
+    def share(self, since: float, until: float) -> float:
+        """Seconds of an attempt in flight over ``[since, until]`` that were our own loop's."""
+        return min(self.WEIGHT * self.mean(since, until), max(0.0, until - since))
+
+    @property
+    def recent(self) -> float:
+        """Mean delay of the last ticks kept (diagnostics)."""
+        return sum(d for _, d in self._ticks) / len(self._ticks) if self._ticks else 0.0
+
+
 class ConcurrencyLimit:
-    """How many HTTP attempts may be in flight: AIMD on latency and timeouts.
+    """How many HTTP attempts may be in flight: a latency gradient on the *server's* time, a
+    Little's-law floor when the server's rate limit is known, AIMD on drops.
 
     Pure bookkeeping with the clock passed in. A server whose latency grows with load (a
     single-slot llama.cpp or Ollama server queues requests: with ``n`` in flight each waits for
@@ -448,41 +526,81 @@ class ConcurrencyLimit:
     the timeout and is cancelled and retried -- a storm that serves nothing. OpenAI's latency
     does not grow with our load, so the limit there climbs to ``maximum`` in a few round trips.
 
-    The server's *no-load latency* is the median latency of a round with at most one attempt in
+    The algorithm is the gradient of Netflix's concurrency-limits (``GradientLimit``: the limit
+    times ``TOLERANCE`` x no-load latency / latency, at most halving, plus slow start and
+    additive increase), chosen over its ``Gradient2`` and ``Vegas``: Gradient2 compares a
+    short- with a long-term average, so a standing queue on a single-slot server becomes its
+    new normal -- the storm above -- and Vegas' queue thresholds (3-6 x log10 of the limit)
+    are made for limits in the hundreds, not 1-16. (``aiolimiter`` and ``asyncio-throttle``
+    limit a *rate*, which is the pacer's job, not concurrency.)
+
+    *Whose latency.* A sample is the **server's** time: what it reports
+    (``openai-processing-ms``) when it does, else the client's wall latency minus our own event
+    loop's share (:class:`LoopLag`). On a busy machine the wall latency grows with our loop's
+    starvation, not with the server's queue; cutting on it starved the run (measured with 20
+    CPU-burning neighbours: 7-13 in flight where 16 were allowed, 65-75% of a 600 rpm ceiling).
+
+    The server's *no-load latency* is the median sample of a round with at most one attempt in
     flight (the first request of a run goes alone), else the smallest round median seen. A
     *round* is as many replies as the limit. At the end of each round:
 
-    * median latency above ``TOLERANCE`` x the no-load latency: the server queues our
-      requests. Cut the limit to what would keep latency at the tolerance, assuming latency
-      proportional to requests in flight (``limit * TOLERANCE * base / median``), at most
-      halving per round;
+    * median above ``TOLERANCE`` x the no-load latency: the server queues our requests. Cut
+      the limit to what would keep latency at the tolerance, assuming latency proportional to
+      requests in flight (``limit * TOLERANCE * base / median``), at most halving per round;
     * else, if the round used the whole limit (demand binds): double it until the first cut
-      (slow start), then add one;
-    * a timeout or an "overloaded" reply (503, 529) halves the limit at once (one cut per
-      round: those of attempts started before the cut do not compound).
+      (slow start), then add one.
 
-    Only 2xx replies are latency samples; queueing in our own runner is not part of any sample.
+    *Drops* cut at once, one cut per episode (those of attempts started before the cut do not
+    compound): a timeout or an "overloaded" reply (503, 529) halves the limit; a 429 of the
+    account's limit takes 10% off (AIMD's backoff; the rate itself is the pacer's, which the
+    429 also cuts).
+
+    *Little's floor.* When the server's rate limit is known (its headers, or its 429s), the
+    pacer spaces starts at that rate and holding ``rate x latency`` in flight is what it takes
+    to use it: :meth:`allowed` never drops below ``FLOOR_MARGIN x rate x latency``, capped by
+    ``maximum``, the latency being the 90th percentile of the last ``RECENT`` wall latencies,
+    at least the no-load server latency plus our own share (a busy machine's latency has a long
+    tail: the floor on the mean still let the limit bind, 89.5% of the ceiling). More in flight cannot buy the server more load
+    than it stated: the pacer still spaces starts at its rate; it only keeps that rate when the
+    replies come back late -- on a busy machine both our loop and a local server run late, and
+    the server's own time cannot tell the two apart (measured with 20 CPU-burning neighbours:
+    the floor on the no-load latency held 6 in flight and 70% of a 600 rpm ceiling). A server
+    that cannot keep the rate it stated times out or says so (503, 529): the floor is then off
+    for ``FLOOR_QUIET`` s.
     """
 
     TOLERANCE = 2.0
     INITIAL = 1  # the first request goes alone: its latency is the no-load latency
+    DROP = 0.9  # AIMD's multiplicative decrease on a 429
+    FLOOR_MARGIN = 1.5  # latency varies: the pacer's rate needs a little more than the mean
+    FLOOR_QUIET = 30.0
+    SMOOTH = 0.2  # weight of a new sample in the own-share average
+    RECENT = 64  # wall latencies kept for Little's floor
 
     def __init__(self, maximum: int) -> None:
         self.maximum = max(1, maximum)
         self.limit = min(self.INITIAL, self.maximum)
         self.base: float | None = None
+        self.own = 0.0  # our own share of an attempt's latency (moving average)
+        self._walls: deque[float] = deque(maxlen=self.RECENT)  # recent replies' wall latency
         self.cuts = 0
+        self.drops = 0
         self._slow_start = True
         self._samples: list[float] = []
         self._peak = 0
         self._cut_at = -math.inf
+        self._floor_off_until = -math.inf
 
-    def on_success(self, now: float, latency: float, in_flight: int) -> None:
-        """A 2xx reply after ``latency`` s to an attempt that started with ``in_flight``
-        attempts (itself included) in flight."""
+    def on_success(self, now: float, latency: float, in_flight: int, *, own: float = 0.0) -> None:
+        """A 2xx reply after ``latency`` s (wall) to an attempt that started with ``in_flight``
+        attempts (itself included) in flight; ``own``: the part of it that was ours (the wall
+        latency minus the server's reported time, or our loop's measured share)."""
+        own = min(max(own, 0.0), max(latency, 0.0))
+        self.own += self.SMOOTH * (own - self.own)
+        self._walls.append(max(latency, 0.0))
         if now - latency < self._cut_at:
             return  # started under the old limit: says nothing about the new one
-        self._samples.append(max(latency, 0.0))
+        self._samples.append(max(latency - own, 0.0))
         self._peak = max(self._peak, in_flight)
         if len(self._samples) < self.limit:
             return
@@ -505,9 +623,38 @@ class ConcurrencyLimit:
     def on_overload(self, now: float, started_at: float) -> None:
         """An attempt started at ``started_at`` timed out waiting for the server, or was told
         the server is overloaded (503, 529)."""
+        self._floor_off_until = now + self.FLOOR_QUIET
         if started_at < self._cut_at:
             return  # part of an episode already answered by a cut
         self._cut(now, max(1, self.limit // 2))
+
+    def on_drop(self, now: float, started_at: float) -> None:
+        """A 429 of the account's limit to an attempt started at ``started_at``."""
+        if started_at < self._cut_at:
+            return
+        self.drops += 1
+        self._cut(now, max(1, int(self.limit * self.DROP)))
+
+    def floor(self, rate: float | None, now: float) -> int:
+        """In flight needed to keep ``rate`` starts per second going (Little's law), 0 when no
+        rate is known, no latency is yet, or an overload switched it off."""
+        if rate is None or rate <= 0 or self.base is None or now < self._floor_off_until:
+            return 0
+        latency = max(self.base + self.own, self.wall)
+        return min(self.maximum, math.ceil(self.FLOOR_MARGIN * rate * latency))
+
+    @property
+    def wall(self) -> float:
+        """The 90th percentile of the recent replies' wall latency (0 before any)."""
+        if not self._walls:
+            return 0.0
+        ordered = sorted(self._walls)
+        return ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
+
+    def allowed(self, rate: float | None, now: float) -> int:
+        """Attempts that may be in flight now: the limit, or Little's floor for ``rate``
+        (the server's known rate limit, starts per second) when that is higher."""
+        return max(self.limit, self.floor(rate, now))
 
     def _cut(self, now: float, limit: int) -> None:
         self._slow_start = False
@@ -536,12 +683,13 @@ class Attempt:
     status: int | None = None  # the HTTP status it got, once observed
     in_flight: int = 1  # attempts in flight when it started, itself included
     outage: bool = False
+    server_time: float | None = None  # seconds the server says it spent on it, if it says
 
 
 class Runner:
     """Concurrency cap, rpm throttle and tpm budget, adapting to the server's signals."""
 
-    def __init__(self, concurrency: int = 16, rpm: float | None = None, tpm: float | None = None, *,
+    def __init__(self, concurrency: int = DEFAULT_CONCURRENCY, rpm: float | None = None, tpm: float | None = None, *,
                  adaptive: bool = True, patience: float = 600.0, startup: float = 5.0) -> None:
         """``concurrency``: calls in flight at most; ``adaptive``: fewer HTTP attempts in flight
         while the server's latency grows with load (:class:`ConcurrencyLimit`); ``patience``:
@@ -582,6 +730,8 @@ class Runner:
         self.where = "the server"
         self._said_pause_at = -math.inf
         self.in_flight = 0
+        self.loop_lag = 0.0  # our event loop's recent mean delay, as the probe saw it (seconds)
+        self.pace_missed = 0.0  # seconds of start slots that passed with no attempt ready
 
     # -- limits ----------------------------------------------------------------------
     @property
@@ -621,6 +771,8 @@ class Runner:
             st.next_start = now
             return
         at = max(now, st.next_start, self.learner.next_release(now))
+        if now > st.next_start:
+            self.pace_missed += now - st.next_start  # diagnostics: slots nobody was ready for
         st.next_start = at + 60.0 / rpm
         if at > now:
             await asyncio.sleep(at - now)
@@ -664,7 +816,18 @@ class Runner:
     @property
     def concurrency_limit(self) -> int:
         """HTTP attempts allowed in flight now (the adaptive limit, at most ``concurrency``)."""
-        return self.concurrency if self.limiter is None else self.limiter.limit
+        if self.limiter is None:
+            return self.concurrency
+        return self.limiter.allowed(self._server_rate(), time.monotonic())
+
+    def _server_rate(self) -> float | None:
+        """Starts per second the pacer keeps when the *server's* rate limit is known (its
+        headers or its 429s said it): what Little's floor of the adaptive limit must carry. A
+        user's own ``rpm=`` alone says nothing about the server (a local one may queue)."""
+        if self.header_rpm is None and self.learner.rpm is None:
+            return None
+        rpm = self.rpm
+        return None if rpm is None else rpm / 60.0
 
     @asynccontextmanager
     async def attempt(self, tokens: int = 0) -> AsyncIterator[Attempt]:
@@ -707,7 +870,7 @@ class Runner:
 
     async def _acquire_active(self, st: _LoopState, probe: bool) -> None:
         """One of the adaptive limit's in-flight places (a probe goes regardless)."""
-        while not probe and self.limiter is not None and st.active >= self.limiter.limit:
+        while not probe and self.limiter is not None and st.active >= self.concurrency_limit:
             fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             st.waiters.append(fut)
             try:
@@ -762,19 +925,22 @@ class Runner:
                          self.learner.on_start(now), now, probe)
         if self.limiter is not None:
             ticket.in_flight = st.active
+            st.lag.hold()
         token = _TICKET.set(ticket)
         try:
             yield ticket
         except BaseException as exc:
-            self._ended(ticket, exc)
+            self._ended(ticket, exc, st)
             raise
         else:
-            self._ended(ticket, None)
+            self._ended(ticket, None, st)
         finally:
             _TICKET.reset(token)
+            if self.limiter is not None:
+                st.lag.release()
             self._release_active(st)
 
-    def _ended(self, ticket: Attempt, exc: BaseException | None) -> None:
+    def _ended(self, ticket: Attempt, exc: BaseException | None, st: _LoopState) -> None:
         """Feed an attempt's end to the circuit breaker and the adaptive limit."""
         now = time.monotonic()
         failure = classify_failure(exc) if exc is not None else None
@@ -787,7 +953,12 @@ class Runner:
             message = self.breaker.on_reply(now, status or 200, probe=ticket.probe, started_at=ticket.t0,
                                             where=failure.url if failure is not None else "")
             if self.limiter is not None and exc is None and (status is None or 200 <= status < 300):
-                self.limiter.on_success(now, now - ticket.t0, ticket.in_flight)
+                wall = now - ticket.t0
+                # The server's own time when it states it; else our loop's measured share.
+                own = (wall - ticket.server_time if ticket.server_time is not None
+                       else st.lag.share(ticket.t0, now))
+                self.loop_lag = st.lag.recent
+                self.limiter.on_success(now, wall, ticket.in_flight, own=own)
             elif self.limiter is not None and status in (503, 529):
                 self.limiter.on_overload(now, ticket.t0)
         elif failure is not None and failure.kind == "unreachable":
@@ -863,6 +1034,7 @@ class Runner:
                 self._budget[kind] = (float(remaining), snapshot, now + min(reset, 60.0), False)
         if ticket is not None:
             ticket.status = status
+            ticket.server_time = rate.server_time
         if 200 <= status < 300:
             self.learner.on_success(now)
             return
@@ -900,6 +1072,8 @@ class Runner:
             return
         wait = min(after if after is not None else 1.0, 60.0)
         self._cooldown_until = max(self._cooldown_until, now + wait)
+        if self.limiter is not None:
+            self.limiter.on_drop(now, now if ticket is None else ticket.t0)
         if limit_req is None and self.header_rpm is None:
             # No header says the limit: learn it from this 429 (see RateLearner).
             self.learner.on_limit(now, retry_after=wait, current=self.rpm,

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..llm.endpoint import DEFAULT_CONCURRENCY
 
 __all__ = ["ServerSettings", "is_loopback", "SETTINGS_ENV"]
 
@@ -75,7 +76,7 @@ class ServerSettings:
     tpm: float | None = None
     timeout: float = 60.0
     max_attempts: int = 6
-    concurrency: int = 16
+    concurrency: int = DEFAULT_CONCURRENCY
     cache: str | None = None  # None: $RAGJUDGE_CACHE or ~/.cache/ragjudge/judgments.sqlite
     no_cache: bool = False
     prices: str | None = None

@@ -49,7 +49,7 @@ def test_concurrency_cap_is_never_exceeded() -> None:
 
 def test_defaults() -> None:
     r = Runner()
-    assert r.concurrency == 16 and r.rpm is None and r.tpm is None
+    assert r.concurrency == 32 and r.rpm is None and r.tpm is None
     with pytest.raises(ValueError):
         Runner(concurrency=0)
     with pytest.raises(ValueError):
@@ -227,4 +227,4 @@ def test_overloaded_replies_and_timeouts_cut_the_adaptive_limit() -> None:
         assert r.concurrency_limit == 2
 
     asyncio.run(main())
-    assert Runner(adaptive=False).concurrency_limit == 16
+    assert Runner(adaptive=False).concurrency_limit == 32

@@ -1,4 +1,6 @@
-"""The rate learned from 429s alone (servers without ``x-ratelimit-*`` headers).
+"""The rate learned from 429s alone (servers without ``x-ratelimit-*`` headers), the circuit
+breaker, and the adaptive concurrency limit (on the server's time, not our loop's; Little's
+floor; backing off on 429s, timeouts and overload).
 
 Pure tests of :class:`ragjudge.llm.runner.RateLearner` under a fake clock (every method takes
 ``now``), a deterministic discrete-event model of the runner's pacer against sliding-window
@@ -8,6 +10,10 @@ compares what the simulator admitted with its own ceiling over its own admission
 
 from __future__ import annotations
 
+import asyncio
+import math
+import random
+import time
 from collections import deque
 from pathlib import Path
 
@@ -16,7 +22,8 @@ from _loopback import simulator_thread
 
 from ragjudge.judges import LLMRelevanceJudge
 from ragjudge.llm import LLM
-from ragjudge.llm.runner import CircuitBreaker, ConcurrencyLimit, RateLearner
+from ragjudge.llm.providers.base import RateInfo
+from ragjudge.llm.runner import CircuitBreaker, ConcurrencyLimit, LoopLag, RateLearner, Runner
 
 EPS = 0.001  # a 429 reply arrives this long after its request started
 
@@ -385,3 +392,187 @@ def test_timeouts_halve_the_limit_once_per_episode() -> None:
     for _ in range(10):
         limiter.on_overload(100.0 + _, started_at=100.0 + _)
     assert limiter.limit == 1
+
+
+# ----------------------------------------------------------------------------- the server's time
+# On a busy machine our own event loop answers late: the wall latency a client measures grows
+# though the server is as fast as before. The limit must follow the server's time, not ours.
+def grown(maximum: int = 16, service: float = 0.3) -> ConcurrencyLimit:
+    """A limiter after slow start against a server whose latency does not grow with load."""
+    limiter = ConcurrencyLimit(maximum)
+    limits, _ = serve(limiter, service=service, slots=64, seconds=10.0)
+    assert limiter.limit == maximum and limiter.base == pytest.approx(service)
+    return limiter
+
+
+def lagged_rounds(limiter: ConcurrencyLimit, *, rounds: int, own_seen: float, seed: int = 7) -> None:
+    """Replies from a 0.3 s server that our loop saw 0.3-1.5 s late (a busy machine); the
+    caller was told ``own_seen`` of each excess (1: all of it, 0: none)."""
+    rng = random.Random(seed)
+    t = 20.0
+    for _ in range(rounds * limiter.limit):
+        lag = rng.uniform(0.3, 1.5)
+        t += 0.1
+        limiter.on_success(t, 0.3 + lag, in_flight=limiter.limit, own=own_seen * lag)
+
+
+def test_loop_lag_alone_does_not_shrink_the_limit() -> None:
+    # The same replies: told our loop's share, the limit stays; blind to it, the old
+    # controller read 2-6x the no-load latency and cut (the sag seen on a loaded machine).
+    aware = grown()
+    lagged_rounds(aware, rounds=20, own_seen=1.0)
+    assert aware.limit == 16 and aware.cuts == 0
+    # The probe's estimate is kept on the low side (LoopLag.WEIGHT): seeing 85% of our own
+    # delay leaves at most 0.225 s of it in a sample, under the tolerance (2 x 0.3 s) always.
+    partial = grown()
+    lagged_rounds(partial, rounds=20, own_seen=0.85)
+    assert partial.limit == 16 and partial.cuts == 0
+    blind = grown()
+    lagged_rounds(blind, rounds=20, own_seen=0.0)
+    assert blind.cuts >= 1
+
+
+def test_a_server_that_queues_is_still_cut_while_our_loop_lags() -> None:
+    # A single-slot server (latency = in flight x service) on a busy machine: our loop's
+    # share is subtracted, the server's queueing is not, so the limit still comes down.
+    rng = random.Random(3)
+    limiter = ConcurrencyLimit(16)
+    lags: list[float] = []
+
+    def lagged(now: float, latency: float, in_flight: int, *, own: float = 0.0) -> None:
+        lag = rng.uniform(0.0, 0.5)
+        lags.append(lag)
+        ConcurrencyLimit.on_success(limiter, now, latency + lag, in_flight, own=lag)
+
+    limiter.on_success = lagged  # type: ignore[method-assign]
+    limits, timeouts = serve(limiter, service=4.0, slots=1, seconds=1200.0, timeout=60.0)
+    assert timeouts == 0 and max(limits[len(limits) // 4:]) <= 4
+    assert limiter.own == pytest.approx(sum(lags) / len(lags), abs=0.15)
+
+
+def test_server_reported_time_is_the_sample() -> None:
+    # openai-processing-ms says 0.3 s while our wall clock says 1.1 s: own = 0.8 s, no cut.
+    limiter = grown()
+    for k in range(5 * 16):
+        limiter.on_success(30.0 + k * 0.1, 1.1, in_flight=16, own=1.1 - 0.3)
+    assert limiter.limit == 16 and limiter.cuts == 0
+    assert limiter.own == pytest.approx(0.8, rel=1e-3)
+
+
+# ----------------------------------------------------------------------------- Little's floor
+def test_little_floor_holds_what_a_known_rate_needs() -> None:
+    # A known server limit of 600 rpm (10 starts/s), no-load server time 0.3 s, our loop adding
+    # 0.6 s: the pacer needs 10 x 0.9 = 9 in flight; the floor holds 1.5x that.
+    limiter = grown()
+    limiter._cut(40.0, 2)  # whatever cut the limit (a slow spell of the server)
+    limiter.own = 0.6
+    assert limiter.limit == 2
+    assert limiter.floor(10.0, 41.0) == math.ceil(1.5 * 10.0 * 0.9) == 14
+    assert limiter.allowed(10.0, 41.0) == 14
+    assert limiter.allowed(None, 41.0) == 2  # no known rate (a local server): no floor
+    assert limiter.allowed(100.0, 41.0) == 16  # never above the maximum
+
+
+def test_timeouts_and_overload_switch_the_floor_off_and_halve() -> None:
+    limiter = grown()
+    limiter.own = 0.6
+    assert limiter.allowed(10.0, 50.0) == 16
+    limiter.on_overload(50.0, started_at=49.0)
+    assert limiter.limit == 8 and limiter.floor(10.0, 50.0) == 0
+    assert limiter.allowed(10.0, 50.0 + ConcurrencyLimit.FLOOR_QUIET - 1) == 8
+    limiter.on_overload(60.0, started_at=55.0)  # a later episode: halves again
+    assert limiter.limit == 4
+    assert limiter.allowed(10.0, 60.0 + ConcurrencyLimit.FLOOR_QUIET + 1) == 14  # the floor is back
+
+
+def test_a_429_backs_off_once_per_episode() -> None:
+    limiter = grown()
+    limiter.on_drop(50.0, started_at=49.9)
+    assert limiter.limit == 14 and limiter.drops == 1  # AIMD: 16 x 0.9
+    limiter.on_drop(50.1, started_at=49.95)  # started before the cut: the same episode
+    assert limiter.limit == 14 and limiter.drops == 1
+    limiter.on_drop(52.0, started_at=51.0)
+    assert limiter.limit == 12 and limiter.drops == 2
+
+
+def test_runner_backs_off_on_a_429_and_floors_at_the_server_rate() -> None:
+    # The runner's side: a reply's headers state the server's limit, which sets Little's floor;
+    # a 429 of that limit cuts the limit, pauses starts for its Retry-After and (without
+    # headers) cuts the learned rate.
+    runner = Runner()
+    assert runner.limiter is not None
+    runner.limiter.base = 0.3
+    runner.limiter.own = 0.6
+    assert runner.concurrency_limit == 1  # slow start, no rate known yet
+    runner.observe(RateInfo(limit_requests=600, remaining_requests=500, reset_requests=1.0), 200)
+    assert runner.concurrency_limit == math.ceil(1.5 * 600 * 0.98 / 60 * 0.9)
+    header_less = Runner()
+    assert header_less.limiter is not None
+    header_less.limiter.limit = 16
+    header_less.observe(RateInfo(retry_after=2.0), 429)
+    assert header_less.limiter.limit == 14 and header_less.limiter.drops == 1
+    assert header_less.learner.cuts == 1 and header_less.adaptive_rpm is not None
+    assert header_less._cooldown_until > 0
+
+
+def test_a_paced_run_on_a_busy_machine_is_not_held_by_the_limit() -> None:
+    # Discrete-event model: the pacer starts one attempt every 0.1 s (600 rpm known from the
+    # headers); the server answers in 0.3 s +-20%, our loop adds 0-1.5 s in spells (a busy
+    # machine) and the probe sees only 2/3 of it. Count starts the adaptive limit delayed.
+    import heapq
+
+    rng = random.Random(11)
+    limiter = ConcurrencyLimit(16)
+    rate = 10.0
+    ends: list[tuple[float, float, float, int]] = []  # (end, start, own, in flight at start)
+    t = 0.0
+    held = starts = 0
+    spell = 0.0
+    while t < 600.0:
+        while ends and ends[0][0] <= t:
+            end, start, own, load = heapq.heappop(ends)
+            limiter.on_success(end, end - start, load, own=own * 2.0 / 3.0)
+        if int(t) % 20 == 0 and t - int(t) < 0.1:
+            spell = rng.choice((0.0, 0.4, 1.0, 1.5))  # the neighbours come and go
+        if len(ends) >= limiter.allowed(rate if t > 0.5 else None, t):
+            held += 1
+            t = ends[0][0]  # the next start waits for a reply
+            continue
+        own = spell * rng.uniform(0.5, 1.0)
+        heapq.heappush(ends, (t + 0.3 * rng.uniform(0.8, 1.2) + own, t, own, len(ends) + 1))
+        starts += 1
+        t += 1.0 / rate
+    assert starts / (600.0 * rate) >= 0.95
+    # The latency gradient still cuts in the worst spells (the probe misses a third of our
+    # lag); Little's floor is what keeps the pace.
+    assert held / starts <= 0.05
+
+
+# ----------------------------------------------------------------------------- the loop-lag probe
+def test_loop_lag_share_is_the_weighted_mean_delay_while_in_flight() -> None:
+    lag = LoopLag()
+    assert lag.share(0.0, 1.0) == 0.0  # nothing measured yet
+    for k in range(10):
+        lag.note(1.0 + 0.1 * k, 0.05 if k < 5 else 0.25)
+    assert lag.mean(1.0, 1.45) == pytest.approx(0.05)
+    assert lag.mean(1.5, 2.0) == pytest.approx(0.25)
+    assert lag.share(1.5, 2.0) == pytest.approx(LoopLag.WEIGHT * 0.25)
+    assert lag.share(5.0, 5.01) == pytest.approx(0.01)  # never more than the attempt's time
+    assert lag.mean(3.0, 3.1) == pytest.approx(0.25)  # no tick inside: the latest one
+
+
+def test_loop_lag_probe_sees_a_blocked_loop() -> None:
+    # The probe's timer cannot fire while the loop is blocked: a 0.2 s block shows as a delay
+    # of at least 0.2 - PERIOD (a lower bound that follows from the block, not a timing).
+    async def scenario() -> LoopLag:
+        lag = LoopLag()
+        lag.hold()
+        time.sleep(0.2)
+        await asyncio.sleep(0.06)
+        lag.release()
+        await asyncio.sleep(0.06)  # the timer stops at its next tick
+        return lag
+
+    lag = asyncio.run(scenario())
+    assert max(d for _, d in lag._ticks) >= 0.2 - LoopLag.PERIOD
+    assert not lag._running

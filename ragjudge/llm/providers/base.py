@@ -480,7 +480,7 @@ def int_header(headers: Mapping[str, str], name: str) -> int | None:
         return None
     try:
         return int(float(value))
-    except ValueError:
+    except (ValueError, OverflowError):  # "inf" overflows int()
         return None
 
 
@@ -503,7 +503,8 @@ def json_object(content: bytes) -> Mapping[str, Any]:
 class RateInfo:
     """What one reply's headers say about the account's limits, in the provider's own header
     names translated: limits per minute, what is left of the current window and the seconds
-    until it resets, and the server's ``Retry-After``. ``None``: not stated."""
+    until it resets, and the server's ``Retry-After``; ``server_time``: the seconds the server
+    says it spent on the request (OpenAI's ``openai-processing-ms``). ``None``: not stated."""
 
     limit_requests: int | None = None
     limit_tokens: int | None = None
@@ -512,6 +513,7 @@ class RateInfo:
     reset_requests: float | None = None
     reset_tokens: float | None = None
     retry_after: float | None = None
+    server_time: float | None = None
 
 
 @dataclass

@@ -84,7 +84,9 @@ FEATURE_WORDS = (
 
 
 def rate_info(headers: Mapping[str, str]) -> RateInfo:
-    """What OpenAI-style ``x-ratelimit-*`` and ``Retry-After`` headers state."""
+    """What OpenAI-style ``x-ratelimit-*``, ``Retry-After`` and ``openai-processing-ms`` headers
+    state."""
+    processing = int_header(headers, "openai-processing-ms")
     return RateInfo(
         limit_requests=int_header(headers, "x-ratelimit-limit-requests"),
         limit_tokens=int_header(headers, "x-ratelimit-limit-tokens"),
@@ -93,6 +95,7 @@ def rate_info(headers: Mapping[str, str]) -> RateInfo:
         reset_requests=parse_duration(headers.get("x-ratelimit-reset-requests")),
         reset_tokens=parse_duration(headers.get("x-ratelimit-reset-tokens")),
         retry_after=retry_after_seconds(headers),
+        server_time=None if processing is None or processing < 0 else processing / 1000.0,
     )
 
 
