@@ -44,9 +44,12 @@ metrics (-m, repeatable, comma lists allowed):
 
 cutoff k: the sample's metadata.k, else the metric's @k, else -k (default 5).
 
-grading: listwise (default) grades all chunks of a sample in one call, so context_precision +
-context_recall + faithfulness cost 4 requests per sample; pointwise grades each chunk alone
-(n + 3 requests), with the same prompt and cache as `ragjudge judge` (TREC-comparable).
+grading: listwise (default) grades all chunks of a sample in one call, and a run that also
+asks context_recall gets the grades and the reference's statements from that same call, so
+context_precision + context_recall + faithfulness cost 3 requests per sample (4 with
+--separate-calls, which keeps the reference out of the grader's view); pointwise grades each
+chunk alone (n + 3 requests), with the same prompt and cache as `ragjudge judge`
+(TREC-comparable).
 
 undetermined: a score that cannot be computed (no claims, empty response, failed call...) is
 counted beside the mean with its reason (-q lists them per sample), never averaged as 0.
@@ -74,6 +77,7 @@ def register(subparsers: Any) -> None:
     add_option(p, RagOptions, "match", choices=MATCH_MODES)
     add_option(p, RagOptions, "grading", choices=GRADING_MODES)
     add_option(p, RagOptions, "skip_invalid", action="store_true")
+    add_option(p, RagOptions, "separate_calls", action="store_true")
     p.add_argument("-q", "--per-sample", action="store_true",
                    help="also print per-sample values and the reasons of undetermined ones")
     p.add_argument("-f", "--format", choices=_FORMATS, default="table", help="output format")

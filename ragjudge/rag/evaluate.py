@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 from .._sync import run_sync
 from ..errors import MetricError
-from .metrics import DeterministicMetric, LLMMetric, RagMetric, Request, Setup, definition, parse_rag_metrics
+from .metrics import (
+    DeterministicMetric, LLMMetric, RagMetric, Request, Setup, definition, parse_rag_metrics, reviewed
+)
 from .report import RagReport, Score
 from .options import DEFAULT_GRADING, GRADING_MODES, RagOptions
 from .samples import Sample, SampleSet, as_samples
@@ -147,8 +149,10 @@ async def _score(unit: LLMMetric, m: RagMetric, s: Sample, k: int, setup: Setup,
         got.update((r.key, a.value) for r, a in zip(todo, answers))
 
 
-def _setup(grading: str, judge: Any, embedding_model: str | None) -> Setup:
-    return Setup(grading, getattr(judge, "prompt", None) if judge is not None else None, embedding_model)
+def _setup(opts: RagOptions, judge: Any, metrics: Sequence[RagMetric]) -> Setup:
+    review = not opts.separate_calls and reviewed(metrics, opts.grading)
+    return Setup(opts.grading, getattr(judge, "prompt", None) if judge is not None else None,
+                 opts.embedding_model, review)
 
 
 async def evaluate_samples(
@@ -163,6 +167,7 @@ async def evaluate_samples(
     skip_invalid: bool = _D("skip_invalid"),
     progress: bool = False,
     embedding_model: str | None = _D("embedding_model"),
+    separate_calls: bool = _D("separate_calls"),
 ) -> RagReport:
     """Evaluate RAG samples on ``metrics`` (specs such as ``"faithfulness"``, ``"ndcg@5"``,
     ``"context_precision(threshold=2)"``).
@@ -176,18 +181,22 @@ async def evaluate_samples(
     ``default_k`` is the cutoff when neither the sample nor the metric gives one.
     ``embedding_model``: the embeddings model of the metrics that use one, such as
     ``answer_relevance(by=embedding)`` (served by the judge's endpoint).
+    ``separate_calls``: a run asking both the listwise chunk grades and ``context_recall``
+    gets them from one call per sample (``context_review.v1``), whose grader also sees the
+    reference; ``True`` asks them in two calls.
     ``options``: a :class:`RagOptions` carrying these settings instead of the keywords.
     Never raises for a per-sample problem: it becomes an undetermined score with its reason.
     """
     opts = RagOptions.merge(options, grading=grading, match=match, default_k=default_k,
-                            skip_invalid=skip_invalid, embedding_model=embedding_model)
+                            skip_invalid=skip_invalid, embedding_model=embedding_model,
+                            separate_calls=separate_calls)
     grading, match, default_k = opts.grading, opts.match, opts.default_k
     embedding_model = opts.embedding_model
     data: SampleSet = as_samples(samples, skip_invalid=opts.skip_invalid)
     parsed = parse_rag_metrics(metrics)
     llm_metrics = [m for m in parsed if m.needs_llm]
     llm, rel_judge = _resolve_llm(judge)
-    setup = _setup(grading, rel_judge, embedding_model)
+    setup = _setup(opts, rel_judge, parsed)
     if llm_metrics and llm is None:
         names = ", ".join(str(m) for m in llm_metrics)
         raise MetricError(f"{names} need an LLM judge: pass judge=LLM(model) (CLI: --model M)")
@@ -345,6 +354,7 @@ def plan_requests(
     llm: Any = None,
     judge: Any = None,
     embedding_model: str | None = _D("embedding_model"),
+    separate_calls: bool = _D("separate_calls"),
     options: RagOptions | None = None,
 ) -> list[tuple[Any, dict[str, str]]]:
     """The ``(prompt, variables)`` of every chat request an evaluation would make, for a dry
@@ -355,11 +365,11 @@ def plan_requests(
     one claim), so that part is approximate. Embeddings requests are not listed.
     """
     opts = RagOptions.merge(options, grading=grading, default_k=default_k,
-                            embedding_model=embedding_model)
+                            embedding_model=embedding_model, separate_calls=separate_calls)
     grading, default_k = opts.grading, opts.default_k
     data = as_samples(samples)
-    setup = _setup(grading, judge, opts.embedding_model)
     parsed = [m for m in parse_rag_metrics(metrics) if m.needs_llm]
+    setup = _setup(opts, judge, parsed)
     out: list[tuple[Any, dict[str, str]]] = []
     for s in data:
         seen: set[tuple[Any, ...]] = set()

@@ -36,14 +36,20 @@ class RagOptions(OptionsValue):
     embedding_model: str | None = option(
         None, "embeddings model of the metrics that use one, such as "
               "answer_relevance(by=embedding) (served by the judge's endpoint)")
+    separate_calls: bool = option(
+        False, "grade the chunks and split the reference for context_recall in two calls per "
+               "sample; by default a run asking both makes one call (context_review.v1), whose "
+               "grader also sees the reference")
 
     def validate(self) -> None:
         one_of("grading", self.grading, GRADING_MODES)
         if self.match is not None:
             one_of("match", self.match, MATCH_MODES)
         positive_int("default_k", self.default_k)
-        if not isinstance(self.skip_invalid, bool):
-            raise InputError(f"must be true or false, got {self.skip_invalid!r}", field="skip_invalid")
+        for name in ("skip_invalid", "separate_calls"):
+            value = getattr(self, name)
+            if not isinstance(value, bool):
+                raise InputError(f"must be true or false, got {value!r}", field=name)
         if self.embedding_model is not None and (not isinstance(self.embedding_model, str)
                                                  or not self.embedding_model.strip()):
             raise InputError("must be a model name", field="embedding_model")

@@ -131,6 +131,7 @@ class RagRequest(_Request):
     grading: Literal[GRADING_MODES] = Field(default=_R.default("grading"),
                                            description=_R.help("grading"))
     skip_invalid: bool = Field(default=_R.default("skip_invalid"), description=_R.help("skip_invalid"))
+    separate_calls: bool = Field(default=_R.default("separate_calls"), description=_R.help("separate_calls"))
     per_sample: bool = True
     embedding_model: Optional[str] = Field(default=_R.default("embedding_model"), max_length=200,
                                            description=_R.help("embedding_model"))

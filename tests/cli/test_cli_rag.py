@@ -80,6 +80,9 @@ ANSWERS = {
                                       {"statement": "b", "attributed": False}]},
     "faithfulness_claims": {"claims": ["x", "y", "z", "w"]},
     "faithfulness_verify": {"verdicts": [True, True, True, False]},
+    # what relevance_listwise and context_recall answer, in one call
+    "context_review": {"grades": [3, 0, 2], "statements": [{"statement": "a", "sources": [2]},
+                                                           {"statement": "b", "sources": []}]},
 }
 
 
@@ -99,19 +102,19 @@ def test_llm_metrics_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[st
     agg = {a["metric"]: a["mean"] for a in json.loads(cap.out)["aggregates"]}
     assert agg["context_precision"] == pytest.approx((1 + 2 / 3) / 2)
     assert agg["context_recall"] == 0.5 and agg["faithfulness"] == 0.75
-    assert "4 calls" in cap.err
+    assert "3 calls" in cap.err
     # stderr is not a terminal here: a few plain progress lines, as judge and synth print
     assert "rag samples: 1/1 samples, 100%" in cap.err
     # second run: everything from the cache; --no-progress prints none
     assert main(argv + ["--no-progress"]) == 0
     err = capsys.readouterr().err
-    assert "4 cached" in err and "rag samples" not in err
-    assert len(httpx2_mock.calls) == 4
+    assert "3 cached" in err and "rag samples" not in err
+    assert len(httpx2_mock.calls) == 3
     # dry run: nothing sent, everything already cached
     assert main(argv + ["--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "dry run: 4 requests for 1 samples, 4 already cached -> 0 calls" in out
-    assert len(httpx2_mock.calls) == 4
+    assert "dry run: 3 requests for 1 samples, 3 already cached -> 0 calls" in out
+    assert len(httpx2_mock.calls) == 3
 
 
 def test_answer_relevance_by_embedding(tmp_path: Path, capsys: pytest.CaptureFixture[str],

@@ -250,24 +250,94 @@ def test_usefulness_variant_and_answer_relevance(httpx2_mock: respx.Router) -> N
 
 
 # ----------------------------------------------------------------------------- request budget
-def test_default_settings_need_four_requests_per_sample() -> None:
-    fake = FakeLLM({
-        "relevance_listwise": {"grades": [3, 0, 2, 0, 0]},
-        "context_recall": {"statements": [{"statement": "x", "attributed": True}]},
-        "faithfulness_claims": {"claims": ["a", "b"]},
-        "faithfulness_verify": {"verdicts": [True, False]},
-    }, prompt_tokens=100, completion_tokens=10)
+ANSWERS_4 = {
+    "relevance_listwise": {"grades": [3, 0, 2, 0, 0]},
+    "context_recall": {"statements": [{"statement": "x", "attributed": True}]},
+    "faithfulness_claims": {"claims": ["a", "b"]},
+    "faithfulness_verify": {"verdicts": [True, False]},
+}
+# The review call answers what relevance_listwise and context_recall answer above.
+REVIEW = {"grades": [3, 0, 2, 0, 0], "statements": [{"statement": "x", "sources": [1, 3]}]}
+BUDGET = ["context_precision", "context_recall", "faithfulness"]
+
+
+def test_default_settings_need_three_requests_per_sample() -> None:
+    fake = FakeLLM({**ANSWERS_4, "context_review": REVIEW}, prompt_tokens=100, completion_tokens=10)
     samples = [{**SAMPLE, "id": f"s{i}", "user_input": f"question {i}"} for i in range(3)]
-    rep = run(samples, ["context_precision", "context_recall", "faithfulness"], fake)
-    assert len(fake.calls) == 3 * 4
+    rep = run(samples, BUDGET, fake)
+    assert len(fake.calls) == 3 * 3
     assert sorted(c.prompt_id for c in fake.calls) == sorted(
-        ["relevance_listwise", "context_recall", "faithfulness_claims", "faithfulness_verify"] * 3)
-    assert rep.usage["calls"] == 12 and rep.usage["total_tokens"] == 12 * 110
+        ["context_review", "faithfulness_claims", "faithfulness_verify"] * 3)
+    assert rep.usage["calls"] == 9 and rep.usage["total_tokens"] == 9 * 110
     # hand-computed: grades [3,0,2,0,0] >= 2 at ranks 1, 3 -> (1 + 2/3) / 2
     assert rep.mean("context_precision") == pytest.approx((1 + 2 / 3) / 2)
     assert rep.mean("faithfulness") == 0.5 and rep.mean("context_recall") == 1.0
-    planned = plan_requests(samples, ["context_precision", "context_recall", "faithfulness"])
-    assert len(planned) == 12
+    assert len(plan_requests(samples, BUDGET)) == 9
+
+
+def test_separate_calls_give_the_same_values_in_four_requests() -> None:
+    fake = FakeLLM(ANSWERS_4, prompt_tokens=100, completion_tokens=10)
+    samples = [{**SAMPLE, "id": f"s{i}", "user_input": f"question {i}"} for i in range(3)]
+    rep = run(samples, BUDGET, fake, separate_calls=True)
+    assert sorted(c.prompt_id for c in fake.calls) == sorted(
+        ["relevance_listwise", "context_recall", "faithfulness_claims", "faithfulness_verify"] * 3)
+    assert rep.mean("context_precision") == pytest.approx((1 + 2 / 3) / 2)
+    assert rep.mean("faithfulness") == 0.5 and rep.mean("context_recall") == 1.0
+    assert len(plan_requests(samples, BUDGET, separate_calls=True)) == 12
+
+
+def test_review_call_gives_recall_at_k_from_the_cited_passages() -> None:
+    # Three statements: cited by passage 4, by passages 1 and 5, by none. @1: 1/3; @4: 2/3.
+    review = {"grades": [2, 0, 0, 1, 0], "statements": [
+        {"statement": "a", "sources": [4]}, {"statement": "b", "sources": [5, 1]},
+        {"statement": "c", "sources": []}]}
+    fake = FakeLLM({"context_review": review})
+    rep = run([SAMPLE], ["context_recall@1", "context_recall@4", "context_relevance@5"], fake)
+    assert len(fake.calls) == 1  # one call serves both cutoffs and the grades
+    assert rep.mean("context_recall@1") == pytest.approx(1 / 3)
+    assert rep.mean("context_recall@4") == pytest.approx(2 / 3)
+    assert rep.mean("context_relevance@5") == pytest.approx((2 + 1) / 3 / 5)
+
+
+def test_review_applies_only_where_both_answers_are_asked() -> None:
+    # context_recall alone, precision by reference, pointwise grading, no reference, or more
+    # chunks than one listwise window: the separate prompts, as before.
+    fake = FakeLLM({**ANSWERS_4, "context_review": REVIEW, "relevance": {"reasoning": "r", "grade": 2},
+                    "context_usefulness": {"useful": [True, False, True, False, False]}})
+    run([SAMPLE], ["context_recall"], fake)
+    run([SAMPLE], ["context_precision(by=reference)", "context_recall"], fake)
+    assert sorted(c.prompt_id for c in fake.calls) == ["context_recall", "context_recall", "context_usefulness"]
+    fake.calls.clear()
+    run([{**SAMPLE, "id": "s2", "reference": None}, SAMPLE], ["context_precision", "context_recall"], fake)
+    assert sorted(c.prompt_id for c in fake.calls) == ["context_review", "relevance_listwise"]
+    fake.calls.clear()
+    run([SAMPLE], ["context_precision", "context_recall"], fake, grading="pointwise")
+    assert "context_review" not in {c.prompt_id for c in fake.calls}
+
+
+def test_a_cited_passage_out_of_range_is_repaired_not_scored() -> None:
+    from ragjudge.rag.metrics import Setup
+    from ragjudge.rag.metrics.base import review_request
+    from ragjudge.rag.samples import as_samples
+
+    (s,) = as_samples([SAMPLE])
+    r = review_request(s, Setup(review=True))
+    assert r is not None and r.parse is not None
+    items = r.prompt.output_schema["properties"]["statements"]["items"]["properties"]["sources"]["items"]
+    assert (items["minimum"], items["maximum"]) == (1, 5)
+    with pytest.raises(ValueError, match="passage numbers 1-5, got 6"):
+        r.parse({"grades": [0] * 5, "statements": [{"statement": "x", "sources": [6]}]})
+    assert review_request(s, Setup(review=False)) is None
+
+
+def test_the_review_prompt_grades_on_the_listwise_scale() -> None:
+    # A prompt's scale lives in its front-matter: the two prompts that give chunk grades must
+    # state the same one, or a run's grades would change meaning with its metric set.
+    from ragjudge.llm.prompts import load_prompt
+    from ragjudge.rag.metrics import Setup
+
+    review, listwise = load_prompt(Setup.REVIEW), load_prompt(Setup.LISTWISE)
+    assert review.labels == listwise.labels and review.label_field == listwise.label_field
 
 
 def test_pointwise_uses_relevance_prompt_and_shares_the_judge_cache(

@@ -35,6 +35,7 @@ from .base import (
     RagMetric,
     Request,
     Setup,
+    reviewed,
     unit_of,
     units,
 )
@@ -47,6 +48,7 @@ __all__ = [
     "Request",
     "Setup",
     "unit_of",
+    "reviewed",
     "parse_rag_metric",
     "parse_rag_metrics",
     "known_rag_metrics",

@@ -46,6 +46,9 @@ __all__ = [
     "fraction_true",
     "present",
     "missing_text",
+    "REVIEWABLE",
+    "reviewed",
+    "review_request",
 ]
 
 
@@ -111,15 +114,23 @@ def sized(name: str, array: str, n: int) -> Any:
 @dataclass(frozen=True)
 class Setup:
     """What a metric needs to know about the run beyond the sample: the chunk grading mode,
-    the relevance judge's prompt (pointwise grading through a judge), the embeddings model."""
+    the relevance judge's prompt (pointwise grading through a judge), the embeddings model,
+    and ``review``: the run asks both the listwise chunk grades and the reference's statements,
+    so a sample with a reference gets both from one call (:data:`REVIEW`, see
+    :func:`review_request`)."""
 
     grading: str = "listwise"
     judge_prompt: Any = None
     embedding_model: str | None = None
+    review: bool = False
 
     #: Prompts of the two chunk-grading modes.
     LISTWISE: ClassVar[str] = "relevance_listwise.v1"
     POINTWISE: ClassVar[str] = "relevance.v1"
+    #: The one call that grades the chunks (listwise's scale) and splits the reference.
+    REVIEW: ClassVar[str] = "context_review.v1"
+    #: Chunks per call of a listwise grading (a longer list is split, and is not reviewed).
+    WINDOW: ClassVar[int] = 20
 
     @property
     def grading_prompt(self) -> Any:
@@ -256,6 +267,10 @@ class MetricUnit:
         """Whether ``m`` makes an embeddings request (then it needs an embeddings model)."""
         return False
 
+    def shares(self, m: RagMetric) -> frozenset[str]:
+        """The answers ``m`` reads that one review call can give (:data:`REVIEWABLE`)."""
+        return frozenset()
+
     def definition(self, m: RagMetric) -> str:
         raise NotImplementedError
 
@@ -303,6 +318,63 @@ def unit_of(name: str) -> MetricUnit:
 
 def units() -> dict[str, MetricUnit]:
     return dict(_REGISTRY)
+
+
+# ----------------------------------------------------------------------------- the review call
+#: What one :data:`Setup.REVIEW` call answers: the chunk grades and the reference's statements.
+REVIEWABLE = frozenset({"grades", "statements"})
+
+
+def reviewed(metrics: Sequence[RagMetric], grading: str) -> bool:
+    """Whether a run of ``metrics`` asks both answers of a review call (listwise grading)."""
+    got: frozenset[str] = frozenset()
+    for m in metrics:
+        got |= m.unit.shares(m)
+    return grading == "listwise" and REVIEWABLE <= got
+
+
+def _review_prompt(n: int) -> Any:
+    """The review prompt for ``n`` passages: exactly ``n`` grades, sources numbered 1..n (so
+    strict structured output and local validation both enforce them)."""
+    p = sized(Setup.REVIEW, "grades", n)
+    key = (p.sha256, "sources", n)
+    got = _SIZED.get(key)
+    if got is None:
+        schema = json.loads(json.dumps(p.output_schema))
+        sources = schema["properties"]["statements"]["items"]["properties"]["sources"]
+        sources["items"] = {**sources["items"], "minimum": 1, "maximum": n}
+        got = _SIZED[key] = replace(p, output_schema=schema)
+    return got
+
+
+def review_request(s: Sample, setup: Setup) -> Request | None:
+    """The one call giving a sample's listwise chunk grades and its reference's statements
+    with the passages supporting each, when ``setup.review`` holds and the sample has a
+    question, a reference and at most :data:`Setup.WINDOW` chunk texts; else ``None``.
+
+    Every metric that needs either answer returns this same request, so the evaluator asks it
+    once per sample (equal identities). The grades use the scale of the review prompt's
+    front-matter, which a test keeps equal to the listwise prompt's."""
+    texts = s.context_texts
+    if (not setup.review or not texts or len(texts) > Setup.WINDOW
+            or not present(s.question) or not present(s.reference)):
+        return None
+    n = len(texts)
+
+    def parse(obj: Any) -> dict[str, Any]:
+        grades = [int(g) for g in obj["grades"]]
+        statements = []
+        for st in obj["statements"]:
+            sources = tuple(int(j) for j in st["sources"])
+            bad = [j for j in sources if not 1 <= j <= n]
+            if bad:
+                raise ValueError(f"sources must be passage numbers 1-{n}, got {bad[0]}")
+            statements.append((st["statement"], sources))
+        return {"grades": grades, "statements": statements}
+
+    return chat("review", "context review", _review_prompt(n),
+                {"question": s.question or "", "reference": s.reference or "",
+                 "passages": format_passages(texts), "count": str(n)}, parse)
 
 
 # ----------------------------------------------------------------------------- shared helpers

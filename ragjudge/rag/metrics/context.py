@@ -3,7 +3,8 @@
 One grading (``relevance_listwise.v1``: all chunks of a sample in ceil(n / 20) calls; or
 ``relevance.v1`` / a relevance judge's prompt, one call per chunk, in pointwise mode) feeds
 ``context_relevance``, ``context_precision`` and ``context_ndcg/err/rbp``: together they cost
-one grading. ``context_precision(by=reference)`` asks instead, in one call
+one grading. A run that also asks ``context_recall`` gets the grades and the reference's
+statements from one call per sample (``context_review.v1``, :func:`.base.review_request`). ``context_precision(by=reference)`` asks instead, in one call
 (``context_usefulness.v1``), whether each chunk was useful for arriving at the reference.
 The grading scale (top grade, relevance threshold) is the grading prompt's (:class:`Setup`).
 """
@@ -21,7 +22,8 @@ from ...measures.grammar import Param, choice, int_at_least
 from ..report import Score
 from ..samples import Sample
 from .base import (
-    LLMMetric, RagMetric, Request, Setup, chat, format_passages, present, register, sized
+    LLMMetric, RagMetric, Request, Setup, chat, format_passages, present, register, review_request,
+    sized
 )
 
 __all__ = [
@@ -34,7 +36,7 @@ __all__ = [
 ]
 
 #: Listwise grading sends at most this many chunks per call (long lists are split).
-LISTWISE_WINDOW = 20
+LISTWISE_WINDOW = Setup.WINDOW
 
 
 # ----------------------------------------------------------------------------- formulas
@@ -101,6 +103,9 @@ def grade_requests(s: Sample, setup: Setup) -> list[Request] | str:
         return "no question"
     q = s.question or ""
     if setup.grading == "listwise":
+        review = review_request(s, setup)
+        if review is not None:
+            return [review]
         out = []
         for i in range(0, len(texts), LISTWISE_WINDOW):
             w = texts[i : i + LISTWISE_WINDOW]
@@ -117,6 +122,8 @@ def grade_requests(s: Sample, setup: Setup) -> list[Request] | str:
 
 def chunk_grades(got: Mapping[str, Any]) -> list[int]:
     """The grades in rank order from the answers of :func:`grade_requests`."""
+    if "review" in got:
+        return list(got["review"]["grades"])
     out: list[int] = []
     for key in sorted(k for k in got if k.startswith("grades")):
         value = got[key]
@@ -127,6 +134,9 @@ def chunk_grades(got: Mapping[str, Any]) -> list[int]:
 class _Graded(LLMMetric):
     needs = ("question", "contexts")
     takes_k = True
+
+    def shares(self, m: RagMetric) -> frozenset[str]:
+        return frozenset({"grades"})
 
     def requests(self, m: RagMetric, s: Sample, k: int, setup: Setup,
                  got: Mapping[str, Any]) -> list[Request] | str:
@@ -189,6 +199,9 @@ class ContextPrecision(_Graded):
 
     def fields(self, m: RagMetric) -> tuple[str, ...]:
         return ("contexts", "reference") if m.get("by") == "reference" else self.needs
+
+    def shares(self, m: RagMetric) -> frozenset[str]:
+        return frozenset() if m.get("by") == "reference" else frozenset({"grades"})
 
     def check(self, m: RagMetric, setup: Setup) -> None:
         super().check(m, setup)
