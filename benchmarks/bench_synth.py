@@ -185,7 +185,9 @@ def _cost_row(args: argparse.Namespace, llm: LLM, corpus: dict[str, str], oversa
             "generation_calls": s["generation_calls"], "judge_calls": len(judged),
             "candidates": s["generated"], "calls_per_kept": s["calls_per_kept_query"],
             "tokens_per_kept": s["tokens_per_kept_query"],
-            "judge_pass_rate": round(passed / len(judged), 3) if judged else None}
+            "judge_pass_rate": round(passed / len(judged), 3) if judged else None,
+            # the calls' time at the simulator's rate limit, over the wall time taken
+            "rate_vs_ceiling": round(s["calls"] * 60.0 / args.rpm / wall, 3) if wall > 0 else None}
 
 
 def cost(args: argparse.Namespace, llm_factory: Callable[..., LLM]) -> dict[str, Any]:
@@ -204,9 +206,10 @@ def cost(args: argparse.Namespace, llm_factory: Callable[..., LLM]) -> dict[str,
                           f"generation writing {row['candidates']} candidates + {row['judge_calls']} "
                           f"judge) = {row['calls_per_kept']} per kept query; {row['tokens_per_kept']} "
                           f"tokens per kept query; judge pass rate {row['judge_pass_rate']}; wall "
-                          f"{row['wall_s']:.1f} s")
+                          f"{row['wall_s']:.1f} s = {row['rate_vs_ceiling']:.0%} of the rate ceiling")
                 summary = {k: _mean_range([r[k] for r in rows]) for k in
-                           ("kept", "calls_per_kept", "tokens_per_kept", "judge_pass_rate", "wall_s", "calls")}
+                           ("kept", "calls_per_kept", "tokens_per_kept", "judge_pass_rate", "wall_s", "calls",
+                            "rate_vs_ceiling")}
                 out[f"{judge}/{design}/oversample={oversample}"] = {
                     "judge": judge, "design": design, "oversample": oversample, "seeds": args.cost_seeds,
                     "runs": rows, **summary}
@@ -214,7 +217,8 @@ def cost(args: argparse.Namespace, llm_factory: Callable[..., LLM]) -> dict[str,
                       f"{args.cost_seeds} seeds: calls per kept query {summary['calls_per_kept']}, tokens "
                       f"per kept query {summary['tokens_per_kept']}, kept {summary['kept']}, judge pass "
                       f"rate {summary['judge_pass_rate']}, wall {summary['wall_s']} s for "
-                      f"{summary['calls']} calls (rpm {args.rpm}) ==\n")
+                      f"{summary['calls']} calls (rpm {args.rpm}) = {summary['rate_vs_ceiling']} of the "
+                      "rate ceiling ==\n")
     print("\ncalls per kept query at judge pass rate p (free filters passing f = 85% of candidates):")
     print(f"  {'p':>4}  {'1 per call':>10}  {'3 per call, best first':>22}")
     for p in (0.5, 0.6, 0.7, 0.8, 0.9):

@@ -42,6 +42,8 @@ FILTERS: dict[str, str] = {
     "confidence": "judge not confident enough (logprobs)",
 }
 _EXAMPLES = 3
+#: The filters that cost nothing, run on a draw's candidates before any judge call.
+_FREE = frozenset({"copy", "roundtrip", "duplicate"})
 
 
 @dataclass
@@ -113,18 +115,24 @@ def text_filters(
     """The free filters (copy, round-trip, duplicate), in place, on candidates in order.
 
     Idempotent: candidates checked by an earlier call are not checked again, but the survivors
-    among them count as earlier queries for the duplicate check (generation comes in rounds).
+    among them count as earlier queries for the duplicate check (draws are filtered one after
+    the other, in draw order).
 
     ``index=None`` or ``roundtrip_k=None`` skips the round trip. Duplicates are checked last,
-    against earlier *surviving* candidates, so a query is not dropped as the duplicate of one
-    that a later filter would have dropped anyway.
+    against earlier candidates that passed the free filters, so a query is not dropped as the
+    duplicate of one that the copy or round-trip filter dropped. An earlier query's judge
+    verdict does not matter (it may not have come yet: draws overlap), so what is a duplicate
+    never depends on timing.
     """
     survivors: list[tuple[Candidate, bool]] = []
     for c in candidates:
-        if c.query is None or c.status == "dropped":
+        if c.query is None:
             continue
-        if c.checked:  # checked in an earlier round: a survivor to dedup against
-            survivors.append((c, False))
+        if c.checked:  # checked before: a free-filter survivor is an earlier query to dedup against
+            if c.dropped_by not in _FREE:
+                survivors.append((c, False))
+            continue
+        if c.status == "dropped":
             continue
         c.checked = True
         qt = tokens(c.query)

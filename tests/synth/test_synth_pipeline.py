@@ -1,0 +1,116 @@
+"""The synth pipeline's scheduling: draws overlap (generation and judging in flight together),
+yet what is generated, judged and kept depends only on the replies, never on their timing --
+so a rerun from the cache pays nothing -- and no judge call is made for a query that cannot
+be needed. Replies come from the in-process FakeLLM with seeded random delays (no clock is
+asserted on: only which calls were made and how many were in flight together)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import zlib
+from typing import Any
+
+from _synth_data import make_corpus, model_answer
+
+from ragjudge.llm.fake import FakeLLM, Reply
+from ragjudge.synth import synthesize
+
+
+class Timed:
+    """model_answer with a seeded random delay per call; records each call's prompt and
+    variables, and the most generation and judge calls in flight at the same moment."""
+
+    def __init__(self, seed: int, *, fail_every: int = 0) -> None:
+        self.rng = random.Random(seed)
+        self.fail_every = fail_every
+        self.calls: list[tuple[str, tuple[tuple[str, str], ...]]] = []
+        self.inflight = {"gen": 0, "judge": 0}
+        self.overlap = 0  # a generation and a judge call in flight together, this many times
+
+    async def __call__(self, prompt: Any, v: Any) -> Any:
+        kind = "gen" if prompt.id.startswith("synth_") else "judge"
+        self.calls.append((prompt.id, tuple(sorted((k, str(x)) for k, x in v.items()))))
+        self.inflight[kind] += 1
+        if self.inflight["gen"] and self.inflight["judge"]:
+            self.overlap += 1
+        try:
+            await asyncio.sleep(self.rng.uniform(0.0, 0.02))
+        finally:
+            self.inflight[kind] -= 1
+        passages = [v[k] for k in ("passage", "passage_a", "passage_b") if k in v]
+        if kind == "gen":
+            obj, _ = model_answer(prompt.id, passages, "queries" in prompt.output_schema["properties"])
+            return obj
+        obj, dist = model_answer(prompt.id, [], False, v["query"], v["passage"])
+        if self.fail_every and isinstance(obj, dict) and zlib.crc32(v["query"].encode()) % self.fail_every == 0:
+            obj = {**obj, "grade": 0}  # a stricter judge for some queries: siblings and new draws
+        return Reply(obj, probs=dist)
+
+
+def _run(corpus: dict[str, str], n: int, timed: Timed) -> Any:
+    llm = FakeLLM(timed, model="m")
+    return asyncio.run(synthesize(corpus, n, llm=llm, progress=False, oversample=3))
+
+
+def _outcome(result: Any) -> list[tuple[str, str, str | None, str | None]]:
+    return [(c.id, c.status, c.dropped_by, c.query) for c in result.candidates]
+
+
+def test_what_is_called_and_kept_does_not_depend_on_reply_timing() -> None:
+    corpus = make_corpus(4)
+    # the same replies, delivered in different orders (different delay seeds)
+    runs = [(Timed(seed), None) for seed in (1, 2, 3)]
+    results = []
+    for timed, _ in runs:
+        results.append(_run(corpus, 8, timed))
+    first = results[0]
+    assert first.ok and len(first.kept) == 8
+    for timed_result in results[1:]:
+        assert _outcome(timed_result) == _outcome(first)
+    calls = [sorted(t.calls) for t, _ in runs]
+    assert calls[1] == calls[0] and calls[2] == calls[0]
+
+
+def test_a_stricter_judge_is_timing_independent_too() -> None:
+    # Judge failures make siblings and replacement draws: the paths that depend on earlier
+    # verdicts. Still the same calls and outcome whatever the order of replies.
+    corpus = make_corpus(5)
+    a, b = Timed(5, fail_every=3), Timed(9, fail_every=3)
+    ra, rb = _run(corpus, 10, a), _run(corpus, 10, b)
+    assert _outcome(ra) == _outcome(rb) and sorted(a.calls) == sorted(b.calls)
+    assert any(c.dropped_by == "answerability" for c in ra.candidates)
+
+
+def test_generation_and_judging_overlap() -> None:
+    corpus = make_corpus(4)
+    timed = Timed(4)
+    result = _run(corpus, 8, timed)
+    assert result.ok
+    assert timed.overlap > 0  # judge calls ran while generation calls were still in flight
+
+
+def test_no_judge_call_for_a_query_that_cannot_be_needed() -> None:
+    # Every judge call is for a draw whose earlier draws hold fewer than n kept queries: the
+    # judged draws past the n-th kept one are none.
+    corpus = make_corpus(4)
+    result = _run(corpus, 6, Timed(7))
+    kept_draws = [c.draw for c in result.candidates if c.kept]
+    nth = kept_draws[5]
+    order = [d.id for d in _draw_order(result)]
+    judged_after = [c for c in result.candidates if c.judgment is not None
+                    and order.index(c.draw) > order.index(nth)]
+    assert judged_after == []
+    assert all(c.status != "kept" or c.qid for c in result.candidates)
+
+
+def _draw_order(result: Any) -> list[Any]:
+    class D:
+        def __init__(self, did: str) -> None:
+            self.id = did
+
+    seen: list[str] = []
+    for c in result.candidates:
+        if c.draw not in seen:
+            seen.append(c.draw)
+    return [D(x) for x in seen]
