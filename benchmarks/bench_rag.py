@@ -89,11 +89,15 @@ def _span(stats: dict) -> float:
     return round(stats["last_admit"] - stats["first_admit"] + 0.3, 1)
 
 
-def run_once(path: Path, n: int, *, p_5xx: float, p_malformed: float) -> dict:
+METRICS = ("context_precision", "context_recall", "faithfulness")
+
+
+def run_once(path: Path, n: int, *, p_5xx: float, p_malformed: float,
+             metrics: tuple[str, ...] = METRICS, extra: tuple[str, ...] = ()) -> dict:
     with _sim(p_5xx, p_malformed) as sim:
         env = dict(os.environ, OPENAI_API_KEY="sim-key", PYTHONPATH=str(ROOT))
         cmd = [sys.executable, "-m", "ragjudge", "rag", str(path),
-               "-m", "context_precision", "-m", "context_recall", "-m", "faithfulness",
+               *(a for m in metrics for a in ("-m", m)), *extra,
                "--model", "sim-model", "--base-url", sim.base_url, "--no-cache",
                "--format", "json", "-q", "--no-progress"]
         t0 = time.monotonic()
@@ -198,6 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ragas-python", metavar="PYTHON",
                     help="python of an environment with ragas==0.4.3, to run RAGAS side by side")
     ap.add_argument("--no-ragas", action="store_true", help="do not run RAGAS even if available")
+    ap.add_argument("--variants", action="store_true",
+                    help="also run, without faults, --separate-calls (4 requests per sample) and "
+                         "faithfulness(steps=1) (2 requests per sample)")
     ap.add_argument("--ragas-worker", nargs=3, metavar=("SAMPLES", "BASE_URL", "WORKERS"),
                     help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -219,6 +226,13 @@ def main(argv: list[str] | None = None) -> int:
             if ragas_python:
                 ragas[key] = run_ragas(ragas_python, path, args.samples,
                                        p_5xx=settings[key][0], p_malformed=settings[key][1])
+        variants = {}
+        if args.variants:
+            variants["--separate-calls"] = run_once(path, args.samples, p_5xx=0.0, p_malformed=0.0,
+                                                    extra=("--separate-calls",))
+            variants["faithfulness(steps=1)"] = run_once(
+                path, args.samples, p_5xx=0.0, p_malformed=0.0,
+                metrics=("context_precision", "context_recall", "faithfulness(steps=1)"))
     scale = args.samples / 200
     print(f"{args.samples} samples x 5 contexts; simulator 300 ms latency, 600 rpm; "
           "context_precision + context_recall + faithfulness")
@@ -248,10 +262,16 @@ def main(argv: list[str] | None = None) -> int:
               f"{yes[share <= 0.2]}; requests <= 3: {yes[r['requests_per_sample'] <= 3]} (retries "
               f"included); 0 failed: {yes[r['failed_samples'] == 0]}"
               + (f"; undetermined: {r['undetermined_reasons']}" if r["undetermined_reasons"] else ""))
+    ref_tokens = (ragas.get("none") or {}).get("tokens_per_sample") or RAGAS_REF["none"]["tokens_per_sample"]
+    for label, r in variants.items():
+        print(f"{'ragjudge rag ' + label + ', no faults':<56}{r['wall_s']:>8}{r['span_s']:>8}"
+              f"{r['requests_per_sample']:>12}{r['tokens_per_sample']:>15}{r['failed_samples']:>8}"
+              f"   ({r['tokens_per_sample'] / ref_tokens:.3f} of RAGAS's tokens)")
     if not ragas_python:
         print("RAGAS side by side: not installed (pass --ragas-python); project figures shown")
     if args.json:
-        Path(args.json).write_text(json.dumps({"ragjudge": results, "ragas": ragas}, indent=2),
+        Path(args.json).write_text(json.dumps({"ragjudge": results, "ragas": ragas, "variants": variants},
+                                              indent=2),
                                    encoding="utf-8")
     return 0
 

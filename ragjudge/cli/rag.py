@@ -27,7 +27,7 @@ metrics (-m, repeatable, comma lists allowed):
   no LLM:   hit, recall, recall_all, precision, mrr, map, ndcg, err, rbp (any ranking metric)
             with @k and match=auto|id|text|normalized|chunk; containment@k
   LLM:      context_relevance, context_precision(threshold=T, norm=ragas|ir, by=relevance|reference),
-            context_recall, faithfulness, answer_relevance(by=llm|embedding),
+            context_recall, faithfulness(steps=2|1), answer_relevance(by=llm|embedding),
             answer_correctness(beta=1, similarity=W), context_ndcg / context_err / context_rbp
   grading scale: the top grade and the default relevance threshold T come from the grading
   prompt's labels (0-3 and 2 with the shipped prompts).

@@ -392,3 +392,23 @@ def test_llm_metric_without_judge_is_an_error() -> None:
 
     with pytest.raises(MetricError, match="need an LLM judge"):
         evaluate_samples_sync([SAMPLE], ["faithfulness"])
+
+
+def test_faithfulness_in_one_step() -> None:
+    from ragjudge.errors import MetricError
+
+    # faithfulness(steps=1): the claims and their verdicts from one call with the contexts.
+    fake = FakeLLM({"faithfulness_check": {"claims": [
+        {"claim": "It is in Paris.", "supported": True}, {"claim": "Built in 1890.", "supported": False},
+        {"claim": " ", "supported": True}]}})
+    rep = run([SAMPLE], ["faithfulness(steps=1)"], fake)
+    assert [c.prompt_id for c in fake.calls] == ["faithfulness_check"]
+    assert rep.mean("faithfulness(steps=1)") == 0.5  # the blank claim is not a claim
+    (score,) = rep["faithfulness(steps=1)"]
+    assert score.detail["claims"] == [("It is in Paris.", True), ("Built in 1890.", False)]
+    assert len(plan_requests([SAMPLE], ["faithfulness(steps=1)"])) == 1
+    none = FakeLLM({"faithfulness_check": {"claims": []}})
+    (empty,) = run([SAMPLE], ["faithfulness(steps=1)"], none)["faithfulness(steps=1)"]
+    assert empty.value is None and empty.reason == "no claims in the response"
+    with pytest.raises(MetricError, match="steps must be"):
+        run([SAMPLE], ["faithfulness(steps=3)"], none)
