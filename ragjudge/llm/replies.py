@@ -242,7 +242,7 @@ def label_probs(
     for alt in alternatives:
         lp = _logprob(alt)
         if lp is None:
-            continue
+            return None, None  # an unreadable alternative: the mass cannot be told
         label = str(alt.get("token", "")).lstrip(_STRIP_LEFT).rstrip(_STRIP_RIGHT)
         if label in labels:
             mass[label] = mass.get(label, 0.0) + math.exp(lp)

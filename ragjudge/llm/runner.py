@@ -803,9 +803,8 @@ class Runner:
             now = time.monotonic()
             while self._tpm_window and now - self._tpm_window[0][0] > _WINDOW:
                 self._tpm_window.popleft()
-            used = sum(e[1] for e in self._tpm_window)
             # A call larger than the whole budget may start once the window is empty.
-            if limit is None or used + tokens <= limit or not self._tpm_window:
+            if limit is None or not self._tpm_window or sum(e[1] for e in self._tpm_window) + tokens <= limit:
                 entry = [now, float(tokens)]
                 self._tpm_window.append(entry)
                 res.entry = entry

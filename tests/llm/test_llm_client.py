@@ -265,9 +265,20 @@ def test_unreadable_logprobs_are_dropped_not_raised(odd: Any) -> None:
     body["choices"][0]["logprobs"] = {"content": [{"token": "2", "logprob": odd, "top_logprobs": 5}]}
     comp = Completion.from_dict(body)
     assert comp.logprobs is None and comp.text is not None
-    body["choices"][0]["logprobs"] = {"content": [{"token": "2", "logprob": -0.1,
-                                                   "top_logprobs": [{"token": "2", "logprob": odd}]}]}
-    assert Completion.from_dict(body).logprobs is None
+    # An odd alternative is read only where it matters, at the label's token: no probabilities.
+    from ragjudge.llm.prompts import load_prompt
+    from ragjudge.llm.replies import label_probs
+
+    body["choices"][0]["logprobs"] = {"content": [
+        {"token": '{"reasoning": "Because.", "grade": ', "logprob": -0.1, "top_logprobs": []},
+        {"token": "2", "logprob": -0.1,
+         "top_logprobs": [{"token": "2", "logprob": -0.1}, {"token": "3", "logprob": odd}]},
+        {"token": "}", "logprob": -0.1, "top_logprobs": []}]}
+    comp = Completion.from_dict(body)
+    assert label_probs(comp.logprobs, comp.text, load_prompt("relevance.v1"), 2) == (None, None)
+    comp.logprobs[1]["top_logprobs"][1]["logprob"] = -2.0  # readable: probabilities again
+    probs, _ = label_probs(comp.logprobs, comp.text, load_prompt("relevance.v1"), 2)
+    assert probs is not None and probs["2"] > probs["3"] > 0
 
 
 def test_failures_are_classified_for_the_circuit_breaker() -> None:

@@ -179,7 +179,12 @@ def _logprob(value: Any) -> float:
 
 def _read_logprobs(lp: Any) -> list[dict[str, Any]] | None:
     """``choices[0].logprobs.content`` as plain dicts with float logprobs; ``None`` (no
-    probabilities, the grade is kept) when anything in it cannot be read."""
+    probabilities, the grade is kept) when a token or its logprob cannot be read.
+
+    The alternatives (``top_logprobs``) stay as the server sent them: only the label's token
+    uses them, and :func:`ragjudge.llm.replies.label_probs` reads them (one unreadable
+    alternative there: no probabilities). Converting all of them -- 20 per token, every token
+    of the reply -- was a tenth of a judgment's CPU."""
     if not isinstance(lp, Mapping) or not isinstance(lp.get("content"), list):
         return None
     try:
@@ -188,12 +193,8 @@ def _read_logprobs(lp: Any) -> list[dict[str, Any]] | None:
             alts = t.get("top_logprobs") or []
             if not isinstance(alts, list):
                 raise ValueError("top_logprobs is not a list")
-            tokens.append({
-                "token": str(t.get("token", "")),
-                "logprob": _logprob(t.get("logprob")),
-                "top_logprobs": [{"token": str(a.get("token", "")), "logprob": _logprob(a.get("logprob"))}
-                                 for a in alts],
-            })
+            tokens.append({"token": str(t.get("token", "")), "logprob": _logprob(t.get("logprob")),
+                           "top_logprobs": alts})
     except (AttributeError, TypeError, ValueError):
         return None
     return tokens

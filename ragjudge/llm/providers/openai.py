@@ -126,7 +126,17 @@ class OpenAIProvider(SDKProvider):
 
     async def _send(self, resource: Any, body: Mapping[str, Any], read_timeout: float) -> Sent:
         # The SDK reads the whole body inside create(); each read waits at most read_timeout.
-        raw = await resource.with_raw_response.create(**body, timeout=read_timeout)
+        # The body goes as extra_body, sent as it is: create() would otherwise walk every
+        # parameter against its TypedDicts (the JSON schema, every message) -- 1-1.5 ms of CPU
+        # per call, a fifth of a judgment's, which a busy machine cannot spare. The body is
+        # ours, built to the API's shape; the required arguments are given empty, and the
+        # extra body's keys replace them.
+        required = {"model": body.get("model")}
+        if resource is self.sdk.chat.completions:
+            required["messages"] = []
+        else:
+            required["input"] = []
+        raw = await resource.with_raw_response.create(**required, extra_body=dict(body), timeout=read_timeout)
         return Sent(raw.http_response.content, raw.headers, raw.status_code)
 
     async def send_chat(self, body: Mapping[str, Any], *, read_timeout: float) -> Sent:
