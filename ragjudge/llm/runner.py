@@ -39,7 +39,7 @@ The rpm ceiling adapts (the effective rate is the smallest of the known limits):
   A 429 whose headers show budget left (an overloaded replica, a spurious reply) only makes
   that request wait and retry: it must not throttle the whole run.
 
-Why these defaults: ``concurrency=32`` keeps ~100 requests/s possible at 300 ms latency, far
+Why these defaults: ``concurrency=64`` keeps ~200 requests/s possible at 300 ms latency, far
 above common limits, so the rate limiter -- not the semaphore -- is what binds, even on a busy
 machine whose loop answers late (:data:`~ragjudge.llm.endpoint.DEFAULT_CONCURRENCY`); no default
 rpm, because local servers (vLLM, llama.cpp) have none and a guess would only slow them down.

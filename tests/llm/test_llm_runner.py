@@ -12,6 +12,7 @@ from _llm_fakes import BASE, SECRET, URL, error, grade_reply, ok
 
 from ragjudge.llm.providers.openai import rate_info
 from ragjudge.llm import LLM, Runner
+from ragjudge.llm.endpoint import DEFAULT_CONCURRENCY
 from ragjudge.llm.runner import HEADROOM, parse_duration
 
 
@@ -49,7 +50,7 @@ def test_concurrency_cap_is_never_exceeded() -> None:
 
 def test_defaults() -> None:
     r = Runner()
-    assert r.concurrency == 32 and r.rpm is None and r.tpm is None
+    assert r.concurrency == DEFAULT_CONCURRENCY and r.rpm is None and r.tpm is None
     with pytest.raises(ValueError):
         Runner(concurrency=0)
     with pytest.raises(ValueError):
@@ -227,4 +228,4 @@ def test_overloaded_replies_and_timeouts_cut_the_adaptive_limit() -> None:
         assert r.concurrency_limit == 2
 
     asyncio.run(main())
-    assert Runner(adaptive=False).concurrency_limit == 32
+    assert Runner(adaptive=False).concurrency_limit == DEFAULT_CONCURRENCY
