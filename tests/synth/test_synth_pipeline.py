@@ -1,8 +1,10 @@
 """The synth pipeline's scheduling: draws overlap (generation and judging in flight together),
 yet what is generated, judged and kept depends only on the replies, never on their timing --
 so a rerun from the cache pays nothing -- and no judge call is made for a query that cannot
-be needed. Replies come from the in-process FakeLLM with seeded random delays (no clock is
-asserted on: only which calls were made and how many were in flight together)."""
+be needed. Replies come from the in-process FakeLLM with seeded random delays (only which
+calls were made and how many were in flight together are asserted on), or from a rate-limited
+fake server on a virtual clock (the loop's own time: no real time passes, so a busy machine
+cannot fail a test on wall time)."""
 
 from __future__ import annotations
 
@@ -114,3 +116,90 @@ def _draw_order(result: Any) -> list[Any]:
         if c.draw not in seen:
             seen.append(c.draw)
     return [D(x) for x in seen]
+
+
+# ----------------------------------------------------------------------------- a fake clock
+class _VirtualLoop(asyncio.SelectorEventLoop):
+    """An event loop whose clock jumps to the next timer whenever nothing is ready: sleeps
+    take no real time, and the loop's ``time()`` is the wall time the run would have taken."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._now = 0.0
+
+    def time(self) -> float:
+        return self._now
+
+    def _run_once(self) -> None:  # type: ignore[override]
+        ready, scheduled = self._ready, self._scheduled  # type: ignore[attr-defined]
+        if not ready and scheduled:
+            self._now = max(self._now, min(h.when() for h in scheduled))
+        super()._run_once()  # type: ignore[misc]
+
+
+class Paced:
+    """A rate-limited server: one call starts every ``gap`` seconds of the loop's clock (first
+    come, first served) and answers model_answer ``latency`` later; counts the calls in flight
+    (started, not answered) at once."""
+
+    def __init__(self, gap: float, latency: float) -> None:
+        self.gap, self.latency = gap, latency
+        self.next = 0.0
+        self.calls = self.inflight = self.most = 0
+
+    async def __call__(self, prompt: Any, v: Any) -> Any:
+        self.calls += 1
+        loop = asyncio.get_running_loop()
+        start = max(loop.time(), self.next)
+        self.next = start + self.gap
+        await asyncio.sleep(start - loop.time())
+        self.inflight += 1
+        self.most = max(self.most, self.inflight)
+        await asyncio.sleep(self.latency)
+        self.inflight -= 1
+        passages = [v[k] for k in ("passage", "passage_a", "passage_b") if k in v]
+        if prompt.id.startswith("synth_"):
+            return model_answer(prompt.id, passages, "queries" in prompt.output_schema["properties"])[0]
+        if zlib.crc32(v["query"].encode()) % 3 == 0:  # a third of the queries fail the judge
+            return Reply({"reasoning": "no", "grade": 0}, probs=None)
+        return Reply({"reasoning": "yes", "grade": 3}, probs=None)
+
+
+def _distinct_corpus(k: int) -> dict[str, str]:
+    """Passages of distinct made-up words: every query is new and finds its own passage."""
+    rng = random.Random(0)
+    return {f"d{i}": " ".join("".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(7))
+                              for _ in range(24)) + "." for i in range(k)}
+
+
+def _paced_run(n: int, gap: float, latency: float) -> tuple[Any, Paced, float]:
+    server = Paced(gap, latency)
+    llm = FakeLLM(server, model="m")
+
+    async def main() -> tuple[Any, float]:
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        result = await synthesize(_distinct_corpus(3 * n), n, llm=llm, progress=False, seed=2,
+                                  styles="question=1")
+        return result, loop.time() - t0
+
+    loop = _VirtualLoop()  # not asyncio.Runner(loop_factory=...): Python 3.10 lacks it
+    try:
+        result, wall = loop.run_until_complete(main())
+    finally:
+        loop.close()
+    return result, server, wall
+
+
+def test_rounds_overlap_so_wall_time_is_close_to_calls_at_the_rate() -> None:
+    # A server starting one call per `gap` and answering `latency` later (three in flight keep
+    # it busy). No run can end before its last call, started at (calls - 1) x gap, is answered;
+    # a pipelined run is allowed one gap more. Rounds -- generate, filter, judge, size the next
+    # round -- leave the server idle for a latency at each round's end (the rounds design took
+    # 83 s for its 77 calls here, against a floor of 79). The clock is the loop's own
+    # (virtual): no real time passes, and a busy machine cannot fail the test.
+    gap, latency = 1.0, 3.0
+    result, server, wall = _paced_run(30, gap, latency)
+    assert result.ok and len(result.kept) == 30
+    assert server.most >= 3  # the server was kept full
+    assert wall <= server.calls * gap + latency, (wall, server.calls)
