@@ -1,0 +1,139 @@
+"""``/v1/evaluate`` and ``/v1/compare`` answer JSON bodies without FastAPI's request machinery
+(:class:`ragjudge.server.app.FastJson`): the same request must get the same status and the
+same bytes as through the FastAPI route, errors included."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("fastapi", reason="the server tests need the server extra")
+
+from fastapi.testclient import TestClient  # noqa: E402
+
+from ragjudge.server import ServerSettings, create_app  # noqa: E402
+from ragjudge.server import app as app_module  # noqa: E402
+
+EX = Path(__file__).resolve().parents[2] / "examples"
+QRELS = "".join((EX / "qrels.txt").read_text().splitlines(keepends=True)[:120])
+RUN = "".join((EX / "runs/bm25_raw.run").read_text().splitlines(keepends=True)[:600])
+RUN2 = "".join((EX / "runs/bm25_stemmed.run").read_text().splitlines(keepends=True)[:600])
+# FastAPI decodes any application/*+json body; the fast path takes only application/json
+SLOW = {"content-type": "application/vnd.ragjudge+json"}
+FAST = {"content-type": "application/json"}
+
+
+@pytest.fixture()
+def client(monkeypatch: pytest.MonkeyPatch) -> TestClient:
+    monkeypatch.delenv("RAGJUDGE_TOKEN", raising=False)
+    # no lifespan needed; a 500 is compared as a response, not raised
+    return TestClient(create_app(ServerSettings(max_pairs=5_000)), raise_server_exceptions=False)
+
+
+@pytest.fixture()
+def fast_calls(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """One entry per request the fast path tried: whether it answered (True) or handed on."""
+    calls: list[bool] = []
+    real = app_module._decode_and_call
+
+    def spy(*args: Any) -> Any:
+        try:
+            out = real(*args)
+        except Exception:
+            calls.append(True)  # a library error: answered by the fast path's handler
+            raise
+        calls.append(out is not None)
+        return out
+
+    monkeypatch.setattr(app_module, "_decode_and_call", spy)
+    return calls
+
+
+def _both(client: TestClient, path: str, body: bytes) -> tuple[Any, Any]:
+    fast = client.post(path, content=body, headers=FAST)
+    slow = client.post(path, content=body, headers=SLOW)
+    assert (fast.status_code, fast.content) == (slow.status_code, slow.content), (fast.text, slow.text)
+    assert fast.headers["content-type"] == slow.headers["content-type"]
+    return fast, slow
+
+
+@pytest.mark.parametrize("body", [
+    {"qrels": QRELS, "runs": {"bm25": RUN}},
+    {"qrels": QRELS, "runs": {"bm25": RUN}, "per_query": False, "metrics": ["ndcg@10", "map"]},
+    {"qrels": QRELS, "runs": {"a": RUN, "b": RUN2}, "rel": 2, "skip_missing": True},
+    {"qrels": {"q1": {"d1": 2, "d2": 0}}, "runs": {"a": {"q1": {"d1": 0.5, "d2": 2.5e-300}}}},
+    {"qrels": {"q1": ["d1"]}, "runs": {"a": {"q1": ["d2", "d1"]}}, "metrics": ["mrr,p@1"]},
+])
+def test_evaluate_answers_as_the_route_does(client: TestClient, fast_calls: list[bool],
+                                            body: dict[str, Any]) -> None:
+    fast, _ = _both(client, "/v1/evaluate", json.dumps(body).encode())
+    assert fast.status_code == 200 and fast_calls == [True]
+
+
+def test_compare_answers_as_the_route_does(client: TestClient, fast_calls: list[bool]) -> None:
+    body = {"qrels": QRELS, "runs": {"a": RUN, "b": RUN2}, "resamples": 200, "seed": 3}
+    fast, _ = _both(client, "/v1/compare", json.dumps(body).encode())
+    assert fast.status_code == 200 and fast_calls == [True]
+
+
+@pytest.mark.parametrize("body, status, start", [
+    (b'{"qrels": ', 422, "body: invalid JSON"),
+    (b"", 422, "body: Field required"),
+    (b"[1, 2]", 422, "body: "),
+    (b'{"qrels": {"q1": ["d1"]}, "runs": {"a": {"q1": ["d1"]}}, "api_key": "sk-x"}', 422,
+     "api_key: Extra inputs are not permitted"),
+    (b'{"qrels": {"q1": {"d1": 1000000000000000000000000000000}}, "runs": {"a": {"q1": ["d1"]}}}',
+     422, "qrels."),
+    (b'{"qrels": {"q1": ["d1"]}, "runs": {}}', 422, "runs: "),
+    # beyond standard JSON: json.loads takes them, so FastAPI's route decides
+    (b'{"qrels": {"q1": ["d1"]}, "runs": {"a": {"q1": {"d1": NaN}}}}', None, ""),
+    (b'{"qrels": {"q1": ["\\ud800"]}, "runs": {"a": {"q1": ["\\ud800"]}}}', None, ""),
+    (b'\xef\xbb\xbf{"qrels": {"q1": ["d1"]}, "runs": {"a": {"q1": ["d1"]}}}', None, ""),
+    (b'{"qrels": {"q1": ["d1"]}, "runs": {"a": "\xff"}}', 400, ""),
+])
+def test_bad_bodies_get_the_routes_own_answer(client: TestClient, fast_calls: list[bool],
+                                              body: bytes, status: int | None, start: str) -> None:
+    fast, _ = _both(client, "/v1/evaluate", body)
+    if status is not None:
+        assert fast.status_code == status and fast.json()["detail"].startswith(start), fast.text
+    assert fast_calls == [False]  # handed on: the answer is FastAPI's
+
+
+@pytest.mark.parametrize("path, body, status, detail", [
+    ("/v1/evaluate", {"qrels": "q1 0 d1 1\nq1 0 d2 high\n", "runs": {"a": "q1 Q0 d1 1 1.0 x\n"}},
+     400, "qrels:2: grade: must be an integer, got 'high'"),
+    ("/v1/evaluate", {"qrels": {"q1": ["d1"]}, "runs": {"a": {"q1": ["d1"]}}, "metrics": ["ndcg@x"]},
+     400, "metrics: "),
+    ("/v1/evaluate", {"qrels": QRELS, "runs": {"a": RUN * 10}}, 413, "request has "),
+    ("/v1/compare", {"qrels": {"q1": ["d1"]}, "runs": {"a": {"q1": ["d1"]}, "b": {"q1": ["d1"]}},
+                     "baseline": "zz"}, 400, "baseline: "),
+])
+def test_library_errors_read_as_before(client: TestClient, fast_calls: list[bool], path: str,
+                                       body: dict[str, Any], status: int, detail: str) -> None:
+    fast, _ = _both(client, path, json.dumps(body).encode())
+    assert fast.status_code == status and fast.json()["detail"].startswith(detail), fast.text
+    assert fast_calls == [True]
+
+
+def test_other_content_types_and_methods_are_the_routes(client: TestClient,
+                                                        fast_calls: list[bool]) -> None:
+    body = json.dumps({"qrels": {"q1": ["d1"]}, "runs": {"a": {"q1": ["d1"]}}}).encode()
+    r = client.post("/v1/evaluate", content=body, headers={"content-type": "text/plain"})
+    assert r.status_code == 422
+    assert client.put("/v1/evaluate", content=body, headers=FAST).status_code == 405
+    assert client.post("/v1/evaluate", content=body,
+                       headers={"content-type": "Application/JSON; charset=utf-8"}).status_code == 200
+    assert fast_calls == [True]
+
+
+def test_the_guard_still_comes_first(monkeypatch: pytest.MonkeyPatch, fast_calls: list[bool]) -> None:
+    monkeypatch.setenv("RAGJUDGE_TOKEN", "s3cret-token")
+    client = TestClient(create_app(ServerSettings()))
+    body = json.dumps({"qrels": {"q1": ["d1"]}, "runs": {"a": {"q1": ["d1"]}}}).encode()
+    assert client.post("/v1/evaluate", content=body, headers=FAST).status_code == 401
+    ok = client.post("/v1/evaluate", content=body,
+                     headers={**FAST, "authorization": "Bearer s3cret-token"})
+    assert ok.status_code == 200 and fast_calls == [True]
