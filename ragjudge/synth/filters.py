@@ -29,7 +29,7 @@ from typing import Any
 from .lexical import LexicalIndex
 from .text import longest_common_span, normalize, tokens
 
-__all__ = ["Candidate", "FilterLine", "FILTERS", "text_filters", "judge_filter", "accounting"]
+__all__ = ["Candidate", "FilterLine", "FILTERS", "SeenQueries", "text_filters", "judge_filter", "accounting"]
 
 FILTERS: dict[str, str] = {
     "pairing": "no second passage for a two-passage question",
@@ -111,12 +111,15 @@ def text_filters(
     copy_span: int = 7,
     roundtrip_k: int | None = 20,
     near_duplicate: float = 0.8,
+    seen: SeenQueries | None = None,
 ) -> None:
     """The free filters (copy, round-trip, duplicate), in place, on candidates in order.
 
     Idempotent: candidates checked by an earlier call are not checked again, but the survivors
     among them count as earlier queries for the duplicate check (draws are filtered one after
-    the other, in draw order).
+    the other, in draw order). ``seen``: the earlier survivors kept across calls, so a caller
+    filtering draw after draw passes each draw's candidates alone (the checked ones passed again
+    are then already in it) instead of every candidate so far, which made a run quadratic.
 
     ``index=None`` or ``roundtrip_k=None`` skips the round trip. Duplicates are checked last,
     against earlier candidates that passed the free filters, so a query is not dropped as the
@@ -124,13 +127,14 @@ def text_filters(
     verdict does not matter (it may not have come yet: draws overlap), so what is a duplicate
     never depends on timing.
     """
-    survivors: list[tuple[Candidate, bool]] = []
+    fresh = seen is None
+    seen = SeenQueries() if seen is None else seen
     for c in candidates:
         if c.query is None:
             continue
         if c.checked:  # checked before: a free-filter survivor is an earlier query to dedup against
-            if c.dropped_by not in _FREE:
-                survivors.append((c, False))
+            if fresh and c.dropped_by not in _FREE:
+                seen.add(c)
             continue
         if c.status == "dropped":
             continue
@@ -150,45 +154,54 @@ def text_filters(
                 where = "not retrieved (no shared term)" if r is None else f"at BM25 rank {r}"
                 c.drop("roundtrip", f"source {s} {where}, needs top {roundtrip_k}")
                 continue
-        survivors.append((c, True))
-    _dedup(survivors, near_duplicate)
+        reason = seen.duplicate(c, near_duplicate)
+        if reason is not None:
+            c.drop("duplicate", reason)
+        else:
+            seen.add(c)
 
 
-def _dedup(cands: list[tuple[Candidate, bool]], threshold: float) -> None:
-    """Exact, then near duplicates of earlier survivors. Siblings (one generation call) are
-    never kept together, so among them only an exact repeat is dropped (it would get the same
-    verdict); a close rewording may still pass where its sibling fails."""
-    exact: dict[str, str] = {}
-    sets: dict[str, frozenset[str]] = {}
-    postings: dict[str, list[str]] = {}
-    draw_of: dict[str, str] = {}
-    for c, fresh in cands:
+class SeenQueries:
+    """The queries that passed the free filters so far, for the duplicate check: exact (after
+    :func:`normalize`), then near (word-set Jaccard via an inverted index). Siblings (one
+    generation call) are never kept together, so among them only an exact repeat is a
+    duplicate (it would get the same verdict); a close rewording may still pass where its
+    sibling fails."""
+
+    def __init__(self) -> None:
+        self._exact: dict[str, str] = {}
+        self._sets: dict[str, frozenset[str]] = {}
+        self._postings: dict[str, list[str]] = {}
+        self._draw_of: dict[str, str] = {}
+
+    def duplicate(self, c: Candidate, threshold: float) -> str | None:
+        """Why ``c`` duplicates an earlier query, or ``None``."""
         norm = normalize(c.query or "")
-        if fresh and norm in exact:
-            c.drop("duplicate", f"same query as {exact[norm]}")
-            continue
+        if norm in self._exact:
+            return f"same query as {self._exact[norm]}"
         mine = frozenset(norm.split())
-        near = None
+        if len(mine) <= 3:  # short keyword queries differ by one word on purpose
+            return None
         draw = c.draw or c.id
-        if fresh and len(mine) > 3:  # short keyword queries differ by one word on purpose
-            counts: dict[str, int] = {}
-            for t in mine:
-                for other in postings.get(t, ()):
-                    counts[other] = counts.get(other, 0) + 1
-            for other, inter in counts.items():
-                if draw_of[other] == draw:
-                    continue
-                if inter / (len(mine) + len(sets[other]) - inter) >= threshold:
-                    near = other
-                    break
-        if near is not None:
-            c.drop("duplicate", f"nearly the same query as {near}")
-            continue
-        exact[norm] = c.id
-        draw_of[c.id] = draw
-        sets[c.id] = mine
+        counts: dict[str, int] = {}
         for t in mine:
-            postings.setdefault(t, []).append(c.id)
+            for other in self._postings.get(t, ()):
+                counts[other] = counts.get(other, 0) + 1
+        for other, inter in counts.items():
+            if self._draw_of[other] != draw and \
+                    inter / (len(mine) + len(self._sets[other]) - inter) >= threshold:
+                return f"nearly the same query as {other}"
+        return None
+
+    def add(self, c: Candidate) -> None:
+        """``c`` passed: later queries are checked against it."""
+        norm = normalize(c.query or "")
+        mine = frozenset(norm.split())
+        self._exact[norm] = c.id
+        self._draw_of[c.id] = c.draw or c.id
+        self._sets[c.id] = mine
+        for t in mine:
+            self._postings.setdefault(t, []).append(c.id)
 
 
 def judge_filter(c: Candidate, grade: int | None, probs: Mapping[int, float] | None, error: str | None,

@@ -35,7 +35,7 @@ from ..judges import LLMRelevanceJudge
 from ..judges.relevance import Pair
 from ..llm import BUDGET_REASON, LLM, DryRun, Outcome, Progress, Prompt, load_prompt
 from ..llm.values import gather_or_stop
-from .filters import Candidate, judge_filter, text_filters
+from .filters import Candidate, SeenQueries, judge_filter, text_filters
 from .lexical import LexicalIndex
 from .options import DEFAULT_STYLES, SynthOptions
 from .result import SynthResult
@@ -466,6 +466,7 @@ async def _pipeline(job: _Job, judge: LLMRelevanceJudge, *, copy_span: int, roun
     finished = [False] * total
     tasks: list[asyncio.Task[None]] = []
     changed = asyncio.Condition()
+    seen = SeenQueries()  # the free-filter survivors of the draws filtered so far
     # Progress in kept queries (the calls they take are not known in advance).
     bar = Progress(job.n, f"synth ({job.llm.model})", unit="query", enabled=progress)
     calls = 0
@@ -493,9 +494,9 @@ async def _pipeline(job: _Job, judge: LLMRelevanceJudge, *, copy_span: int, roun
             _take_reply(job, d, out)
         if i:
             await filtered[i - 1].wait()
-        # Earlier draws' candidates are all checked already: only this draw's are new.
-        text_filters([c for e in draws[: i + 1] for c in e.cands], job.pool.tokens_of, job.index,
-                     copy_span=copy_span, roundtrip_k=roundtrip_k)
+        # Earlier draws' survivors are in ``seen`` already: only this draw's candidates are new.
+        text_filters(d.cands, job.pool.tokens_of, job.index, copy_span=copy_span,
+                     roundtrip_k=roundtrip_k, seen=seen)
         filtered[i].set()
         while (c := _next_to_judge(d)) is not None:
             async with changed:

@@ -21,6 +21,7 @@ from ragjudge.synth import (
     FILTERS, Candidate, LexicalIndex, PassagePool, accounting, estimate_synth, judge_filter,
     parse_styles, read_examples, synthesize, synthesize_sync, text_filters,
 )
+from ragjudge.synth.filters import SeenQueries
 from ragjudge.synth.text import boilerplate_reason, longest_common_span, normalize, tokens
 
 # ----------------------------------------------------------------------------- text helpers
@@ -156,6 +157,34 @@ def test_text_filters_are_idempotent_across_rounds() -> None:
     second = first + [cand("c2", "How does a volcano erupt lava?", ["volcano-1"])]
     text_filters(second, pool.tokens_of, index)  # round two: c1 is not re-checked, c2 is its dup
     assert first[0].pending and second[1].dropped_by == "duplicate"
+
+
+def test_filtering_draw_by_draw_with_seen_queries_is_one_call_over_all() -> None:
+    # The pipeline filters each draw alone, keeping the survivors in SeenQueries: the same
+    # drops, with the same reasons, as one call over every candidate in draw order.
+    corpus = make_corpus(3)
+    pool = PassagePool(corpus, seed=0)
+
+    def draws() -> list[list[Candidate]]:
+        a = [cand("d1-1", "why does sourdough rise without yeast from a packet", ["bread-0"]),
+             cand("d1-2", "why does sourdough bread rise without packet yeast", ["bread-0"])]
+        b = [cand("d2-1", "Why does sourdough rise without yeast from a packet?", ["bread-1"]),
+             cand("d2-2", "why does sourdough bread rise without any packet yeast", ["bread-1"]),
+             cand("d2-3", "what temperature suits a sourdough starter", ["bread-1"])]
+        for group, name in ((a, "d1"), (b, "d2")):
+            for c in group:
+                c.draw = name
+        return [a, b]
+
+    whole = draws()
+    text_filters([c for d in whole for c in d], pool.tokens_of, None, near_duplicate=0.6)
+    seen = SeenQueries()
+    by_draw = draws()
+    for d in by_draw:
+        text_filters(d, pool.tokens_of, None, near_duplicate=0.6, seen=seen)
+    outcome = [[(c.id, c.status, c.reason) for c in d] for d in whole]
+    assert [[(c.id, c.status, c.reason) for c in d] for d in by_draw] == outcome
+    assert [c.dropped_by for c in whole[1]] == ["duplicate", "duplicate", None]
 
 
 def test_confidence_filter() -> None:
