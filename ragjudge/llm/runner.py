@@ -730,8 +730,8 @@ class Runner:
         self.where = "the server"
         self._said_pause_at = -math.inf
         self.in_flight = 0
-        self.loop_lag = 0.0  # our event loop's recent mean delay, as the probe saw it (seconds)
         self.pace_missed = 0.0  # seconds of start slots that passed with no attempt ready
+        self._lag: LoopLag | None = None  # the probe of the loop that last had a reply
 
     # -- limits ----------------------------------------------------------------------
     @property
@@ -811,6 +811,12 @@ class Runner:
                 return res
             wait = _WINDOW - (now - self._tpm_window[0][0]) + 0.01
             await asyncio.sleep(min(max(wait, 0.01), 1.0))
+
+    @property
+    def loop_lag(self) -> float:
+        """The recent mean delay of the event loop that last had a reply, as its probe saw it,
+        in seconds (diagnostics; read after the run too, when that loop is gone)."""
+        return 0.0 if self._lag is None else self._lag.recent
 
     @property
     def concurrency_limit(self) -> int:
@@ -956,7 +962,7 @@ class Runner:
                 # The server's own time when it states it; else our loop's measured share.
                 own = (wall - ticket.server_time if ticket.server_time is not None
                        else st.lag.share(ticket.t0, now))
-                self.loop_lag = st.lag.recent
+                self._lag = st.lag
                 self.limiter.on_success(now, wall, ticket.in_flight, own=own)
             elif self.limiter is not None and status in (503, 529):
                 self.limiter.on_overload(now, ticket.t0)
