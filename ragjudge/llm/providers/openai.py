@@ -124,26 +124,23 @@ class OpenAIProvider(SDKProvider):
         else:
             self.sdk = openai.AsyncOpenAI(base_url=endpoint.resolved_base_url(), **common)
 
-    async def _send(self, resource: Any, body: Mapping[str, Any], read_timeout: float) -> Sent:
+    async def _send(self, resource: Any, body: Mapping[str, Any], read_timeout: float,
+                    **required: Any) -> Sent:
         # The SDK reads the whole body inside create(); each read waits at most read_timeout.
         # The body goes as extra_body, sent as it is: create() would otherwise walk every
         # parameter against its TypedDicts (the JSON schema, every message) -- 1-1.5 ms of CPU
         # per call, a fifth of a judgment's, which a busy machine cannot spare. The body is
-        # ours, built to the API's shape; the required arguments are given empty, and the
-        # extra body's keys replace them.
-        required = {"model": body.get("model")}
-        if resource is self.sdk.chat.completions:
-            required["messages"] = []
-        else:
-            required["input"] = []
-        raw = await resource.with_raw_response.create(**required, extra_body=dict(body), timeout=read_timeout)
+        # ours, built to the API's shape; ``required`` gives create()'s required arguments
+        # empty, and the extra body's keys replace them.
+        raw = await resource.with_raw_response.create(model=body.get("model"), **required,
+                                                      extra_body=dict(body), timeout=read_timeout)
         return Sent(raw.http_response.content, raw.headers, raw.status_code)
 
     async def send_chat(self, body: Mapping[str, Any], *, read_timeout: float) -> Sent:
-        return await self._send(self.sdk.chat.completions, body, read_timeout)
+        return await self._send(self.sdk.chat.completions, body, read_timeout, messages=[])
 
     async def send_embed(self, body: Mapping[str, Any], *, read_timeout: float) -> Sent:
-        return await self._send(self.sdk.embeddings, body, read_timeout)
+        return await self._send(self.sdk.embeddings, body, read_timeout, input=[])
 
     def chat_reply(self, sent: Sent, *, attempts: int) -> Completion:
         data = json_object(sent.content)
