@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from itertools import chain
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
@@ -39,6 +39,8 @@ from .ids import (
     run_permutation,
     sort_by_code_then_id,
     sort_distinct,
+    sort_runs,
+    str_column,
     to_bytes_array,
 )
 
@@ -105,40 +107,58 @@ def _check_dedup_arg(dedup: str) -> None:
 _NUMBER_TYPES = frozenset({int, float, np.float64, np.float32, np.int64, np.int32})
 
 
-def _dict_columns(data: Mapping[Any, Mapping[Any, Any]]) -> tuple[np.ndarray, np.ndarray, list[Any]] | None:
-    """``{qid: {docid: value}}`` as (qid bytes, docid bytes, values) without a Python loop per
-    row; ``None`` when an id is not a plain ``str`` or holds a newline (the caller's row loop
-    then reads it, with its errors). Notebook users live on this path: it must not cost more
-    than the evaluation."""
-    sizes = [len(docs) for docs in data.values()]
-    n = sum(sizes)
+class _DictColumns(NamedTuple):
+    """A ``{qid: {docid: value}}`` mapping as columns: one row per (query, document), the
+    queries in the mapping's order, each query's rows contiguous."""
+
+    qids: np.ndarray  # the mapping's keys (distinct), as UTF-8 bytes
+    sizes: np.ndarray  # rows per query
+    docids: np.ndarray
+    values: np.ndarray  # float64, or int64 when integral
+
+
+def _dict_columns(data: Mapping[Any, Mapping[Any, Any]], integral: bool) -> _DictColumns | None:
+    """``{qid: {docid: value}}`` as columns without a Python loop per row; ``None`` when an id
+    is not a plain ``str``, holds a newline or a NUL, or a value is not a plain finite number
+    (whole when ``integral``): the caller's row loop then reads it, with its errors. Notebook
+    users live on this path: it must not cost more than the evaluation."""
     qids = list(data.keys())
     if not all(type(q) is str for q in qids):
         return None
-    docids = list(chain.from_iterable(data.values()))
+    groups = list(data.values())
+    sizes = np.fromiter(map(len, groups), dtype=np.int64, count=len(groups))
+    n = int(sizes.sum())
+    docids = list(chain.from_iterable(groups))
     try:
         joined = "\n".join(docids)
     except TypeError:  # an id that is not a str: the row loop spells it with str()
         return None
-    # One encode and one split instead of a million: exact unless an id holds "\n" (counted).
-    if joined.count("\n") != max(n - 1, 0):
+    # numpy's S arrays drop trailing NULs, so two distinct keys could become one id: the row
+    # loop's duplicate check then names them.
+    if "\x00" in joined:
         return None
-    values = list(chain.from_iterable(docs.values() for docs in data.values()))
-    d = np.array(joined.encode("utf-8").split(b"\n"), dtype=bytes) if n else np.zeros(0, dtype="S1")
-    q = np.repeat(np.array([x.encode("utf-8") for x in qids], dtype=bytes) if qids else
-                  np.zeros(0, dtype="S1"), sizes)
-    return q, d, values
+    try:
+        d = str_column(docids, joined)
+        q = np.array([x.encode("utf-8") for x in qids], dtype=bytes) if qids else np.zeros(0, dtype="S1")
+    except UnicodeEncodeError:  # a lone surrogate: the row loop names it
+        return None
+    if d is None:
+        return None
+    values = _numbers(groups, n, integral)
+    if values is None:
+        return None
+    return _DictColumns(q, sizes, d, values)
 
 
-def _numbers(values: list[Any], integral: bool) -> np.ndarray | None:
-    """``values`` as float64 (or int64 when ``integral``), or ``None`` when any is not a plain
-    number of the allowed kind (booleans included), not finite, or (``integral``) not whole:
-    the caller's row loop then names the row."""
-    if not values:
+def _numbers(groups: list[Mapping[Any, Any]], n: int, integral: bool) -> np.ndarray | None:
+    """The groups' values as float64 (or int64 when ``integral``), or ``None`` when any is not a
+    plain number of the allowed kind (booleans included), not finite, or (``integral``) not
+    whole: the caller's row loop then names the row."""
+    if not n:
         return np.zeros(0, dtype=np.int64 if integral else np.float64)
-    if not set(map(type, values)) <= _NUMBER_TYPES:
+    if not set(map(type, chain.from_iterable(g.values() for g in groups))) <= _NUMBER_TYPES:
         return None
-    arr = np.array(values, dtype=np.float64)
+    arr = np.fromiter(chain.from_iterable(g.values() for g in groups), dtype=np.float64, count=n)
     if not np.isfinite(arr).all():
         return None
     if integral:
@@ -301,8 +321,8 @@ class Qrels(_Columnar):
         copy: bool,
     ) -> Qrels:
         # copy=False only for arrays nobody else holds (the readers'): saves two full copies.
-        q = to_bytes_array(qids)
-        d = to_bytes_array(docids, compact=True)
+        q = to_bytes_array(qids, field="qid")
+        d = to_bytes_array(docids, compact=True, field="docid")
         g = np.asarray(grades)
         if not (len(q) == len(d) == len(g)):
             raise InputError(
@@ -360,11 +380,9 @@ class Qrels(_Columnar):
     @classmethod
     def from_dict(cls, data: Mapping[str, Mapping[str, int]], *, source: str | None = None) -> Qrels:
         """From the pytrec_eval / ranx shape ``{qid: {docid: grade}}``."""
-        cols = _dict_columns(data)
+        cols = _dict_columns(data, integral=True)
         if cols is not None:
-            grades = _numbers(cols[2], integral=True)
-            if grades is not None:
-                return cls.from_arrays(cols[0], cols[1], grades, source=source)
+            return cls.from_arrays(np.repeat(cols.qids, cols.sizes), cols.docids, cols.values, source=source)
         qs: list[str] = []
         ds: list[str] = []
         gs: list[Any] = []
@@ -560,8 +578,8 @@ class Run(_Columnar):
         copy: bool,
     ) -> Run:
         # copy=False only for arrays nobody else holds (the readers'): saves two full copies.
-        q = to_bytes_array(qids)
-        d = to_bytes_array(docids, compact=True)
+        q = to_bytes_array(qids, field="qid")
+        d = to_bytes_array(docids, compact=True, field="docid")
         try:
             s = np.asarray(scores, dtype=np.float64)
         except (TypeError, ValueError) as exc:
@@ -610,8 +628,12 @@ class Run(_Columnar):
                     d, s = d.copy(), s.copy()
             else:
                 d, s = d[idx], s[idx]
-        else:
+        elif len(uq) == len(starts) and n >= 64 * len(starts):
+            # Each query in one long run (a DataFrame, a file grouped by query): sort per run.
             # Rows of equal (query, score) may come out in any order: break_ties orders them.
+            idx, offsets = sort_runs(s, starts, lengths, run_codes)
+            d, s = d[idx], s[idx]
+        else:
             order = sort_distinct((-s, codes))
             d, s = d[order], s[order]
             counts = np.bincount(codes, minlength=len(uq))
@@ -622,15 +644,46 @@ class Run(_Columnar):
         return cls(uq, offsets, np.ascontiguousarray(d), np.ascontiguousarray(s), name=name, source=source)
 
     @classmethod
+    def _from_groups(cls, cols: _DictColumns, *, name: str, source: str | None) -> Run:
+        """From a mapping's columns: its keys are distinct, so no duplicate screen, and each
+        query's rows are contiguous, so a large query is sorted on its own (numpy sorts a
+        thousand rows at a time well inside the CPU cache) instead of all rows at once."""
+        keep = cols.sizes > 0  # a query without rows is absent, as when read from rows
+        qids, sizes = cols.qids[keep], cols.sizes[keep]
+        d, s = to_bytes_array(cols.docids, compact=True), cols.values
+        n = len(s)
+        if n == 0:
+            uq, offsets = group_sorted(np.zeros(0, dtype="S1"))
+            return cls(uq, offsets, d.copy(), s.copy(), name=name, source=source)
+        starts = np.zeros(len(sizes), dtype=np.int64)
+        np.cumsum(sizes[:-1], out=starts[1:])
+        rank = np.argsort(qids)  # distinct ids: any sort gives trec_eval's query order
+        uq = qids[rank]
+        offsets = np.zeros(len(uq) + 1, dtype=np.int64)
+        np.cumsum(sizes[rank], out=offsets[1:])
+        codes = np.empty(len(rank), dtype=np.int64)
+        codes[rank] = np.arange(len(rank), dtype=np.int64)
+        same = np.ones(n - 1, dtype=bool)
+        same[starts[1:] - 1] = False
+        if bool(((s[1:] <= s[:-1]) | ~same).all()):  # already in rank order: move whole queries
+            idx, _ = run_permutation(starts, sizes, codes, n)
+        elif n >= 64 * len(sizes):  # equal scores in any order: break_ties orders them below
+            idx, _ = sort_runs(s, starts, sizes, codes)
+        else:
+            idx = sort_distinct((-s, np.repeat(codes, sizes)))
+        if idx is not None:  # else d and s are still this call's own arrays
+            d, s = d[idx], s[idx]
+        d, s = break_ties(offsets, d, s)
+        return cls(uq, offsets, np.ascontiguousarray(d), np.ascontiguousarray(s), name=name, source=source)
+
+    @classmethod
     def from_dict(
         cls, data: Mapping[str, Mapping[str, float]], *, name: str = "run", source: str | None = None
     ) -> Run:
         """From the pytrec_eval / ranx shape ``{qid: {docid: score}}``."""
-        cols = _dict_columns(data)
+        cols = _dict_columns(data, integral=False)
         if cols is not None:
-            scores = _numbers(cols[2], integral=False)
-            if scores is not None:
-                return cls.from_arrays(cols[0], cols[1], scores, name=name, source=source)
+            return cls._from_groups(cols, name=name, source=source)
         qs: list[str] = []
         ds: list[str] = []
         ss: list[float] = []

@@ -88,13 +88,58 @@ def compact_ids(ids: np.ndarray) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- conversion
-def to_bytes_array(values: Iterable[Any] | np.ndarray, *, compact: bool = False) -> np.ndarray:
+def to_bytes_array(
+    values: Iterable[Any] | np.ndarray, *, compact: bool = False, field: str = "id"
+) -> np.ndarray:
     """Ids as a numpy ``S`` array of UTF-8 bytes; ``compact`` stores ids over :data:`LONG_ID`
-    bytes as keys (document ids)."""
+    bytes as keys (document ids). An id that is not valid Unicode (a lone surrogate, as a
+    careless decode leaves) raises :class:`InputError` naming ``field``."""
+    try:
+        return _to_bytes_array(values, compact)
+    except UnicodeEncodeError as exc:
+        bad = exc.object[max(exc.start - 20, 0) : exc.end + 20] if isinstance(exc.object, str) else ""
+        raise InputError(
+            f"not valid Unicode (a lone surrogate in {bad!r}); decode the source as UTF-8",
+            field=field,
+        ) from None
+
+
+def str_column(ids: Sequence[Any] | np.ndarray, joined: str | None = None) -> np.ndarray | None:
+    """``ids``, all ``str``, as an ``S`` array of UTF-8 bytes; ``None`` when one is not a
+    ``str`` or holds ``"\\n"``. ``joined`` is ``"\\n".join(ids)`` when the caller has it.
+
+    numpy fills a fixed-width column several times faster when it is told the width than when
+    it has to find it, and one join and one pass over its bytes give the width (1M ids: 0.13 s
+    for the list of encoded ids, 0.06 s this way).
+    """
+    n = len(ids)
+    if not n:
+        return np.zeros(0, dtype="S1")
+    if joined is None:
+        try:
+            joined = "\n".join(ids)
+        except TypeError:
+            return None
+    raw = joined.encode("utf-8")
+    sep = np.flatnonzero(np.frombuffer(raw, dtype=np.uint8) == 10)
+    if len(sep) != n - 1:  # an id holds "\\n": the separators cannot tell ids apart
+        return None
+    bounds = np.empty(n + 1, dtype=np.int64)
+    bounds[0], bounds[-1] = -1, len(raw)
+    bounds[1:-1] = sep
+    width = max(int(np.diff(bounds).max()) - 1, 1)
+    if len(raw) == len(joined):  # ASCII: numpy encodes each str itself, no split needed
+        return np.fromiter(ids, dtype=f"S{width}", count=n)
+    return np.fromiter(raw.split(b"\n"), dtype=f"S{width}", count=n)
+
+
+def _to_bytes_array(values: Iterable[Any] | np.ndarray, compact: bool) -> np.ndarray:
     if isinstance(values, np.ndarray) and values.dtype.kind == "S":
         out = values
     elif isinstance(values, np.ndarray) and values.dtype.kind == "U":
         out = np.char.encode(values, "utf-8") if values.size else values.astype("S1")
+    elif isinstance(values, (list, tuple, np.ndarray)) and (fast := str_column(values)) is not None:
+        out = fast
     else:
         items = [v if isinstance(v, bytes) else str(v).encode("utf-8") for v in values]
         if not items:
@@ -191,6 +236,22 @@ def run_permutation(
     shift = starts[perm] - offsets[:-1]
     idx = np.repeat(shift, ordered_lengths)
     idx += np.arange(n, dtype=np.int64)
+    return idx, offsets
+
+
+def sort_runs(
+    scores: np.ndarray, starts: np.ndarray, lengths: np.ndarray, run_codes: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Row order putting contiguous runs (one per query) in code order, each run's rows by
+    score descending (equal scores in any order), and the offsets. One small sort per run stays
+    inside the CPU cache: for runs of a thousand rows this is ~4x faster than sorting all rows
+    by (query, score) at once; callers use it when runs are long (many short runs pay the loop)."""
+    perm = np.argsort(run_codes, kind="stable")
+    offsets = np.zeros(len(perm) + 1, dtype=np.int64)
+    np.cumsum(lengths[perm], out=offsets[1:])
+    idx = np.empty(int(offsets[-1]), dtype=np.int64)
+    for lo, a, m in zip(offsets[:-1].tolist(), starts[perm].tolist(), lengths[perm].tolist()):
+        idx[lo : lo + m] = np.argsort(scores[a : a + m])[::-1] + a
     return idx, offsets
 
 
@@ -459,10 +520,43 @@ def df_column(df: Any, col: str, source: str | None) -> np.ndarray:
     return series.to_numpy()
 
 
-def df_ids(values: np.ndarray) -> np.ndarray:
+def df_ids(df: Any, col: str, source: str | None) -> np.ndarray:
+    """One id column of a DataFrame as an ``S`` array (integers spelled in decimal)."""
+    fast = _arrow_ids(df[col]) if col in df.columns else None
+    if fast is not None:
+        return fast
+    values = df_column(df, col, source)
     if values.dtype.kind in "iu":
         return values.astype("S")
     return to_bytes_array(values)
+
+
+def _arrow_ids(series: Any) -> np.ndarray | None:
+    """An ASCII string column that pandas keeps in Arrow memory (pandas 3's default) as an ``S``
+    array straight from Arrow's buffers: pyarrow pads every id to the widest with NULs, which is
+    numpy's fixed-width layout (1M ids: 0.03 s against 0.15 s through Python strings). ``None``
+    for any other column (the caller's path then reads it)."""
+    if not hasattr(series.array, "__arrow_array__") or series.isna().any():
+        return None
+    try:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+    except ImportError:  # pragma: no cover - pandas keeps no Arrow strings without pyarrow
+        return None
+    arr = pa.array(series.array)
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)) or not len(arr):
+        return None
+    if not pc.all(pc.string_is_ascii(arr)).as_py():  # rpad counts characters, not bytes
+        return None
+    width = max(int(pc.max(pc.binary_length(arr)).as_py()), 1)
+    padded = pc.utf8_rpad(arr, width=width, padding="\x00")
+    _, offsets, data = padded.buffers()
+    kind = np.int64 if pa.types.is_large_string(padded.type) else np.int32
+    first = int(np.frombuffer(offsets, dtype=kind, count=1, offset=padded.offset * np.dtype(kind).itemsize)[0])
+    raw = np.frombuffer(data, dtype=np.uint8, count=width * len(padded), offset=first)
+    return raw.view(f"S{width}").copy()
 
 
 def df_long(
@@ -472,8 +566,8 @@ def df_long(
     """The (query ids, doc ids, values) columns of a long DataFrame. Values are converted to
     float64 when ``to_float`` or when they are Python objects (``bad_values`` names the
     failure); integer grades stay integers so a fractional grade can still be named."""
-    q = df_ids(df_column(df, qid_col, source))
-    d = df_ids(df_column(df, docid_col, source))
+    q = df_ids(df, qid_col, source)
+    d = df_ids(df, docid_col, source)
     v = df_column(df, value_col, source)
     if to_float or v.dtype == object:
         try:

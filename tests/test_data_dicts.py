@@ -67,3 +67,52 @@ def test_ids_the_fast_path_cannot_split_take_the_row_loop() -> None:
     assert Qrels.from_dict({"q": {2: 1}}).to_dict() == {"q": {"2": 1}}
     assert got.to_dict()["q1"] == {"a\nb": 1.0, "c": 0.5}
     assert Qrels.from_dict({"q1": {"x": 2.0}}).to_dict() == {"q1": {"x": 2}}  # whole floats pass
+
+
+@pytest.mark.parametrize("docs_per_query, queries", [(300, 5), (3, 200)])  # per-query sorts; one sort
+def test_both_sort_strategies_equal_the_row_order_build(docs_per_query: int, queries: int) -> None:
+    rng = random.Random(docs_per_query)
+    run = {f"q{rng.randrange(10**6)}ü": {f"d{rng.randrange(10**4)}{rng.choice(['', 'é', 'x' * 40])}":
+                                         float(rng.randrange(5)) for _ in range(docs_per_query)}
+           for _ in range(queries)}
+    _same(Run.from_dict(run), _slow_run(run))
+
+
+def test_rank_ordered_dicts_keep_their_order_and_break_ties() -> None:
+    run = {"b": {"d3": 3.0, "d1": 2.0, "d9": 2.0, "d2": 1.0}, "a": {"x": 1.0}}
+    got = Run.from_dict(run)
+    _same(got, _slow_run(run))
+    assert got.query_ids == ["a", "b"]
+    assert [d for d, _ in got.ranked("b")] == ["d3", "d9", "d1", "d2"]  # ties by docid descending
+
+
+def test_ids_numpy_would_merge_take_the_row_loop() -> None:
+    # numpy's S arrays drop trailing NULs: "a" and "a\x00" would become one id, a duplicate
+    with pytest.raises(InputError, match="duplicate"):
+        Run.from_dict({"q": {"a": 1.0, "a\x00": 0.5}})
+
+
+@pytest.mark.parametrize("build", [lambda: Run.from_dict({"q": {"d\ud800": 1.0}}),
+                                   lambda: Qrels.from_dict({"q\udfff": {"d": 1}}),
+                                   lambda: Run.from_arrays(["q"], ["\ud800"], [1.0])])
+def test_a_lone_surrogate_is_named_not_a_crash(build) -> None:
+    with pytest.raises(InputError, match="not valid Unicode"):
+        build()
+
+
+@pytest.mark.parametrize("accent", ["", "é"])  # Arrow's buffers read directly; through Python
+def test_dataframe_id_columns_read_alike_whatever_pandas_keeps_them_in(accent: str) -> None:
+    pd = pytest.importorskip("pandas")
+    rng = random.Random(3)
+    rows = [(f"q{q}", f"d{rng.randrange(10**5)}{accent if q == 3 else ''}", rng.random())
+            for q in range(4) for _ in range(200)]
+    rows = list({(q, d): (q, d, s) for q, d, s in rows}.values())
+    want = _slow_run({q: {d: s for qq, d, s in rows if qq == q} for q in {r[0] for r in rows}})
+    for dtype in (object, "string[pyarrow]", "str"):
+        df = pd.DataFrame(rows, columns=["query_id", "doc_id", "score"]).astype(
+            {"query_id": dtype, "doc_id": dtype})
+        _same(Run.from_dataframe(df), want)
+    df = pd.DataFrame(rows, columns=["query_id", "doc_id", "score"]).astype({"doc_id": "string[pyarrow]"})
+    df.loc[5, "doc_id"] = None
+    with pytest.raises(InputError, match="6: doc_id: missing value"):
+        Run.from_dataframe(df)

@@ -90,7 +90,9 @@ def test_compare_answers_as_the_route_does(client: TestClient, fast_calls: list[
     (b'{"qrels": {"q1": ["d1"]}, "runs": {}}', 422, "runs: "),
     # beyond standard JSON: json.loads takes them, so FastAPI's route decides
     (b'{"qrels": {"q1": ["d1"]}, "runs": {"a": {"q1": {"d1": NaN}}}}', None, ""),
-    (b'{"qrels": {"q1": ["\\ud800"]}, "runs": {"a": {"q1": ["\\ud800"]}}}', None, ""),
+    # a lone surrogate decodes (json.loads) but names no valid id: a 400 naming the field
+    (b'{"qrels": {"q1": ["\\ud800"]}, "runs": {"a": {"q1": ["\\ud800"]}}}', 400,
+     "qrels: docid: not valid Unicode"),
     (b'\xef\xbb\xbf{"qrels": {"q1": ["d1"]}, "runs": {"a": {"q1": ["d1"]}}}', None, ""),
     (b'{"qrels": {"q1": ["d1"]}, "runs": {"a": "\xff"}}', 400, ""),
 ])
