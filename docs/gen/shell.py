@@ -81,6 +81,17 @@ def quote(*args: str) -> str:
     return " ".join(shlex.quote(a) for a in args)
 
 
+def recorded(name: str) -> str:
+    """What a benchmark printed, as ``benchmarks/record.py`` kept it
+    (``benchmarks/results/NAME.txt``: the command, when and where it ran, its output). Long
+    benchmarks cannot run in a docs build; their pages show a run's own output, never figures
+    typed from it. A missing recording fails the build."""
+    path = ROOT / "benchmarks" / "results" / f"{name}.txt"
+    if not path.is_file():
+        raise RuntimeError(f"no recorded benchmark {path} (python benchmarks/record.py ...)")
+    return path.read_text(encoding="utf-8").rstrip("\n")
+
+
 @atexit.register
 def _stop() -> None:
     for proc in _PROCS:
