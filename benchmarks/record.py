@@ -7,7 +7,8 @@ instead of figures typed from it.
 The script runs as ``python benchmarks/SCRIPT ARGS`` from the checkout's root (its output
 streams to the terminal as usual) and its stdout is written to ``benchmarks/results/NAME.txt``
 (NAME defaults to the script's stem) under two header lines: the command, and when, at which
-commit, on how many CPUs and at what load it ran. The docs include these files as they are
+commit, on how many CPUs and at what load it ran. Paths of the machine are written as ``.``
+(the checkout), ``$TMPDIR`` and ``~``. The docs include these files as they are
 (``docs/gen/shell.py: recorded``); a script that fails records nothing.
 """
 
@@ -18,6 +19,7 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -80,9 +82,12 @@ def main() -> int:
         f"# recorded {started:%Y-%m-%d %H:%M} UTC, commit {_commit()}, {os.cpu_count()} CPUs, "
         f"load {load_before} -> {_load()}, Python {platform.python_version()}, {minutes:.1f} min",
     ]
+    # Paths of this machine say nothing to a reader: the checkout is ".", the temp folder $TMPDIR.
+    body = "".join(lines).replace(str(ROOT), ".").replace(tempfile.gettempdir(), "$TMPDIR")
+    body = body.replace(str(Path.home()), "~")
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / f"{name}.txt"
-    out.write_text("\n".join(header) + "\n" + "".join(lines).rstrip("\n") + "\n", encoding="utf-8")
+    out.write_text("\n".join(header) + "\n" + body.rstrip("\n") + "\n", encoding="utf-8")
     print(f"record.py: wrote {out.relative_to(ROOT)}", file=sys.stderr)
     return 0
 
