@@ -81,15 +81,22 @@ def quote(*args: str) -> str:
     return " ".join(shlex.quote(a) for a in args)
 
 
-def recorded(name: str) -> str:
+def recorded(name: str, start: str | None = None) -> str:
     """What a benchmark printed, as ``benchmarks/record.py`` kept it
     (``benchmarks/results/NAME.txt``: the command, when and where it ran, its output). Long
     benchmarks cannot run in a docs build; their pages show a run's own output, never figures
-    typed from it. A missing recording fails the build."""
+    typed from it. ``start`` shows the output from its first line starting so (its summary),
+    after the two header lines. A missing recording or ``start`` fails the build."""
     path = ROOT / "benchmarks" / "results" / f"{name}.txt"
     if not path.is_file():
         raise RuntimeError(f"no recorded benchmark {path} (python benchmarks/record.py ...)")
-    return path.read_text(encoding="utf-8").rstrip("\n")
+    lines = path.read_text(encoding="utf-8").rstrip("\n").splitlines()
+    if start is not None:
+        at = next((i for i, line in enumerate(lines) if line.startswith(start)), None)
+        if at is None:
+            raise RuntimeError(f"{path}: no line starts with {start!r}")
+        lines = lines[:2] + ["[... the per-scenario JSON lines; the summary:]"] + lines[at:]
+    return "\n".join(lines)
 
 
 @atexit.register

@@ -92,3 +92,25 @@ def test_the_formats_page_names_runs_as_the_reader_does(tmp_path: Path) -> None:
     name = ragjudge.read_run(path).name
     page = (ROOT / "docs" / "how-to" / "formats.md").read_text(encoding="utf-8")
     assert f"`runs/bm25.trec.gz` -> `{name}`" in page and f'run.name == "{name}"' in page
+
+
+def test_benchmark_figures_are_recorded_runs_not_typed() -> None:
+    """The performance page shows what the scripts printed (benchmarks/results/, written by
+    benchmarks/record.py), never a table typed from a run; each recording names a script that
+    exists and when, where and at which commit it ran, and holds no machine path."""
+    results = ROOT / "benchmarks" / "results"
+    header = re.compile(r"# recorded \d{4}-\d\d-\d\d \d\d:\d\d UTC, commit \w+.*, \d+ CPUs, load .*")
+    pages = [p for p in (ROOT / "docs").rglob("*.md")]
+    used = {name for p in pages for name in re.findall(r'shell\.recorded\("([\w-]+)"', p.read_text("utf-8"))}
+    assert {"bench_core", "bench_judge", "bench_rag", "bench_dicts", "bench_server"} <= used
+    machine = re.compile(r"(/work/|/home/|/root/|/tmp/|/Users/|[A-Z]:\\\\)")
+    for name in sorted(used):
+        path = results / f"{name}.txt"
+        assert path.is_file(), f"docs show {name}, but {path} was never recorded"
+        first, second, *_ = path.read_text("utf-8").splitlines()
+        script = re.match(r"\$ python benchmarks/(\w+\.py)", first)
+        assert script and (ROOT / "benchmarks" / script.group(1)).is_file(), (name, first)
+        assert header.fullmatch(second), (name, second)
+        assert not machine.search(path.read_text("utf-8")), (name, machine.search(path.read_text("utf-8")))
+    perf = (ROOT / "docs" / "benchmarks.md").read_text("utf-8")
+    assert not [line for line in perf.splitlines() if line.startswith("|")], "a typed table on the performance page"
