@@ -95,7 +95,7 @@ def recorded(name: str, start: str | None = None) -> str:
         at = next((i for i, line in enumerate(lines) if line.startswith(start)), None)
         if at is None:
             raise RuntimeError(f"{path}: no line starts with {start!r}")
-        lines = lines[:2] + ["[... the per-scenario JSON lines; the summary:]"] + lines[at:]
+        lines = lines[:2] + ["[... per-scenario lines left out; the summary:]"] + lines[at:]
     return "\n".join(lines)
 
 
