@@ -576,8 +576,10 @@ class Run(_Columnar):
         line_numbers: np.ndarray | None,
         dedup: Dedup,
         copy: bool,
+        distinct: bool = False,
     ) -> Run:
         # copy=False only for arrays nobody else holds (the readers'): saves two full copies.
+        # distinct=True: the caller knows no (query, doc) pair repeats (a mapping's keys).
         q = to_bytes_array(qids, field="qid")
         d = to_bytes_array(docids, compact=True, field="docid")
         try:
@@ -607,16 +609,17 @@ class Run(_Columnar):
         codes = row_codes(lengths, run_codes)
         # Duplicates: a 64-bit hash of every (query, doc) pair sorts fast; only if two hashes
         # collide do we pay for the exact check (which names the line).
-        h = pair_hash(codes, d)
-        h.sort()  # in place: a fresh array, so no second 10M-element copy
-        if bool((h[1:] == h[:-1]).any()):
-            keep = _dedup(q, codes, d, dedup, source, line_numbers, "run")
+        if not distinct:
+            h = pair_hash(codes, d)
+            h.sort()  # in place: a fresh array, so no second 10M-element copy
+            repeated = bool((h[1:] == h[:-1]).any())
+            del h
+            keep = _dedup(q, codes, d, dedup, source, line_numbers, "run") if repeated else None
             if keep is not None:
                 q, d, s = q[keep], d[keep], s[keep]
                 uq, starts, lengths, run_codes = qid_runs(q)
                 codes = row_codes(lengths, run_codes)
                 n = len(q)
-        del h
         same = np.ones(n - 1, dtype=bool)
         same[starts[1:] - 1] = False
         nonincreasing = bool(((s[1:] <= s[:-1]) | ~same).all())
@@ -644,46 +647,16 @@ class Run(_Columnar):
         return cls(uq, offsets, np.ascontiguousarray(d), np.ascontiguousarray(s), name=name, source=source)
 
     @classmethod
-    def _from_groups(cls, cols: _DictColumns, *, name: str, source: str | None) -> Run:
-        """From a mapping's columns: its keys are distinct, so no duplicate screen, and each
-        query's rows are contiguous, so a large query is sorted on its own (numpy sorts a
-        thousand rows at a time well inside the CPU cache) instead of all rows at once."""
-        keep = cols.sizes > 0  # a query without rows is absent, as when read from rows
-        qids, sizes = cols.qids[keep], cols.sizes[keep]
-        d, s = to_bytes_array(cols.docids, compact=True), cols.values
-        n = len(s)
-        if n == 0:
-            uq, offsets = group_sorted(np.zeros(0, dtype="S1"))
-            return cls(uq, offsets, d.copy(), s.copy(), name=name, source=source)
-        starts = np.zeros(len(sizes), dtype=np.int64)
-        np.cumsum(sizes[:-1], out=starts[1:])
-        rank = np.argsort(qids)  # distinct ids: any sort gives trec_eval's query order
-        uq = qids[rank]
-        offsets = np.zeros(len(uq) + 1, dtype=np.int64)
-        np.cumsum(sizes[rank], out=offsets[1:])
-        codes = np.empty(len(rank), dtype=np.int64)
-        codes[rank] = np.arange(len(rank), dtype=np.int64)
-        same = np.ones(n - 1, dtype=bool)
-        same[starts[1:] - 1] = False
-        if bool(((s[1:] <= s[:-1]) | ~same).all()):  # already in rank order: move whole queries
-            idx, _ = run_permutation(starts, sizes, codes, n)
-        elif n >= 64 * len(sizes):  # equal scores in any order: break_ties orders them below
-            idx, _ = sort_runs(s, starts, sizes, codes)
-        else:
-            idx = sort_distinct((-s, np.repeat(codes, sizes)))
-        if idx is not None:  # else d and s are still this call's own arrays
-            d, s = d[idx], s[idx]
-        d, s = break_ties(offsets, d, s)
-        return cls(uq, offsets, np.ascontiguousarray(d), np.ascontiguousarray(s), name=name, source=source)
-
-    @classmethod
     def from_dict(
         cls, data: Mapping[str, Mapping[str, float]], *, name: str = "run", source: str | None = None
     ) -> Run:
         """From the pytrec_eval / ranx shape ``{qid: {docid: score}}``."""
         cols = _dict_columns(data, integral=False)
         if cols is not None:
-            return cls._from_groups(cols, name=name, source=source)
+            # A mapping's keys are distinct: no duplicate screen.
+            return cls._from_arrays(np.repeat(cols.qids, cols.sizes), cols.docids, cols.values, name=name,
+                                    source=source, line_numbers=None, dedup="error", copy=False,
+                                    distinct=True)
         qs: list[str] = []
         ds: list[str] = []
         ss: list[float] = []
