@@ -64,3 +64,56 @@ def test_without_pyarrow_the_numpy_path_reads_it(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(trec, "ARROW_AFTER_LINES", 0)
     run = parse_run(_run_text(TOKENS))
     assert run.get("q0")["d0"] == 1.0
+
+
+def _one_token(token: bytes) -> float | None:
+    buf = np.frombuffer(token + b"\x00" * 24, dtype=np.uint8)
+    words, _ = trec._gather_words(buf, np.array([0]), np.array([len(token)]))
+    got = trec._arrow_floats(words, np.array([len(token)]))
+    return None if got is None else float(got[0])
+
+
+def _python(token: bytes) -> float | None:
+    try:
+        return float(token)
+    except ValueError:
+        return None
+
+
+def test_arrow_accepts_no_token_python_refuses() -> None:
+    """Every token of up to 3 bytes over the fast path's alphabet, and seeded longer ones:
+    Arrow reads a token only when Python's ``float`` (the exact path) reads it, to the same
+    bits; a token Arrow refuses goes to numpy, so refusing more is harmless."""
+    pytest.importorskip("pyarrow")
+    import itertools
+    import random
+
+    alphabet = b"0123456789.+-eE"
+    tokens = [bytes(t) for n in (1, 2, 3) for t in itertools.product(alphabet, repeat=n)]
+    rng = random.Random(7)
+    tokens += [bytes(rng.choice(alphabet) for _ in range(rng.randint(4, 24))) for _ in range(1500)]
+    tokens += [b"1" * 13, b"-0.123456789012", b"123456789012.5e-3", b"9" * 400]
+    accepted = 0
+    for token in tokens:
+        got = _one_token(token)
+        if got is not None:
+            accepted += 1
+            want = _python(token)
+            assert want is not None, token
+            assert np.float64(got).view(np.int64) == np.float64(want).view(np.int64), token
+    assert accepted > 1000  # the check reached the parser, not only the refusals
+
+
+def test_views_match_numpy_on_long_and_short_tokens() -> None:
+    """Tokens on both sides of the 12-byte inline limit of a string view, in one array."""
+    pytest.importorskip("pyarrow")
+    toks = [b"1.5", b"0.123456789", b"0.1234567890", b"13.862943611198906", b"-2.5e-7",
+            b"123456789012", b"1234567890123", b"7", b"0.30000000000000004441"] * 50
+    lens = np.array([len(t) for t in toks])
+    starts = np.cumsum([0] + [len(t) + 1 for t in toks[:-1]])
+    buf = np.frombuffer(b" ".join(toks) + b"\x00" * 32, dtype=np.uint8)
+    words, width = trec._gather_words(buf, starts, lens)
+    got = trec._arrow_floats(words, lens)
+    assert got is not None
+    want = np.array([float(t) for t in toks])
+    assert np.array_equal(got.view(np.int64), want.view(np.int64))
