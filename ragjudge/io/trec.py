@@ -193,6 +193,8 @@ def _arrow_floats(words: np.ndarray, lens: np.ndarray) -> np.ndarray | None:
         import pyarrow.compute as pc
     except ImportError:
         return None
+    if not hasattr(pa, "string_view"):  # pyarrow < 16: numpy reads the scores
+        return None
     if not _DECIMAL[words.view(np.uint8)].all():
         return None
     n = len(lens)
