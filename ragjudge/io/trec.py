@@ -18,8 +18,7 @@ from __future__ import annotations
 import os
 from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,6 +29,9 @@ from .numbers import parse_float, parse_int
 from .streams import (
     BOM, Input, PathLike, as_bytes, blocks_from_bytes, check_utf8, is_fd_path, opened, source_name,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from concurrent.futures import Future
 
 __all__ = [
     "parse_trec_qrels",
@@ -427,6 +429,10 @@ def scan_trec(
         for block in stripped(blocks):
             take(block, _scan_block(block, kind, line > ARROW_AFTER_LINES))
     else:
+        # Imported here: one scanning thread (the default below 4 cores) needs no pool, and
+        # concurrent.futures (with logging and threading) is ~9 ms of every CLI start-up.
+        from concurrent.futures import ThreadPoolExecutor
+
         pool = ThreadPoolExecutor(max_workers=workers)
         pending: deque[tuple[bytes, Future]] = deque()
         try:

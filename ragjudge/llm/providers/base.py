@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import socket
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -382,6 +381,8 @@ def failure_of(exc: BaseException) -> Failure:
             return Failure("unreachable", "connect timeout", url)
         return Failure("timeout", "timeout", url)
     if names & _CONNECTION_NAMES:
+        import socket  # only on a connection failure: the CLI's start-up does not pay for it
+
         reason = "connection error"
         for e in reversed(chain):  # the root cause first
             if isinstance(e, ConnectionRefusedError):
