@@ -455,3 +455,21 @@ def test_corrupt_gzip_and_binary_files(tmp_path):
     binary.write_bytes(bytes(range(256)) * 4)
     e = err(io.read_run, binary)
     assert e.source == str(binary) and e.line == 1
+
+
+@pytest.mark.parametrize("segment", [1, 2, 3, 64])
+def test_segments_keep_order_widths_and_line_numbers(monkeypatch, segment):
+    """Columns joined into segments during a read: ids that widen from block to block, comment
+    lines between them, and a duplicate named by its line, as the exact parser has them."""
+    monkeypatch.setattr(trec, "BLOCK", 64)
+    monkeypatch.setattr(trec, "SEGMENT_BLOCKS", segment)
+    lines = []
+    for i in range(300):
+        if i % 13 == 0:
+            lines.append("# c")
+        lines.append(f"q{i * 37} Q0 d{'x' * (i % 40)}{i} 1 {i / 3!r} t")
+    data = ("\n".join(lines) + "\n").encode()
+    fast = trec.scan_trec(streams.blocks_from_bytes(data, trec.BLOCK), "run", "r")
+    assert_same_columns(fast, trec.parse_trec_exact(data, "run", "r"))
+    e = err(io.parse_run, data + b"q37 Q0 dx1 1 0.5 t\n", source="r")
+    assert (e.line, e.field) == (len(lines) + 1, "docid") and f"line {lines.index('q37 Q0 dx1 1 0.3333333333333333 t') + 1}" in str(e)
