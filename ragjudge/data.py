@@ -33,14 +33,15 @@ from .ids import (
     df_long,
     first_duplicate,
     group_sorted,
+    joined_column,
     pair_hash,
     qid_runs,
     row_codes,
     run_permutation,
+    sized_runs,
     sort_by_code_then_id,
     sort_distinct,
     sort_runs,
-    str_column,
     to_bytes_array,
 )
 
@@ -128,9 +129,9 @@ def _dict_columns(data: Mapping[Any, Mapping[Any, Any]], integral: bool) -> _Dic
     groups = list(data.values())
     sizes = np.fromiter(map(len, groups), dtype=np.int64, count=len(groups))
     n = int(sizes.sum())
-    docids = list(chain.from_iterable(groups))
     try:
-        joined = "\n".join(docids)
+        # One join per query, then one of those (an empty query adds no id): no list of all ids.
+        joined = "\n".join(map("\n".join, filter(None, groups)))
     except TypeError:  # an id that is not a str: the row loop spells it with str()
         return None
     # numpy's S arrays drop trailing NULs, so two distinct keys could become one id: the row
@@ -138,7 +139,7 @@ def _dict_columns(data: Mapping[Any, Mapping[Any, Any]], integral: bool) -> _Dic
     if "\x00" in joined:
         return None
     try:
-        d = str_column(docids, joined)
+        d = joined_column(joined, n)
         q = np.array([x.encode("utf-8") for x in qids], dtype=bytes) if qids else np.zeros(0, dtype="S1")
     except UnicodeEncodeError:  # a lone surrogate: the row loop names it
         return None
@@ -156,7 +157,10 @@ def _numbers(groups: list[Mapping[Any, Any]], n: int, integral: bool) -> np.ndar
     whole: the caller's row loop then names the row."""
     if not n:
         return np.zeros(0, dtype=np.int64 if integral else np.float64)
-    if not set(map(type, chain.from_iterable(g.values() for g in groups))) <= _NUMBER_TYPES:
+    types: set[type] = set()
+    for g in groups:  # per query: cheaper than one chained iterator over every value
+        types.update(map(type, g.values()))
+    if not types <= _NUMBER_TYPES:
         return None
     arr = np.fromiter(chain.from_iterable(g.values() for g in groups), dtype=np.float64, count=n)
     if not np.isfinite(arr).all():
@@ -319,8 +323,10 @@ class Qrels(_Columnar):
         line_numbers: np.ndarray | None,
         dedup: Dedup,
         copy: bool,
+        distinct: bool = False,
     ) -> Qrels:
         # copy=False only for arrays nobody else holds (the readers'): saves two full copies.
+        # distinct=True: the caller knows no (query, doc) pair repeats (a mapping's keys).
         q = to_bytes_array(qids, field="qid")
         d = to_bytes_array(docids, compact=True, field="docid")
         g = np.asarray(grades)
@@ -362,14 +368,15 @@ class Qrels(_Columnar):
                     d2, g2 = d[idx], g[idx]
                 return cls(uq, offsets, d2, g2, source=source)
         codes = row_codes(lengths, run_codes)
-        # Same duplicate screen as Run: hash sort first, exact (stable) check only on collision.
-        h = pair_hash(codes, d)
-        h.sort()  # in place: a fresh array, so no second 10M-element copy
-        if bool((h[1:] == h[:-1]).any()):
-            keep = _dedup(q, codes, d, dedup, source, line_numbers, "qrels")
-            if keep is not None:
-                codes, d, g = codes[keep], d[keep], g[keep]
-        del h
+        if not distinct:
+            # Same duplicate screen as Run: hash sort first, exact (stable) check only on collision.
+            h = pair_hash(codes, d)
+            h.sort()  # in place: a fresh array, so no second 10M-element copy
+            if bool((h[1:] == h[:-1]).any()):
+                keep = _dedup(q, codes, d, dedup, source, line_numbers, "qrels")
+                if keep is not None:
+                    codes, d, g = codes[keep], d[keep], g[keep]
+            del h
         order = sort_by_code_then_id(codes, d)
         d, g = d[order], g[order]
         counts = np.bincount(codes, minlength=len(uq))
@@ -382,7 +389,9 @@ class Qrels(_Columnar):
         """From the pytrec_eval / ranx shape ``{qid: {docid: grade}}``."""
         cols = _dict_columns(data, integral=True)
         if cols is not None:
-            return cls.from_arrays(np.repeat(cols.qids, cols.sizes), cols.docids, cols.values, source=source)
+            # A mapping's keys are distinct: no duplicate screen.
+            return cls._from_arrays(np.repeat(cols.qids, cols.sizes), cols.docids, cols.values, source=source,
+                                    line_numbers=None, dedup="error", copy=False, distinct=True)
         qs: list[str] = []
         ds: list[str] = []
         gs: list[Any] = []
@@ -576,10 +585,8 @@ class Run(_Columnar):
         line_numbers: np.ndarray | None,
         dedup: Dedup,
         copy: bool,
-        distinct: bool = False,
     ) -> Run:
         # copy=False only for arrays nobody else holds (the readers'): saves two full copies.
-        # distinct=True: the caller knows no (query, doc) pair repeats (a mapping's keys).
         q = to_bytes_array(qids, field="qid")
         d = to_bytes_array(docids, compact=True, field="docid")
         try:
@@ -606,23 +613,45 @@ class Run(_Columnar):
             uq, offsets = group_sorted(q)
             return cls(uq, offsets, d.copy(), s.copy(), name=name, source=source)
         uq, starts, lengths, run_codes = qid_runs(q)
-        codes = row_codes(lengths, run_codes)
         # Duplicates: a 64-bit hash of every (query, doc) pair sorts fast; only if two hashes
         # collide do we pay for the exact check (which names the line).
-        if not distinct:
-            h = pair_hash(codes, d)
-            h.sort()  # in place: a fresh array, so no second 10M-element copy
-            repeated = bool((h[1:] == h[:-1]).any())
-            del h
-            keep = _dedup(q, codes, d, dedup, source, line_numbers, "run") if repeated else None
-            if keep is not None:
-                q, d, s = q[keep], d[keep], s[keep]
-                uq, starts, lengths, run_codes = qid_runs(q)
-                codes = row_codes(lengths, run_codes)
-                n = len(q)
-        same = np.ones(n - 1, dtype=bool)
-        same[starts[1:] - 1] = False
-        nonincreasing = bool(((s[1:] <= s[:-1]) | ~same).all())
+        codes = row_codes(lengths, run_codes)
+        h = pair_hash(codes, d)
+        h.sort()  # in place: a fresh array, so no second 10M-element copy
+        repeated = bool((h[1:] == h[:-1]).any())
+        del h
+        keep = _dedup(q, codes, d, dedup, source, line_numbers, "run") if repeated else None
+        del codes
+        if keep is not None:
+            q, d, s = q[keep], d[keep], s[keep]
+            uq, starts, lengths, run_codes = qid_runs(q)
+            copy = False  # the masks made fresh arrays
+        return cls._from_runs(uq, starts, lengths, run_codes, d, s, name=name, source=source, copy=copy)
+
+    @classmethod
+    def _from_runs(
+        cls,
+        uq: np.ndarray,
+        starts: np.ndarray,
+        lengths: np.ndarray,
+        run_codes: np.ndarray,
+        d: np.ndarray,
+        s: np.ndarray,
+        *,
+        name: str,
+        source: str | None,
+        copy: bool,
+    ) -> Run:
+        """The Run of checked rows (distinct pairs, finite scores, compact ids) given as runs of
+        one query each (``qid_runs``' description): only the sort to rank order is left."""
+        n = len(d)
+        # The first run alone usually tells an unsorted input, without a pass over every row.
+        m = int(lengths[0])
+        nonincreasing = bool((s[1:m] <= s[: m - 1]).all())
+        if nonincreasing and len(starts) > 1:
+            same = np.ones(n - 1, dtype=bool)
+            same[starts[1:] - 1] = False
+            nonincreasing = bool(((s[1:] <= s[:-1]) | ~same).all())
         if len(uq) == len(starts) and nonincreasing:
             # Fast path (files in rank order): reorder whole runs only.
             idx, offsets = run_permutation(starts, lengths, run_codes, n)
@@ -637,12 +666,13 @@ class Run(_Columnar):
             idx, offsets = sort_runs(s, starts, lengths, run_codes)
             d, s = d[idx], s[idx]
         else:
+            codes = row_codes(lengths, run_codes)
             order = sort_distinct((-s, codes))
             d, s = d[order], s[order]
             counts = np.bincount(codes, minlength=len(uq))
             offsets = np.zeros(len(uq) + 1, dtype=np.int64)
             np.cumsum(counts, out=offsets[1:])
-        del codes
+            del codes
         d, s = break_ties(offsets, d, s)
         return cls(uq, offsets, np.ascontiguousarray(d), np.ascontiguousarray(s), name=name, source=source)
 
@@ -653,10 +683,13 @@ class Run(_Columnar):
         """From the pytrec_eval / ranx shape ``{qid: {docid: score}}``."""
         cols = _dict_columns(data, integral=False)
         if cols is not None:
-            # A mapping's keys are distinct: no duplicate screen.
-            return cls._from_arrays(np.repeat(cols.qids, cols.sizes), cols.docids, cols.values, name=name,
-                                    source=source, line_numbers=None, dedup="error", copy=False,
-                                    distinct=True)
+            if not len(cols.docids):
+                return cls.from_arrays([], [], [], name=name, source=source)
+            # The mapping gives the runs (one per query, its keys distinct): no qid column to
+            # scan, no duplicate screen.
+            d = to_bytes_array(cols.docids, compact=True, field="docid")
+            return cls._from_runs(*sized_runs(cols.qids, cols.sizes), d, cols.values, name=name,
+                                  source=source, copy=False)
         qs: list[str] = []
         ds: list[str] = []
         ss: list[float] = []

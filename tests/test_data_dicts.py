@@ -6,10 +6,12 @@ from __future__ import annotations
 import math
 import random
 
+import numpy as np
 import pytest
 
 from ragjudge import Qrels, Run, evaluate
 from ragjudge.errors import InputError
+from ragjudge.ids import joined_column, str_column
 
 
 def _same(a: Run, b: Run) -> None:
@@ -84,6 +86,33 @@ def test_rank_ordered_dicts_keep_their_order_and_break_ties() -> None:
     _same(got, _slow_run(run))
     assert got.query_ids == ["a", "b"]
     assert [d for d, _ in got.ranked("b")] == ["d3", "d9", "d1", "d2"]  # ties by docid descending
+
+
+def test_an_unsorted_query_after_sorted_ones_is_still_sorted() -> None:
+    run = {"a": {"x": 3.0, "y": 2.0}, "e": {}, "b": {"u": 1.0, "v": 5.0, "w": 5.0}, "c": {"z": 0.0}}
+    got = Run.from_dict(run)
+    _same(got, _slow_run(run))
+    assert [d for d, _ in got.ranked("b")] == ["w", "v", "u"]
+    _same(Run.from_dict({"e": {}, **run}), _slow_run(run))  # an empty query first
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_id_columns_are_numpys_own_at_every_width(seed: int) -> None:
+    # the column is filled 8 bytes at a time: widths around multiples of 8, one-word ids, ids
+    # past LONG_ID, multi-byte UTF-8 and empty ids must all come out as numpy builds them
+    rng = random.Random(seed)
+    alphabet = ["a", "Z", "0", "é", "€", "😀", " "]
+    for _ in range(300):
+        longest = rng.choice([0, 1, 7, 8, 9, 15, 16, 17, 23, 24, 25, 63, 64, 65, 90])
+        ids = ["".join(rng.choice(alphabet) for _ in range(rng.randrange(longest + 1)))
+               for _ in range(rng.choice([1, 2, 5, 40]))]
+        want = np.array([i.encode("utf-8") for i in ids], dtype=bytes)
+        got = str_column(ids)
+        assert got is not None and got.dtype == want.dtype and got.tolist() == want.tolist(), ids
+    many = [f"d{i}" + "é" * (i % 5) for i in range(40_000)]  # rows across the kernel's slices
+    assert str_column(many).tolist() == [i.encode("utf-8") for i in many]
+    assert joined_column("a\nb\nc", 2) is None  # an id holding a newline: separators miscount
+    assert joined_column("", 0).tolist() == [] and joined_column("", 1).tolist() == [b""]
 
 
 def test_ids_numpy_would_merge_take_the_row_loop() -> None:
