@@ -4,6 +4,7 @@ is copied into ``docs/`` by hand."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,24 @@ def notebook_page(path: Path) -> str:
             + body + "\n</div>\n")
 
 
+# A line of benchmarks/README.md that names a recording: on GitHub a link to the file, on the
+# site the recording itself (a link to a file outside docs/ would not resolve there).
+_RECORDING = re.compile(r"^Recorded run: \[`results/([\w-]+)\.txt`\]\(results/\1\.txt\)\.?$", re.M)
+
+
+def benchmark_scripts_page() -> str:
+    """``benchmarks/README.md`` with each ``Recorded run:`` line replaced by what the script
+    printed (``benchmarks/results/NAME.txt``, as ``benchmarks/record.py`` kept it)."""
+    here = str(Path(__file__).resolve().parent)
+    if here not in sys.path:  # a plugin may have reset sys.path since this module was loaded
+        sys.path.insert(0, here)
+    import shell
+
+    text = (ROOT / "benchmarks" / "README.md").read_text(encoding="utf-8")
+    return _RECORDING.sub(lambda m: (f"Recorded run (`benchmarks/results/{m.group(1)}.txt`):\n\n"
+                                     f"```text\n{shell.recorded(m.group(1))}\n```"), text)
+
+
 @event_priority(100)
 def on_files(files: Files, config: Any) -> Files:
     table = reference.entries()
@@ -41,9 +60,8 @@ def on_files(files: Files, config: Any) -> Files:
                                     content=reference.page_text(page, package, table[page])))
     for nb in sorted((ROOT / "examples").glob("*.ipynb")):
         files.append(File.generated(config, f"notebooks/{nb.stem}.md", content=notebook_page(nb)))
-    # benchmarks/README.md (each script, what it measures, its last printed figures) as a page
-    files.append(File.generated(config, "benchmark-scripts.md",
-                                content=(ROOT / "benchmarks" / "README.md").read_text(encoding="utf-8")))
+    # benchmarks/README.md (each script, what it measures, its recorded runs) as a page
+    files.append(File.generated(config, "benchmark-scripts.md", content=benchmark_scripts_page()))
     for fig in sorted((ROOT / "examples" / "figures").glob("*.png")):
         files.append(File.generated(config, f"figures/{fig.name}", abs_src_path=str(fig)))
     return files
