@@ -18,8 +18,8 @@ imports and peak RSS (``wait4`` rusage of that child only) is per tool:
   ``RelevanceEvaluator.evaluate`` call (the evaluator built beforehand).
 
 It checks that ragjudge's and pytrec_eval's means agree to 1e-9 (and per query), and prints the
-ratios against the targets of the project: ragjudge whole <= 1/3 of pytrec_eval whole and <= 1/10
-of ranx whole, peak RSS <= pytrec_eval's, evaluate-only <= 1/2 of pytrec_eval's. Peers that are not
+ratios against the targets of the project: ragjudge whole <= 0.2 of pytrec_eval whole and <= 1/10
+of ranx whole, peak RSS <= 1/3 of pytrec_eval's, evaluate-only <= 1/2 of pytrec_eval's. Peers that are not
 installed are skipped. Never run by the test suite.
 """
 
@@ -42,10 +42,12 @@ RAGJUDGE_METRICS = ["ndcg@10", "map", "mrr", "recall@100", "p@10"]
 PYTREC_METRICS = ["ndcg_cut_10", "map", "recip_rank", "recall_100", "P_10"]
 RANX_METRICS = ["ndcg@10", "map", "mrr", "recall@100", "precision@10"]
 
+# The project's current targets: the whole process at most 0.2 of pytrec_eval's wall time at
+# most 1/3 of its memory (first set at 1/3 and no more memory than pytrec_eval).
 TARGETS = {
-    "whole vs pytrec_eval": 1 / 3,
+    "whole vs pytrec_eval": 0.2,
     "whole vs ranx": 1 / 10,
-    "peak RSS vs pytrec_eval": 1.0,
+    "peak RSS vs pytrec_eval": 1 / 3,
     "evaluate-only vs pytrec_eval": 1 / 2,
 }
 
