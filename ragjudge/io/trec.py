@@ -191,11 +191,11 @@ def _as_s(out: np.ndarray, width: int) -> np.ndarray:
 _DECIMAL = np.zeros(256, dtype=bool)
 _DECIMAL[list(b"0123456789.+-eE\x00")] = True
 #: Lines a read must have passed before score tokens go through Arrow. Loading it costs a
-#: fixed ~0.35 s (import and the first cast) and ~80 MB of resident memory; it saves ~0.06 s
-#: per million lines after that. A whole 10M-line read and evaluation took the same time
-#: either way (medians of 5 interleaved pairs) and 75 MB more with Arrow from 1M lines on, so
-#: only larger files, where the saving grows and the cost does not, take it.
-ARROW_AFTER_LINES = 10_000_000
+#: fixed ~0.13 s and ~35 MB of resident memory; it saves ~0.06 s per million lines after that
+#: (a whole 10M-line read and evaluation: 6.1 against 6.4 s, medians of 4 interleaved pairs,
+#: 33 MB more at the peak). Past 2M lines a file is likely to be large enough to win it back;
+#: the most a read can lose is the fixed cost.
+ARROW_AFTER_LINES = 2_000_000
 
 
 _LOW32 = np.uint64(0xFFFFFFFF)
@@ -241,10 +241,14 @@ def _arrow_floats(words: np.ndarray, lens: np.ndarray) -> np.ndarray | None:
                                      [None, pa.py_buffer(views), pa.py_buffer(words)])
         # The system allocator, as numpy uses: Arrow's default pool (jemalloc or mimalloc) keeps
         # freed pages, which on a 10M-line read held ~200 MB more at the peak.
-        return pc.cast(text, pa.float64(), memory_pool=pa.system_memory_pool()).to_numpy(
-            zero_copy_only=False)
+        floats = pc.cast(text, pa.float64(), memory_pool=pa.system_memory_pool())
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
+    # A copy of the values buffer (no nulls: every token parsed): numpy-owned and writable like
+    # numpy's own result. Array.to_numpy would import pandas on its first call (~0.3 s and
+    # ~45 MB of a process that never uses it).
+    return np.frombuffer(floats.buffers()[1], dtype=np.float64, count=n,
+                         offset=8 * floats.offset).copy()
 
 
 def _scan_block(block: bytes, kind: str, arrow: bool = False) -> tuple | None:

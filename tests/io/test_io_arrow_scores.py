@@ -117,3 +117,17 @@ def test_views_match_numpy_on_long_and_short_tokens() -> None:
     assert got is not None
     want = np.array([float(t) for t in toks])
     assert np.array_equal(got.view(np.int64), want.view(np.int64))
+
+
+def test_arrow_scores_do_not_import_pandas() -> None:
+    """pyarrow's Array.to_numpy imports pandas on first use (~0.3 s, ~45 MB): the reader reads
+    Arrow's values buffer itself, so a large read loads no pandas."""
+    pytest.importorskip("pyarrow")
+    import subprocess
+    import sys
+
+    code = ("import sys; from ragjudge.io import trec, parse_run; trec.ARROW_AFTER_LINES = 0; "
+            "run = parse_run(''.join(f'q Q0 d{i} {i} {i / 7!r} t\\n' for i in range(100))); "
+            "assert run.get('q')['d7'] == 1.0; print('pandas' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
