@@ -98,8 +98,8 @@ class _Columns:
     def _consolidate(self) -> None:
         # The last SEGMENT_BLOCKS blocks' columns become one array each. Blocks' small arrays
         # live until the end of the read between the scan's short-lived scratch on the heap,
-        # whose freed holes the allocator cannot return: a 10M-line read held ~2x its columns
-        # in such holes. Segments are large enough to be mapped on their own, and the blocks'
+        # whose freed holes the allocator cannot return: a 10M-line read held about as much
+        # again as its columns in such holes. Segments are large enough to be mapped on their own, and the blocks'
         # arrays they replace leave holes the next blocks fill.
         k = self._pending
         for parts in (self.qids, self.docids, self.values):
@@ -340,9 +340,9 @@ def _scan_block(block: bytes, kind: str, arrow: bool = False) -> tuple | None:
     padded = np.empty(len(buf) + pad, dtype=np.uint8)
     padded[: len(buf)] = buf
     padded[len(buf) :] = 0
-    # Compact copies: a gathered column is a strided view of whole 8-byte words (16 bytes a row
-    # for a 9-16 byte id), and the blocks are held until the end of the read, so a view would
-    # keep up to twice the column's bytes alive (10M lines: ~320 MB of words for ~130 MB of ids).
+    # Compact copies: a gathered column is a strided view of whole 8-byte words, and the blocks
+    # are held until the end of the read, so a view would keep the words alive (8 bytes a row
+    # for a 6-byte query id, 16 for a 9-byte document id).
     q = np.ascontiguousarray(_gather(padded, qs, qlen))
     d = np.ascontiguousarray(_gather(padded, ds, dlen))
     if ints and len(vs) and int(vlen.max()) == 1:
