@@ -37,7 +37,7 @@ from .ids import (
     pair_hash,
     qid_runs,
     row_codes,
-    run_permutation,
+    reorder_runs,
     sized_runs,
     sort_by_code_then_id,
     sort_distinct,
@@ -361,11 +361,11 @@ class Qrels(_Columnar):
             same[starts[1:] - 1] = False
             ascending = d[1:] > d[:-1]
             if bool((ascending | ~same).all()):
-                idx, offsets = run_permutation(starts, lengths, run_codes, n)
-                if idx is None:
+                moved, offsets = reorder_runs([d, g], starts, lengths, run_codes)
+                if moved is None:
                     d2, g2 = (d.copy(), g.copy()) if copy else (d, g)
                 else:
-                    d2, g2 = d[idx], g[idx]
+                    d2, g2 = moved
                 return cls(uq, offsets, d2, g2, source=source)
         codes = row_codes(lengths, run_codes)
         if not distinct:
@@ -654,12 +654,12 @@ class Run(_Columnar):
             nonincreasing = bool(((s[1:] <= s[:-1]) | ~same).all())
         if len(uq) == len(starts) and nonincreasing:
             # Fast path (files in rank order): reorder whole runs only.
-            idx, offsets = run_permutation(starts, lengths, run_codes, n)
-            if idx is None:
+            moved, offsets = reorder_runs([d, s], starts, lengths, run_codes)
+            if moved is None:
                 if copy:  # never share (and freeze) the caller's arrays
                     d, s = d.copy(), s.copy()
             else:
-                d, s = d[idx], s[idx]
+                d, s = moved
         elif len(uq) == len(starts) and n >= 64 * len(starts):
             # Each query in one long run (a DataFrame, a file grouped by query): sort per run.
             # Rows of equal (query, score) may come out in any order: break_ties orders them.

@@ -53,6 +53,16 @@ def _expand(starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.nda
     return grp, pos, starts[grp] + pos
 
 
+def _positions(grp: np.ndarray, toff: np.ndarray) -> np.ndarray:
+    """Each row's 0-based position within its group (``grp`` ascending, ``toff`` the offsets),
+    in slices: no second temporary as long as the rows (10M rows: 80 MB at the peak)."""
+    pos = np.arange(len(grp), dtype=np.int64)
+    step = 1 << 17
+    for lo in range(0, len(grp), step):
+        pos[lo : lo + step] -= toff[grp[lo : lo + step]]
+    return pos
+
+
 def _layout(qrels: Qrels, run: Run, targets: np.ndarray, depth: int | None) -> Layout:
     qq, qoff, qdoc, qgr = qrels.arrays
     rq, roff, rdoc, _ = run.arrays
@@ -72,7 +82,7 @@ def _layout(qrels: Qrels, run: Run, targets: np.ndarray, depth: int | None) -> L
     toff = np.zeros(nt + 1, dtype=np.int64)
     np.cumsum(rlen, out=toff[1:])
     grp = np.repeat(np.arange(nt, dtype=np.int64), rlen)
-    pos = np.arange(toff[-1], dtype=np.int64) - toff[grp]
+    pos = _positions(grp, toff)
     # The common case is the whole run in its own order: then the ids need no gather.
     whole = (
         nt == len(rq)
@@ -141,7 +151,7 @@ def _judged_only(L: Layout, depth: int | None) -> Layout:
     nret = np.bincount(grp, minlength=L.nt).astype(np.int64)
     toff = np.zeros(L.nt + 1, dtype=np.int64)
     np.cumsum(nret, out=toff[1:])
-    pos = np.arange(len(grp), dtype=np.int64) - toff[grp]
+    pos = _positions(grp, toff)
     lab, jud = L.lab[keep], L.jud[keep]
     if depth is not None and len(pos) and int(pos.max()) >= depth:
         cut = pos < depth

@@ -289,3 +289,34 @@ def test_duplicate_error_reports_earliest_line_in_file():
         Qrels.from_arrays(["a"] * 4, ["c", "b", "c", "b"], [1, 1, 1, 1], source="q",
                           line_numbers=np.array([10, 20, 30, 40]))
     assert ei.value.line == 30 and "first seen at line 10" in str(ei.value)
+
+
+@pytest.mark.parametrize("step", [1, 3, 7, 1 << 20])
+def test_runs_reordered_a_step_at_a_time(monkeypatch, step):
+    """Files grouped by query but not in query order: whole runs move into order a step of rows
+    at a time, the same rows as one gather, for runs and qrels, whatever the step."""
+    import numpy as np
+
+    from ragjudge import ids
+    from ragjudge.data import Qrels, Run
+
+    rng = np.random.default_rng(3)
+    order = rng.permutation(40)
+    q, d, s = [], [], []
+    for k in order:
+        m = int(rng.integers(1, 9))
+        q += [f"q{k:02d}"] * m
+        d += [f"d{k}-{j}" for j in range(m)]
+        s += sorted(rng.random(m).tolist(), reverse=True)
+    want_run = {f"q{k:02d}": {} for k in range(40)}
+    for qq, dd, ss in zip(q, d, s):
+        want_run[qq][dd] = ss
+    monkeypatch.setattr(ids, "_REORDER_STEP", step)
+    run = Run.from_arrays(q, d, s)
+    assert run.to_dict() == want_run
+    assert list(run.query_ids) == sorted(want_run)
+    grades = [i % 4 for i in range(len(q))]
+    qrels = Qrels.from_arrays(q, d, grades)
+    assert qrels.to_dict() == {k: {dd: g for qq, dd, g in zip(q, d, grades) if qq == k} for k in sorted(want_run)}
+    for k in want_run:
+        assert [x for x, _ in run.ranked(k)] == sorted(want_run[k], key=lambda x: -want_run[k][x])
