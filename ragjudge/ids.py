@@ -20,12 +20,17 @@ import numpy as np
 from .errors import InputError
 
 __all__ = [
-    "LONG_ID", "KEY_WIDTH", "long_key", "full_id", "key_rows", "compact_ids",
+    "LONG_ID", "KEY_WIDTH", "SLICE_ROWS", "long_key", "full_id", "key_rows", "compact_ids",
     "to_bytes_array", "str_column", "joined_column", "decode_id", "decode_column", "group_sorted",
     "id_words", "sort_keys", "fmix", "hash_ids", "pair_hash", "join_ids", "target_ids", "locate",
     "qid_runs", "sized_runs", "reorder_runs", "row_codes", "sort_distinct", "sort_by_code_then_id",
     "first_duplicate", "break_ties", "df_column", "df_ids", "df_long",
 ]
+
+#: Rows per slice of the column-long kernels (hashing, the pair hash, the join, reordering runs):
+#: a slice's temporaries stay in the CPU cache (the same arithmetic over a whole 10M-row column
+#: is memory-bound and ~3x slower), and none is as long as the column (10M rows: 80 MB each).
+SLICE_ROWS = 1 << 17
 
 _M1 = np.uint64(0xFF51AFD7ED558CCD)
 _M2 = np.uint64(0xC4CEB9FE1A85EC53)
@@ -274,17 +279,13 @@ def sized_runs(
     return uq, starts, lengths.astype(np.int64), codes.reshape(-1).astype(np.int64)
 
 
-#: Rows gathered per step when whole runs are reordered (one step's row index: 1 MB).
-_REORDER_STEP = 1 << 17
-
-
 def reorder_runs(
     columns: Sequence[np.ndarray], starts: np.ndarray, lengths: np.ndarray, run_codes: np.ndarray
 ) -> tuple[list[np.ndarray] | None, np.ndarray]:
     """``columns`` with their contiguous runs put in code order (``None`` if they are in it
     already) and the runs' offsets in the result.
 
-    Rows are gathered a step at a time into the new columns, so no row index as long as the
+    Rows are gathered a slice at a time into the new columns, so no row index as long as the
     columns is held beside the old and the new ones (10M rows: 80 MB less at a read's peak).
     """
     perm = np.argsort(run_codes, kind="stable")
@@ -296,8 +297,8 @@ def reorder_runs(
     shift = starts[perm] - offsets[:-1]  # source row - destination row, per run
     n = int(offsets[-1])
     out = [np.empty(n, dtype=c.dtype) for c in columns]
-    for lo in range(0, n, _REORDER_STEP):
-        hi = min(lo + _REORDER_STEP, n)
+    for lo in range(0, n, SLICE_ROWS):
+        hi = min(lo + SLICE_ROWS, n)
         first = int(np.searchsorted(offsets, lo, side="right")) - 1  # the run holding row lo
         end = int(np.searchsorted(offsets, hi, side="left"))  # runs starting before hi
         bounds = offsets[first : end + 1].copy()
@@ -457,9 +458,7 @@ def hash_ids(ids: np.ndarray, width: int, seed: int) -> np.ndarray:
     """
     n = len(ids)
     out = np.empty(n, dtype=np.uint64)
-    # Slices of 2^17 rows keep every temporary of the mixing in the CPU cache: the same
-    # arithmetic over the whole 10M-row column at once is memory-bound and ~3x slower.
-    step = 1 << 17
+    step = SLICE_ROWS
     mult = np.uint64(seed * 2 + 1)
     with np.errstate(over="ignore"):
         for lo in range(0, n, step):
@@ -488,9 +487,7 @@ def pair_hash(codes: np.ndarray, ids: np.ndarray) -> np.ndarray:
     width = max(ids.dtype.itemsize, 1)
     h = hash_ids(ids, (width + 7) // 8 * 8, 0)
     k = codes.view(np.uint64)
-    # In cache-sized slices, like hash_ids: the same arithmetic over whole columns made two
-    # temporaries as long as them (10M rows: 160 MB at a read's peak) and ran memory-bound.
-    step = 1 << 17
+    step = SLICE_ROWS  # over whole columns: two temporaries as long as them (10M rows: 160 MB)
     with np.errstate(over="ignore"):
         for lo in range(0, len(h), step):
             part = h[lo : lo + step]
@@ -546,7 +543,7 @@ def join_ids(
         # run beyond the caller's (10M rows: ~165 MB less at an evaluation's peak).
         cands: list[np.ndarray] = []
         qrows: list[np.ndarray] = []
-        step = 1 << 17
+        step = SLICE_ROWS
         for lo in range(0, len(r_ids), step):
             ids_part, grp_part = r_ids[lo : lo + step], r_grp[lo : lo + step]
             rk = hash_ids(ids_part, width, seed)

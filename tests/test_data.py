@@ -293,8 +293,9 @@ def test_duplicate_error_reports_earliest_line_in_file():
 
 @pytest.mark.parametrize("step", [1, 3, 7, 1 << 20])
 def test_runs_reordered_a_step_at_a_time(monkeypatch, step):
-    """Files grouped by query but not in query order: whole runs move into order a step of rows
-    at a time, the same rows as one gather, for runs and qrels, whatever the step."""
+    """Files grouped by query but not in query order: whole runs move into order a slice of
+    rows at a time (the duplicate screen's hashing sliced alike), the same rows as one gather,
+    for runs and qrels, whatever the slice."""
     import numpy as np
 
     from ragjudge import ids
@@ -311,7 +312,7 @@ def test_runs_reordered_a_step_at_a_time(monkeypatch, step):
     want_run = {f"q{k:02d}": {} for k in range(40)}
     for qq, dd, ss in zip(q, d, s):
         want_run[qq][dd] = ss
-    monkeypatch.setattr(ids, "_REORDER_STEP", step)
+    monkeypatch.setattr(ids, "SLICE_ROWS", step)
     run = Run.from_arrays(q, d, s)
     assert run.to_dict() == want_run
     assert list(run.query_ids) == sorted(want_run)

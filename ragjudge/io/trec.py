@@ -129,7 +129,7 @@ class _Columns:
 
 def _concat_s(parts: list[np.ndarray]) -> np.ndarray:
     if len(parts) == 1:
-        return np.ascontiguousarray(parts[0])  # the exact path's arrays, the scan's copies
+        return parts[0]  # contiguous already: the exact path's arrays, the scan's copies
     return np.concatenate(parts)  # numpy widens to the longest id
 
 
@@ -170,14 +170,17 @@ def _gather_words(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tupl
 
 
 def _gather(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
-    """Tokens ``buf[s:s+len]`` as an ``S`` array, without a Python object per token: a strided
-    ``S<width>`` view of :func:`_gather_words`' rows (``S`` arrays strip trailing NULs; callers
-    concatenate or copy)."""
+    """Tokens ``buf[s:s+len]`` as a compact ``S`` array, without a Python object per token
+    (:func:`_gather_words`' rows, NUL padding stripped as ``S`` arrays do).
+
+    A copy, not a strided view of the words: a read holds its blocks' columns to the end, and
+    a view would keep the words alive (8 bytes a row for a 6-byte query id, 16 for a 9-byte
+    document id)."""
     n = len(starts)
     if n == 0:
         return np.zeros(0, dtype="S1")
     out, width = _gather_words(buf, starts, lens)
-    return _as_s(out, width)
+    return np.ascontiguousarray(_as_s(out, width))
 
 
 def _as_s(out: np.ndarray, width: int) -> np.ndarray:
@@ -340,11 +343,8 @@ def _scan_block(block: bytes, kind: str, arrow: bool = False) -> tuple | None:
     padded = np.empty(len(buf) + pad, dtype=np.uint8)
     padded[: len(buf)] = buf
     padded[len(buf) :] = 0
-    # Compact copies: a gathered column is a strided view of whole 8-byte words, and the blocks
-    # are held until the end of the read, so a view would keep the words alive (8 bytes a row
-    # for a 6-byte query id, 16 for a 9-byte document id).
-    q = np.ascontiguousarray(_gather(padded, qs, qlen))
-    d = np.ascontiguousarray(_gather(padded, ds, dlen))
+    q = _gather(padded, qs, qlen)
+    d = _gather(padded, ds, dlen)
     if ints and len(vs) and int(vlen.max()) == 1:
         # Single-digit grades (the usual case): the digit itself, ~10x cheaper than the cast.
         digits = padded[vs]
