@@ -42,9 +42,7 @@ _RECORDING = re.compile(r"^Recorded run: \[`results/([\w-]+)\.txt`\]\(results/\1
 def benchmark_scripts_page() -> str:
     """``benchmarks/README.md`` with each ``Recorded run:`` line replaced by what the script
     printed (``benchmarks/results/NAME.txt``, as ``benchmarks/record.py`` kept it)."""
-    here = str(Path(__file__).resolve().parent)
-    if here not in sys.path:  # a plugin may have reset sys.path since this module was loaded
-        sys.path.insert(0, here)
+    _gen_on_path()
     import shell
 
     text = (ROOT / "benchmarks" / "README.md").read_text(encoding="utf-8")
@@ -67,10 +65,14 @@ def on_files(files: Files, config: Any) -> Files:
     return files
 
 
-def on_page_markdown(markdown: str, **kwargs: Any) -> str:
-    # The pages' executed blocks import ``shell`` from here; a plugin may have reset sys.path
-    # since this module was loaded.
+def _gen_on_path() -> None:
+    """Put this folder (``shell``, ``reference``) on sys.path again: a plugin may have reset it
+    since this module was loaded."""
     here = str(Path(__file__).resolve().parent)
     if here not in sys.path:
         sys.path.insert(0, here)
+
+
+def on_page_markdown(markdown: str, **kwargs: Any) -> str:
+    _gen_on_path()  # the pages' executed blocks import ``shell`` from here
     return markdown
