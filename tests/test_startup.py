@@ -49,7 +49,8 @@ def test_evaluate_loads_the_core_and_no_llm_stack() -> None:
                    "    assert main(['evaluate', 'examples/qrels.txt', 'examples/runs/bm25_raw.run', '-m', 'ndcg@10']) == 0")
     assert "numpy" in mods and "ragjudge.evaluate" in mods
     assert _found(mods, ("openai", "httpx", "pydantic", "tenacity", "ragjudge.llm.session",
-                         "ragjudge.llm.client", "ragjudge.trust", "ragjudge.rag")) == []
+                         "ragjudge.llm.client", "ragjudge.llm.endpoint", "ragjudge.llm.providers",
+                         "ragjudge.trust", "ragjudge.rag")) == []
 
 
 def test_names_that_are_also_modules_stay_the_functions() -> None:

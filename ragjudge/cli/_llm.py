@@ -14,7 +14,47 @@ from typing import Any
 from ..errors import InputError
 from ._inputs import flags_named
 
-__all__ = ["add_llm_options", "llm_from_args", "endpoint_from_args", "endpoints_from_args"]
+__all__ = ["add_llm_options", "add_provider_option", "llm_from_args", "endpoint_from_args", "endpoints_from_args"]
+
+
+class _ProviderFlag(argparse.Action):
+    """``--provider NAME``: the registry is read when the flag is given or its help is shown,
+    not when the parser is built, so a command that declares the LLM flags but is run without
+    a model (``evaluate`` without ``--judge``) does not load every provider module."""
+
+    def __init__(self, option_strings: list[str], dest: str, *, help_parts: tuple[str, str, bool],
+                 **kw: Any) -> None:
+        self.help_parts = help_parts
+        super().__init__(option_strings, dest, **kw)
+
+    @property  # type: ignore[override]
+    def help(self) -> str:
+        from ..llm.providers import provider_names, provider_spec
+
+        before, after, about = self.help_parts
+        names = provider_names()
+        listed = "; ".join(f"{n}: {provider_spec(n).about}" for n in names) if about else ", ".join(names)
+        return before + listed + after
+
+    @help.setter
+    def help(self, value: object) -> None:  # argparse assigns None; the text is built above
+        pass
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        from ..llm.providers import provider_names
+
+        if values not in provider_names():
+            parser.error(f"argument {option_string}: invalid choice: {values!r} "
+                         f"(choose from {', '.join(provider_names())})")
+        setattr(namespace, self.dest, values)
+
+
+def add_provider_option(group: Any, before: str, after: str, *, about: bool = False) -> None:
+    """Add ``--provider NAME`` (default openai, or ``$RAGJUDGE_PROVIDER``); its help is
+    ``before`` + the registered names (with what each is, if ``about``) + ``after``."""
+    group.add_argument("--provider", default=os.environ.get("RAGJUDGE_PROVIDER") or "openai",
+                       metavar="NAME", action=_ProviderFlag, help_parts=(before, after, about))
 
 
 def add_llm_options(p: Any, *, model: bool = True, group: Any = None,
@@ -24,7 +64,7 @@ def add_llm_options(p: Any, *, model: bool = True, group: Any = None,
     out (a command that names the model its own way: ``evaluate --judge MODEL``); ``skip``
     leaves out flags the command uses for something else (``evaluate``'s ``--seed`` is its
     bootstrap seed): the LLM then takes their defaults."""
-    from ..llm.endpoint import DEFAULT_CONCURRENCY
+    from ..llm.defaults import DEFAULT_CONCURRENCY
 
     ep = group if group is not None else p.add_argument_group("model and endpoint")
     rl = group if group is not None else None
@@ -42,13 +82,7 @@ def add_llm_options(p: Any, *, model: bool = True, group: Any = None,
     if model:
         ep.add_argument("--model", default=os.environ.get("RAGJUDGE_MODEL"), metavar="M",
                         help="model name (or $RAGJUDGE_MODEL)")
-    from ..llm.providers import provider_names, provider_spec
-
-    ep.add_argument("--provider", default=os.environ.get("RAGJUDGE_PROVIDER") or "openai",
-                    choices=provider_names(), metavar="NAME",
-                    help="the model's API: " + "; ".join(f"{n}: {provider_spec(n).about}"
-                                                         for n in provider_names())
-                         + " (default openai, or $RAGJUDGE_PROVIDER)")
+    add_provider_option(ep, "the model's API: ", " (default openai, or $RAGJUDGE_PROVIDER)", about=True)
     ep.add_argument("--base-url", metavar="URL",
                     help="the provider's endpoint, e.g. http://localhost:8000/v1 for an OpenAI-compatible server")
     ep.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")

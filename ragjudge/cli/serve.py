@@ -57,12 +57,10 @@ def register(subparsers: Any) -> None:
     llm = p.add_argument_group("LLM endpoint of jobs (the server's, never a request's)")
     llm.add_argument("--model", default=os.environ.get("RAGJUDGE_MODEL"), metavar="M",
                      help="default model (or $RAGJUDGE_MODEL); requests may name another")
-    from ..llm.endpoint import DEFAULT_CONCURRENCY
-    from ..llm.providers import provider_names
+    from ..llm.defaults import DEFAULT_CONCURRENCY
+    from ._llm import add_provider_option
 
-    llm.add_argument("--provider", default=os.environ.get("RAGJUDGE_PROVIDER") or "openai",
-                     choices=provider_names(), metavar="NAME",
-                     help=f"the model's API ({', '.join(provider_names())}; default openai)")
+    add_provider_option(llm, "the model's API (", "; default openai)")
     llm.add_argument("--base-url", metavar="URL", help="the provider's endpoint (e.g. an OpenAI-compatible server)")
     llm.add_argument("--endpoint", dest="endpoints", action="append", default=[], metavar="URL[,KEY=VALUE...]",
                      help="spread jobs over several endpoints serving the model; repeat (as for judge: "

@@ -13,18 +13,18 @@ from typing import Any
 
 from ..errors import InputError, LLMError
 from .budget import check_finite
-from .providers import provider_spec
+from .defaults import DEFAULT_CONCURRENCY
 from .redaction import redact_url
 
 __all__ = ["Endpoint", "ENDPOINT_FIELDS", "DEFAULT_CONCURRENCY", "parse_endpoint"]
 
-#: Requests in flight at most, by default. A ceiling, not a target: the runner's adaptive
-#: limit starts at 1 and grows only while the server keeps up, and a server's rate limit is
-#: kept by the pacer, not by this. 64, not 16: on a very busy machine our own loop holds
-#: finished replies for 100-400 ms, so at 600 rpm 20-30 calls are counted in flight while the
-#: server sees 12-20 (measured with 24 CPU-burning neighbours, benchmarks/bench_judge.py
-#: --burners: 88.5% of the ceiling at 16, 90.0-95.5% at 32, 95.1-95.7% at 64).
-DEFAULT_CONCURRENCY = 64
+
+def _spec(name: str) -> Any:
+    # The registry loads every provider module (and their shared base); a command that only
+    # declares its LLM flags, and never calls a model, should not pay for that at start-up.
+    from .providers import provider_spec
+
+    return provider_spec(name)
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ class Endpoint:
     def __post_init__(self) -> None:
         if not self.model or not isinstance(self.model, str):
             raise InputError("no model given", field="model")
-        spec = provider_spec(self.provider)  # an unknown provider names the known ones
+        spec = _spec(self.provider)  # an unknown provider names the known ones
         if self.azure_endpoint and spec.key_env_azure is None:
             raise InputError(f"azure_endpoint is for the openai provider, not {self.provider!r}",
                              field="azure_endpoint")
@@ -82,7 +82,7 @@ class Endpoint:
 
     def resolved_base_url(self) -> str | None:
         """The base URL: given, or from the provider's variable (``OPENAI_BASE_URL``...)."""
-        env = provider_spec(self.provider).base_url_env
+        env = _spec(self.provider).base_url_env
         return self.base_url or (os.environ.get(env) if env else None) or None
 
     def resolve_key(self) -> str:
@@ -91,7 +91,7 @@ class Endpoint:
         :class:`LLMError` naming where it was looked for."""
         if self.api_key:
             return self.api_key
-        spec = provider_spec(self.provider)
+        spec = _spec(self.provider)
         default = spec.key_env_azure if (self.azure_endpoint and spec.key_env_azure) else spec.key_env
         env = self.api_key_env or default
         key = os.environ.get(env)

@@ -58,7 +58,7 @@ from ..errors import InputError, LLMError
 from .budget import worst_case_prompt_tokens
 from .cache import Cache, NullCache, cache_key
 from .cost import PriceTable, Usage, estimate_tokens
-from .endpoint import DEFAULT_CONCURRENCY
+from .defaults import DEFAULT_CONCURRENCY
 from .prompts import Prompt, load_prompt
 from .provenance import FailureKind, Provenance
 from .replies import apply_validate, check_reply, describe_exc

@@ -41,7 +41,7 @@ The rpm ceiling adapts (the effective rate is the smallest of the known limits):
 
 Why these defaults: ``concurrency=64`` keeps ~200 requests/s possible at 300 ms latency, far
 above common limits, so the rate limiter -- not the semaphore -- is what binds, even on a busy
-machine whose loop answers late (:data:`~ragjudge.llm.endpoint.DEFAULT_CONCURRENCY`); no default
+machine whose loop answers late (:data:`~ragjudge.llm.defaults.DEFAULT_CONCURRENCY`); no default
 rpm, because local servers (vLLM, llama.cpp) have none and a guess would only slow them down.
 """
 
@@ -60,7 +60,7 @@ from dataclasses import dataclass, field
 
 from ..errors import LLMError
 from .client import LONG_WAIT, classify_failure
-from .endpoint import DEFAULT_CONCURRENCY
+from .defaults import DEFAULT_CONCURRENCY
 from .providers.base import RateInfo, parse_duration
 
 __all__ = ["EndpointDown", "Runner", "RateLearner", "CircuitBreaker", "ConcurrencyLimit", "LoopLag", "Attempt", "Reservation",

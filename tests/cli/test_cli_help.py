@@ -48,6 +48,24 @@ def test_every_command_has_help_and_its_help_exits_0(capsys: pytest.CaptureFixtu
         assert f"usage: ragjudge {name}" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("command", ["judge", "rag", "synth", "evaluate", "serve"])
+def test_provider_flag_lists_and_checks_the_registered_providers(
+        command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from ragjudge.llm.providers import provider_names
+
+    with pytest.raises(SystemExit) as exc:
+        main([command, "--help"])
+    assert exc.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert all(name in text.rsplit("--provider NAME", 1)[1][:400] for name in provider_names())
+    args = ["q", "r"] if command == "evaluate" else []
+    with pytest.raises(SystemExit) as exc:
+        main([command, *args, "--provider", "no-such-api"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "--provider: invalid choice: 'no-such-api'" in err and "openai" in err
+
+
 def _options(parser: argparse.ArgumentParser) -> set[str]:
     return {o for a in parser._actions for o in a.option_strings}
 
