@@ -166,7 +166,8 @@ def test_faithfulness_two_calls_all_claims_verified_together(httpx2_mock: respx.
     (verify,) = script.of("faithfulness_verify")
     text = user_text(verify)
     assert "1. It is in Paris." in text and "3. Eiffel built it." in text
-    assert all(f"[{i}] c " in text for i in range(1, 6))  # all retrieved chunks, not only top k
+    # all retrieved chunks, not only top k, as one unnumbered context (verdicts never cite them)
+    assert "c one\n\nc two\n\nc three\n\nc four\n\nc five" in text and "[1]" not in text
     v = verify["response_format"]["json_schema"]["schema"]["properties"]["verdicts"]
     assert v["minItems"] == v["maxItems"] == 3
     detail = rep["faithfulness"][0].detail

@@ -43,6 +43,7 @@ __all__ = [
     "sized",
     "format_passages",
     "format_claims",
+    "format_context",
     "fraction_true",
     "present",
     "missing_text",
@@ -89,7 +90,7 @@ _SIZED: dict[tuple[str, str, int], Any] = {}
 
 
 def prompt(name: str) -> Any:
-    """A shipped prompt template by name (``"faithfulness_claims.v1"``)."""
+    """A shipped prompt template by name (``"faithfulness_claims.v2"``)."""
     from ...llm.prompts import load_prompt  # the llm package loads openai (~2 s): only for LLM metrics
 
     return load_prompt(name)
@@ -128,7 +129,7 @@ class Setup:
     LISTWISE: ClassVar[str] = "relevance_listwise.v1"
     POINTWISE: ClassVar[str] = "relevance.v1"
     #: The one call that grades the chunks (listwise's scale) and splits the reference.
-    REVIEW: ClassVar[str] = "context_review.v1"
+    REVIEW: ClassVar[str] = "context_review.v2"
     #: Chunks per call of a listwise grading (a longer list is split, and is not reviewed).
     WINDOW: ClassVar[int] = 20
 
@@ -413,3 +414,9 @@ def present(text: str | None) -> bool:
 def missing_text(what: str, text: str | None) -> str:
     """``"empty response"`` / ``"no response"``: the reason a text field is unusable."""
     return f"empty {what}" if text is not None else f"no {what}"
+
+
+def format_context(texts: Sequence[str]) -> str:
+    """Unnumbered passages separated by blank lines, for a prompt that reads them as one
+    context and never cites them (:func:`_unnumber` still keeps each in one block)."""
+    return "\n\n".join(_unnumber(t) for t in texts)

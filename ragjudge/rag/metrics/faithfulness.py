@@ -1,12 +1,12 @@
 """``faithfulness``: the share of the response's claims that the retrieved contexts support.
 
-Two calls by default: the response's atomic claims (``faithfulness_claims.v1``, without the
+Two calls by default: the response's atomic claims (``faithfulness_claims.v2``, without the
 contexts in view), then all claims verified together against every retrieved chunk -- what the
-generator saw (``faithfulness_verify.v1``). faithfulness = supported claims / claims (RAGAS's
+generator saw (``faithfulness_verify.v2``). faithfulness = supported claims / claims (RAGAS's
 faithfulness). ``faithfulness(steps=1)`` does both in one call (``faithfulness_check.v1``):
-one request and about one third fewer tokens per sample, at a cost in independence -- a model
-that sees the contexts while it lists the claims may leave out the unsupported ones, the
-failure the metric exists to catch.
+one request fewer per sample, at a cost in independence -- a model that sees the contexts
+while it lists the claims may leave out the unsupported ones, the failure the metric exists
+to catch.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ..report import Score
 from ..samples import Sample
 from ...measures.grammar import Param, int_at_least
 from .base import (
-    LLMMetric, RagMetric, Request, Setup, chat, format_claims, format_passages, fraction_true,
+    LLMMetric, RagMetric, Request, Setup, chat, format_claims, format_context, format_passages, fraction_true,
     missing_text, present, prompt, register, sized
 )
 
@@ -46,15 +46,15 @@ class Faithfulness(LLMMetric):
                                       for c in obj["claims"] if c["claim"].strip()])]
         if "claims" not in got:
             # Unknown to a dry run until answered: the response stands in for one claim.
-            return [chat("claims", "claim extraction", prompt("faithfulness_claims.v1"),
+            return [chat("claims", "claim extraction", prompt("faithfulness_claims.v2"),
                          {"question": s.question or "", "response": s.response or ""},
                          lambda obj: [c.strip() for c in obj["claims"] if c.strip()],
                          assume=[s.response])]
         claims = got["claims"]
         if not claims:
             return "no claims in the response"
-        return [chat("verdicts", "claim verification", sized("faithfulness_verify.v1", "verdicts", len(claims)),
-                     {"contexts": format_passages(texts), "claims": format_claims(claims),
+        return [chat("verdicts", "claim verification", sized("faithfulness_verify.v2", "verdicts", len(claims)),
+                     {"contexts": format_context(texts), "claims": format_claims(claims),
                       "count": str(len(claims))},
                      lambda obj: [bool(v) for v in obj["verdicts"]])]
 

@@ -3,7 +3,7 @@
 One call (``context_recall.v1``) splits the reference into statements and attributes each to
 the contexts or not; context_recall@k = attributed statements / statements (RAGAS's LLM
 context recall). In a run that also grades the chunks listwise, that one call is the review
-call (``context_review.v1``): it sees every chunk and names the passages supporting each
+call (``context_review.v2``): it sees every chunk and names the passages supporting each
 statement, and a statement counts for @k when one of its passages is in the top k.
 """
 
