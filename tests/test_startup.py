@@ -1,6 +1,7 @@
 """What start-up loads: a bare ``import ragjudge`` and ``ragjudge --help`` load no numpy, no
 LLM stack and no wing; ``ragjudge evaluate`` loads the ranking core and nothing of the LLM
-stack. (Times are measured by benchmarks/bench_startup.py, never asserted here.)"""
+stack, nor a thread pool for a small file. (Times are measured by benchmarks/bench_startup.py,
+never asserted here.)"""
 
 from __future__ import annotations
 
@@ -51,6 +52,8 @@ def test_evaluate_loads_the_core_and_no_llm_stack() -> None:
     assert _found(mods, ("openai", "httpx", "pydantic", "tenacity", "ragjudge.llm.session",
                          "ragjudge.llm.client", "ragjudge.llm.endpoint", "ragjudge.llm.providers",
                          "ragjudge.trust", "ragjudge.rag")) == []
+    # A one-block file is scanned on this thread: no pool, whatever the number of cores.
+    assert "concurrent.futures" not in mods
 
 
 def test_names_that_are_also_modules_stay_the_functions() -> None:

@@ -202,6 +202,8 @@ class Input:
             return b"".join(parts)
         if self._front:
             out, self._front = self._front[:n], self._front[n:]
+            if len(out) < n:  # the sniffed head is short: a block should not end with it
+                out += self._pull(n - len(out))
             return out
         return self._pull(n)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 from collections import deque
 from collections.abc import Iterator
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -412,13 +413,19 @@ def _scan_block_exact(block: bytes, first_line: int, kind: str, source: str | No
 
 
 def _workers() -> int:
-    # Scanning threads (numpy releases the GIL in the scan). RAGJUDGE_THREADS overrides the
-    # default, which keeps one core's worth of headroom: min(4, cores // 2), at least 1.
+    # Scanning threads: numpy releases the GIL in the scan, and each thread takes whole blocks.
+    # RAGJUDGE_THREADS overrides the default, one per available core up to 4: on 2 cores two
+    # threads read a 10M-line run ~25% faster than one for the same CPU time and ~30 MB more
+    # at the peak (benchmarks/bench_core.py); past 4 the single thread that orders the blocks'
+    # columns is the limit.
     env = os.environ.get("RAGJUDGE_THREADS", "").strip()
     if env.isdigit() and int(env) > 0:
         return int(env)
-    cores = os.cpu_count() or 1
-    return max(1, min(4, cores // 2))
+    try:
+        cores = len(os.sched_getaffinity(0))  # the cores this process may use (containers)
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, min(4, cores))
 
 
 def scan_trec(
@@ -455,32 +462,35 @@ def scan_trec(
             yield block
 
     workers = _workers()
+    it = stripped(blocks)
     if exact:
-        for block in stripped(blocks):
+        for block in it:
             take(block, None)
-    elif workers == 1:
-        for block in stripped(blocks):
-            take(block, _scan_block(block, kind, line > ARROW_AFTER_LINES))
     else:
-        # Imported here: one scanning thread (the default below 4 cores) needs no pool, and
-        # concurrent.futures (with logging and threading) is ~9 ms of every CLI start-up.
-        from concurrent.futures import ThreadPoolExecutor
+        head = [b for b in (next(it, None), next(it, None)) if b is not None]
+        if len(head) < 2 or workers == 1:
+            # One block (a small file) or one thread: no pool. concurrent.futures (with logging
+            # and threading) would be ~9 ms of the start-up of every small evaluation.
+            for block in chain(head, it):
+                take(block, _scan_block(block, kind, line > ARROW_AFTER_LINES))
+        else:
+            from concurrent.futures import ThreadPoolExecutor
 
-        pool = ThreadPoolExecutor(max_workers=workers)
-        pending: deque[tuple[bytes, Future]] = deque()
-        try:
-            for block in stripped(blocks):
-                pending.append((block, pool.submit(_scan_block, block, kind,
-                                                   line > ARROW_AFTER_LINES)))
-                # Bounded look-ahead keeps memory at a few blocks however large the file.
-                while len(pending) > 2 * workers:
+            pool = ThreadPoolExecutor(max_workers=workers)
+            pending: deque[tuple[bytes, Future]] = deque()
+            try:
+                for block in chain(head, it):
+                    pending.append((block, pool.submit(_scan_block, block, kind,
+                                                       line > ARROW_AFTER_LINES)))
+                    # Bounded look-ahead keeps memory at a few blocks however large the file.
+                    while len(pending) > 2 * workers:
+                        b, fut = pending.popleft()
+                        take(b, fut.result())
+                while pending:
                     b, fut = pending.popleft()
                     take(b, fut.result())
-            while pending:
-                b, fut = pending.popleft()
-                take(b, fut.result())
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+            finally:
+                pool.shutdown(wait=True, cancel_futures=True)
     if not len(cols):
         what = "judgments" if kind == "qrels" else "ranked documents"
         raise InputError(f"no {what} found: the input is empty or has only comments", source=source)
