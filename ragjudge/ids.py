@@ -12,15 +12,16 @@ exact whatever the hash does.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
-from typing import Any
+import os
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 
 from .errors import InputError
 
 __all__ = [
-    "LONG_ID", "KEY_WIDTH", "SLICE_ROWS", "long_key", "full_id", "key_rows", "compact_ids",
+    "LONG_ID", "KEY_WIDTH", "SLICE_ROWS", "worker_threads", "over_slices", "long_key", "full_id", "key_rows", "compact_ids",
     "to_bytes_array", "str_column", "joined_column", "decode_id", "decode_column", "group_sorted",
     "id_words", "sort_keys", "fmix", "hash_ids", "pair_hash", "join_ids", "target_ids", "locate",
     "qid_runs", "sized_runs", "reorder_runs", "row_codes", "sort_distinct", "sort_by_code_then_id",
@@ -31,6 +32,38 @@ __all__ = [
 #: a slice's temporaries stay in the CPU cache (the same arithmetic over a whole 10M-row column
 #: is memory-bound and ~3x slower), and none is as long as the column (10M rows: 80 MB each).
 SLICE_ROWS = 1 << 17
+
+_T = TypeVar("_T")
+
+
+def worker_threads() -> int:
+    """Threads for the column kernels and the reader's scan: ``RAGJUDGE_THREADS``, else one per
+    core this process may use, up to 4 (numpy releases the GIL in these kernels; past 4 the
+    one thread that orders their results is the limit)."""
+    env = os.environ.get("RAGJUDGE_THREADS", "").strip()
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        cores = len(os.sched_getaffinity(0))  # the cores this process may use (containers)
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, min(4, cores))
+
+
+def over_slices(fn: Callable[[int, int], _T], n: int) -> list[_T]:
+    """``fn(lo, hi)`` for each :data:`SLICE_ROWS` slice of ``range(n)``, results in slice
+    order; on :func:`worker_threads` threads when the column spans several slices. ``fn`` must
+    only write its own slice of any shared output."""
+    bounds = [(lo, min(lo + SLICE_ROWS, n)) for lo in range(0, n, SLICE_ROWS)]
+    workers = worker_threads()
+    if len(bounds) < 4 or workers == 1:
+        return [fn(lo, hi) for lo, hi in bounds]
+    # Imported here: concurrent.futures (with logging and threading) is ~7 ms of a start-up
+    # that a small evaluation would pay for nothing.
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(lambda b: fn(*b), bounds))
 
 _M1 = np.uint64(0xFF51AFD7ED558CCD)
 _M2 = np.uint64(0xC4CEB9FE1A85EC53)
@@ -456,15 +489,14 @@ def hash_ids(ids: np.ndarray, width: int, seed: int) -> np.ndarray:
 
     ``width`` (a multiple of 8, >= every id's length) is the common zero-padded width.
     """
-    n = len(ids)
-    out = np.empty(n, dtype=np.uint64)
-    step = SLICE_ROWS
+    out = np.empty(len(ids), dtype=np.uint64)
     mult = np.uint64(seed * 2 + 1)
-    with np.errstate(over="ignore"):
-        for lo in range(0, n, step):
-            words = _words(ids[lo : lo + step], width)
-            first = words[0]
-            h = out[lo : lo + step]
+
+    def part(lo: int, hi: int) -> None:
+        words = _words(ids[lo:hi], width)
+        first = words[0]
+        h = out[lo:hi]
+        with np.errstate(over="ignore"):  # per thread: numpy's error state is not inherited
             if first is None:
                 h[:] = 0
             else:
@@ -475,6 +507,8 @@ def hash_ids(ids: np.ndarray, width: int, seed: int) -> np.ndarray:
                 if wj is not None:
                     h += wj
             fmix(h)
+
+    over_slices(part, len(ids))
     return out
 
 
@@ -487,12 +521,14 @@ def pair_hash(codes: np.ndarray, ids: np.ndarray) -> np.ndarray:
     width = max(ids.dtype.itemsize, 1)
     h = hash_ids(ids, (width + 7) // 8 * 8, 0)
     k = codes.view(np.uint64)
-    step = SLICE_ROWS  # over whole columns: two temporaries as long as them (10M rows: 160 MB)
-    with np.errstate(over="ignore"):
-        for lo in range(0, len(h), step):
-            part = h[lo : lo + step]
-            part += k[lo : lo + step] * _K
+
+    def mix(lo: int, hi: int) -> None:  # a slice at a time: over whole columns, two temporaries as long as them
+        part = h[lo:hi]
+        with np.errstate(over="ignore"):
+            part += k[lo:hi] * _K
             fmix(part)
+
+    over_slices(mix, len(h))
     return h
 
 
@@ -541,11 +577,10 @@ def join_ids(
         seen[_slots(sk, hb, mask)] = True
         # Run rows a slice at a time (hash, filter, search, verify): no array as long as the
         # run beyond the caller's (10M rows: ~165 MB less at an evaluation's peak).
-        cands: list[np.ndarray] = []
-        qrows: list[np.ndarray] = []
-        step = SLICE_ROWS
-        for lo in range(0, len(r_ids), step):
-            ids_part, grp_part = r_ids[lo : lo + step], r_grp[lo : lo + step]
+
+        def match(lo: int, hi: int, seed: int = seed, sk: np.ndarray = sk, order: np.ndarray = order,
+                  seen: np.ndarray = seen, mask: np.uint64 = mask) -> tuple[np.ndarray, np.ndarray]:
+            ids_part, grp_part = r_ids[lo:hi], r_grp[lo:hi]
             rk = hash_ids(ids_part, width, seed)
             rk >>= drop
             rk |= grp_part.view(np.uint64) << hb
@@ -560,9 +595,10 @@ def join_ids(
             ok = (q_grp[qrow] == grp_part[cand]) & (q_ids[qrow] == ids_part[cand])
             cand = cand[ok]
             cand += lo
-            cands.append(cand)
-            qrows.append(qrow[ok])
-        return np.concatenate(cands), np.concatenate(qrows)
+            return cand, qrow[ok]
+
+        parts = over_slices(match, len(r_ids))
+        return np.concatenate([c for c, _ in parts]), np.concatenate([q for _, q in parts])
     raise RuntimeError("hash join failed with 8 seeds")  # pragma: no cover - astronomically rare
 
 

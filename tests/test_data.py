@@ -321,3 +321,37 @@ def test_runs_reordered_a_step_at_a_time(monkeypatch, step):
     assert qrels.to_dict() == {k: {dd: g for qq, dd, g in zip(q, d, grades) if qq == k} for k in sorted(want_run)}
     for k in want_run:
         assert [x for x, _ in run.ranked(k)] == sorted(want_run[k], key=lambda x: -want_run[k][x])
+
+
+@pytest.mark.parametrize("threads", ["1", "3"])
+def test_sliced_kernels_agree_on_threads(monkeypatch, threads):
+    """The column kernels (id hashing, the pair hash, the evaluation's join) give the same
+    result whether their slices run on this thread or on a pool, and whatever the slice."""
+    import numpy as np
+
+    from ragjudge import ids
+    from ragjudge.data import Qrels, Run
+    from ragjudge.evaluate import evaluate
+
+    rng = np.random.default_rng(5)
+    q = [f"q{int(k)}" for k in rng.integers(0, 30, 900)]
+    d = [f"doc-{int(k)}" for k in rng.integers(0, 400, 900)]
+    pairs = dict.fromkeys(zip(q, d))
+    q, d = [a for a, _ in pairs], [b for _, b in pairs]
+    s = rng.random(len(q)).tolist()
+    grades = rng.integers(0, 4, len(q)).tolist()
+    keep = rng.random(len(q)) < 0.3
+    measures = ["ndcg@10", "map", "recall@100", "p@5"]
+    whole = evaluate(Qrels.from_arrays([x for x, k in zip(q, keep) if k], [x for x, k in zip(d, keep) if k],
+                                       [x for x, k in zip(grades, keep) if k]),
+                     Run.from_arrays(q, d, s), measures)
+    monkeypatch.setenv("RAGJUDGE_THREADS", threads)
+    monkeypatch.setattr(ids, "SLICE_ROWS", 7)
+    h = ids.hash_ids(np.array([x.encode() for x in d]), 8, 1)
+    monkeypatch.setenv("RAGJUDGE_THREADS", "1")
+    assert np.array_equal(h, ids.hash_ids(np.array([x.encode() for x in d]), 8, 1))
+    monkeypatch.setenv("RAGJUDGE_THREADS", threads)
+    sliced = evaluate(Qrels.from_arrays([x for x, k in zip(q, keep) if k], [x for x, k in zip(d, keep) if k],
+                                        [x for x, k in zip(grades, keep) if k]),
+                      Run.from_arrays(q, d, s), measures)
+    assert sliced.to_dict() == whole.to_dict()

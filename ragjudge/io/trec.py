@@ -25,7 +25,7 @@ import numpy as np
 
 from ..data import Dedup, Qrels, Run
 from ..errors import InputError
-from ..ids import LONG_ID, long_key
+from ..ids import LONG_ID, long_key, worker_threads
 from .numbers import parse_float, parse_int
 from .streams import (
     BOM, Input, PathLike, as_bytes, blocks_from_bytes, check_utf8, is_fd_path, opened, source_name,
@@ -412,22 +412,6 @@ def _scan_block_exact(block: bytes, first_line: int, kind: str, source: str | No
     return q, d, v, np.array(lines, dtype=np.int64)
 
 
-def _workers() -> int:
-    # Scanning threads: numpy releases the GIL in the scan, and each thread takes whole blocks.
-    # RAGJUDGE_THREADS overrides the default, one per available core up to 4: on 2 cores two
-    # threads read a 10M-line run ~25% faster than one for the same CPU time and ~30 MB more
-    # at the peak (benchmarks/bench_core.py); past 4 the single thread that orders the blocks'
-    # columns is the limit.
-    env = os.environ.get("RAGJUDGE_THREADS", "").strip()
-    if env.isdigit() and int(env) > 0:
-        return int(env)
-    try:
-        cores = len(os.sched_getaffinity(0))  # the cores this process may use (containers)
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    return max(1, min(4, cores))
-
-
 def scan_trec(
     blocks: Iterator[bytes], kind: str, source: str | None, *, exact: bool = False
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
@@ -461,7 +445,7 @@ def scan_trec(
                 block = block[len(BOM) :]
             yield block
 
-    workers = _workers()
+    workers = worker_threads()
     it = stripped(blocks)
     if exact:
         for block in it:

@@ -176,7 +176,7 @@ def test_block_boundaries_keep_line_numbers(monkeypatch):
     assert run == io.parse_run(text)
     monkeypatch.setattr(trec, "BLOCK", 37)
     for workers in (1, 3):  # the thread-pool path gives the same result, in file order
-        monkeypatch.setattr(trec, "_workers", lambda w=workers: w)
+        monkeypatch.setenv("RAGJUDGE_THREADS", str(workers))
         assert io.parse_run(text) == run
     monkeypatch.setattr(trec, "BLOCK", 37)
     bad = text + "q0 Q0 doc5 1 1.0 tag\n"
