@@ -11,7 +11,6 @@ exact whatever the hash does.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
@@ -88,6 +87,9 @@ _LONG: dict[bytes, bytes] = {}
 
 def long_key(raw: bytes) -> bytes:
     """The stored key of an id longer than :data:`LONG_ID` bytes (registered for decoding)."""
+    # Imported here: hashlib loads OpenSSL (~5 ms of every start-up), and long ids are rare.
+    import hashlib
+
     # numpy S arrays drop trailing NULs, so the key is stored (and looked up) without them.
     key = (raw[:_PREFIX] + b"\x00" + hashlib.blake2b(raw, digest_size=16).digest()).rstrip(b"\x00")
     _LONG.setdefault(key, raw)
