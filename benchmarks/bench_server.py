@@ -7,12 +7,19 @@ concurrent clients, next to the library called in-process (the floor any service
 Starts ``ragjudge serve`` on a free loopback port (its own temporary state), sends a bounded
 number of requests, stops the server. Never run by the test suite.
 
-Besides req/s it prints, per level, the ratio to the library's in-process rate and the server
-processes' CPU time per request (Linux), and once the transport alone: the same body POSTed
-to ``/v1/health`` (read whole by the server, answered 405 without work). With one client the
-client's own time (httpx, ~2 ms for this body) is in every request, so ratio <= library /
-(library + transport). Each level runs in rounds with library calls timed between them, so its
-ratio holds on a shared machine whose speed drifts.
+Each level is driven by two clients in turn, so the table shows what the service costs apart
+from the client library: ``httpx`` (``httpx.AsyncClient``, one keep-alive connection per
+concurrent client; ~1.5 ms of its own per request for this body) and ``lean`` (a stdlib
+keep-alive HTTP/1.1 client on a raw socket, one per concurrent client in its own thread: the
+request bytes built once, the answer read by its Content-Length), as a load generator such as
+wrk would. Every answer must be 200 with the library's own bytes (else it counts as an error).
+
+Besides req/s it prints, per row, the ratio to the library's in-process rate and the server
+processes' CPU time per request (Linux), and per client the transport alone: the same body
+POSTed to ``/v1/health`` (read whole by the server, answered 405 without work). With one client
+the client's and the transport's time is in every request, so ratio <= library / (library +
+transport). Each level runs in rounds with library calls timed between them (with one client,
+one after each request), so its ratio holds on a shared machine whose speed drifts.
 """
 
 from __future__ import annotations
@@ -28,7 +35,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -48,8 +57,9 @@ def _body() -> dict:
             "runs": {"bm25_raw": (EX / "runs/bm25_raw.run").read_text()}}
 
 
-async def _load(url: str, body: bytes, clients: int, total: int,
-                path: str = "/v1/evaluate", ok: int = 200) -> tuple[list[float], float, int]:
+async def _httpx_load(url: str, body: bytes, clients: int, total: int, path: str, ok: int,
+                      expect: bytes | None, between: Callable[[], None] | None = None
+                      ) -> tuple[list[float], float, int]:
     latencies: list[float] = []
     errors = 0
     remaining = total
@@ -64,13 +74,83 @@ async def _load(url: str, body: bytes, clients: int, total: int,
                 r = await client.post(path, content=body,
                                       headers={"content-type": "application/json"})
                 latencies.append(time.perf_counter() - t)
-                if r.status_code != ok:
+                if r.status_code != ok or (expect is not None and r.content != expect):
                     errors += 1
+                if between is not None:
+                    between()
 
         start = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(clients)))
         wall = time.perf_counter() - start
     return latencies, wall, errors
+
+
+def _lean_load(url: str, body: bytes, clients: int, total: int, path: str, ok: int,
+               expect: bytes | None, between: Callable[[], None] | None = None
+               ) -> tuple[list[float], float, int]:
+    """The same requests over raw keep-alive sockets, one thread each (the threads wait in
+    ``recv``/``sendall`` without the GIL)."""
+    host, port = url.rsplit("/", 1)[1].rsplit(":", 1)
+    request = (f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\n"
+               f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+               ).encode() + body
+    latencies: list[float] = []
+    errors = 0
+    remaining = total
+    lock = threading.Lock()
+
+    def worker(sock: socket.socket) -> None:
+        nonlocal remaining, errors
+        buf = b""
+        while True:
+            with lock:
+                if remaining <= 0:
+                    return
+                remaining -= 1
+            t = time.perf_counter()
+            try:
+                sock.sendall(request)
+                while (end := buf.find(b"\r\n\r\n")) < 0:
+                    buf += _recv(sock)
+                head, buf = buf[:end].lower(), buf[end + 4:]
+                length = int(head.partition(b"content-length:")[2].split(b"\r\n", 1)[0])
+                while len(buf) < length:
+                    buf += _recv(sock)
+            except (OSError, ValueError):
+                with lock:
+                    errors += 1
+                return
+            answer, buf = buf[:length], buf[length:]
+            latencies.append(time.perf_counter() - t)
+            if int(head[9:12]) != ok or (expect is not None and answer != expect):
+                with lock:
+                    errors += 1
+            if between is not None:
+                between()
+
+    socks = [socket.create_connection((host, int(port)), timeout=120) for _ in range(clients)]
+    for sock in socks:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    threads = [threading.Thread(target=worker, args=(sock,)) for sock in socks]
+    start = time.perf_counter()
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    wall = time.perf_counter() - start
+    for sock in socks:
+        sock.close()
+    return latencies, wall, errors
+
+
+def _recv(sock: socket.socket) -> bytes:
+    data = sock.recv(1 << 16)
+    if not data:
+        raise ConnectionError("the server closed the connection")
+    return data
+
+
+CLIENTS = {"httpx": lambda *a: asyncio.run(_httpx_load(*a)), "lean": _lean_load}
 
 
 def _cpu_seconds(pid: int) -> float | None:
@@ -119,7 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--clients", default="1,8,32", help="concurrency levels (comma-separated)")
     ap.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
     ap.add_argument("--rounds", type=int, default=5,
-                    help="rounds per level, each after 10 library calls (the ratio's reference)")
+                    help="rounds per level; the clients take turns in each, with 10 library "
+                         "calls between turns (the ratio's reference)")
     args = ap.parse_args(argv)
     levels = [int(x) for x in args.clients.split(",") if x.strip()]
 
@@ -152,26 +233,56 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
             time.sleep(0.1)
         body = json.dumps(_body()).encode()
-        asyncio.run(_load(url, body, 1, 10))  # warm-up
+        # every answer must be these bytes: the library's own JSON for the same request
+        from ragjudge.server.models import EvaluateRequest
+        from ragjudge.server.service import evaluate_json
+
+        expect = evaluate_json(EvaluateRequest.model_validate(payload), 10**9).encode()
+        for load in CLIENTS.values():  # warm-up
+            load(url, body, 1, 10, "/v1/evaluate", 200, expect)
         rows = []
         lib_during: list[float] = []
         for c in levels:
-            # Rounds of requests between rounds of library calls: on a shared machine whose
-            # speed drifts, each ratio compares like with like.
-            lat, wall, errors, cpu, lib = [], 0.0, 0, 0.0, []
-            for r in range(args.rounds):
-                lib += _lib_times(payload, 10)
+            # Rounds of requests between library calls: on a shared machine whose speed
+            # drifts (by a third within seconds on this one), each ratio compares like with
+            # like. The clients take turns in each round (first one, then the other); 10
+            # library calls are timed between turns, and a row's reference is the calls just
+            # before and just after its turns. One client gets a closer reference: a library
+            # call after each of its requests, outside the requests' time.
+            got = {name: ([], 0.0, 0, 0.0, []) for name in CLIENTS}
+            turns = [(r, name) for r in range(args.rounds)
+                     for name in (list(CLIENTS) if r % 2 == 0 else list(CLIENTS)[::-1])]
+            before = _lib_times(payload, 10)
+            for r, name in turns:
                 n = args.requests // args.rounds + (r < args.requests % args.rounds)
+                lat, wall, errors, cpu, lib = got[name]
                 cpu0 = _cpu_seconds(proc.pid)
-                more, w, e = asyncio.run(_load(url, body, c, n))
+                paired: list[float] = []
+
+                def between(paired: list[float] = paired) -> None:
+                    paired.extend(_lib_times(payload, 1))
+
+                more, w, e = CLIENTS[name](url, body, c, n, "/v1/evaluate", 200, expect,
+                                           between if c == 1 else None)
                 cpu1 = _cpu_seconds(proc.pid)
-                lat, wall, errors = lat + more, wall + w, errors + e
                 cpu = cpu + (cpu1 - cpu0) if cpu0 is not None and cpu1 is not None else None
-            lib_during += lib
-            rows.append((c, lat, wall, errors, None if cpu is None else cpu / len(lat) * 1000,
-                         statistics.median(lib) * 1000))
-        lat, wall, errors = asyncio.run(_load(url, body, 1, args.requests, "/v1/health", 405))
-        transport_ms = statistics.median(lat) * 1000
+                after = _lib_times(payload, 10)
+                if c == 1:  # the client's own time: its requests one after another
+                    w = sum(more)
+                    lib_during += paired
+                got[name] = (lat + more, wall + w, errors + e, cpu,
+                             lib + (paired if c == 1 else before + after))
+                lib_during += before
+                before = after
+            lib_during += before
+            for name, (lat, wall, errors, cpu, lib) in got.items():
+                rows.append((name, c, lat, wall, errors,
+                             None if cpu is None else cpu / len(lat) * 1000,
+                             statistics.median(lib) * 1000))
+        transport = {}
+        for name, load in CLIENTS.items():
+            lat, _, errors = load(url, body, 1, args.requests, "/v1/health", 405, None)
+            transport[name] = (statistics.median(lat) * 1000, errors)
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -186,18 +297,26 @@ def main(argv: list[str] | None = None) -> int:
     print(f"library in-process (parse + evaluate + JSON): {lib_ms:.1f} ms/request "
           f"= {1000 / lib_ms:.0f} requests/s on one core (median; 50 before the load "
           f"{statistics.median(lib_before) * 1000:.1f} ms, 50 after {statistics.median(lib_after) * 1000:.1f} "
-          f"ms, 10 before each round of requests: 'lib ms')")
-    print(f"transport alone (same body to /v1/health, 405, one client): p50 {transport_ms:.1f} ms; "
-          f"one-client ceiling ~{lib_ms / (lib_ms + transport_ms):.2f} of the library's rate")
-    print(f"{'clients':>8} {'requests':>9} {'req/s':>8} {'lib ms':>7} {'ratio':>6} {'p50 ms':>8} "
-          f"{'p99 ms':>8} {'srv CPU ms':>10} {'errors':>7}")
-    for c, lat, wall, errors, cpu, lib_round_ms in rows:
+          f"ms, 10 between the clients' turns in each round of requests; 'lib ms': a row's "
+          f"reference, from the calls around its turns, or with one client from a call after "
+          f"each request)")
+    print("clients: 'httpx' = httpx.AsyncClient, one keep-alive connection per concurrent client; "
+          "'lean' = stdlib raw-socket keep-alive HTTP/1.1, one socket and thread per concurrent "
+          "client (request bytes built once, answer read by Content-Length); every answer checked "
+          "against the library's bytes ('errors': another status or other bytes)")
+    for name, (ms, errors) in transport.items():
+        print(f"transport alone, {name} (same body to /v1/health, 405, one client): p50 {ms:.1f} ms; "
+              f"one-client ceiling ~{lib_ms / (lib_ms + ms):.2f} of the library's rate"
+              + (f"; {errors} errors" if errors else ""))
+    print(f"{'client':>7} {'clients':>8} {'requests':>9} {'req/s':>8} {'lib ms':>7} {'ratio':>6} "
+          f"{'p50 ms':>8} {'p99 ms':>8} {'srv CPU ms':>10} {'errors':>7}")
+    for name, c, lat, wall, errors, cpu, lib_round_ms in rows:
         rate = len(lat) / wall
         cpu_text = f"{cpu:>10.1f}" if cpu is not None else f"{'-':>10}"
-        # ratio: this level's req/s over the library's rate timed between its rounds
-        print(f"{c:>8} {len(lat):>9} {rate:>8.1f} {lib_round_ms:>7.1f} {rate * lib_round_ms / 1000:>6.2f} "
-              f"{statistics.median(lat) * 1000:>8.1f} {_pct(lat, 0.99) * 1000:>8.1f} "
-              f"{cpu_text} {errors:>7}")
+        # ratio: this row's req/s over the library's rate timed around its requests
+        print(f"{name:>7} {c:>8} {len(lat):>9} {rate:>8.1f} {lib_round_ms:>7.1f} "
+              f"{rate * lib_round_ms / 1000:>6.2f} {statistics.median(lat) * 1000:>8.1f} "
+              f"{_pct(lat, 0.99) * 1000:>8.1f} {cpu_text} {errors:>7}")
     return 0
 
 

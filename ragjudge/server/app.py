@@ -5,7 +5,8 @@ path but ``/v1/health`` and the API docs with their assets), request body size (
 deadline for the whole body (408: a client trickling its body cannot hold the server), then per-client
 concurrency (429 beyond it), counted only while a request is processed. Behind them, valid JSON
 bodies of ``/v1/evaluate`` and ``/v1/compare`` skip FastAPI's request handling (:class:`FastJson`:
-about 2 ms less per request); anything else takes the routes. Errors: input problems are 400
+about 2 ms less per request; a small evaluation alone in flight even skips the worker thread);
+anything else takes the routes. Errors: input problems are 400
 (library) or 422 (schema) with the one-line ``field:line: name: message`` text the CLI prints;
 anything unexpected is a bare 500 whose details stay in the server log. CORS is off unless origins are configured. ``/docs`` and
 ``/redoc`` load Swagger UI and ReDoc from the installed ``fastapi-offline`` package (served under
@@ -38,6 +39,7 @@ from pydantic_core import from_json
 
 from .. import __version__
 from ..errors import MetricError, RagjudgeError
+from ..measures import split_metric_list
 from .catalog import metric_catalog
 from .jobs import (
     FINAL, JobManager, JobStore, build_llm, job_view, judge_pairs, rag_inputs, synth_inputs,
@@ -86,13 +88,14 @@ class Guard:
     """Authentication, per-client concurrency and body size, before any route runs."""
 
     def __init__(self, app: Any, *, token: str | None, max_body: int, per_client: int,
-                 body_seconds: float = 30.0) -> None:
+                 body_seconds: float = 30.0, active: Counter[str] | None = None) -> None:
         self.app = app
         self.token = token.encode() if token else None
         self.max_body = max_body
         self.per_client = per_client
         self.body_seconds = body_seconds
-        self.active: Counter[str] = Counter()
+        # requests being processed, by client address (shared with the app when it passes one)
+        self.active: Counter[str] = Counter() if active is None else active
 
     def _authorized(self, scope: Any) -> bool:
         path = scope["path"]
@@ -152,15 +155,19 @@ class Guard:
                 if declared > self.max_body:
                     await _send_json(send, 413, too_large)
                     return None
-        body = bytearray()
+        chunks: list[bytes] = []
 
         async def read() -> bool:
+            size = 0
             while True:
                 message = await receive()
                 if message["type"] == "http.disconnect":
                     return False
-                body.extend(message.get("body", b""))
-                if len(body) > self.max_body:
+                chunk = message.get("body", b"")
+                if chunk:
+                    chunks.append(chunk)
+                    size += len(chunk)
+                if size > self.max_body:
                     raise _BodyTooLarge
                 if not message.get("more_body", False):
                     return True
@@ -181,7 +188,8 @@ class Guard:
             nonlocal sent
             if not sent:
                 sent = True
-                return {"type": "http.request", "body": bytes(body), "more_body": False}
+                # join returns a lone bytes chunk itself: the usual one-message body is not copied
+                return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
             return await receive()
 
         return replay
@@ -190,19 +198,21 @@ class Guard:
 class FastJson:
     """``POST`` of a JSON body to a synchronous route, answered without FastAPI's per-request
     machinery: the body is decoded (pydantic-core's parser, several times the speed of
-    :mod:`json`), validated and processed in one trip to a worker thread.
+    :mod:`json`), validated and processed on the app's CPU slots.
 
     Only the plain success path is taken here. A body that is not ``application/json``, does
     not decode, or fails the schema goes on to the FastAPI route unchanged, so every such error
     (and the OpenAPI document) is FastAPI's own, byte for byte; library errors get the app's
-    handlers. ``routes`` maps a path to its request model and ``fn(request, limit) -> JSON``.
+    handlers. ``routes`` maps a path to its request model, ``fn(request) -> JSON`` and
+    ``light(request) -> bool``: the work is small enough for the event loop itself when the
+    request is the only one in flight (``run`` decides; see ``create_app``).
     """
 
-    def __init__(self, app: Any, *, routes: dict[str, tuple[type[BaseModel], Any]],
+    def __init__(self, app: Any, *, routes: dict[str, tuple[type[BaseModel], Any, Any]],
                  run: Any, handle: Any) -> None:
         self.app = app
         self.routes = routes
-        self.run = run  # async (fn, *args) -> result: the app's CPU slots
+        self.run = run  # async (fn, *args, light=bool) -> result: the app's CPU slots
         self.handle = handle  # async (request, RagjudgeError) -> Response
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -218,9 +228,14 @@ class FastJson:
             if message["type"] != "http.request" or not message.get("more_body", False):
                 break
         body = b"".join(m.get("body", b"") for m in messages if m["type"] == "http.request")
-        model, fn = route
+        model, fn, light = route
         try:
-            text = await self.run(_decode_and_call, model, fn, body)
+            if len(body) <= _SMALL_BODY:
+                # decoding takes well under a millisecond here: cheaper than a thread trip
+                req = _decode(model, body)
+                text = None if req is None else await self.run(fn, req, light=light(req))
+            else:  # decoding a large body would stall the loop: all of it in one thread trip
+                text = await self.run(_decode_and_call, model, fn, body)
         except RagjudgeError as exc:
             response = await self.handle(Request(scope), exc)
             await response(scope, receive, send)
@@ -235,6 +250,11 @@ class FastJson:
         await self.app(scope, replay, send)
 
 
+#: Bodies up to this size are decoded on the event loop, and a light request among them may
+#: be answered there too (about 5 ms of evaluation at most; see ``create_app``).
+_SMALL_BODY = 256 * 1024
+
+
 def _is_json(scope: Any) -> bool:
     """The content type is ``application/json`` (FastAPI would decode the body as JSON)."""
     for name, value in scope.get("headers", ()):
@@ -243,16 +263,35 @@ def _is_json(scope: Any) -> bool:
     return False
 
 
-def _decode_and_call(model: type[BaseModel], fn: Any, body: bytes) -> str | None:
-    """``fn(request)``, or ``None`` when the body does not decode or validate (the caller
-    then lets FastAPI report it). pydantic-core refuses what :func:`json.loads` accepts
-    beyond standard JSON (NaN, lone surrogates, a BOM): those bodies take FastAPI's path too,
-    so a request means the same on both."""
+def _decode(model: type[BaseModel], body: bytes) -> BaseModel | None:
+    """The request, or ``None`` when the body does not decode or validate (the caller then
+    lets FastAPI report it). pydantic-core refuses what :func:`json.loads` accepts beyond
+    standard JSON (NaN, lone surrogates, a BOM): those bodies take FastAPI's path too, so a
+    request means the same on both."""
     try:
-        req = model.model_validate(from_json(body, allow_inf_nan=False))
+        # (model_validate_json is no faster for a body of a few long strings, and it takes NaN)
+        return model.model_validate(from_json(body, allow_inf_nan=False))
     except ValueError:  # bad JSON, or a pydantic ValidationError (a ValueError too)
         return None
-    return fn(req)
+
+
+def _decode_and_call(model: type[BaseModel], fn: Any, body: bytes) -> str | None:
+    """``fn(request)``, or ``None`` as for :func:`_decode`."""
+    req = _decode(model, body)
+    return None if req is None else fn(req)
+
+
+def _light_evaluation(req: EvaluateRequest) -> bool:
+    """One run and at most 8 measures, counted as the evaluation expands them (``all_trec``
+    or ``P.5,10,...`` is many): the work then grows with the (small) body alone."""
+    if len(req.runs) != 1:
+        return False
+    if req.metrics is None:
+        return True
+    try:
+        return sum(len(split_metric_list(m)) for m in req.metrics) <= 8
+    except MetricError:  # the thread path reports it
+        return False
 
 
 # ----------------------------------------------------------------------------- errors
@@ -383,7 +422,18 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
     # fight over the GIL and turn a queue into uniformly slow answers (worse p99, same req/s).
     cpu_slots = anyio.Semaphore(os.cpu_count() or 1)
 
-    async def _cpu(fn: Any, *args: Any) -> Any:
+    slots = cpu_slots.value
+    active: Counter[str] = Counter()  # requests being processed (the Guard counts them)
+
+    async def _cpu(fn: Any, *args: Any, light: bool = False) -> Any:
+        # Light work of the only request being processed is done right here on the event
+        # loop: the trip to a worker thread and back (~0.2-0.3 ms) is 5-8% of such a request.
+        # The price is paid by a request arriving meanwhile: it waits for that work (bounded:
+        # a body <= 256 KiB, one run, a few metrics; ~4-5 ms for the 179 KiB example) where a
+        # worker thread would have let the loop answer it at once (the evaluation releases
+        # the GIL often enough). Whenever another request is in flight, work goes to a thread.
+        if light and cpu_slots.value == slots and sum(active.values()) == 1:
+            return fn(*args)
         async with cpu_slots:
             return await run_in_threadpool(fn, *args)
 
@@ -392,10 +442,14 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
 
     # Innermost middleware (added first): behind the Guard's checks and inside CORS.
     app.add_middleware(FastJson, run=_cpu, handle=_handle, routes={
-        "/v1/evaluate": (EvaluateRequest, functools.partial(evaluate_json, limit=limit)),
-        "/v1/compare": (CompareRequest, functools.partial(compare_json, limit=limit))})
+        "/v1/evaluate": (EvaluateRequest, functools.partial(evaluate_json, limit=limit),
+                         _light_evaluation),
+        # resamples make a small comparison long: never on the loop
+        "/v1/compare": (CompareRequest, functools.partial(compare_json, limit=limit),
+                        lambda req: False)})
     app.add_middleware(Guard, token=settings.token(), max_body=settings.max_body_bytes,
-                       per_client=settings.client_concurrency, body_seconds=settings.body_seconds)
+                       per_client=settings.client_concurrency, body_seconds=settings.body_seconds,
+                       active=active)
     if settings.cors_origins:  # outside the guard: a browser's preflight carries no token
         from fastapi.middleware.cors import CORSMiddleware
 

@@ -37,18 +37,14 @@ def client(monkeypatch: pytest.MonkeyPatch) -> TestClient:
 def fast_calls(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """One entry per request the fast path tried: whether it answered (True) or handed on."""
     calls: list[bool] = []
-    real = app_module._decode_and_call
+    real = app_module._decode
 
     def spy(*args: Any) -> Any:
-        try:
-            out = real(*args)
-        except Exception:
-            calls.append(True)  # a library error: answered by the fast path's handler
-            raise
-        calls.append(out is not None)
+        out = real(*args)
+        calls.append(out is not None)  # decoded: answered here, library errors included
         return out
 
-    monkeypatch.setattr(app_module, "_decode_and_call", spy)
+    monkeypatch.setattr(app_module, "_decode", spy)
     return calls
 
 
@@ -71,6 +67,82 @@ def test_evaluate_answers_as_the_route_does(client: TestClient, fast_calls: list
                                             body: dict[str, Any]) -> None:
     fast, _ = _both(client, "/v1/evaluate", json.dumps(body).encode())
     assert fast.status_code == 200 and fast_calls == [True]
+
+
+@pytest.mark.parametrize("body", [
+    # numbers as strings, booleans as grades and scores: lax validation takes them alike
+    (b'{"qrels": {"q1": {"d1": "2", "d2": true}}, "runs": {"a": {"q1": {"d1": "0.5", "d2": false}}},'
+     b' "rel": "1", "per_query": "false"}'),
+    # a repeated key: the last value wins, in the first one's place, on both paths
+    (b'{"qrels": {"q1": ["d1"], "q2": ["d2"], "q1": ["d3"]}, "runs": {"a": {"q1": ["d3"]},'
+     b' "b": {"q1": ["d1"]}, "a": {"q1": ["d1", "d3"]}}}'),
+    # an integer beyond 2**53 as a score, an id spelled NaN
+    b'{"qrels": {"q1": ["NaN"]}, "runs": {"a": {"q1": {"NaN": 9007199254740993, "d": 1e-400}}}}',
+])
+def test_lax_and_odd_bodies_answer_as_the_route_does(client: TestClient, fast_calls: list[bool],
+                                                     body: bytes) -> None:
+    fast, _ = _both(client, "/v1/evaluate", body)
+    assert fast.status_code == 200 and fast_calls == [True]
+
+
+def test_a_large_body_answers_as_the_route_does(client: TestClient, fast_calls: list[bool]) -> None:
+    pad = "x" * 600  # long ids: a body beyond the size decoded on the event loop
+    run = "".join(f"q{i % 7} Q0 d{i}{pad} {i} {1 / (i + 1)} r\n" for i in range(500))
+    qrels = "".join(f"q{i % 7} 0 d{i}{pad} {i % 3}\n" for i in range(0, 500, 3))
+    body = json.dumps({"qrels": qrels, "runs": {"a": run}}).encode()
+    assert len(body) > app_module._SMALL_BODY
+    fast, _ = _both(client, "/v1/evaluate", body)
+    assert fast.status_code == 200 and fast_calls == [True]
+
+
+@pytest.mark.parametrize("body, light", [
+    ({"qrels": QRELS, "runs": {"bm25": RUN}}, True),
+    ({"qrels": QRELS, "runs": {"bm25": RUN}, "metrics": ["ndcg@10,map", "P_5"]}, True),
+    ({"qrels": QRELS, "runs": {"a": RUN, "b": RUN2}}, False),
+    ({"qrels": QRELS, "runs": {"bm25": RUN}, "metrics": [f"ndcg@{k}" for k in range(1, 10)]}, False),
+    ({"qrels": QRELS, "runs": {"bm25": RUN}, "metrics": ["all_trec"]}, False),  # one name, 67 measures
+    ({"qrels": QRELS, "runs": {"bm25": RUN}, "metrics": ["P.5,10,15,20,30,100,200,500,1000"]}, False),
+])
+def test_only_light_evaluations_skip_the_worker_thread(client: TestClient,
+                                                       monkeypatch: pytest.MonkeyPatch,
+                                                       body: dict[str, Any], light: bool) -> None:
+    threads: list[Any] = []
+    real = app_module.run_in_threadpool
+
+    async def counted(fn: Any, *args: Any) -> Any:
+        threads.append(fn)
+        return await real(fn, *args)
+
+    monkeypatch.setattr(app_module, "run_in_threadpool", counted)
+    data = json.dumps(body).encode()
+    assert client.post("/v1/evaluate", content=data, headers=FAST).status_code == 200
+    assert (threads == []) is light
+    threads.clear()
+    data = json.dumps({**body, "resamples": 10}).encode()
+    if len(body["runs"]) > 1:  # a comparison, however small, always takes a thread
+        assert client.post("/v1/compare", content=data, headers=FAST).status_code == 200
+        assert len(threads) == 1
+
+
+def test_a_light_evaluation_beside_another_request_takes_the_worker_thread(
+        client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    threads: list[Any] = []
+    real = app_module.run_in_threadpool
+
+    async def counted(fn: Any, *args: Any) -> Any:
+        threads.append(fn)
+        return await real(fn, *args)
+
+    monkeypatch.setattr(app_module, "run_in_threadpool", counted)
+    data = json.dumps({"qrels": QRELS, "runs": {"bm25": RUN}}).encode()
+    alone = client.post("/v1/evaluate", content=data, headers=FAST)
+    assert alone.status_code == 200 and threads == []
+    guard = client.app.middleware_stack  # type: ignore[attr-defined]
+    while not isinstance(guard, app_module.Guard):
+        guard = guard.app
+    guard.active["192.0.2.7"] += 1  # another client's request in flight: the loop stays free
+    beside = client.post("/v1/evaluate", content=data, headers=FAST)
+    assert beside.content == alone.content and len(threads) == 1
 
 
 def test_compare_answers_as_the_route_does(client: TestClient, fast_calls: list[bool]) -> None:
