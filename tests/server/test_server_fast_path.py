@@ -95,6 +95,20 @@ def test_a_large_body_answers_as_the_route_does(client: TestClient, fast_calls: 
     assert fast.status_code == 200 and fast_calls == [True]
 
 
+@pytest.fixture
+def threads(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The functions the app sends to a worker thread, in order."""
+    sent: list[Any] = []
+    real = app_module.run_in_threadpool
+
+    async def counted(fn: Any, *args: Any) -> Any:
+        sent.append(fn)
+        return await real(fn, *args)
+
+    monkeypatch.setattr(app_module, "run_in_threadpool", counted)
+    return sent
+
+
 @pytest.mark.parametrize("body, light", [
     ({"qrels": QRELS, "runs": {"bm25": RUN}}, True),
     ({"qrels": QRELS, "runs": {"bm25": RUN}, "metrics": ["ndcg@10,map", "P_5"]}, True),
@@ -103,17 +117,8 @@ def test_a_large_body_answers_as_the_route_does(client: TestClient, fast_calls: 
     ({"qrels": QRELS, "runs": {"bm25": RUN}, "metrics": ["all_trec"]}, False),  # one name, 67 measures
     ({"qrels": QRELS, "runs": {"bm25": RUN}, "metrics": ["P.5,10,15,20,30,100,200,500,1000"]}, False),
 ])
-def test_only_light_evaluations_skip_the_worker_thread(client: TestClient,
-                                                       monkeypatch: pytest.MonkeyPatch,
+def test_only_light_evaluations_skip_the_worker_thread(client: TestClient, threads: list[Any],
                                                        body: dict[str, Any], light: bool) -> None:
-    threads: list[Any] = []
-    real = app_module.run_in_threadpool
-
-    async def counted(fn: Any, *args: Any) -> Any:
-        threads.append(fn)
-        return await real(fn, *args)
-
-    monkeypatch.setattr(app_module, "run_in_threadpool", counted)
     data = json.dumps(body).encode()
     assert client.post("/v1/evaluate", content=data, headers=FAST).status_code == 200
     assert (threads == []) is light
@@ -125,15 +130,7 @@ def test_only_light_evaluations_skip_the_worker_thread(client: TestClient,
 
 
 def test_a_light_evaluation_beside_another_request_takes_the_worker_thread(
-        client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
-    threads: list[Any] = []
-    real = app_module.run_in_threadpool
-
-    async def counted(fn: Any, *args: Any) -> Any:
-        threads.append(fn)
-        return await real(fn, *args)
-
-    monkeypatch.setattr(app_module, "run_in_threadpool", counted)
+        client: TestClient, threads: list[Any]) -> None:
     data = json.dumps({"qrels": QRELS, "runs": {"bm25": RUN}}).encode()
     alone = client.post("/v1/evaluate", content=data, headers=FAST)
     assert alone.status_code == 200 and threads == []
