@@ -332,8 +332,8 @@ def reorder_runs(
     shift = starts[perm] - offsets[:-1]  # source row - destination row, per run
     n = int(offsets[-1])
     out = [np.empty(n, dtype=c.dtype) for c in columns]
-    for lo in range(0, n, SLICE_ROWS):
-        hi = min(lo + SLICE_ROWS, n)
+
+    def gather(lo: int, hi: int) -> None:
         first = int(np.searchsorted(offsets, lo, side="right")) - 1  # the run holding row lo
         end = int(np.searchsorted(offsets, hi, side="left"))  # runs starting before hi
         bounds = offsets[first : end + 1].copy()
@@ -342,6 +342,8 @@ def reorder_runs(
         idx += np.arange(lo, hi, dtype=np.int64)
         for column, new in zip(columns, out):
             np.take(column, idx, out=new[lo:hi], mode="clip")  # in range by construction
+
+    over_slices(gather, n)
     return out, offsets
 
 
