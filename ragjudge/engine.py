@@ -29,7 +29,7 @@ import numpy as np
 
 from .data import Qrels, Run
 from .errors import InputError, MetricError
-from .ids import SLICE_ROWS, join_ids, locate, target_ids
+from .ids import join_ids, locate, over_slices, target_ids
 from .measures import Measure, parse_measure, spec_of
 from .measures.layout import Layout
 
@@ -57,8 +57,11 @@ def _positions(grp: np.ndarray, toff: np.ndarray) -> np.ndarray:
     """Each row's 0-based position within its group (``grp`` ascending, ``toff`` the offsets),
     in slices: no second temporary as long as the rows (10M rows: 80 MB at the peak)."""
     pos = np.arange(len(grp), dtype=np.int64)
-    for lo in range(0, len(grp), SLICE_ROWS):
-        pos[lo : lo + SLICE_ROWS] -= toff[grp[lo : lo + SLICE_ROWS]]
+
+    def shift(lo: int, hi: int) -> None:
+        pos[lo:hi] -= toff[grp[lo:hi]]
+
+    over_slices(shift, len(grp))
     return pos
 
 

@@ -20,11 +20,12 @@ import numpy as np
 from .errors import InputError
 
 __all__ = [
-    "LONG_ID", "KEY_WIDTH", "SLICE_ROWS", "worker_threads", "over_slices", "long_key", "full_id", "key_rows", "compact_ids",
-    "to_bytes_array", "str_column", "joined_column", "decode_id", "decode_column", "group_sorted",
-    "id_words", "sort_keys", "fmix", "hash_ids", "pair_hash", "join_ids", "target_ids", "locate",
-    "qid_runs", "sized_runs", "reorder_runs", "row_codes", "sort_distinct", "sort_by_code_then_id",
-    "first_duplicate", "break_ties", "df_column", "df_ids", "df_long",
+    "LONG_ID", "KEY_WIDTH", "SLICE_ROWS", "LOW_BYTES", "worker_threads", "over_slices",
+    "long_key", "full_id", "key_rows", "compact_ids", "to_bytes_array", "str_column",
+    "joined_column", "decode_id", "decode_column", "group_sorted", "id_words", "sort_keys",
+    "fmix", "hash_ids", "pair_hash", "join_ids", "target_ids", "locate", "qid_runs", "sized_runs",
+    "reorder_runs", "row_codes", "sort_distinct", "sort_by_code_then_id", "first_duplicate",
+    "break_ties", "df_column", "df_ids", "df_long",
 ]
 
 #: Rows per slice of the column-long kernels (hashing, the pair hash, the join, reordering runs):
@@ -155,8 +156,9 @@ def str_column(ids: Sequence[Any] | np.ndarray, joined: str | None = None) -> np
     return joined_column(joined, len(ids))
 
 
-#: ``_LOW[k]``: the low ``k`` bytes of a uint64 (its first ``k`` bytes in little-endian memory).
-_LOW = np.array([(1 << (8 * k)) - 1 for k in range(9)], dtype="<u8")
+#: ``LOW_BYTES[k]``: the low ``k`` bytes of a uint64 (its first ``k`` bytes in little-endian
+#: memory), the mask that cuts a word read at an id's start to the id.
+LOW_BYTES = np.array([(1 << (8 * k)) - 1 for k in range(9)], dtype="<u8")
 
 
 def joined_column(joined: str, n: int) -> np.ndarray | None:
@@ -203,7 +205,7 @@ def joined_column(joined: str, n: int) -> np.ndarray | None:
         hi = min(lo + step, n)
         for k in range(words - 1, -1, -1):
             w = at[starts[lo:hi] + 8 * k]
-            w &= _LOW[np.clip(lengths[lo:hi] - 8 * k, 0, 8)]
+            w &= LOW_BYTES[np.clip(lengths[lo:hi] - 8 * k, 0, 8)]
             np.ndarray((hi - lo,), dtype="<u8", buffer=cells, offset=lo * stride + 8 * k, strides=(stride,))[:] = w
     if stride != width:
         return np.ascontiguousarray(cells[: n * 8].reshape(n, 8)[:, :width]).view(f"S{width}").reshape(n)
@@ -526,7 +528,8 @@ def pair_hash(codes: np.ndarray, ids: np.ndarray) -> np.ndarray:
     h = hash_ids(ids, (width + 7) // 8 * 8, 0)
     k = codes.view(np.uint64)
 
-    def mix(lo: int, hi: int) -> None:  # a slice at a time: over whole columns, two temporaries as long as them
+    # A slice at a time: over whole columns, two temporaries as long as them.
+    def mix(lo: int, hi: int) -> None:
         part = h[lo:hi]
         with np.errstate(over="ignore"):
             part += k[lo:hi] * _K
@@ -582,8 +585,8 @@ def join_ids(
         # Run rows a slice at a time (hash, filter, search, verify): no array as long as the
         # run beyond the caller's (10M rows: ~165 MB less at an evaluation's peak).
 
-        def match(lo: int, hi: int, seed: int = seed, sk: np.ndarray = sk, order: np.ndarray = order,
-                  seen: np.ndarray = seen, mask: np.uint64 = mask) -> tuple[np.ndarray, np.ndarray]:
+        # (Called within this iteration only, so it reads this seed's tables.)
+        def match(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
             ids_part, grp_part = r_ids[lo:hi], r_grp[lo:hi]
             rk = hash_ids(ids_part, width, seed)
             rk >>= drop

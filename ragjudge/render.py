@@ -175,13 +175,15 @@ def escape_html(text: str) -> str:
 def _render_html(
     headers: Sequence[str], cells: list[list[str]], numeric: list[bool], title: str | None
 ) -> str:
+    from html import escape  # once per table, not per cell (see escape_html)
+
     def td(tag: str, text: str, j: int) -> str:
         style = ' style="text-align:right"' if numeric[j] else ' style="text-align:left"'
-        return f"<{tag}{style}>{escape_html(text)}</{tag}>"
+        return f"<{tag}{style}>{escape(text)}</{tag}>"
 
     out = ['<table class="ragjudge">']
     if title:
-        out.append(f"<caption>{escape_html(title)}</caption>")
+        out.append(f"<caption>{escape(title)}</caption>")
     out.append("<thead><tr>" + "".join(td("th", h, j) for j, h in enumerate(headers)) + "</tr></thead>")
     out.append("<tbody>")
     out.extend("<tr>" + "".join(td("td", c, j) for j, c in enumerate(r)) + "</tr>" for r in cells)

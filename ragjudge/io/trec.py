@@ -25,7 +25,7 @@ import numpy as np
 
 from ..data import Dedup, Qrels, Run
 from ..errors import InputError
-from ..ids import LONG_ID, long_key, worker_threads
+from ..ids import LONG_ID, LOW_BYTES, long_key, worker_threads
 from .numbers import parse_float, parse_int
 from .streams import (
     BOM, Input, PathLike, as_bytes, blocks_from_bytes, check_utf8, is_fd_path, opened, source_name,
@@ -134,8 +134,6 @@ def _concat_s(parts: list[np.ndarray]) -> np.ndarray:
     return np.concatenate(parts)  # numpy widens to the longest id
 
 
-# _LOW_BYTES[m] keeps the first m bytes of a little-endian uint64 word (m = 0..8).
-_LOW_BYTES = np.array([(1 << (8 * m)) - 1 for m in range(9)], dtype=np.uint64)
 
 
 def _gather_words(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, int]:
@@ -157,7 +155,7 @@ def _gather_words(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tupl
     if k == 1:
         out = words[starts]
         if short < 8:
-            out &= _LOW_BYTES[lens]
+            out &= LOW_BYTES[lens]
         return out, width
     out = np.empty((len(starts), k), dtype="<u8")
     for j in range(k):
@@ -165,7 +163,7 @@ def _gather_words(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tupl
         if short < 8 * j + 8:
             m = lens - 8 * j
             np.clip(m, 0, 8, out=m)
-            w &= _LOW_BYTES[m]
+            w &= LOW_BYTES[m]
         out[:, j] = w
     return out, width
 
