@@ -182,7 +182,7 @@ async def evaluate_samples(
     ``embedding_model``: the embeddings model of the metrics that use one, such as
     ``answer_relevance(by=embedding)`` (served by the judge's endpoint).
     ``separate_calls``: a run asking both the listwise chunk grades and ``context_recall``
-    gets them from one call per sample (``context_review.v2``), whose grader also sees the
+    gets them from one call per sample (``context_review.v3``), whose grader also sees the
     reference; ``True`` asks them in two calls.
     ``options``: a :class:`RagOptions` carrying these settings instead of the keywords.
     Never raises for a per-sample problem: it becomes an undetermined score with its reason.

@@ -38,7 +38,7 @@ class RagOptions(OptionsValue):
               "answer_relevance(by=embedding) (served by the judge's endpoint)")
     separate_calls: bool = option(
         False, "grade the chunks and split the reference for context_recall in two calls per "
-               "sample; by default a run asking both makes one call (context_review.v2), whose "
+               "sample; by default a run asking both makes one call (context_review.v3), whose "
                "grader also sees the reference")
 
     def validate(self) -> None:

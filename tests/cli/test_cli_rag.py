@@ -76,13 +76,11 @@ def _reply(obj: Any) -> respx.MockResponse:
 
 ANSWERS = {
     "relevance_listwise": {"grades": [3, 0, 2]},
-    "context_recall": {"statements": [{"statement": "a", "attributed": True},
-                                      {"statement": "b", "attributed": False}]},
+    "context_recall": {"attributed": [True, False]},
     "faithfulness_claims": {"claims": ["x", "y", "z", "w"]},
     "faithfulness_verify": {"verdicts": [True, True, True, False]},
     # what relevance_listwise and context_recall answer, in one call
-    "context_review": {"grades": [3, 0, 2], "statements": [{"statement": "a", "sources": [2]},
-                                                           {"statement": "b", "sources": []}]},
+    "context_review": {"grades": [3, 0, 2], "sources": [[2], []]},
 }
 
 
@@ -92,7 +90,7 @@ def test_llm_metrics_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[st
     httpx2_mock.post(URL).mock(side_effect=lambda req: _reply(
         ANSWERS[json.loads(req.content)["response_format"]["json_schema"]["name"]]))
     p = write(tmp_path, [{
-        "user_input": "q", "retrieved_contexts": ["a", "b", "c"], "reference": "ref", "response": "resp",
+        "user_input": "q", "retrieved_contexts": ["a", "b", "c"], "reference": "Ref one. Ref two.", "response": "resp",
     }])
     argv = ["rag", str(p), "-m", "context_precision,context_recall", "-m", "faithfulness",
             "--model", "m", "--base-url", BASE, "--api-key-env", "RAG_TEST_KEY",

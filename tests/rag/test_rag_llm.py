@@ -215,25 +215,30 @@ def test_failed_call_is_undetermined_with_reason(httpx2_mock: respx.Router) -> N
 
 # ----------------------------------------------------------------------------- context recall
 def test_context_recall_one_call_on_top_k(httpx2_mock: respx.Router) -> None:
-    script = Script(context_recall={"statements": [
-        {"statement": "The tower is in Paris.", "attributed": True},
-        {"statement": "It was built in 1889.", "attributed": False},
-        {"statement": "It is iron.", "attributed": False},
-        {"statement": "It is tall.", "attributed": True},
-    ]})
+    # The units are the reference's sentences, numbered by ragjudge: one verdict each.
+    sample = {**SAMPLE, "reference": "The tower is in Paris. It was built in 1889. It is iron. It is tall."}
+    script = Script(context_recall={"attributed": [True, False, False, True]})
     httpx2_mock.post(URL).mock(side_effect=script)
-    rep = run([SAMPLE], ["context_recall@2"], make_llm())
+    rep = run([sample], ["context_recall@2"], make_llm())
     assert rep.mean("context_recall@2") == pytest.approx(0.5)
+    assert rep["context_recall@2"][0].detail["statements"] == [
+        ("The tower is in Paris.", True), ("It was built in 1889.", False), ("It is iron.", False),
+        ("It is tall.", True)]
     (body,) = script.bodies
-    assert "[2] c two" in user_text(body) and "c three" not in user_text(body)
-    assert "built in 1889" in user_text(body)
+    text = user_text(body)
+    assert "c one\n\nc two" in text and "c three" not in text  # the top k, unnumbered
+    assert "1. The tower is in Paris.\n2. It was built in 1889.\n3. It is iron.\n4. It is tall." in text
+    attributed = body["response_format"]["json_schema"]["schema"]["properties"]["attributed"]
+    assert attributed["minItems"] == attributed["maxItems"] == 4
 
 
 def test_context_recall_reasons(httpx2_mock: respx.Router) -> None:
-    script = Script(context_recall={"statements": []})
+    # A reply without a verdict per sentence is refused (repair turn included), never scored.
+    script = Script(context_recall={"attributed": []})
     httpx2_mock.post(URL).mock(side_effect=script)
     rep = run([SAMPLE, {**SAMPLE, "id": "s2", "reference": ""}], ["context_recall"], make_llm())
-    assert [s.reason for s in rep["context_recall"]] == ["no statements in the reference", "empty reference"]
+    reasons = [s.reason for s in rep["context_recall"]]
+    assert reasons[0].startswith("context_recall call failed") and reasons[1] == "empty reference"
 
 
 def test_usefulness_variant_and_answer_relevance(httpx2_mock: respx.Router) -> None:
@@ -253,12 +258,13 @@ def test_usefulness_variant_and_answer_relevance(httpx2_mock: respx.Router) -> N
 # ----------------------------------------------------------------------------- request budget
 ANSWERS_4 = {
     "relevance_listwise": {"grades": [3, 0, 2, 0, 0]},
-    "context_recall": {"statements": [{"statement": "x", "attributed": True}]},
+    "context_recall": {"attributed": [True, True]},
     "faithfulness_claims": {"claims": ["a", "b"]},
     "faithfulness_verify": {"verdicts": [True, False]},
 }
-# The review call answers what relevance_listwise and context_recall answer above.
-REVIEW = {"grades": [3, 0, 2, 0, 0], "statements": [{"statement": "x", "sources": [1, 3]}]}
+# The review call answers what relevance_listwise and context_recall answer above (SAMPLE's
+# reference has two sentences).
+REVIEW = {"grades": [3, 0, 2, 0, 0], "sources": [[1, 3], [2]]}
 BUDGET = ["context_precision", "context_recall", "faithfulness"]
 
 
@@ -288,16 +294,32 @@ def test_separate_calls_give_the_same_values_in_four_requests() -> None:
 
 
 def test_review_call_gives_recall_at_k_from_the_cited_passages() -> None:
-    # Three statements: cited by passage 4, by passages 1 and 5, by none. @1: 1/3; @4: 2/3.
-    review = {"grades": [2, 0, 0, 1, 0], "statements": [
-        {"statement": "a", "sources": [4]}, {"statement": "b", "sources": [5, 1]},
-        {"statement": "c", "sources": []}]}
+    # Three sentences: cited by passage 4, by passages 1 and 5, by none. @1: 1/3; @4: 2/3.
+    review = {"grades": [2, 0, 0, 1, 0], "sources": [[4], [5, 1], []]}
     fake = FakeLLM({"context_review": review})
-    rep = run([SAMPLE], ["context_recall@1", "context_recall@4", "context_relevance@5"], fake)
+    sample = {**SAMPLE, "reference": "The tower is in Paris. It was built in 1889. It is iron."}
+    rep = run([sample], ["context_recall@1", "context_recall@4", "context_relevance@5"], fake)
     assert len(fake.calls) == 1  # one call serves both cutoffs and the grades
+    (call,) = fake.calls
+    assert call.variables["reference"] == "1. The tower is in Paris.\n2. It was built in 1889.\n3. It is iron."
+    assert rep["context_recall@4"][0].detail["statements"] == [
+        ("The tower is in Paris.", True), ("It was built in 1889.", True), ("It is iron.", False)]
     assert rep.mean("context_recall@1") == pytest.approx(1 / 3)
     assert rep.mean("context_recall@4") == pytest.approx(2 / 3)
     assert rep.mean("context_relevance@5") == pytest.approx((2 + 1) / 3 / 5)
+
+
+def test_both_paths_score_the_reference_sentences() -> None:
+    # Review and separate call: the same units (ragjudge's split), the same values.
+    sample = {**SAMPLE, "reference": "The tower is in Paris. It was built in 1889. It is iron."}
+    fake = FakeLLM({**ANSWERS_4, "context_review": {"grades": [3, 0, 2, 0, 0], "sources": [[1], [], [2, 4]]},
+                    "context_recall": {"attributed": [True, False, True]}})
+    one = run([sample], ["context_precision", "context_recall"], fake)
+    two = run([sample], ["context_precision", "context_recall"], fake, separate_calls=True)
+    assert one.mean("context_recall") == two.mean("context_recall") == pytest.approx(2 / 3)
+    assert one["context_recall"][0].detail == two["context_recall"][0].detail
+    assert [c.variables["reference"] for c in fake.calls if "reference" in c.variables] == [
+        "1. The tower is in Paris.\n2. It was built in 1889.\n3. It is iron."] * 2
 
 
 def test_review_applies_only_where_both_answers_are_asked() -> None:
@@ -324,10 +346,11 @@ def test_a_cited_passage_out_of_range_is_repaired_not_scored() -> None:
     (s,) = as_samples([SAMPLE])
     r = review_request(s, Setup(review=True))
     assert r is not None and r.parse is not None
-    items = r.prompt.output_schema["properties"]["statements"]["items"]["properties"]["sources"]["items"]
-    assert (items["minimum"], items["maximum"]) == (1, 5)
+    lists = r.prompt.output_schema["properties"]["sources"]
+    assert lists["minItems"] == lists["maxItems"] == 2  # one list per sentence of the reference
+    assert (lists["items"]["items"]["minimum"], lists["items"]["items"]["maximum"]) == (1, 5)
     with pytest.raises(ValueError, match="passage numbers 1-5, got 6"):
-        r.parse({"grades": [0] * 5, "statements": [{"statement": "x", "sources": [6]}]})
+        r.parse({"grades": [0] * 5, "sources": [[6], []]})
     assert review_request(s, Setup(review=False)) is None
 
 

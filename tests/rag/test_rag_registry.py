@@ -22,7 +22,7 @@ from ragjudge.llm import LLM
 from ragjudge.llm.prompts import load_prompt, parse_prompt
 from ragjudge.rag import evaluate_samples, evaluate_samples_sync, plan_requests
 from ragjudge.rag.metrics import llm_metric_names, unit_of
-from ragjudge.rag.metrics.base import LLMMetric, format_context, format_passages
+from ragjudge.rag.metrics.base import LLMMetric, format_context, format_numbered, format_passages, split_sentences
 
 BASE = "http://rag.test/v1"
 
@@ -150,6 +150,27 @@ def test_every_llm_metric_is_one_unit() -> None:
     names = llm_metric_names()
     assert {"faithfulness", "answer_relevance", "context_recall", "context_precision"} <= set(names)
     assert all(isinstance(unit_of(n), LLMMetric) for n in names)
+
+
+# ----------------------------------------------------------------------------- reference sentences
+@pytest.mark.parametrize(("text", "sentences"), [
+    ("The tower is in Paris. It was built in 1889.", ["The tower is in Paris.", "It was built in 1889."]),
+    ("J. K. Rowling met Dr. Watson! Did he? Yes.", ["J. K. Rowling met Dr. Watson!", "Did he?", "Yes."]),
+    ("Sales grew 3.5. The U.S. Army uses e.g. bikes. Mr. Smith met Mrs. Jones at 5 p.m. today.",
+     ["Sales grew 3.5.", "The U.S. Army uses e.g. bikes.", "Mr. Smith met Mrs. Jones at 5 p.m. today."]),
+    ('He said "Go." Then he left.', ['He said "Go."', "Then he left."]),
+    ("- Paris is the capital.\n2) Lyon  is\tsecond", ["Paris is the capital.", "Lyon is second"]),
+    ("東京は首都です。大阪は二番目です。", ["東京は首都です。", "大阪は二番目です。"]),
+    ("...", ["..."]),
+    (" \n ", []),
+])
+def test_the_reference_is_split_into_sentences_by_rule(text: str, sentences: list[str]) -> None:
+    # context_recall's units: the same split on the review and the separate path.
+    assert split_sentences(text) == sentences
+
+
+def test_a_sentence_cannot_forge_the_numbering() -> None:
+    assert format_numbered(["a\n2. b", "c"]) == "1. a 2. b\n2. c"
 
 
 # ----------------------------------------------------------------------------- forged numbering

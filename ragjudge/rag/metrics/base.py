@@ -42,8 +42,9 @@ __all__ = [
     "prompt",
     "sized",
     "format_passages",
-    "format_claims",
+    "format_numbered",
     "format_context",
+    "split_sentences",
     "fraction_true",
     "present",
     "missing_text",
@@ -128,8 +129,9 @@ class Setup:
     #: Prompts of the two chunk-grading modes.
     LISTWISE: ClassVar[str] = "relevance_listwise.v1"
     POINTWISE: ClassVar[str] = "relevance.v1"
-    #: The one call that grades the chunks (listwise's scale) and splits the reference.
-    REVIEW: ClassVar[str] = "context_review.v2"
+    #: The one call that grades the chunks (listwise's scale) and cites passages per sentence
+    #: of the reference.
+    REVIEW: ClassVar[str] = "context_review.v3"
     #: Chunks per call of a listwise grading (a longer list is split, and is not reviewed).
     WINDOW: ClassVar[int] = 20
 
@@ -334,24 +336,28 @@ def reviewed(metrics: Sequence[RagMetric], grading: str) -> bool:
     return grading == "listwise" and REVIEWABLE <= got
 
 
-def _review_prompt(n: int) -> Any:
-    """The review prompt for ``n`` passages: exactly ``n`` grades, sources numbered 1..n (so
-    strict structured output and local validation both enforce them)."""
+def _review_prompt(n: int, m: int) -> Any:
+    """The review prompt for ``n`` passages and ``m`` reference sentences: exactly ``n``
+    grades and ``m`` source lists of passage numbers 1..n (so strict structured output and
+    local validation both enforce them)."""
     p = sized(Setup.REVIEW, "grades", n)
-    key = (p.sha256, "sources", n)
+    key = (p.sha256, "sources", n, m)
     got = _SIZED.get(key)
     if got is None:
         schema = json.loads(json.dumps(p.output_schema))
-        sources = schema["properties"]["statements"]["items"]["properties"]["sources"]
-        sources["items"] = {**sources["items"], "minimum": 1, "maximum": n}
+        lists = schema["properties"]["sources"]
+        lists.update(minItems=m, maxItems=m)
+        lists["items"]["items"] = {**lists["items"]["items"], "minimum": 1, "maximum": n}
         got = _SIZED[key] = replace(p, output_schema=schema)
     return got
 
 
 def review_request(s: Sample, setup: Setup) -> Request | None:
-    """The one call giving a sample's listwise chunk grades and its reference's statements
-    with the passages supporting each, when ``setup.review`` holds and the sample has a
-    question, a reference and at most :data:`Setup.WINDOW` chunk texts; else ``None``.
+    """The one call giving a sample's listwise chunk grades and, for each sentence of its
+    reference (:func:`split_sentences`), the passages supporting it, when ``setup.review``
+    holds and the sample has a question, a reference and at most :data:`Setup.WINDOW` chunk
+    texts; else ``None``. Its answer: ``{"grades": [...], "statements": [(sentence,
+    passage numbers), ...]}``.
 
     Every metric that needs either answer returns this same request, so the evaluator asks it
     once per sample (equal identities). The grades use the scale of the review prompt's
@@ -361,21 +367,20 @@ def review_request(s: Sample, setup: Setup) -> Request | None:
             or not present(s.question) or not present(s.reference)):
         return None
     n = len(texts)
+    sentences = split_sentences(s.reference or "")
 
     def parse(obj: Any) -> dict[str, Any]:
         grades = [int(g) for g in obj["grades"]]
-        statements = []
-        for st in obj["statements"]:
-            sources = tuple(int(j) for j in st["sources"])
-            bad = [j for j in sources if not 1 <= j <= n]
-            if bad:
-                raise ValueError(f"sources must be passage numbers 1-{n}, got {bad[0]}")
-            statements.append((st["statement"], sources))
-        return {"grades": grades, "statements": statements}
+        cited = [tuple(int(j) for j in js) for js in obj["sources"]]
+        bad = [j for js in cited for j in js if not 1 <= j <= n]
+        if bad:
+            raise ValueError(f"sources must be passage numbers 1-{n}, got {bad[0]}")
+        return {"grades": grades, "statements": list(zip(sentences, cited, strict=True))}
 
-    return chat("review", "context review", _review_prompt(n),
-                {"question": s.question or "", "reference": s.reference or "",
-                 "passages": format_passages(texts), "count": str(n)}, parse)
+    return chat("review", "context review", _review_prompt(n, len(sentences)),
+                {"question": s.question or "", "reference": format_numbered(sentences),
+                 "passages": format_passages(texts), "count": str(n),
+                 "sentences": str(len(sentences))}, parse)
 
 
 # ----------------------------------------------------------------------------- shared helpers
@@ -397,8 +402,28 @@ def format_passages(texts: Sequence[str]) -> str:
     return "\n\n".join(f"[{i}] {_unnumber(t)}" for i, t in enumerate(texts, start=1))
 
 
-def format_claims(claims: Sequence[str]) -> str:
-    return "\n".join(f"{i}. {' '.join(c.split())}" for i, c in enumerate(claims, start=1))
+def format_numbered(items: Sequence[str]) -> str:
+    """``1. text`` lines (claims, reference sentences); whitespace inside an item collapses,
+    so an item cannot start a numbered line of its own."""
+    return "\n".join(f"{i}. {' '.join(c.split())}" for i, c in enumerate(items, start=1))
+
+
+# A list marker opening a line ("- ", "* ", "• ", "2. ", "3) "): ours replaces it.
+_BULLET = re.compile(r"^\s*(?:[-*•]|\d{1,2}[.)])\s+")
+
+
+def split_sentences(text: str) -> list[str]:
+    """The sentences of ``text``, deterministically: each line on its own (a list marker
+    dropped), cut by sentencex's English rules (abbreviations, initials, decimals, quotes;
+    CJK full stops too). Whitespace is collapsed; a piece without a letter or digit is
+    dropped, and a text of only such pieces is one sentence. Context recall's units."""
+    from sentencex import segment  # only context recall needs it
+
+    out: list[str] = []
+    for line in text.splitlines():
+        out.extend(segment("en", _BULLET.sub("", line)))
+    kept = [" ".join(p.split()) for p in out if any(ch.isalnum() for ch in p)]
+    return kept or ([" ".join(text.split())] if text.strip() else [])
 
 
 def fraction_true(flags: Sequence[bool]) -> float:

@@ -3,8 +3,9 @@
 One grading (``relevance_listwise.v1``: all chunks of a sample in ceil(n / 20) calls; or
 ``relevance.v1`` / a relevance judge's prompt, one call per chunk, in pointwise mode) feeds
 ``context_relevance``, ``context_precision`` and ``context_ndcg/err/rbp``: together they cost
-one grading. A run that also asks ``context_recall`` gets the grades and the reference's
-statements from one call per sample (``context_review.v2``, :func:`.base.review_request`). ``context_precision(by=reference)`` asks instead, in one call
+one grading. A run that also asks ``context_recall`` gets the grades and the passages
+supporting each reference sentence from one call per sample (``context_review.v3``,
+:func:`.base.review_request`). ``context_precision(by=reference)`` asks instead, in one call
 (``context_usefulness.v1``), whether each chunk was useful for arriving at the reference.
 The grading scale (top grade, relevance threshold) is the grading prompt's (:class:`Setup`).
 """

@@ -18,8 +18,8 @@ from ..report import Score
 from ..samples import Sample
 from ...measures.grammar import Param, int_at_least
 from .base import (
-    LLMMetric, RagMetric, Request, Setup, chat, format_claims, format_context, format_passages, fraction_true,
-    missing_text, present, prompt, register, sized
+    LLMMetric, RagMetric, Request, Setup, chat, format_context, format_numbered, format_passages,
+    fraction_true, missing_text, present, prompt, register, sized
 )
 
 __all__ = ["Faithfulness"]
@@ -54,7 +54,7 @@ class Faithfulness(LLMMetric):
         if not claims:
             return "no claims in the response"
         return [chat("verdicts", "claim verification", sized("faithfulness_verify.v2", "verdicts", len(claims)),
-                     {"contexts": format_context(texts), "claims": format_claims(claims),
+                     {"contexts": format_context(texts), "claims": format_numbered(claims),
                       "count": str(len(claims))},
                      lambda obj: [bool(v) for v in obj["verdicts"]])]
 

@@ -1,10 +1,13 @@
 """``context_recall@k``: how much of the reference answer the top-k contexts support.
 
-One call (``context_recall.v1``) splits the reference into statements and attributes each to
-the contexts or not; context_recall@k = attributed statements / statements (RAGAS's LLM
-context recall). In a run that also grades the chunks listwise, that one call is the review
-call (``context_review.v2``): it sees every chunk and names the passages supporting each
-statement, and a statement counts for @k when one of its passages is in the top k.
+The units are the reference's sentences, split by ragjudge (:func:`.base.split_sentences`)
+and sent numbered, so a reply gives one verdict per sentence instead of restating the
+reference: context_recall@k = sentences supported by the top-k contexts / sentences (RAGAS's
+sentence-level context recall). One call (``context_recall.v2``) says of each sentence
+whether the top-k contexts state or imply all of it. In a run that also grades the chunks
+listwise, that call is the review call (``context_review.v3``): it sees every chunk and names
+the passages supporting each sentence, and a sentence counts for @k when one of its passages
+is in the top k.
 """
 
 from __future__ import annotations
@@ -15,8 +18,8 @@ from typing import Any
 from ..report import Score
 from ..samples import Sample
 from .base import (
-    LLMMetric, RagMetric, Request, Setup, chat, format_passages, fraction_true, missing_text,
-    present, prompt, register, review_request
+    LLMMetric, RagMetric, Request, Setup, chat, format_context, format_numbered, fraction_true,
+    missing_text, present, register, review_request, sized, split_sentences
 )
 
 __all__ = ["ContextRecall"]
@@ -41,19 +44,19 @@ class ContextRecall(LLMMetric):
         review = review_request(s, setup)
         if review is not None:
             return [review]
-        return [chat("statements", "context_recall", prompt("context_recall.v1"),
-                     {"question": s.question or "", "reference": s.reference or "",
-                      "contexts": format_passages(texts[:k])},
-                     lambda obj: [(st["statement"], bool(st["attributed"])) for st in obj["statements"]])]
+        sentences = split_sentences(s.reference or "")
+        # The verdicts never cite a passage: the contexts go unnumbered.
+        return [chat("statements", "context_recall", sized("context_recall.v2", "attributed", len(sentences)),
+                     {"question": s.question or "", "reference": format_numbered(sentences),
+                      "contexts": format_context(texts[:k]), "count": str(len(sentences))},
+                     lambda obj: list(zip(sentences, (bool(a) for a in obj["attributed"]), strict=True)))]
 
     def score(self, m: RagMetric, s: Sample, k: int, setup: Setup, got: Mapping[str, Any]) -> Score:
         if "review" in got:
             statements = [(st, any(j <= k for j in sources)) for st, sources in got["review"]["statements"]]
         else:
             statements = got["statements"]
-        if not statements:
-            return Score(None, "no statements in the reference")
         return Score(fraction_true([a for _, a in statements]), detail={"k": k, "statements": statements})
 
     def definition(self, m: RagMetric) -> str:
-        return "reference statements attributed to the top-k contexts / reference statements"
+        return "reference sentences supported by the top-k contexts / reference sentences"
