@@ -187,19 +187,6 @@ _STRIP_LEFT = " \t\n\r\":"
 _STRIP_RIGHT = " \t\n\r\",}"
 
 
-def _logprob(alt: Any) -> float | None:
-    if not isinstance(alt, Mapping):
-        return None
-    lp = alt.get("logprob")
-    if isinstance(lp, bool) or not isinstance(lp, (int, float, str)):
-        return None
-    try:
-        value = float(lp)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) and value <= 0.0 else None
-
-
 def label_probs(
     tokens: Sequence[Mapping[str, Any]] | None, text: str | None, prompt: Prompt, value: Any
 ) -> tuple[dict[str, float] | None, float | None]:
@@ -209,6 +196,9 @@ def label_probs(
     The label is located in the token stream itself (the concatenated token texts), not in
     ``text``: llama.cpp's logprobs spell a fenced "```json ... ```" reply while its message
     content is the unwrapped object, so offsets taken from the content land on the wrong token.
+
+    ``tokens``: a completion's logprobs as the provider reads them (each token's ``token``,
+    ``logprob`` and ``top_logprobs`` as ``{text: logprob or None}``).
 
     Returns ``(None, None)`` when the server gave no usable logprobs (absent, not numbers),
     the label's token cannot be found in the stream, or it does not carry the parsed label.
@@ -236,14 +226,11 @@ def label_probs(
         return None, None
     labels = set(prompt.labels)
     mass: dict[str, float] = {}
-    alternatives = target.get("top_logprobs")
-    if not isinstance(alternatives, list) or not alternatives:
-        alternatives = [target]
-    for alt in alternatives:
-        lp = _logprob(alt)
+    alternatives = target.get("top_logprobs") or {str(target.get("token", "")): target.get("logprob")}
+    for token, lp in alternatives.items():
         if lp is None:
             return None, None  # an unreadable alternative: the mass cannot be told
-        label = str(alt.get("token", "")).lstrip(_STRIP_LEFT).rstrip(_STRIP_RIGHT)
+        label = token.lstrip(_STRIP_LEFT).rstrip(_STRIP_RIGHT)
         if label in labels:
             mass[label] = mass.get(label, 0.0) + math.exp(lp)
     total = sum(mass.values())

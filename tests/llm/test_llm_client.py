@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -276,7 +277,7 @@ def test_unreadable_logprobs_are_dropped_not_raised(odd: Any) -> None:
         {"token": "}", "logprob": -0.1, "top_logprobs": []}]}
     comp = Completion.from_dict(body)
     assert label_probs(comp.logprobs, comp.text, load_prompt("relevance.v1"), 2) == (None, None)
-    comp.logprobs[1]["top_logprobs"][1]["logprob"] = -2.0  # readable: probabilities again
+    comp.logprobs[1]["top_logprobs"]["3"] = -2.0  # readable: probabilities again
     probs, _ = label_probs(comp.logprobs, comp.text, load_prompt("relevance.v1"), 2)
     assert probs is not None and probs["2"] > probs["3"] > 0
 
@@ -305,3 +306,44 @@ def test_failures_are_classified_for_the_circuit_breaker() -> None:
     resp = httpx2.Response(503, request=req)
     status = classify_failure(openai.InternalServerError("down", response=resp, body=None))
     assert status.kind == "status" and status.status == 503
+
+
+def test_requests_leave_no_garbage_for_the_cycle_collector(httpx2_mock: respx.Router,
+                                                           tmp_path: Path) -> None:
+    # Objects in reference cycles are freed only by the cycle collector, whose whole-heap
+    # passes stall the event loop (the retry loop once left ~40 of them a request), and a
+    # reply's logprobs are kept in a shape the collector does not track.
+    import gc
+    import json as _json
+
+    from _llm_fakes import completion, grade_logprobs
+
+    text = _json.dumps({"reasoning": "Because.", "grade": 2})
+    body = completion(text, logprobs=grade_logprobs(text, {"2": 0.7, "3": 0.2, "1": 0.1}))
+    httpx2_mock.post(URL).mock(side_effect=lambda request: ok(body))
+    llm = make_llm(tmp_path)
+
+    async def go() -> tuple[int, Any]:
+        try:
+            await llm.structured("relevance.v1", {"query": "q", "passage": "warm"})  # once a run
+            gc.collect()
+            gc.disable()
+            try:
+                outs = [await llm.structured("relevance.v1", {"query": "q", "passage": f"p{i}"})
+                        for i in range(20)]
+                return gc.collect(), outs
+            finally:
+                gc.enable()
+        finally:
+            await llm.aclose()
+
+    found, outs = asyncio.run(go())
+    assert all(o.ok and o.probs is not None for o in outs)
+    assert found < 20, f"{found} objects in reference cycles after 20 requests"
+
+    from ragjudge.llm.client import Completion
+
+    comp = Completion.from_dict(body)
+    assert comp.logprobs and not any(gc.is_tracked(t["top_logprobs"]) for t in comp.logprobs)
+    assert comp.logprobs[1]["top_logprobs"] == pytest.approx({"2": math.log(0.7), "3": math.log(0.2),
+                                                              "1": math.log(0.1)})

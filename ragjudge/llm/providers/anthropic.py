@@ -192,7 +192,7 @@ def from_messages_reply(d: Mapping[str, Any], *, latency: float = 0.0, attempts:
     model = d.get("model")
     return Completion(text=None if refusal else text, finish_reason=finish, refusal=refusal, usage=usage,
                       logprobs=None, system_fingerprint=None, model=model if isinstance(model, str) else None,
-                      latency=latency, attempts=attempts, raw=dict(d))
+                      latency=latency, attempts=attempts)
 
 
 class AnthropicProvider(SDKProvider):
