@@ -226,8 +226,7 @@ def label_probs(
         return None, None
     labels = set(prompt.labels)
     mass: dict[str, float] = {}
-    alternatives = target.get("top_logprobs") or {str(target.get("token", "")): target.get("logprob")}
-    for token, lp in alternatives.items():
+    for token, lp in (target.get("top_logprobs") or {}).items():
         if lp is None:
             return None, None  # an unreadable alternative: the mass cannot be told
         label = token.lstrip(_STRIP_LEFT).rstrip(_STRIP_RIGHT)

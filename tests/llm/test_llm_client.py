@@ -347,3 +347,21 @@ def test_requests_leave_no_garbage_for_the_cycle_collector(httpx2_mock: respx.Ro
     assert comp.logprobs and not any(gc.is_tracked(t["top_logprobs"]) for t in comp.logprobs)
     assert comp.logprobs[1]["top_logprobs"] == pytest.approx({"2": math.log(0.7), "3": math.log(0.2),
                                                               "1": math.log(0.1)})
+
+
+def test_logprob_alternatives_merge_and_fall_back_as_the_server_meant() -> None:
+    from ragjudge.llm.client import Completion
+
+    def tokens(*alts: Any, own: float = -0.1) -> Any:
+        body = grade_reply(2)
+        body["choices"][0]["logprobs"] = {"content": [{"token": "2", "logprob": own, "top_logprobs": list(alts)}]}
+        return Completion.from_dict(body).logprobs[0]["top_logprobs"]
+
+    # two alternatives with the same text hold their summed probability, even far in the tail
+    assert tokens({"token": "2", "logprob": math.log(0.3)}, {"token": "2", "logprob": math.log(0.2)}) \
+        == pytest.approx({"2": math.log(0.5)})
+    assert tokens({"token": "x", "logprob": -1000.0}, {"token": "x", "logprob": -1000.0}) \
+        == pytest.approx({"x": -1000.0 + math.log(2)})
+    assert tokens({"token": "x", "logprob": "-0.5"}, {"token": "x", "logprob": None}) == {"x": None}
+    assert tokens() == {"2": -0.1}  # no alternatives: the token alone
+    assert tokens(own=0.5) == {"2": None}  # a positive logprob is no probability

@@ -183,7 +183,8 @@ def _read_logprobs(lp: Any) -> list[dict[str, Any]] | None:
     An alternative's logprob is ``None`` when it cannot be read (not a number, positive, not
     finite, or the alternative is not an object): only the label's token uses alternatives,
     and one unreadable there leaves that label without probabilities. Two alternatives with
-    the same text (byte-fallback tokens) hold their summed probability.
+    the same text (byte-fallback tokens) hold their summed probability; a token without
+    alternatives is its own only one.
 
     A dict of strings and floats is not tracked by Python's cycle collector: a reply's
     ~250 alternatives kept as the server's objects (a dict and a byte list each) made the
@@ -198,8 +199,10 @@ def _read_logprobs(lp: Any) -> list[dict[str, Any]] | None:
             alts = t.get("top_logprobs") or []
             if not isinstance(alts, list):
                 raise ValueError("top_logprobs is not a list")
-            tokens.append({"token": str(t.get("token", "")), "logprob": _logprob(t.get("logprob")),
-                           "top_logprobs": _alternatives(alts)})
+            token, own = str(t.get("token", "")), _logprob(t.get("logprob"))
+            # no alternatives: the token itself is the only one
+            tokens.append({"token": token, "logprob": own,
+                           "top_logprobs": _alternatives(alts) or {token: _alternative_logprob(own)}})
     except (AttributeError, TypeError, ValueError):
         return None
     return tokens
@@ -214,7 +217,9 @@ def _alternatives(alts: list[Any]) -> dict[str, float | None]:
             text, lp = "", None
         if text in out:
             seen = out[text]
-            lp = None if seen is None or lp is None else math.log(math.exp(seen) + math.exp(lp))
+            # log(exp(seen) + exp(lp)), without underflowing when both are very negative
+            lp = None if seen is None or lp is None else \
+                max(seen, lp) + math.log1p(math.exp(-abs(seen - lp)))
         out[text] = lp
     return out
 
