@@ -45,11 +45,11 @@ metrics (-m, repeatable, comma lists allowed):
 cutoff k: the sample's metadata.k, else the metric's @k, else -k (default 5).
 
 grading: listwise (default) grades all chunks of a sample in one call, and a run that also
-asks context_recall gets the grades and the reference's statements from that same call, so
-context_precision + context_recall + faithfulness cost 3 requests per sample (4 with
---separate-calls, which keeps the reference out of the grader's view); pointwise grades each
-chunk alone (n + 3 requests), with the same prompt and cache as `ragjudge judge`
-(TREC-comparable).
+asks context_recall gets the grades and the passages supporting each reference sentence from
+that same call, so context_precision + context_recall + faithfulness cost 3 requests per
+sample (4 with --separate-calls, which keeps the reference out of the grader's view);
+pointwise grades each chunk alone (n + 3 requests), with the same prompt and cache as
+`ragjudge judge` (TREC-comparable).
 
 undetermined: a score that cannot be computed (no claims, empty response, failed call...) is
 counted beside the mean with its reason (-q lists them per sample), never averaged as 0.

@@ -37,9 +37,9 @@ class RagOptions(OptionsValue):
         None, "embeddings model of the metrics that use one, such as "
               "answer_relevance(by=embedding) (served by the judge's endpoint)")
     separate_calls: bool = option(
-        False, "grade the chunks and split the reference for context_recall in two calls per "
-               "sample; by default a run asking both makes one call (context_review.v3), whose "
-               "grader also sees the reference")
+        False, "grade the chunks and attribute the reference's sentences (context_recall) in "
+               "two calls per sample; by default a run asking both makes one call "
+               "(context_review.v3), whose grader also sees the reference")
 
     def validate(self) -> None:
         one_of("grading", self.grading, GRADING_MODES)

@@ -117,9 +117,9 @@ def sized(name: str, array: str, n: int) -> Any:
 class Setup:
     """What a metric needs to know about the run beyond the sample: the chunk grading mode,
     the relevance judge's prompt (pointwise grading through a judge), the embeddings model,
-    and ``review``: the run asks both the listwise chunk grades and the reference's statements,
-    so a sample with a reference gets both from one call (:data:`REVIEW`, see
-    :func:`review_request`)."""
+    and ``review``: the run asks both the listwise chunk grades and the passages supporting
+    each reference sentence, so a sample with a reference gets both from one call
+    (:data:`REVIEW`, see :func:`review_request`)."""
 
     grading: str = "listwise"
     judge_prompt: Any = None
@@ -324,7 +324,7 @@ def units() -> dict[str, MetricUnit]:
 
 
 # ----------------------------------------------------------------------------- the review call
-#: What one :data:`Setup.REVIEW` call answers: the chunk grades and the reference's statements.
+#: What one :data:`Setup.REVIEW` call answers: the chunk grades and the passages supporting each reference sentence.
 REVIEWABLE = frozenset({"grades", "statements"})
 
 
