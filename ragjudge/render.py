@@ -25,7 +25,7 @@ __all__ = [
     "format_p",
     "plain",
     "latex_escape",
-    "escape_html",
+    "html_note",
     "render_table",
     "render_trec",
 ]
@@ -164,18 +164,19 @@ def _render_latex(headers: Sequence[str], cells: list[list[str]], numeric: list[
     return "\n".join(out) + "\n"
 
 
-def escape_html(text: str) -> str:
-    """``text`` escaped for HTML (quotes included)."""
+def html_note(text: str) -> str:
+    """``text`` as an HTML small-print paragraph (escaped, quotes included): a report's footer
+    or note under its tables."""
     # Imported here: most runs render no HTML, and html.entities is ~3 ms of a start-up.
     from html import escape
 
-    return escape(text)
+    return f"<p><small>{escape(text)}</small></p>"
 
 
 def _render_html(
     headers: Sequence[str], cells: list[list[str]], numeric: list[bool], title: str | None
 ) -> str:
-    from html import escape  # once per table, not per cell (see escape_html)
+    from html import escape  # once per table, not per cell (see html_note)
 
     def td(tag: str, text: str, j: int) -> str:
         style = ' style="text-align:right"' if numeric[j] else ' style="text-align:left"'

@@ -24,7 +24,7 @@ from .render import (
     FORMATS,
     ResultSurface,
     TREC_FORMAT,
-    escape_html,
+    html_note,
     format_value,
     latex_escape,
     plain,
@@ -205,7 +205,7 @@ class Report(ResultSurface):
     def _repr_html_(self) -> str:
         h, r = self.table()
         return render_table(h, r, "html", title=f"ragjudge: {self.run}") + (
-            f"<p><small>{escape_html(self.footer())}</small></p>"
+            html_note(self.footer())
         )
 
 
@@ -515,7 +515,7 @@ class CompareReport(ResultSurface):
         if self.all_pairs:
             mh, mr = self.means_table()
             text = render_table(mh, mr, "html", title="ragjudge runs") + text
-        return text + f"<p><small>{escape_html(self.footer())}</small></p>"
+        return text + html_note(self.footer())
 
 
 #: The p-value columns of :meth:`CompareReport.table` (``< 0.0001`` in human formats).

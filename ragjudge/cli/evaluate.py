@@ -14,7 +14,7 @@ from typing import Any
 from ..errors import InputError, MetricError
 from ..evaluate import DEFAULT_METRICS, TESTS, compare, evaluate
 from ..data import Run
-from ..render import escape_html
+from ..render import html_note
 from ..io import check_output_path, read_run
 from ..io.streams import is_fd_path
 from ..measures import Measure, parse_measure, split_metric_list
@@ -278,7 +278,7 @@ def _render(result: Report | CompareReport | list[Report], args: argparse.Namesp
         elif fmt == "markdown":
             text += "\n" + result.footer().replace("*", "\\*") + "\n"
         elif fmt == "html":
-            text += f"<p><small>{escape_html(result.footer())}</small></p>\n"
+            text += html_note(result.footer()) + "\n"
         if pq and fmt not in ("trec", "json", "csv", "latex"):
             text += ("\n" if fmt == "table" else "") + render_reports(
                 list(result.reports.values()), fmt, per_query=True, digits=digits)

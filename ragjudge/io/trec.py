@@ -134,8 +134,6 @@ def _concat_s(parts: list[np.ndarray]) -> np.ndarray:
     return np.concatenate(parts)  # numpy widens to the longest id
 
 
-
-
 def _gather_words(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, int]:
     """Tokens ``buf[s:s+len]`` as rows of little-endian uint64 words, NUL-padded: ``(words,
     width)`` with ``words`` of shape ``(n, k)`` (``k = ceil(width / 8)``; shape ``(n,)`` when

@@ -7,14 +7,13 @@ the undetermined count is reported beside them.
 
 from __future__ import annotations
 
-import html
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError, MetricError
-from ..render import ResultSurface, render_table
+from ..render import ResultSurface, html_note, render_table
 from .. import plots
 from ..stats import bootstrap_ci
 
@@ -267,7 +266,7 @@ class RagReport(ResultSurface):
     def _repr_html_(self) -> str:
         footer = self.footer()
         return render_table(*self.aggregate_rows(), "html", title=f"ragjudge RAG report ({len(self.sample_ids)} samples)") + (
-            f"<p><small>{html.escape(footer)}</small></p>" if footer else "")
+            html_note(footer) if footer else "")
 
     def __repr__(self) -> str:
         parts = []

@@ -35,7 +35,6 @@ Statistics that cannot be computed are ``None`` with a reason in ``notes``, neve
 
 from __future__ import annotations
 
-import html
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -46,7 +45,7 @@ import numpy as np
 
 from ..data import Qrels, Run
 from ..errors import InputError
-from ..render import ResultSurface, format_value, render_table
+from ..render import ResultSurface, format_value, html_note, render_table
 from ..stats import holm, paired_t_test, randomization_tests
 from .resample import Interval, percentile_interval, resampled_sums
 from ..evaluate import evaluate
@@ -441,7 +440,7 @@ class AgreementReport(ResultSurface):
 
     def _repr_html_(self) -> str:
         out = [render_table(h, r, "html", title=t) for t, h, r in self.tables()]
-        out.extend(f"<p><small>note: {html.escape(n)}</small></p>" for n in self.notes)
+        out.extend(html_note(f"note: {n}") for n in self.notes)
         return "\n".join(out)
 
     def to_latex(self, digits: int = 3) -> str:
