@@ -28,7 +28,8 @@ The rpm ceiling adapts (the effective rate is the smallest of the known limits):
   rest wait for its fresh report. This keeps windows shorter than a minute from being overrun
   (measured: 91-95% of a 60k tpm / 10 s-window ceiling, 0 429s).
 * Slow start: the first request of a run goes alone; the others wait for its reply, so the
-  limit headers are known before the first burst.
+  limit headers are known before the first burst (with no rate known the second goes alone
+  too: see :class:`ConcurrencyLimit`).
 * A 429 that reflects the account's limit (its ``x-ratelimit-remaining-*`` is exhausted, or it
   carries no such headers) pauses every new start for the server's ``Retry-After``. When no
   header told us the limit, :class:`RateLearner` sets the rate from the 429s alone (AIMD): cut
@@ -540,8 +541,9 @@ class ConcurrencyLimit:
     starvation, not with the server's queue; cutting on it starved the run (measured with 20
     CPU-burning neighbours: 7-13 in flight where 16 were allowed, 65-75% of a 600 rpm ceiling).
 
-    The server's *no-load latency* is the median sample of a round with at most one attempt in
-    flight (the first request of a run goes alone), else the smallest round median seen. A
+    The server's *no-load latency* is the faster of the run's first two requests, each sent
+    alone (a first reply is often slow: a connection or a local server's caches warming up),
+    then the median of a round with one attempt in flight, else the smallest round median seen. A
     *round* is as many replies as the limit. At the end of each round:
 
     * median above ``TOLERANCE`` x the no-load latency: the server queues our requests. Cut
@@ -570,7 +572,8 @@ class ConcurrencyLimit:
     """
 
     TOLERANCE = 2.0
-    INITIAL = 1  # the first request goes alone: its latency is the no-load latency
+    INITIAL = 1  # the first requests go alone: their latency is the no-load latency
+    ALONE = 2  # how many go alone before slow start; the fastest is the no-load latency
     DROP = 0.9  # AIMD's multiplicative decrease on a 429
     FLOOR_MARGIN = 1.5  # latency varies: the pacer's rate needs a little more than the mean
     FLOOR_QUIET = 30.0
@@ -586,6 +589,7 @@ class ConcurrencyLimit:
         self.cuts = 0
         self.drops = 0
         self._slow_start = True
+        self._alone = 0  # requests answered alone so far, up to ALONE
         self._samples: list[float] = []
         self._peak = 0
         self._cut_at = -math.inf
@@ -600,7 +604,19 @@ class ConcurrencyLimit:
         self._walls.append(max(latency, 0.0))
         if now - latency < self._cut_at:
             return  # started under the old limit: says nothing about the new one
-        self._samples.append(max(latency - own, 0.0))
+        sample = max(latency - own, 0.0)
+        if self._alone < self.ALONE and in_flight <= 1:
+            # The first requests go alone and the fastest is the no-load latency: a cold first
+            # reply (connection, a local server's model or prompt cache warming up) taken alone
+            # hid a single-slot server's queue until requests waited past the timeout.
+            self._alone += 1
+            self.base = sample if self.base is None else min(self.base, sample)
+            if self._alone < self.ALONE:
+                return
+            self.limit = min(self.maximum, self.limit * 2)
+            return
+        self._alone = self.ALONE  # past the start (or Little's floor sent more at once)
+        self._samples.append(sample)
         self._peak = max(self._peak, in_flight)
         if len(self._samples) < self.limit:
             return
@@ -658,6 +674,7 @@ class ConcurrencyLimit:
 
     def _cut(self, now: float, limit: int) -> None:
         self._slow_start = False
+        self._alone = self.ALONE
         if limit < self.limit:
             self.cuts += 1
         self.limit = min(limit, self.limit)

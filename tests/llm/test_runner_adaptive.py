@@ -325,9 +325,10 @@ def test_breaker_probe_delay_is_capped() -> None:
 
 # ----------------------------------------------------------------------------- adaptive concurrency
 def serve(limiter: ConcurrencyLimit, service: float, slots: int, seconds: float,
-          timeout: float = 60.0) -> tuple[list[int], int]:
+          timeout: float = 60.0, cold: float = 1.0) -> tuple[list[int], int]:
     """A discrete-event model of a server with ``slots`` parallel slots (FIFO queue) fed with
-    unlimited demand at the limiter's pace; returns (limits seen over time, timeouts)."""
+    unlimited demand at the limiter's pace; the first request takes ``cold`` x ``service``;
+    returns (limits seen over time, timeouts)."""
     import heapq
 
     t = 0.0
@@ -341,8 +342,9 @@ def serve(limiter: ConcurrencyLimit, service: float, slots: int, seconds: float,
             in_flight += 1
             k = min(range(slots), key=lambda i: free_at[i])
             begin = max(t, free_at[k])
-            free_at[k] = begin + service
-            heapq.heappush(done, (begin + service, t, in_flight))
+            took = service * (cold if not limits and not done and t == 0.0 else 1.0)
+            free_at[k] = begin + took
+            heapq.heappush(done, (begin + took, t, in_flight))
         finish, start, load = heapq.heappop(done)
         t = finish
         in_flight -= 1
@@ -363,6 +365,19 @@ def test_adaptive_limit_stays_low_on_a_single_slot_server() -> None:
     assert timeouts == 0
     assert max(limits[len(limits) // 4:]) <= 4 and min(limits) >= 1
     assert limiter.base == pytest.approx(4.0)
+
+
+@pytest.mark.parametrize("cold", [1.0, 2.5, 5.0])
+def test_a_slow_first_reply_does_not_flood_a_single_slot_server(cold: float) -> None:
+    # A local server's first reply is often slow (connection, model or prompt cache warming
+    # up). Taken alone as the no-load latency it hid the queue: the limit doubled to 16 and
+    # requests waited past the timeout. The first two requests go alone; the faster counts.
+    limiter = ConcurrencyLimit(16)
+    limits, timeouts = serve(limiter, service=4.0, slots=1, seconds=1200.0, timeout=60.0, cold=cold)
+    assert timeouts == 0
+    assert max(limits[len(limits) // 4:]) <= 4
+    assert limiter.base == pytest.approx(4.0)
+    assert limits[:2] == [1, 2]  # two alone, then slow start
 
 
 def test_adaptive_limit_climbs_to_the_cap_when_latency_does_not_grow() -> None:
