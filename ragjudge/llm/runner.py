@@ -572,7 +572,7 @@ class ConcurrencyLimit:
     """
 
     TOLERANCE = 2.0
-    INITIAL = 1  # the first requests go alone: their latency is the no-load latency
+    INITIAL = 1  # the first requests go alone
     ALONE = 2  # how many go alone before slow start; the fastest is the no-load latency
     DROP = 0.9  # AIMD's multiplicative decrease on a 429
     FLOOR_MARGIN = 1.5  # latency varies: the pacer's rate needs a little more than the mean
@@ -611,9 +611,8 @@ class ConcurrencyLimit:
             # hid a single-slot server's queue until requests waited past the timeout.
             self._alone += 1
             self.base = sample if self.base is None else min(self.base, sample)
-            if self._alone < self.ALONE:
-                return
-            self.limit = min(self.maximum, self.limit * 2)
+            if self._alone == self.ALONE:
+                self._grow()
             return
         self._alone = self.ALONE  # past the start (or Little's floor sent more at once)
         self._samples.append(sample)
@@ -633,8 +632,7 @@ class ConcurrencyLimit:
             target = int(self.limit * self.TOLERANCE * self.base / median)
             self._cut(now, max(target, self.limit // 2, 1))
         elif peak >= self.limit:
-            grown = self.limit * 2 if self._slow_start else self.limit + 1
-            self.limit = min(self.maximum, grown)
+            self._grow()
 
     def on_overload(self, now: float, started_at: float) -> None:
         """An attempt started at ``started_at`` timed out waiting for the server, or was told
@@ -671,6 +669,10 @@ class ConcurrencyLimit:
         """Attempts that may be in flight now: the limit, or Little's floor for ``rate``
         (the server's known rate limit, starts per second) when that is higher."""
         return max(self.limit, self.floor(rate, now))
+
+    def _grow(self) -> None:
+        """Demand used the whole limit: double it until the first cut (slow start), then add one."""
+        self.limit = min(self.maximum, self.limit * 2 if self._slow_start else self.limit + 1)
 
     def _cut(self, now: float, limit: int) -> None:
         self._slow_start = False
