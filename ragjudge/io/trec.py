@@ -403,11 +403,11 @@ def _scan_native(block: bytes, kind: str, arrow: bool) -> tuple | None:
 
     Scores it reads itself where one exact IEEE operation does (a short significand, a small
     exponent: nearly every score a system writes); a block with any other score gets its
-    tokens back, for Arrow (as string views over the block itself) or numpy to read."""
+    tokens back, for Arrow (past :data:`ARROW_AFTER_LINES`, as string views over the block
+    itself) or numpy to read. So a read loads Arrow only for such a block."""
     assert _native_scan is not None
     want, exact_count, qcol, dcol, vcol, _, ints = _KINDS[kind]
-    views = arrow and not ints and _LITTLE_ENDIAN and _pyarrow() is not None
-    res = _native_scan(block, want, exact_count, qcol, dcol, vcol, ints, LONG_ID, views)
+    res = _native_scan(block, want, exact_count, qcol, dcol, vcol, ints, LONG_ID, False)
     if res is None:
         return None
     qb, qw, db, dw, vb, layout, rb, n, nlines = res
@@ -416,12 +416,12 @@ def _scan_native(block: bytes, kind: str, arrow: bool) -> tuple | None:
     rows = None if rb is None else np.frombuffer(rb, dtype=np.int64)
     if layout in ("int64", "float64"):
         values = np.frombuffer(vb, dtype=layout, count=n)
-    else:
-        values = _view_floats(vb, block, n) if layout == "views" else None
-        if values is None:
-            if layout == "views":  # Arrow refused a token: numpy reads the fixed-width tokens
-                again = _native_scan(block, want, exact_count, qcol, dcol, vcol, False, LONG_ID, False)
-                vb, layout = again[4], again[5]
+    else:  # fixed-width score tokens
+        values = None
+        if arrow and _LITTLE_ENDIAN and _pyarrow() is not None:
+            views = _native_scan(block, want, exact_count, qcol, dcol, vcol, False, LONG_ID, True)
+            values = _view_floats(views[4], block, n) if views is not None else None
+        if values is None:  # no pyarrow, or a token Arrow refuses: numpy reads them
             try:
                 values = np.frombuffer(vb, dtype=layout, count=n).astype(np.float64)
             except (ValueError, OverflowError):
