@@ -199,3 +199,23 @@ def test_every_package_ships_in_the_wheel() -> None:
     found.discard("ragjudge.prompts")  # the symlink some checkouts have; it ships via package-dir
     assert found - listed == set()
     assert "ragjudge.prompts" in listed
+
+
+def test_the_files_read_at_run_time_ship_in_the_wheel() -> None:
+    # Prompts, the web page and the typing files are package data: a table misplaced in
+    # pyproject.toml (one exclude-package-data header above them) drops them from a built
+    # wheel while an editable checkout still finds them.
+    import fnmatch
+
+    tomllib = __import__("pytest").importorskip("tomllib")
+    setuptools = tomllib.loads((ROOT.parent / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    dirs = {"ragjudge.prompts": ROOT.parent / "prompts", "ragjudge.server.ui": ROOT / "server" / "ui",
+            "ragjudge.io": ROOT / "io", "ragjudge": ROOT}
+    needed = {"ragjudge.prompts": "*.md", "ragjudge.server.ui": "static/*", "ragjudge.io": "scanner.pyi",
+              "ragjudge": "py.typed"}
+    for package, pattern in needed.items():
+        assert pattern in setuptools["package-data"].get(package, []), (package, pattern)
+        files = [p.relative_to(dirs[package]).as_posix() for p in dirs[package].glob(pattern)]
+        assert files, (package, pattern)
+        excluded = setuptools.get("exclude-package-data", {}).get(package, [])
+        assert not [f for f in files for x in excluded if fnmatch.fnmatch(f, x)], (package, excluded)
