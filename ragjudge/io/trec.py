@@ -404,10 +404,16 @@ def _scan_native(block: bytes, kind: str, arrow: bool) -> tuple | None:
     Scores it reads itself where one exact IEEE operation does (a short significand, a small
     exponent: nearly every score a system writes); a block with any other score gets its
     tokens back, for Arrow (past :data:`ARROW_AFTER_LINES`, as string views over the block
-    itself) or numpy to read. So a read loads Arrow only for such a block."""
+    itself) or numpy to read. So a read loads Arrow only for such a block; once it is loaded,
+    blocks ask for the views up front instead of being scanned again for them."""
     assert _native_scan is not None
     want, exact_count, qcol, dcol, vcol, _, ints = _KINDS[kind]
-    res = _native_scan(block, want, exact_count, qcol, dcol, vcol, ints, LONG_ID, False)
+    arrow = arrow and not ints and _LITTLE_ENDIAN
+
+    def scan(views: bool) -> tuple | None:
+        return _native_scan(block, want, exact_count, qcol, dcol, vcol, ints, LONG_ID, views)
+
+    res = scan(arrow and "pyarrow" in sys.modules and _pyarrow() is not None)
     if res is None:
         return None
     qb, qw, db, dw, vb, layout, rb, n, nlines = res
@@ -416,12 +422,15 @@ def _scan_native(block: bytes, kind: str, arrow: bool) -> tuple | None:
     rows = None if rb is None else np.frombuffer(rb, dtype=np.int64)
     if layout in ("int64", "float64"):
         values = np.frombuffer(vb, dtype=layout, count=n)
-    else:  # fixed-width score tokens
+    else:  # score tokens it did not read: fixed-width, or views over the block
         values = None
-        if arrow and _LITTLE_ENDIAN and _pyarrow() is not None:
-            views = _native_scan(block, want, exact_count, qcol, dcol, vcol, False, LONG_ID, True)
-            values = _view_floats(views[4], block, n) if views is not None else None
-        if values is None:  # no pyarrow, or a token Arrow refuses: numpy reads them
+        if layout != "views" and arrow and _pyarrow() is not None:  # the first such block
+            vb, layout = scan(True)[4:6]  # type: ignore[index]
+        if layout == "views":
+            values = _view_floats(vb, block, n)
+            if values is None:  # pyarrow < 16, or a token Arrow refuses: numpy reads them
+                vb, layout = scan(False)[4:6]  # type: ignore[index]
+        if values is None:
             try:
                 values = np.frombuffer(vb, dtype=layout, count=n).astype(np.float64)
             except (ValueError, OverflowError):
