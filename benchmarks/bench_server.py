@@ -14,6 +14,11 @@ keep-alive HTTP/1.1 client on a raw socket, one per concurrent client in its own
 request bytes built once, the answer read by its Content-Length), as a load generator such as
 wrk would. Every answer must be 200 with the library's own bytes (else it counts as an error).
 
+With one client a third row sends the lean client's requests to a minimal ASGI service on the
+same uvicorn (``minimal_asgi.py``: body, pydantic-core decode, ``evaluate_json``, answer; no
+framework, guards or log): the ceiling of a Python service doing this work, so the gap between
+the rows is what ragjudge's service adds.
+
 Besides req/s it prints, per row, the ratio to the library's in-process rate and the server
 processes' CPU time per request (Linux), and per client the transport alone: the same body
 POSTed to ``/v1/health`` (read whole by the server, answered 405 without work). With one client
@@ -220,6 +225,12 @@ def main(argv: list[str] | None = None) -> int:
     proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
+    minimal_port = _free_port()
+    minimal = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "--app-dir", str(ROOT / "benchmarks"), "--port",
+         str(minimal_port), "--no-access-log", "minimal_asgi:app"],
+        env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    minimal_url = f"http://127.0.0.1:{minimal_port}"
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -238,8 +249,21 @@ def main(argv: list[str] | None = None) -> int:
         from ragjudge.server.service import evaluate_json
 
         expect = evaluate_json(EvaluateRequest.model_validate(payload), 10**9).encode()
-        for load in CLIENTS.values():  # warm-up
-            load(url, body, 1, 10, "/v1/evaluate", 200, expect)
+        while True:  # the minimal service has no health route: wait for its port
+            try:
+                socket.create_connection(("127.0.0.1", minimal_port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or minimal.poll() is not None:
+                    print("minimal service did not start", file=sys.stderr)
+                    return 1
+                time.sleep(0.1)
+        # (client, server) -> load, url; the minimal service only with one client
+        targets = {("httpx", "ragjudge"): (CLIENTS["httpx"], url),
+                   ("lean", "ragjudge"): (CLIENTS["lean"], url),
+                   ("lean", "minimal"): (CLIENTS["lean"], minimal_url)}
+        for load, target in targets.values():  # warm-up
+            load(target, body, 1, 10, "/v1/evaluate", 200, expect)
         rows = []
         lib_during: list[float] = []
         for c in levels:
@@ -249,22 +273,25 @@ def main(argv: list[str] | None = None) -> int:
             # library calls are timed between turns, and a row's reference is the calls just
             # before and just after its turns. One client gets a closer reference: a library
             # call after each of its requests, outside the requests' time.
-            got = {name: ([], 0.0, 0, 0.0, []) for name in CLIENTS}
+            names = [t for t in targets if c == 1 or t[1] == "ragjudge"]
+            got = {name: ([], 0.0, 0, 0.0, []) for name in names}
             turns = [(r, name) for r in range(args.rounds)
-                     for name in (list(CLIENTS) if r % 2 == 0 else list(CLIENTS)[::-1])]
+                     for name in (names if r % 2 == 0 else names[::-1])]
             before = _lib_times(payload, 10)
             for r, name in turns:
                 n = args.requests // args.rounds + (r < args.requests % args.rounds)
                 lat, wall, errors, cpu, lib = got[name]
-                cpu0 = _cpu_seconds(proc.pid)
+                server = proc if name[1] == "ragjudge" else minimal
+                cpu0 = _cpu_seconds(server.pid)
                 paired: list[float] = []
 
                 def between(paired: list[float] = paired) -> None:
                     paired.extend(_lib_times(payload, 1))
 
-                more, w, e = CLIENTS[name](url, body, c, n, "/v1/evaluate", 200, expect,
-                                           between if c == 1 else None)
-                cpu1 = _cpu_seconds(proc.pid)
+                load, target = targets[name]
+                more, w, e = load(target, body, c, n, "/v1/evaluate", 200, expect,
+                                  between if c == 1 else None)
+                cpu1 = _cpu_seconds(server.pid)
                 cpu = cpu + (cpu1 - cpu0) if cpu0 is not None and cpu1 is not None else None
                 after = _lib_times(payload, 10)
                 if c == 1:  # the client's own time: its requests one after another
@@ -284,11 +311,12 @@ def main(argv: list[str] | None = None) -> int:
             lat, _, errors = load(url, body, 1, args.requests, "/v1/health", 405, None)
             transport[name] = (statistics.median(lat) * 1000, errors)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        for p in (proc, minimal):
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
     lib_after = _lib_times(payload, 50)
     lib_ms = statistics.median(lib_before + lib_during + lib_after) * 1000
     print(f"POST /v1/evaluate on the example data ({len(body) / 1024:.0f} KiB body: "
@@ -308,13 +336,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"transport alone, {name} (same body to /v1/health, 405, one client): p50 {ms:.1f} ms; "
               f"one-client ceiling ~{lib_ms / (lib_ms + ms):.2f} of the library's rate"
               + (f"; {errors} errors" if errors else ""))
-    print(f"{'client':>7} {'clients':>8} {'requests':>9} {'req/s':>8} {'lib ms':>7} {'ratio':>6} "
+    print("'minimal' rows: the lean client against minimal_asgi.py on the same uvicorn (the body "
+          "decoded and the library called, nothing else): the ceiling of a Python service for "
+          "this work")
+    print(f"{'server':>8} {'client':>7} {'clients':>8} {'requests':>9} {'req/s':>8} {'lib ms':>7} {'ratio':>6} "
           f"{'p50 ms':>8} {'p99 ms':>8} {'srv CPU ms':>10} {'errors':>7}")
-    for name, c, lat, wall, errors, cpu, lib_round_ms in rows:
+    for (name, server), c, lat, wall, errors, cpu, lib_round_ms in rows:
         rate = len(lat) / wall
         cpu_text = f"{cpu:>10.1f}" if cpu is not None else f"{'-':>10}"
         # ratio: this row's req/s over the library's rate timed around its requests
-        print(f"{name:>7} {c:>8} {len(lat):>9} {rate:>8.1f} {lib_round_ms:>7.1f} "
+        print(f"{server:>8} {name:>7} {c:>8} {len(lat):>9} {rate:>8.1f} {lib_round_ms:>7.1f} "
               f"{rate * lib_round_ms / 1000:>6.2f} {statistics.median(lat) * 1000:>8.1f} "
               f"{_pct(lat, 0.99) * 1000:>8.1f} {cpu_text} {errors:>7}")
     return 0

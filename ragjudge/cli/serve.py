@@ -43,6 +43,8 @@ def register(subparsers: Any) -> None:
                    help="environment variable holding the bearer token (default RAGJUDGE_TOKEN)")
     p.add_argument("--workers", type=int, default=1, metavar="N",
                    help="uvicorn worker processes (default 1; jobs are shared through SQLite)")
+    p.add_argument("--no-access-log", action="store_true",
+                   help="no line per answered request on stdout (default: one, as uvicorn prints)")
     lim = p.add_argument_group("limits")
     lim.add_argument("--max-body-bytes", type=int, default=32 * 1024 * 1024, metavar="N",
                      help="largest request body (default 32 MiB)")
@@ -107,7 +109,7 @@ def _run(args: argparse.Namespace) -> int:
         host=args.host, port=args.port, token_env=args.token_env, workers=args.workers,
         max_body_bytes=args.max_body_bytes, max_pairs=args.max_pairs,
         client_concurrency=args.client_concurrency, body_seconds=args.body_seconds,
-        cors_origins=tuple(args.cors_origin),
+        cors_origins=tuple(args.cors_origin), access_log=not args.no_access_log,
         model=args.model, provider=args.provider, base_url=args.base_url, endpoints=tuple(args.endpoints),
         api_key_env=args.api_key_env,
         azure_endpoint=args.azure_endpoint, azure_api_version=args.azure_api_version,

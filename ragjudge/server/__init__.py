@@ -39,18 +39,27 @@ def create_app(settings: ServerSettings | None = None) -> Any:
 
 def serve(settings: ServerSettings) -> None:
     """Run the service with uvicorn until interrupted (graceful stop: jobs are requeued)."""
+    import copy
     import os
 
     _require()
-    import uvicorn
+    import uvicorn.config
 
+    from .app import ACCESS_LOG
     from .settings import SETTINGS_ENV
 
     settings.check()
     # Worker processes (and the single-process case alike) build the app from the environment,
     # so every process runs the same settings; secrets stay in their own variables.
     os.environ[SETTINGS_ENV] = settings.to_json()
+    # The access log is the app's (AccessLog: written after each answer is sent), in uvicorn's
+    # format and on its stream; uvicorn's own would write the same line before answering.
+    log_config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
+    log_config["loggers"][ACCESS_LOG] = {
+        "handlers": ["access"], "propagate": False,
+        "level": "INFO" if settings.access_log else "WARNING"}
     uvicorn.run("ragjudge.server.app:app_from_env", factory=True, host=settings.host,
                 port=settings.port, workers=settings.workers, log_level="info",
+                log_config=log_config, access_log=False,
                 timeout_graceful_shutdown=max(5, int(settings.drain_seconds)),
                 server_header=False, proxy_headers=False)

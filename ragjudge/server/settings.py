@@ -62,6 +62,7 @@ class ServerSettings:
     client_concurrency: int = 16
     body_seconds: float = 30.0  # a request body must arrive within this (408 after)
     cors_origins: tuple[str, ...] = ()
+    access_log: bool = True  # one line per answered request on stdout (ragjudge serve)
     # the LLM endpoint: only ever from the server's configuration, never from a request
     model: str | None = None
     provider: str = "openai"
