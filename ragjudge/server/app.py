@@ -216,11 +216,13 @@ class AccessLog:
     """One line per answered HTTP request on the :data:`ACCESS_LOG` logger, with uvicorn's
     access-log arguments (so uvicorn's access formatter prints the same line), written once the
     answer has been handed to the transport. uvicorn's own access log writes its line before it
-    sends the status line, which put the formatting and the write (about 0.2 ms a request) on
-    every answer's path; ``ragjudge serve`` turns that one off and configures this logger.
+    sends the status line, which put the formatting and the write on every answer's path (see
+    the design notes); ``ragjudge serve`` turns that one off and configures
+    this logger.
 
     A request whose handler raises before answering is logged as 500 (the status the app's
-    outermost error handler then sends); one whose client went away unanswered is not logged.
+    outermost error handler then sends); one the app never answered (its client went away
+    while the body arrived) is not logged.
     """
 
     def __init__(self, app: Any) -> None:
