@@ -24,7 +24,9 @@ processes' CPU time per request (Linux), and per client the transport alone: the
 POSTed to ``/v1/health`` (read whole by the server, answered 405 without work). With one client
 the client's and the transport's time is in every request, so ratio <= library / (library +
 transport). Each level runs in rounds with library calls timed between them (with one client,
-one after each request), so its ratio holds on a shared machine whose speed drifts.
+one after each request), so its ratio holds on a shared machine whose speed drifts; the
+'rounds' column gives the lowest and highest ratio of a row's rounds, each against its own
+library calls, to show how far a single reading moves.
 """
 
 from __future__ import annotations
@@ -274,13 +276,13 @@ def main(argv: list[str] | None = None) -> int:
             # before and just after its turns. One client gets a closer reference: a library
             # call after each of its requests, outside the requests' time.
             names = [t for t in targets if c == 1 or t[1] == "ragjudge"]
-            got = {name: ([], 0.0, 0, 0.0, []) for name in names}
+            got = {name: ([], 0.0, 0, 0.0, [], []) for name in names}
             turns = [(r, name) for r in range(args.rounds)
                      for name in (names if r % 2 == 0 else names[::-1])]
             before = _lib_times(payload, 10)
             for r, name in turns:
                 n = args.requests // args.rounds + (r < args.requests % args.rounds)
-                lat, wall, errors, cpu, lib = got[name]
+                lat, wall, errors, cpu, lib, spread = got[name]
                 server = proc if name[1] == "ragjudge" else minimal
                 cpu0 = _cpu_seconds(server.pid)
                 paired: list[float] = []
@@ -297,15 +299,17 @@ def main(argv: list[str] | None = None) -> int:
                 if c == 1:  # the client's own time: its requests one after another
                     w = sum(more)
                     lib_during += paired
-                got[name] = (lat + more, wall + w, errors + e, cpu,
-                             lib + (paired if c == 1 else before + after))
+                ref = paired if c == 1 else before + after
+                # this turn's own ratio: how far one round's reading moves on this machine
+                spread.append(len(more) / w * statistics.median(ref))
+                got[name] = (lat + more, wall + w, errors + e, cpu, lib + ref, spread)
                 lib_during += before
                 before = after
             lib_during += before
-            for name, (lat, wall, errors, cpu, lib) in got.items():
+            for name, (lat, wall, errors, cpu, lib, spread) in got.items():
                 rows.append((name, c, lat, wall, errors,
                              None if cpu is None else cpu / len(lat) * 1000,
-                             statistics.median(lib) * 1000))
+                             statistics.median(lib) * 1000, spread))
         transport = {}
         for name, load in CLIENTS.items():
             lat, _, errors = load(url, body, 1, args.requests, "/v1/health", 405, None)
@@ -336,17 +340,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"transport alone, {name} (same body to /v1/health, 405, one client): p50 {ms:.1f} ms; "
               f"one-client ceiling ~{lib_ms / (lib_ms + ms):.2f} of the library's rate"
               + (f"; {errors} errors" if errors else ""))
+    print("'rounds': the lowest and highest ratio of the row's rounds, each against its own "
+          "library calls (how far one reading moves on this machine)")
     print("'minimal' rows: the lean client against minimal_asgi.py on the same uvicorn (the body "
           "decoded and the library called, nothing else): the ceiling of a Python service for "
           "this work")
     print(f"{'server':>8} {'client':>7} {'clients':>8} {'requests':>9} {'req/s':>8} {'lib ms':>7} {'ratio':>6} "
-          f"{'p50 ms':>8} {'p99 ms':>8} {'srv CPU ms':>10} {'errors':>7}")
-    for (name, server), c, lat, wall, errors, cpu, lib_round_ms in rows:
+          f"{'rounds':>10} {'p50 ms':>8} {'p99 ms':>8} {'srv CPU ms':>10} {'errors':>7}")
+    for (name, server), c, lat, wall, errors, cpu, lib_round_ms, spread in rows:
         rate = len(lat) / wall
         cpu_text = f"{cpu:>10.1f}" if cpu is not None else f"{'-':>10}"
         # ratio: this row's req/s over the library's rate timed around its requests
         print(f"{server:>8} {name:>7} {c:>8} {len(lat):>9} {rate:>8.1f} {lib_round_ms:>7.1f} "
-              f"{rate * lib_round_ms / 1000:>6.2f} {statistics.median(lat) * 1000:>8.1f} "
+              f"{rate * lib_round_ms / 1000:>6.2f} {f'{min(spread):.2f}-{max(spread):.2f}':>10} "
+              f"{statistics.median(lat) * 1000:>8.1f} "
               f"{_pct(lat, 0.99) * 1000:>8.1f} {cpu_text} {errors:>7}")
     return 0
 
