@@ -25,7 +25,6 @@ import logging
 import os
 import platform
 import sys
-import urllib.parse
 from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -39,6 +38,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.security import HTTPBearer
 from pydantic import BaseModel
 from pydantic_core import from_json
+from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
 from .. import __version__
 from ..errors import MetricError, RagjudgeError
@@ -246,14 +246,10 @@ class AccessLog:
             status = status or 500
             raise
         finally:
-            if status:
-                client = scope.get("client")
-                path = urllib.parse.quote(scope.get("root_path", "") + scope["path"])
-                if scope.get("query_string"):
-                    path += "?" + scope["query_string"].decode("ascii")
-                access_log.info('%s - "%s %s HTTP/%s" %d',
-                                f"{client[0]}:{client[1]}" if client else "", scope["method"],
-                                path, scope.get("http_version", "1.1"), status)
+            if status:  # the arguments uvicorn's own access log gives, built by its helpers
+                access_log.info('%s - "%s %s HTTP/%s" %d', get_client_addr(scope),
+                                scope["method"], get_path_with_query_string(scope),
+                                scope.get("http_version", "1.1"), status)
 
 
 class FastJson:
