@@ -23,10 +23,15 @@ Besides req/s it prints, per row, the ratio to the library's in-process rate and
 processes' CPU time per request (Linux), and per client the transport alone: the same body
 POSTed to ``/v1/health`` (read whole by the server, answered 405 without work). With one client
 the client's and the transport's time is in every request, so ratio <= library / (library +
-transport). Each level runs in rounds with library calls timed between them (with one client,
-one after each request), so its ratio holds on a shared machine whose speed drifts; the
-'rounds' column gives the lowest and highest ratio of a row's rounds, each against its own
-library calls, to show how far a single reading moves.
+transport). A line gives the floor of any Python service on the same uvicorn: the lean client's
+same body to a route of ``minimal_asgi.py`` that reads it and answers without work, plus the
+body's decode timed in-process; with one client no service on this stack passes
+library / (library + floor + decode), given for the floor timed back to back and for the
+floor timed as the one-client rows are (a library call after each request, so the server sits
+idle and wakes for each). Each level runs in rounds with library calls timed between them
+(with one client, one after each request), so its ratio holds on a shared machine whose speed
+drifts; the 'rounds' column gives the lowest and highest ratio of a row's rounds, each against
+its own library calls, to show how far a single reading moves.
 """
 
 from __future__ import annotations
@@ -195,9 +200,21 @@ def _lib_times(payload: dict, n: int) -> list[float]:
     return times
 
 
+def _decode_ms(body: bytes) -> float:
+    """Median time to decode the request body with the service's parser (pydantic-core)."""
+    from pydantic_core import from_json
+
+    times = []
+    for _ in range(200):
+        t = time.perf_counter()
+        from_json(body, allow_inf_nan=False)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times[20:]) * 1000
+
+
 def _pct(values: list[float], q: float) -> float:
     s = sorted(values)
-    return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
+    return s[min(len(s) - 1, round(q * (len(s) - 1)))]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -314,6 +331,11 @@ def main(argv: list[str] | None = None) -> int:
         for name, load in CLIENTS.items():
             lat, _, errors = load(url, body, 1, args.requests, "/v1/health", 405, None)
             transport[name] = (statistics.median(lat) * 1000, errors)
+        lat, _, errors = CLIENTS["lean"](minimal_url, body, 1, args.requests, "/floor", 200, None)
+        idle, _, idle_errors = CLIENTS["lean"](minimal_url, body, 1, args.requests, "/floor", 200,
+                                               None, lambda: _lib_times(payload, 1))
+        floor = (statistics.median(lat) * 1000, statistics.median(idle) * 1000,
+                 errors + idle_errors)
     finally:
         for p in (proc, minimal):
             p.send_signal(signal.SIGTERM)
@@ -340,6 +362,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"transport alone, {name} (same body to /v1/health, 405, one client): p50 {ms:.1f} ms; "
               f"one-client ceiling ~{lib_ms / (lib_ms + ms):.2f} of the library's rate"
               + (f"; {errors} errors" if errors else ""))
+    decode_ms = _decode_ms(body)
+    ceiling = lib_ms / (lib_ms + floor[0] + decode_ms)
+    ceiling_rows = lib_ms / (lib_ms + floor[1] + decode_ms)
+    print(f"floor of any Python service on this uvicorn, lean client: the same body read by a "
+          f"bare route that answers without work, p50 {floor[0]:.2f} ms back to back "
+          f"({floor[1]:.2f} ms with a library call after each request, as in the one-client "
+          f"rows: the idle server wakes for each)"
+          + (f" ({floor[2]} errors)" if floor[2] else "")
+          + f", plus decoding the body in-process (pydantic-core) {decode_ms:.2f} ms: one-client "
+          f"ceiling ~{ceiling:.2f} of the library's rate back to back, ~{ceiling_rows:.2f} as the "
+          f"rows are measured")
     print("'rounds': the lowest and highest ratio of the row's rounds, each against its own "
           "library calls (how far one reading moves on this machine)")
     print("'minimal' rows: the lean client against minimal_asgi.py on the same uvicorn (the body "

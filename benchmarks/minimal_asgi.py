@@ -1,8 +1,10 @@
 """Not a benchmark: the smallest ASGI service answering ``POST /v1/evaluate`` for
 ``bench_server.py``'s ceiling row. No framework, guard, access log or error handling: it reads
 the body, decodes it with pydantic-core, validates it, calls the same library function as the
-service (``evaluate_json``) and sends the answer. Run by the bench under the same uvicorn
-(httptools, uvloop) as ``ragjudge serve``."""
+service (``evaluate_json``) and sends the answer. ``POST /floor`` reads the body the same way
+and answers its length without decoding it: the transport floor (what uvicorn and the socket
+cost for this body, with no work). Run by the bench under the same uvicorn (httptools, uvloop)
+as ``ragjudge serve``."""
 
 from __future__ import annotations
 
@@ -26,8 +28,11 @@ async def app(scope: Any, receive: Any, send: Any) -> None:
         chunks.append(message.get("body", b""))
         if not message.get("more_body", False):
             break
-    text = evaluate_json(EvaluateRequest.model_validate(from_json(b"".join(chunks))), 10**9)
-    data = text.encode()
+    body = b"".join(chunks)
+    if scope["path"] == "/floor":
+        data = b'{"bytes": %d}' % len(body)
+    else:
+        data = evaluate_json(EvaluateRequest.model_validate(from_json(body)), 10**9).encode()
     await send({"type": "http.response.start", "status": 200,
                 "headers": [(b"content-type", b"application/json"),
                             (b"content-length", str(len(data)).encode())]})
