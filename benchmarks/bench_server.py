@@ -28,10 +28,12 @@ same body to a route of ``minimal_asgi.py`` that reads it and answers without wo
 body's decode timed in-process; with one client no service on this stack passes
 library / (library + floor + decode), given for the floor timed back to back and for the
 floor timed as the one-client rows are (a library call after each request, so the server sits
-idle and wakes for each). Each level runs in rounds with library calls timed between them
-(with one client, one after each request), so its ratio holds on a shared machine whose speed
-drifts; the 'rounds' column gives the lowest and highest ratio of a row's rounds, each against
-its own library calls, to show how far a single reading moves.
+idle and wakes for each). Another line calls both services' ASGI apps in-process with the
+library call replaced by its answer: what their own layers cost, apart from any socket. Each
+level runs in rounds with library calls timed between them (with one client, one after each
+request), so its ratio holds on a shared machine whose speed drifts; the 'rounds' column gives
+the lowest and highest ratio of a row's rounds, each against its own library calls, to show
+how far a single reading moves.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -212,6 +215,71 @@ def _decode_ms(body: bytes) -> float:
     return statistics.median(times[20:]) * 1000
 
 
+def _layers_ms(body: bytes, payload: dict, state: str, rounds: int = 100) -> dict[str, float]:
+    """Median time of one request through ``ragjudge``'s ASGI app and through
+    ``minimal_asgi``'s, called in-process (no socket, no wake-up) with the library call
+    replaced by its answer: what each service's own layers cost, the decode included."""
+    import minimal_asgi
+
+    import ragjudge.server.app as service_app
+    from ragjudge.server.models import EvaluateRequest
+    from ragjudge.server.service import evaluate_json
+    from ragjudge.server.settings import ServerSettings
+
+    text = evaluate_json(EvaluateRequest.model_validate(payload), 10**9)
+    saved = service_app.evaluate_json
+    service_app.evaluate_json = lambda req, limit: text  # the app binds it when created
+    try:
+        app = service_app.create_app(ServerSettings(jobs_db=f"{state}/layers.sqlite",
+                                                    cache=f"{state}/layers-cache.sqlite"))
+    finally:
+        service_app.evaluate_json = saved
+    apps = {"ragjudge": app, "minimal": minimal_asgi.app}
+    headers = [(b"host", b"127.0.0.1"), (b"content-type", b"application/json"),
+               (b"content-length", str(len(body)).encode())]
+
+    async def one(asgi: Any) -> None:
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+                 "method": "POST", "scheme": "http", "path": "/v1/evaluate",
+                 "raw_path": b"/v1/evaluate", "query_string": b"", "root_path": "",
+                 "headers": headers, "client": ("127.0.0.1", 50000),
+                 "server": ("127.0.0.1", 8000), "state": {}}
+        messages = [{"type": "http.request", "body": body, "more_body": False}]
+        status = []
+
+        async def receive() -> Any:
+            return messages.pop() if messages else {"type": "http.disconnect"}
+
+        async def send(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                status.append(message["status"])
+
+        await asgi(scope, receive, send)
+        if status != [200]:
+            raise RuntimeError(f"in-process request answered {status}")
+
+    async def run() -> dict[str, float]:
+        times: dict[str, list[float]] = {name: [] for name in apps}
+        async with app.router.lifespan_context(app):
+            for asgi in apps.values():
+                for _ in range(20):
+                    await one(asgi)
+            for r in range(rounds):  # alternating blocks: the machine's drift hits both
+                for name in (list(apps) if r % 2 == 0 else list(apps)[::-1]):
+                    t = time.perf_counter()
+                    for _ in range(10):
+                        await one(apps[name])
+                    times[name].append((time.perf_counter() - t) / 10)
+        return {name: statistics.median(v) * 1000 for name, v in times.items()}
+
+    saved = minimal_asgi.evaluate_json
+    minimal_asgi.evaluate_json = lambda req, limit: text  # looked up on each request
+    try:
+        return asyncio.run(run())
+    finally:
+        minimal_asgi.evaluate_json = saved
+
+
 def _pct(values: list[float], q: float) -> float:
     s = sorted(values)
     return s[min(len(s) - 1, round(q * (len(s) - 1)))]
@@ -363,6 +431,7 @@ def main(argv: list[str] | None = None) -> int:
               f"one-client ceiling ~{lib_ms / (lib_ms + ms):.2f} of the library's rate"
               + (f"; {errors} errors" if errors else ""))
     decode_ms = _decode_ms(body)
+    layers = _layers_ms(body, payload, state)
     ceiling = lib_ms / (lib_ms + floor[0] + decode_ms)
     ceiling_rows = lib_ms / (lib_ms + floor[1] + decode_ms)
     print(f"floor of any Python service on this uvicorn, lean client: the same body read by a "
@@ -373,6 +442,9 @@ def main(argv: list[str] | None = None) -> int:
           + f", plus decoding the body in-process (pydantic-core) {decode_ms:.2f} ms: one-client "
           f"ceiling ~{ceiling:.2f} of the library's rate back to back, ~{ceiling_rows:.2f} as the "
           f"rows are measured")
+    print(f"the services' own layers, called in-process (no socket) with the library call "
+          f"replaced by its answer: ragjudge {layers['ragjudge']:.3f} ms, minimal "
+          f"{layers['minimal']:.3f} ms per request (the decode included in both)")
     print("'rounds': the lowest and highest ratio of the row's rounds, each against its own "
           "library calls (how far one reading moves on this machine)")
     print("'minimal' rows: the lean client against minimal_asgi.py on the same uvicorn (the body "
