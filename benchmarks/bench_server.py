@@ -25,10 +25,11 @@ POSTed to ``/v1/health`` (read whole by the server, answered 405 without work). 
 the client's and the transport's time is in every request, so ratio <= library / (library +
 transport). A line gives the floor of any Python service on the same uvicorn: the lean client's
 same body to a route of ``minimal_asgi.py`` that reads it and answers without work, plus the
-body's decode timed in-process; with one client no service on this stack passes
-library / (library + floor + decode), given for the floor timed back to back and for the
-floor timed as the one-client rows are (a library call after each request, so the server sits
-idle and wakes for each). Another line calls both services' ASGI apps in-process with the
+body's decode timed in-process, and the one-client ceiling they leave to any service on this
+stack, library / (library + floor + decode) (a row's own reading, against its own library
+calls, can land either side of it on a machine that drifts), given for the floor timed back
+to back and for the floor timed as the one-client rows are (a library call after each
+request, so the server sits idle and wakes for each). Another line calls both services' ASGI apps in-process with the
 library call replaced by its answer: what their own layers cost, apart from any socket. Each
 level runs in rounds with library calls timed between them (with one client, one after each
 request), so its ratio holds on a shared machine whose speed drifts; the 'rounds' column gives
@@ -215,20 +216,18 @@ def _decode_ms(body: bytes) -> float:
     return statistics.median(times[20:]) * 1000
 
 
-def _layers_ms(body: bytes, payload: dict, state: str, rounds: int = 100) -> dict[str, float]:
+def _layers_ms(body: bytes, answer: str, state: str, rounds: int = 100) -> dict[str, float]:
     """Median time of one request through ``ragjudge``'s ASGI app and through
     ``minimal_asgi``'s, called in-process (no socket, no wake-up) with the library call
-    replaced by its answer: what each service's own layers cost, the decode included."""
+    replaced by ``answer`` (its JSON): what each service's own layers cost, the decode
+    included."""
     import minimal_asgi
 
     import ragjudge.server.app as service_app
-    from ragjudge.server.models import EvaluateRequest
-    from ragjudge.server.service import evaluate_json
     from ragjudge.server.settings import ServerSettings
 
-    text = evaluate_json(EvaluateRequest.model_validate(payload), 10**9)
     saved = service_app.evaluate_json
-    service_app.evaluate_json = lambda req, limit: text  # the app binds it when created
+    service_app.evaluate_json = lambda req, limit: answer  # the app binds it when created
     try:
         app = service_app.create_app(ServerSettings(jobs_db=f"{state}/layers.sqlite",
                                                     cache=f"{state}/layers-cache.sqlite"))
@@ -273,7 +272,7 @@ def _layers_ms(body: bytes, payload: dict, state: str, rounds: int = 100) -> dic
         return {name: statistics.median(v) * 1000 for name, v in times.items()}
 
     saved = minimal_asgi.evaluate_json
-    minimal_asgi.evaluate_json = lambda req, limit: text  # looked up on each request
+    minimal_asgi.evaluate_json = lambda req, limit: answer  # looked up on each request
     try:
         return asyncio.run(run())
     finally:
@@ -431,7 +430,7 @@ def main(argv: list[str] | None = None) -> int:
               f"one-client ceiling ~{lib_ms / (lib_ms + ms):.2f} of the library's rate"
               + (f"; {errors} errors" if errors else ""))
     decode_ms = _decode_ms(body)
-    layers = _layers_ms(body, payload, state)
+    layers = _layers_ms(body, expect.decode(), state)
     ceiling = lib_ms / (lib_ms + floor[0] + decode_ms)
     ceiling_rows = lib_ms / (lib_ms + floor[1] + decode_ms)
     print(f"floor of any Python service on this uvicorn, lean client: the same body read by a "
