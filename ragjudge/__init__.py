@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         Judgment, JudgeResult, LLMRelevanceJudge, evaluate_with_judge, evaluate_with_judge_sync,
     )
     from .llm import LLM, Prompt, load_prompt
-    from .rag import RagReport, Sample, evaluate_samples, evaluate_samples_sync
+    from .rag import RagReport, Sample, evaluate_samples, evaluate_samples_sync, read_traces, span_scores
     from .trust import PPIReport, judge_panel, judge_panel_sync, plan_labels, ppi_evaluate, ppi_mean, soft_evaluate
     from .synth import SynthResult, synthesize, synthesize_sync
     from .integrations.retrievers import RetrievalError, RetrievedRun, run_retriever, run_retriever_sync
@@ -65,6 +65,8 @@ _LAZY = {
     "evaluate_samples_sync": "rag",
     "RagReport": "rag",
     "Sample": "rag",
+    "read_traces": "rag",
+    "span_scores": "rag",
     "ppi_evaluate": "trust",
     "ppi_mean": "trust",
     "plan_labels": "trust",
@@ -143,6 +145,8 @@ __all__ = [
     "evaluate_samples_sync",
     "RagReport",
     "Sample",
+    "read_traces",
+    "span_scores",
     # synthetic test collections
     "synthesize",
     "synthesize_sync",

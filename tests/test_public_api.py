@@ -20,7 +20,7 @@ EXPECTED = {
     "evaluate", "compare", "evaluate_lists", "fuse", "Report", "CompareReport",
     "LLM", "Prompt", "load_prompt", "LLMRelevanceJudge", "Judgment", "JudgeResult",
     "evaluate_with_judge", "evaluate_with_judge_sync",
-    "evaluate_samples", "evaluate_samples_sync", "RagReport", "Sample",
+    "evaluate_samples", "evaluate_samples_sync", "RagReport", "Sample", "read_traces", "span_scores",
     "synthesize", "synthesize_sync", "SynthResult",
     "label_agreement", "ranking_agreement", "AgreementReport",
     "ppi_evaluate", "ppi_mean", "plan_labels", "PPIReport", "soft_evaluate", "judge_panel", "judge_panel_sync",
