@@ -78,6 +78,7 @@ def register(subparsers: Any) -> None:
     add_option(p, RagOptions, "grading", choices=GRADING_MODES)
     add_option(p, RagOptions, "skip_invalid", action="store_true")
     add_option(p, RagOptions, "separate_calls", action="store_true")
+    add_option(p, RagOptions, "language", metavar="CODE")
     p.add_argument("-q", "--per-sample", action="store_true",
                    help="also print per-sample values and the reasons of undetermined ones")
     p.add_argument("-f", "--format", choices=_FORMATS, default="table", help="output format")
