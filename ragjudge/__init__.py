@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .integrations.retrievers import RetrievalError, RetrievedRun, run_retriever, run_retriever_sync
     from .integrations.pipelines import collect_samples, collect_samples_sync
     from .integrations.mlflow import log_mlflow
+    from .integrations.logged import load_mlflow
 
 # name -> module it is loaded from on first access (PEP 562)
 _LAZY = {
@@ -84,6 +85,7 @@ _LAZY = {
     "collect_samples": "integrations.pipelines",
     "collect_samples_sync": "integrations.pipelines",
     "log_mlflow": "integrations.mlflow",
+    "load_mlflow": "integrations.logged",
 }
 __getattr__, __dir__ = lazy_exports(globals(), _LAZY, lambda m: import_module(f".{m}", __name__))
 
@@ -159,6 +161,7 @@ __all__ = [
     "collect_samples",
     "collect_samples_sync",
     "log_mlflow",
+    "load_mlflow",
     # agreement
     "label_agreement",
     "ranking_agreement",

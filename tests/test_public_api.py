@@ -25,7 +25,7 @@ EXPECTED = {
     "label_agreement", "ranking_agreement", "AgreementReport",
     "ppi_evaluate", "ppi_mean", "plan_labels", "PPIReport", "soft_evaluate", "judge_panel", "judge_panel_sync",
     "run_retriever", "run_retriever_sync", "RetrievedRun", "RetrievalError",
-    "collect_samples", "collect_samples_sync", "log_mlflow",
+    "collect_samples", "collect_samples_sync", "log_mlflow", "load_mlflow",
     "RagjudgeError", "InputError", "MetricError", "LLMError",
 }
 
