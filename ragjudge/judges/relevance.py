@@ -28,7 +28,7 @@ from ..llm.session import LLM
 from ..llm.values import DryRun, Outcome
 from ..render import ResultSurface, render_table
 
-__all__ = ["LLMRelevanceJudge", "Judgment", "JudgeResult", "Pair", "pool_pairs", "holes",
+__all__ = ["LLMRelevanceJudge", "Judgment", "JudgeResult", "Pair", "as_pair", "pool_pairs", "holes",
            "qrels_from_judgments"]
 
 T = TypeVar("T")
@@ -384,7 +384,9 @@ def pool_pairs(
     return pairs
 
 
-def _as_pair(item: Any, i: int) -> Pair:
+def as_pair(item: Any, i: int) -> Pair:
+    """One pair as :meth:`LLMRelevanceJudge.judge_many` takes it: a :class:`Pair`, a mapping
+    with ``query`` and ``passage`` (``qid``, ``docid`` optional), or a 2- or 4-tuple."""
     if isinstance(item, Pair):
         return item
     if isinstance(item, Mapping):
@@ -468,7 +470,7 @@ class LLMRelevanceJudge:
     async def judge_many(self, pairs: Iterable[Any], *, progress: bool | None = None) -> list[Judgment]:
         """Grade many pairs concurrently; results in input order. Items: ``(query, passage)``,
         ``(qid, docid, query, passage)``, ``{"qid", "docid", "query", "passage"}`` or :class:`Pair`."""
-        items = [_as_pair(p, i) for i, p in enumerate(pairs)]
+        items = [as_pair(p, i) for i, p in enumerate(pairs)]
         try:
             outs = await self.llm.structured_many(
                 self.prompt,
