@@ -1,0 +1,156 @@
+"""``ragjudge nuggets``: answer-level evaluation with nuggets, from the shell.
+
+Only argument parsing and output here; the work is in :mod:`ragjudge.nuggets`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+from ..report import FORMATS
+from ._plot import add_plot_options, check_plot_path, draw_panels, write_plot
+from .gates import below, parse_gate, report_failures, worse_than
+
+__all__ = ["register"]
+
+_SCORES = """\
+scores per answer (N nuggets, V the vital ones; support 1, partial_support 0.5 except in the
+strict scores, not_support 0):
+  strict_vital  supported vital nuggets / |V|
+  vital         (supported + 0.5 partially supported vital nuggets) / |V|
+  strict_all    supported nuggets / N
+  all           (supported + 0.5 partially supported nuggets) / N
+  weighted      sum of weight x credit / sum of weights (vital 1, okay 0.5)
+A run's score is the mean over the queries it answered, with a bootstrap interval; each run is
+tested against the baseline (paired, Holm-adjusted). An answer whose nuggets were not all
+assigned, or a vital score of a query without vital nuggets, is undetermined (counted, never 0).
+"""
+
+_EPILOG = """\
+steps:
+  create   nuggets from each query's relevant passages (qrels >= --min-grade, or the answers'
+           cited passages), then their importance (vital / okay)
+  assign   each query's nuggets to each answer: support / partial_support / not_support
+  score    per-run scores with intervals and paired tests from assignment files
+  cite     citation support of each answer sentence by each passage it cites; ALCE citation
+           precision and recall
+  agree    agreement of LLM assignments with human ones (kappa with intervals), run-level
+           Kendall tau, and a PPI interval for each run's score
+
+exit status: 0 ok; 1 a gate failed; 2 bad input (one-line message); 3 most LLM requests failed.
+"""
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``nuggets`` command and its steps."""
+    p = subparsers.add_parser(
+        "nuggets", help="answer-level evaluation as TREC RAG does it: nuggets, scores, citation support",
+        description="Nugget evaluation of RAG answers (TREC RAG 2024/2025): create nuggets, assign "
+                    "them to answers, score runs with intervals, check citation support.",
+        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    steps = p.add_subparsers(dest="step", metavar="STEP")
+    steps.required = True
+    _score_parser(steps)
+    p.set_defaults(func=lambda args: args.step_func(args))
+
+
+def _output_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-f", "--format", choices=FORMATS, default="table", help="output format")
+    p.add_argument("-o", "--output", metavar="FILE", help="write the output to FILE")
+    p.add_argument("--digits", type=int, default=4, metavar="N", help="decimals (default 4)")
+
+
+def _stats_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--baseline", metavar="RUN", help="run the others are tested against (default: the first)")
+    p.add_argument("--test", choices=("randomization", "t"), default="randomization",
+                   help="paired test (default randomization)")
+    p.add_argument("--resamples", type=int, default=10_000, metavar="N",
+                   help="bootstrap / randomization resamples (default 10000)")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the resampling (default 0)")
+    p.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
+    p.add_argument("--all-pairs", action="store_true", help="test every pair of runs")
+
+
+def _emit(text: str, args: argparse.Namespace) -> None:
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+# ----------------------------------------------------------------------------- score
+def _score_parser(steps: Any) -> None:
+    p = steps.add_parser(
+        "score", help="per-run nugget scores with intervals and paired tests",
+        description="Score runs from assignment files: one JSON object per answer with qid, run_id "
+                    "and nuggets (text, importance, assignment), as `ragjudge nuggets assign` and the "
+                    "reference implementation write them.",
+        epilog=_SCORES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("files", metavar="FILE", nargs="+", help="assignment files (JSONL; .gz, - too)")
+    p.add_argument("-m", "--metric", dest="metrics", action="append", metavar="SCORE",
+                   help="strict_vital, vital, strict_all, all, weighted (default all five); repeatable")
+    p.add_argument("-q", "--per-query", action="store_true", help="also print per-query scores")
+    p.add_argument("--two-grade", action="store_true",
+                   help="assignments are support / not_support only (refuse partial_support)")
+    _output_options(p)
+    _stats_options(p)
+    p.add_argument("--fail-under", action="append", default=[], metavar="SCORE=VALUE",
+                   help="exit 1 if a run's mean SCORE is below VALUE (CI gate); repeatable")
+    p.add_argument("--fail-if-worse", metavar="BASELINE",
+                   help="exit 1 if a run is significantly worse than run BASELINE on any score")
+    add_plot_options(p, ("means", "differences", "hist", "box"),
+                     "means (forest plot, the default), differences, hist, box")
+    p.set_defaults(step_func=_score)
+
+
+def _score(args: argparse.Namespace) -> int:
+    from ..nuggets import LABELS, LABELS_2, METRICS, read_assignments, score_assignments
+
+    check_plot_path(args)
+    metrics = [m.strip() for spec in (args.metrics or []) for m in spec.split(",") if m.strip()] or list(METRICS)
+    gates = [parse_gate(g) for g in args.fail_under]
+    for m, _ in gates:
+        if m not in metrics:
+            if m not in METRICS:
+                raise InputError(f"unknown nugget score {m!r}; expected {', '.join(METRICS)}",
+                                 field="--fail-under")
+            metrics.append(m)
+    labels = LABELS_2 if args.two_grade else LABELS
+    assignments = [a for f in args.files for a in read_assignments(f, labels=labels)]
+    report = score_assignments(assignments, baseline=args.baseline or args.fail_if_worse,
+                               metrics=metrics, test=args.test, n_resamples=args.resamples,
+                               seed=args.seed, alpha=args.alpha, all_pairs=args.all_pairs)
+    if args.format == "json":
+        text = report.render("json", per_query=args.per_query)
+    else:
+        text = report.render(args.format, per_query=args.per_query, digits=args.digits)
+        if args.per_query:
+            from ..report import render_reports
+
+            text += ("\n" if args.format == "table" else "") + render_reports(
+                list(report.reports.values()), args.format, per_query=True, digits=args.digits)
+    _emit(text, args)
+    for run, rep in report.reports.items():
+        for qid, why in rep.meta.get("reasons", {}).items():
+            print(f"ragjudge: {run} {qid}: undetermined: {why}", file=sys.stderr)
+    write_plot(args, lambda plots: _draw(plots, report, args))
+    failures = []
+    for metric, threshold in gates:
+        for run, rep in report.reports.items():
+            msg = below(f"{run} {metric}", rep.mean.get(metric), threshold)
+            if msg:
+                failures.append(msg)
+    if args.fail_if_worse:
+        if args.fail_if_worse not in report.reports:
+            raise InputError(f"no run named {args.fail_if_worse!r}", field="--fail-if-worse")
+        failures.extend(worse_than(report, args.fail_if_worse, args.digits))
+    return report_failures("gate", failures)
+
+
+def _draw(plots: Any, report: Any, args: argparse.Namespace) -> Any:
+    kind = args.plot_kind or "means"
+    return draw_panels(plots, lambda key, ax: report.plot(key[1], kind=kind, ax=ax), report.metrics)

@@ -1,0 +1,31 @@
+"""Answer-level evaluation as the TREC RAG track does it: nuggets and citation support.
+
+Nuggets are the atomic facts an answer to a query should contain, made from the query's
+relevant passages and labelled *vital* or *okay*; each is assigned to each answer as
+*support*, *partial support* or *not support*, and an answer scores the share of (vital)
+nuggets it supports (:mod:`.score`). Citation support checks each answer sentence against
+the passages it cites (ALCE citation precision and recall).
+
+    from ragjudge.nuggets import read_assignments, score_assignments
+    report = score_assignments(read_assignments("assignments.jsonl"))
+    print(report)          # per-run means with intervals and paired tests
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+
+from .._lazy import lazy_exports
+
+_LAZY = {
+    "IMPORTANCE": "data", "LABELS": "data", "LABELS_2": "data", "Nugget": "data",
+    "NuggetSet": "data", "Sentence": "data", "Answer": "data", "AssignedNugget": "data",
+    "Assignment": "data", "parse_nuggets": "data", "read_nuggets": "data",
+    "write_nuggets": "data", "parse_answers": "data", "read_answers": "data",
+    "parse_assignments": "data", "read_assignments": "data", "write_assignments": "data",
+    "METRICS": "score", "CREDIT": "score", "WEIGHT": "score", "answer_scores": "score",
+    "score_assignments": "score", "per_run": "score",
+}
+__getattr__, __dir__ = lazy_exports(globals(), _LAZY, lambda m: import_module(f".{m}", __name__))
+
+__all__ = sorted(_LAZY)
