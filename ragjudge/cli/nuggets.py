@@ -11,6 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..nuggets.options import NuggetOptions
+from ._inputs import add_option, options_from_args
+from ._llm import add_llm_options, llm_from_args
 from ..report import FORMATS
 from ._plot import add_plot_options, check_plot_path, draw_panels, write_plot
 from .gates import below, parse_gate, report_failures, worse_than
@@ -54,6 +57,7 @@ def register(subparsers: Any) -> None:
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     steps = p.add_subparsers(dest="step", metavar="STEP")
     steps.required = True
+    _assign_parser(steps)
     _score_parser(steps)
     p.set_defaults(func=lambda args: args.step_func(args))
 
@@ -154,3 +158,69 @@ def _score(args: argparse.Namespace) -> int:
 def _draw(plots: Any, report: Any, args: argparse.Namespace) -> Any:
     kind = args.plot_kind or "means"
     return draw_panels(plots, lambda key, ax: report.plot(key[1], kind=kind, ax=ax), report.metrics)
+
+
+# ----------------------------------------------------------------------------- LLM steps
+def _answers(paths: list[str]) -> list[Any]:
+    from ..nuggets import read_answers
+
+    return [a for p in paths for a in read_answers(p)]
+
+
+def _print_usage(what: str, usage: dict[str, Any], per: int, unit: str) -> None:
+    cost = usage.get("cost_usd")
+    print(f"ragjudge: {what}: {usage.get('calls', 0)} calls ({usage.get('cache_hits', 0)} cached, "
+          f"{usage.get('retries', 0)} retries, {usage.get('failed_calls', 0)} failed), "
+          f"{usage.get('total_tokens', 0)} tokens ({usage.get('total_tokens', 0) / max(1, per):.0f}/{unit})"
+          + ("" if cost is None else f", ${cost:.4f}"), file=sys.stderr)
+
+
+def _print_dry(dry: Any) -> int:
+    print(dry.describe())
+    return 0
+
+
+def _assign_parser(steps: Any) -> None:
+    p = steps.add_parser(
+        "assign", help="assign each query's nuggets to each answer with an LLM",
+        description="Grade every nugget of a query against every answer to it (support, "
+                    "partial_support, not_support; several nuggets per call) and write the "
+                    "assignments, one JSON object per answer.",
+        epilog=_SCORES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("nuggets", metavar="NUGGETS", help="nuggets file (JSONL, one query per line)")
+    p.add_argument("answers", metavar="ANSWERS", nargs="+",
+                   help="answer files: TREC RAG 2024/2025 JSONL, {query_id, answer} records or RAG samples")
+    p.add_argument("-o", "--output", metavar="FILE", required=True, help="assignments file to write (JSONL)")
+    add_option(p, NuggetOptions, "grades", type=int, choices=(2, 3))
+    add_option(p, NuggetOptions, "assign_window", type=int, metavar="N")
+    p.add_argument("--score", action="store_true", help="also print the per-run scores")
+    add_llm_options(p)
+    p.set_defaults(step_func=_assign)
+
+
+def _assign(args: argparse.Namespace) -> int:
+    from ..nuggets import assign_nuggets_sync, estimate_assign, read_nuggets
+
+    options = options_from_args(NuggetOptions, args)
+    nuggets = read_nuggets(args.nuggets)
+    answers = _answers(args.answers)
+    llm = llm_from_args(args)
+    if args.dry_run:
+        return _print_dry(estimate_assign(nuggets, answers, llm=llm, options=options))
+    res = assign_nuggets_sync(nuggets, answers, llm=llm, options=options, progress=not args.no_progress)
+    res.write(args.output)
+    for run, qid in res.missing:
+        print(f"ragjudge: {run} {qid}: no nuggets for this query; not assigned", file=sys.stderr)
+    _print_usage("assign", res.usage, len(res.assignments), "answer")
+    if args.score and res.assignments:
+        sys.stdout.write(res.score().render("table") + "\n")
+    if res.mostly_failed:
+        reasons: dict[str, int] = {}
+        for a in res.assignments:
+            for n in a.failed:
+                reasons[n.failure or "?"] = reasons.get(n.failure or "?", 0) + 1
+        top = "; ".join(f"{r} ({k}x)" for r, k in sorted(reasons.items(), key=lambda kv: -kv[1])[:3])
+        print(f"ragjudge: error: {res.failed} of {res.total} nugget grades failed; most common: {top}",
+              file=sys.stderr)
+        return 3
+    return 0

@@ -25,6 +25,9 @@ _LAZY = {
     "parse_assignments": "data", "read_assignments": "data", "write_assignments": "data",
     "METRICS": "score", "CREDIT": "score", "WEIGHT": "score", "answer_scores": "score",
     "score_assignments": "score", "per_run": "score",
+    "AssignResult": "assign", "assign_nuggets": "assign", "assign_nuggets_sync": "assign",
+    "estimate_assign": "assign", "assign_prompt": "assign",
+    "NuggetOptions": "options",
 }
 __getattr__, __dir__ = lazy_exports(globals(), _LAZY, lambda m: import_module(f".{m}", __name__))
 

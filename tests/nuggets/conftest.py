@@ -1,0 +1,40 @@
+"""A deterministic fake assessor for the nugget prompts (word overlap), and the example's paths."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+EX = Path(__file__).resolve().parents[2] / "examples" / "nuggets"
+
+_STOP = set("a an the of to and or in on by is are it its as for with from that this these their".split())
+
+
+def words(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z]+", text.lower()) if w not in _STOP and len(w) > 2}
+
+
+def overlap_label(fact: str, text: str, grades: int = 3) -> str:
+    f, t = words(fact), words(text)
+    share = len(f & t) / max(1, len(f))
+    if share >= 0.5:
+        return "support"
+    if share >= 0.25 and grades == 3:
+        return "partial_support"
+    return "not_support"
+
+
+def _items(block: str) -> list[str]:
+    return [re.sub(r"^\d+\.\s*", "", line) for line in block.strip().splitlines() if line.strip()]
+
+
+def oracle(prompt: Any, v: Mapping[str, Any]) -> Any:
+    """Replies of a careful but simple assessor to every nugget prompt."""
+    if prompt.id.startswith("nugget_assign"):
+        grades = 2 if "2grade" in prompt.id else 3
+        nuggets = _items(v["nuggets"])
+        return {"reasons": ["word overlap"] * len(nuggets),
+                "labels": [overlap_label(n, v["answer"], grades) for n in nuggets]}
+    raise AssertionError(f"unexpected prompt {prompt.id}")
