@@ -57,6 +57,7 @@ def register(subparsers: Any) -> None:
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     steps = p.add_subparsers(dest="step", metavar="STEP")
     steps.required = True
+    _create_parser(steps)
     _assign_parser(steps)
     _score_parser(steps)
     p.set_defaults(func=lambda args: args.step_func(args))
@@ -222,5 +223,68 @@ def _assign(args: argparse.Namespace) -> int:
         top = "; ".join(f"{r} ({k}x)" for r, k in sorted(reasons.items(), key=lambda kv: -kv[1])[:3])
         print(f"ragjudge: error: {res.failed} of {res.total} nugget grades failed; most common: {top}",
               file=sys.stderr)
+        return 3
+    return 0
+
+
+def _create_parser(steps: Any) -> None:
+    p = steps.add_parser(
+        "create", help="nuggets of each query from its relevant passages, then vital/okay",
+        description="Create nuggets (atomic facts a good answer holds) from each query's relevant "
+                    "passages: graded at least --min-grade in QRELS (human, or an LLM judge's pool), "
+                    "or cited by the answers; then label them vital or okay. Writes a nuggets file a "
+                    "person can read and edit (JSONL, one query per line).")
+    p.add_argument("--queries", metavar="FILE", help="query texts (BEIR JSONL or TSV); default: the "
+                                                      "answers' topics")
+    p.add_argument("--qrels", metavar="QRELS", help="relevance judgments choosing the passages")
+    p.add_argument("--corpus", metavar="FILE", help="passage texts (BEIR JSONL or TSV)")
+    p.add_argument("--answers", metavar="FILE", nargs="+", help="answer files: their cited passages")
+    p.add_argument("--label", metavar="NUGGETS",
+                   help="only label the importance of a nuggets file's unlabelled nuggets")
+    p.add_argument("--no-importance", action="store_true", help="leave importance unlabelled")
+    p.add_argument("-o", "--output", metavar="FILE", required=True, help="nuggets file to write (JSONL)")
+    for name in ("create_window", "max_nuggets", "importance_window", "min_grade", "max_passages"):
+        add_option(p, NuggetOptions, name, type=int, metavar="N")
+    add_llm_options(p)
+    p.set_defaults(step_func=_create)
+
+
+def _create(args: argparse.Namespace) -> int:
+    from ..nuggets import create_nuggets_sync, estimate_create, label_importance_sync, read_nuggets
+
+    options = options_from_args(NuggetOptions, args)
+    if args.label:
+        sets = read_nuggets(args.label)
+        llm = llm_from_args(args)
+        if args.dry_run:
+            print("dry run: label importance of the unlabelled nuggets of "
+                  f"{sum(1 for s in sets if any(n.importance is None for n in s.nuggets))} queries")
+            return 0
+        res = label_importance_sync(sets, llm=llm, options=options, progress=not args.no_progress)
+    else:
+        if args.qrels and not args.corpus:
+            raise InputError("--qrels needs --corpus (the passages' texts)", field="--corpus")
+        if not args.qrels and not args.answers:
+            raise InputError("give --qrels QRELS --corpus FILE, or --answers FILE...", field="--qrels")
+        answers = _answers(args.answers) if args.answers else None
+        if args.queries:
+            queries: Any = args.queries
+        elif answers:
+            queries = {a.qid: a.query for a in answers if a.query}
+        else:
+            raise InputError("--queries is needed with --qrels", field="--queries")
+        llm = llm_from_args(args)
+        kw = dict(llm=llm, qrels=args.qrels, corpus=args.corpus, answers=answers,
+                  importance=not args.no_importance, options=options)
+        if args.dry_run:
+            return _print_dry(estimate_create(queries, **kw))
+        res = create_nuggets_sync(queries, progress=not args.no_progress, **kw)
+    res.write(args.output)
+    for q, why in res.failures.items():
+        for w in why:
+            print(f"ragjudge: {q}: {w}", file=sys.stderr)
+    print(f"ragjudge: {res.describe()}", file=sys.stderr)
+    if res.mostly_failed:
+        print(f"ragjudge: error: {res.failed} of {res.calls} calls failed", file=sys.stderr)
         return 3
     return 0

@@ -28,6 +28,9 @@ _LAZY = {
     "AssignResult": "assign", "assign_nuggets": "assign", "assign_nuggets_sync": "assign",
     "estimate_assign": "assign", "assign_prompt": "assign",
     "NuggetOptions": "options",
+    "CreateResult": "create", "create_nuggets": "create", "create_nuggets_sync": "create",
+    "label_importance": "create", "label_importance_sync": "create", "estimate_create": "create",
+    "passages_for": "create",
 }
 __getattr__, __dir__ = lazy_exports(globals(), _LAZY, lambda m: import_module(f".{m}", __name__))
 

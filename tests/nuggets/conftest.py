@@ -37,4 +37,17 @@ def oracle(prompt: Any, v: Mapping[str, Any]) -> Any:
         nuggets = _items(v["nuggets"])
         return {"reasons": ["word overlap"] * len(nuggets),
                 "labels": [overlap_label(n, v["answer"], grades) for n in nuggets]}
+    if prompt.id == "nugget_create":
+        found = set() if v["nuggets"] == "(none yet)" else {x.lower() for x in _items(v["nuggets"])}
+        new = []
+        for line in v["passages"].splitlines():
+            m = re.match(r"\[(\d+)\] (.*)", line)
+            assert m, line
+            first = m.group(2).split(",")[0].rstrip(".")[:150]
+            if first.lower() not in found:
+                new.append({"text": first, "sources": [int(m.group(1))]})
+        return {"nuggets": new[: int(v["room"])]}
+    if prompt.id == "nugget_importance":
+        n = len(_items(v["nuggets"]))
+        return {"labels": ["vital" if i < (n + 1) // 2 else "okay" for i in range(n)]}
     raise AssertionError(f"unexpected prompt {prompt.id}")

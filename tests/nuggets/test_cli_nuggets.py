@@ -35,3 +35,26 @@ def test_assign_then_score(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     assert main(["nuggets", "score", str(out), "-f", "json", "--resamples", "100"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert [r["run"] for r in data["runs"]] == ["run_a", "run_b", "run_c"]
+
+
+@pytest.mark.slow
+def test_create_from_qrels_then_assign(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sim")
+    made, out = tmp_path / "nuggets.jsonl", tmp_path / "assign.jsonl"
+    with simulator_thread(latency=0.0) as sim:
+        base = ["--model", "sim", "--base-url", sim.base_url, "--no-cache", "--no-progress"]
+        assert main(["nuggets", "create", "--queries", str(EX / "topics.jsonl"), "--qrels",
+                     str(EX / "qrels.txt"), "--corpus", str(EX / "passages.jsonl"), "-o", str(made), *base]) == 0
+        assert "for 4 queries; 8 calls" in capsys.readouterr().err
+        assert main(["nuggets", "assign", str(made), *RUNS, "-o", str(out), "--score", *base]) == 0
+    sets = [json.loads(x) for x in made.read_text().splitlines()]
+    assert [s["qid"] for s in sets] == ["t1", "t2", "t3", "t4"]
+    assert all(n["importance"] in ("vital", "okay") and n["sources"] for s in sets for n in s["nuggets"])
+    assert "run_c" in capsys.readouterr().out
+
+
+def test_create_needs_passages(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["nuggets", "create", "--queries", str(EX / "topics.jsonl"), "-o", "x.jsonl",
+                 "--model", "m"]) == 2
+    assert "--qrels" in capsys.readouterr().err
