@@ -60,6 +60,7 @@ def register(subparsers: Any) -> None:
     _create_parser(steps)
     _assign_parser(steps)
     _score_parser(steps)
+    _cite_parser(steps)
     p.set_defaults(func=lambda args: args.step_func(args))
 
 
@@ -286,5 +287,53 @@ def _create(args: argparse.Namespace) -> int:
     print(f"ragjudge: {res.describe()}", file=sys.stderr)
     if res.mostly_failed:
         print(f"ragjudge: error: {res.failed} of {res.calls} calls failed", file=sys.stderr)
+        return 3
+    return 0
+
+
+_ALCE = """\
+citation support (ALCE, Gao et al. 2023), one call per answer:
+  citation recall     share of an answer's sentences its cited passages together fully
+                      support; a sentence citing nothing counts as unsupported
+  citation precision  share of its citations that are relevant: of a fully supported sentence,
+                      supporting it fully or partly alone
+"""
+
+
+def _cite_parser(steps: Any) -> None:
+    p = steps.add_parser(
+        "cite", help="citation support of answer sentences; ALCE citation precision and recall",
+        description="Check each answer sentence against the passages it cites (full / partial / none) "
+                    "and report citation precision and recall per run with intervals.",
+        epilog=_ALCE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("answers", metavar="ANSWERS", nargs="+", help="answer files in the TREC RAG layout")
+    p.add_argument("--corpus", metavar="FILE", help="texts of the cited passages (BEIR JSONL or TSV)")
+    p.add_argument("--labels", metavar="FILE", help="write the support labels (JSONL, one answer per line)")
+    _output_options(p)
+    _stats_options(p)
+    add_llm_options(p)
+    p.set_defaults(step_func=_cite)
+
+
+def _cite(args: argparse.Namespace) -> int:
+    from ..nuggets import cite_support_sync, estimate_cite
+
+    answers = _answers(args.answers)
+    llm = llm_from_args(args)
+    if args.dry_run:
+        return _print_dry(estimate_cite(answers, llm=llm, corpus=args.corpus))
+    res = cite_support_sync(answers, llm=llm, corpus=args.corpus, progress=not args.no_progress)
+    if args.labels:
+        res.write(args.labels)
+    report = res.score(baseline=args.baseline, test=args.test, n_resamples=args.resamples,
+                       seed=args.seed, alpha=args.alpha, all_pairs=args.all_pairs)
+    _emit(report.render(args.format) if args.format == "json"
+          else report.render(args.format, digits=args.digits), args)
+    for run, rep in report.reports.items():
+        for qid, why in rep.meta.get("reasons", {}).items():
+            print(f"ragjudge: {run} {qid}: undetermined: {why}", file=sys.stderr)
+    _print_usage("cite", res.usage, len(res.answers), "answer")
+    if res.mostly_failed:
+        print(f"ragjudge: error: {res.failed} of {res.calls} citation calls failed", file=sys.stderr)
         return 3
     return 0

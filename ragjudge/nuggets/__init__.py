@@ -31,6 +31,9 @@ _LAZY = {
     "CreateResult": "create", "create_nuggets": "create", "create_nuggets_sync": "create",
     "label_importance": "create", "label_importance_sync": "create", "estimate_create": "create",
     "passages_for": "create",
+    "SUPPORT": "cite", "CITE_METRICS": "cite", "CitedAnswer": "cite", "CiteResult": "cite",
+    "cite_support": "cite", "cite_support_sync": "cite", "estimate_cite": "cite",
+    "citation_scores": "cite", "read_support": "cite", "support_pairs": "cite",
 }
 __getattr__, __dir__ = lazy_exports(globals(), _LAZY, lambda m: import_module(f".{m}", __name__))
 

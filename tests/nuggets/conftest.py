@@ -50,4 +50,22 @@ def oracle(prompt: Any, v: Mapping[str, Any]) -> Any:
     if prompt.id == "nugget_importance":
         n = len(_items(v["nuggets"]))
         return {"labels": ["vital" if i < (n + 1) // 2 else "okay" for i in range(n)]}
+    if prompt.id == "citation_support":
+        passages = {int(m.group(1)): m.group(2) for m in re.finditer(r"^\[(\d+)\] (.*)$", v["passages"], re.M)}
+        sentences = {}
+        for line in v["sentences"].splitlines():
+            m = re.match(r"(\d+)\. (.*) \(cites (.*)\)$", line)
+            assert m, line
+            sentences[int(m.group(1))] = (m.group(2), [int(x) for x in re.findall(r"\d+", m.group(3))])
+
+        def lab(text: str, ctx: str) -> str:
+            return {"support": "full", "partial_support": "partial", "not_support": "none"}[overlap_label(text, ctx)]
+
+        pairs = []
+        for line in v["pairs"].splitlines():
+            m = re.match(r"\d+\. sentence (\d+) / passage \[(\d+)\]", line)
+            assert m, line
+            pairs.append(lab(sentences[int(m.group(1))][0], passages[int(m.group(2))]))
+        joint = [lab(t, " ".join(passages[c] for c in cs)) for t, cs in sentences.values()]
+        return {"pairs": pairs, "sentences": joint}
     raise AssertionError(f"unexpected prompt {prompt.id}")

@@ -58,3 +58,16 @@ def test_create_needs_passages(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["nuggets", "create", "--queries", str(EX / "topics.jsonl"), "-o", "x.jsonl",
                  "--model", "m"]) == 2
     assert "--qrels" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_cite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sim")
+    labels = tmp_path / "support.jsonl"
+    with simulator_thread(latency=0.0) as sim:
+        assert main(["nuggets", "cite", *RUNS, "--corpus", str(EX / "passages.jsonl"), "--labels",
+                     str(labels), "-f", "json", "--resamples", "100", "--model", "sim", "--base-url",
+                     sim.base_url, "--no-cache", "--no-progress"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert set(data["runs"][0]["mean"]) == {"citation_precision", "citation_recall"}
+    assert len(labels.read_text().splitlines()) == 12
