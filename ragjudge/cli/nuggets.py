@@ -311,7 +311,7 @@ def _cite_parser(steps: Any) -> None:
     p.add_argument("--labels", metavar="FILE", help="write the support labels (JSONL, one answer per line)")
     _output_options(p)
     _stats_options(p)
-    add_llm_options(p)
+    add_llm_options(p, skip=("--seed",))  # --seed is the resampling's (and the sampling seed too)
     p.set_defaults(step_func=_cite)
 
 
