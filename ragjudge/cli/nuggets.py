@@ -61,6 +61,7 @@ def register(subparsers: Any) -> None:
     _assign_parser(steps)
     _score_parser(steps)
     _cite_parser(steps)
+    _agree_parser(steps)
     p.set_defaults(func=lambda args: args.step_func(args))
 
 
@@ -336,4 +337,39 @@ def _cite(args: argparse.Namespace) -> int:
     if res.mostly_failed:
         print(f"ragjudge: error: {res.failed} of {res.calls} citation calls failed", file=sys.stderr)
         return 3
+    return 0
+
+
+def _agree_parser(steps: Any) -> None:
+    p = steps.add_parser(
+        "agree", help="LLM vs human assignments: kappa, run-level Kendall tau, PPI per run",
+        description="Agreement of LLM nugget assignments with human ones on the nuggets both assigned "
+                    "(kappa, weighted kappa, Krippendorff's alpha with bootstrap intervals), Kendall's "
+                    "tau between the run orderings under each, and a PPI interval for each run's "
+                    "score over all its answers from the few people assessed.")
+    p.add_argument("llm", metavar="LLM", help="LLM assignments (JSONL)")
+    p.add_argument("human", metavar="HUMAN", help="human assignments of some answers (same layout)")
+    p.add_argument("--metric", default="all", choices=("strict_vital", "vital", "strict_all", "all", "weighted"),
+                   help="score of the run-level correlation and PPI (default all)")
+    p.add_argument("--support-llm", metavar="FILE", help="support labels of `nuggets cite --labels`")
+    p.add_argument("--support-human", metavar="FILE", help="human support labels (one line per pair)")
+    p.add_argument("-f", "--format", choices=("table", "json"), default="table", help="output format")
+    p.add_argument("-o", "--output", metavar="FILE", help="write the output to FILE")
+    p.add_argument("--resamples", type=int, default=1000, metavar="N", help="bootstrap resamples (default 1000)")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the resampling (default 0)")
+    p.set_defaults(step_func=_agree)
+
+
+def _agree(args: argparse.Namespace) -> int:
+    from ..nuggets import nugget_agreement, read_support
+
+    if bool(args.support_llm) != bool(args.support_human):
+        raise InputError("give both --support-llm and --support-human", field="--support-human")
+    rep = nugget_agreement(args.llm, args.human, metric=args.metric,
+                           support_llm=read_support(args.support_llm) if args.support_llm else None,
+                           support_human=read_support(args.support_human) if args.support_human else None,
+                           n_resamples=args.resamples, seed=args.seed)
+    _emit(rep.render(args.format), args)
+    for n in rep.notes:
+        print(f"ragjudge: {n}", file=sys.stderr)
     return 0

@@ -33,6 +33,7 @@ _LAZY = {
     "passages_for": "create",
     "SUPPORT": "cite", "CITE_METRICS": "cite", "CitedAnswer": "cite", "CiteResult": "cite",
     "cite_support": "cite", "cite_support_sync": "cite", "estimate_cite": "cite",
+    "NuggetAgreement": "agree", "nugget_agreement": "agree",
     "citation_scores": "cite", "read_support": "cite", "support_pairs": "cite",
 }
 __getattr__, __dir__ = lazy_exports(globals(), _LAZY, lambda m: import_module(f".{m}", __name__))
