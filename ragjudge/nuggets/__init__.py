@@ -22,7 +22,7 @@ _LAZY = {
     "NuggetSet": "data", "Sentence": "data", "Answer": "data", "AssignedNugget": "data",
     "Assignment": "data", "parse_nuggets": "data", "read_nuggets": "data",
     "write_nuggets": "data", "parse_answers": "data", "read_answers": "data",
-    "parse_assignments": "data", "read_assignments": "data", "write_assignments": "data",
+    "parse_assignments": "data", "read_assignments": "data", "write_assignments": "data", "read_texts": "data",
     "METRICS": "score", "CREDIT": "score", "WEIGHT": "score", "answer_scores": "score",
     "score_assignments": "score", "per_run": "score",
     "AssignResult": "assign", "assign_nuggets": "assign", "assign_nuggets_sync": "assign",

@@ -34,7 +34,7 @@ from ..io.streams import decode_text, open_input
 from ..render import ResultSurface
 from ..report import Report
 from .calls import estimate_groups, failure_reason, numbered, provenance_of, sized, snapshot, usage_since
-from .data import Answer, read_answers
+from .data import Answer, read_answers, read_texts
 
 __all__ = ["SUPPORT", "CITE_METRICS", "CitedAnswer", "CiteResult", "cite_support", "cite_support_sync",
            "estimate_cite", "citation_scores", "read_support", "support_pairs"]
@@ -241,9 +241,7 @@ def _corpus(corpus: Any) -> dict[str, str]:
     if corpus is None:
         return {}
     if isinstance(corpus, (str, Path)):
-        from ..io.texts import read_corpus
-
-        return read_corpus(corpus)
+        return read_texts(corpus)
     return dict(corpus)
 
 

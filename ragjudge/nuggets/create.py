@@ -26,7 +26,7 @@ from ..errors import InputError
 from ..render import ResultSurface
 from .calls import (estimate_groups, failure_reason, load, numbered, provenance_of, sized, snapshot,
                     usage_since)
-from .data import Answer, Nugget, NuggetSet, read_answers, read_nuggets, write_nuggets
+from .data import Answer, Nugget, NuggetSet, read_answers, read_nuggets, read_texts, write_nuggets
 from .options import NuggetOptions, resolve
 
 __all__ = ["CreateResult", "create_nuggets", "create_nuggets_sync", "label_importance",
@@ -102,9 +102,7 @@ def _texts(x: Any, what: str) -> dict[str, str]:
     if x is None:
         return {}
     if isinstance(x, (str, Path)):
-        from ..io.texts import read_corpus, read_queries
-
-        return read_queries(x) if what == "queries" else read_corpus(x)
+        return read_texts(x)
     return {str(k): str(v) for k, v in dict(x).items()}
 
 

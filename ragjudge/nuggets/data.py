@@ -34,7 +34,7 @@ __all__ = [
     "AssignedNugget", "Assignment",
     "parse_nuggets", "read_nuggets", "write_nuggets",
     "parse_answers", "read_answers",
-    "parse_assignments", "read_assignments", "write_assignments",
+    "parse_assignments", "read_assignments", "write_assignments", "read_texts",
 ]
 
 #: Importance of a nugget, highest first.
@@ -429,3 +429,46 @@ def write_assignments(assignments: Iterable[Assignment], path: str | Path) -> No
     ``failure`` and ``provenance``, which its readers ignore)."""
     Path(path).write_text("".join(json.dumps(a.to_dict(), ensure_ascii=False) + "\n"
                                   for a in assignments), encoding="utf-8")
+
+
+# ----------------------------------------------------------------------------- texts
+_TEXT_ID = ("_id", "docid", "segment_id", "id", "qid", "topic_id", "query_id", "narrative_id")
+_TEXT_BODY = ("text", "segment", "contents", "body", "query", "title", "narrative", "question")
+
+
+def read_texts(path: str | Path, *, wanted: Iterable[str] | None = None) -> dict[str, str]:
+    """``{id: text}`` of queries or passages: JSONL in the BEIR layout (``_id``, ``text``,
+    ``title``), the MS MARCO v2.1 segmented layout of the TREC RAG corpus (``docid``,
+    ``title``, ``headings``, ``segment``), TREC RAG topics (``qid``/``topic_id``/``narrative_id``
+    with ``query``/``topic``/``narrative``), or TSV ``id<TAB>text``. With ``wanted``, only
+    those ids are kept."""
+    keep = None if wanted is None else set(wanted)
+    text, source = _read_text(path)
+    stripped = text.lstrip("\ufeff \t\r\n")
+    if not stripped.startswith("{"):
+        from ..io.texts import parse_corpus
+
+        rows = parse_corpus(text, source=source, format="tsv")
+        return {k: v for k, v in rows.items() if keep is None or k in keep}
+    out: dict[str, str] = {}
+    for line, raw in jsonl_lines(text):
+        obj = load_json(raw, source, line=line)
+        if not isinstance(obj, Mapping):
+            raise InputError("expected a JSON object", source=source, line=line)
+        ident = next((obj[k] for k in _TEXT_ID if obj.get(k) is not None), None)
+        if ident is None:
+            raise InputError("missing an id (_id, docid, qid...)", source=source, line=line, field="_id")
+        ident = _id(ident, source, line, "_id")
+        if keep is not None and ident not in keep:
+            continue
+        if isinstance(obj.get("segment"), str):  # MS MARCO v2.1 segments: title, headings, segment
+            parts = [obj.get("title"), obj.get("headings"), obj["segment"]]
+        else:
+            body = next((obj[k] for k in _TEXT_BODY if isinstance(obj.get(k), str)), None)
+            if body is None:
+                raise InputError("missing the text (text, segment, contents...)", source=source,
+                                 line=line, field="text")
+            title = obj.get("title") if body is not obj.get("title") else None
+            parts = [title, body]
+        out[ident] = "\n".join(p for p in parts if isinstance(p, str) and p.strip())
+    return out

@@ -142,3 +142,22 @@ def test_cli_score_json_and_gates(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert main(["nuggets", "score", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "bad.jsonl:1: nuggets[0].importance" in err and "Traceback" not in err
+
+
+def test_read_texts_layouts(tmp_path: Path) -> None:
+    from ragjudge.nuggets import read_texts
+
+    seg = tmp_path / "segments.jsonl"
+    seg.write_text(json.dumps({"docid": "msmarco_v2.1_doc_1#0", "url": "u", "title": "T", "headings": "H",
+                               "segment": "body"}) + "\n" + json.dumps({"docid": "x#1", "segment": "other"}) + "\n")
+    assert read_texts(seg, wanted={"msmarco_v2.1_doc_1#0"}) == {"msmarco_v2.1_doc_1#0": "T\nH\nbody"}
+    topics = tmp_path / "topics.tsv"
+    topics.write_text("2024-1\twhat is x\n2024-2\twhy y\n")
+    assert read_texts(topics)["2024-2"] == "why y"
+    beir = tmp_path / "q.jsonl"
+    beir.write_text('{"_id": "q1", "text": "hello"}\n{"qid": "q2", "query": "hi"}\n')
+    assert read_texts(beir) == {"q1": "hello", "q2": "hi"}
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"_id": "q1"}\n')
+    with pytest.raises(InputError, match="bad.jsonl:1: text"):
+        read_texts(bad)
