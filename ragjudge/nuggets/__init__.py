@@ -33,6 +33,8 @@ _LAZY = {
     "passages_for": "create",
     "SUPPORT": "cite", "CITE_METRICS": "cite", "CitedAnswer": "cite", "CiteResult": "cite",
     "cite_support": "cite", "cite_support_sync": "cite", "estimate_cite": "cite",
+    "NuggetEvaluation": "pipeline", "evaluate_answers": "pipeline",
+    "evaluate_answers_sync": "pipeline", "estimate_answers": "pipeline",
     "NuggetAgreement": "agree", "nugget_agreement": "agree",
     "citation_scores": "cite", "read_support": "cite", "support_pairs": "cite",
 }

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from conftest import EX, oracle
 from ragjudge.llm.fake import Failure, FakeLLM, MemoryCache
 from ragjudge.nuggets import (assign_nuggets, assign_nuggets_sync, estimate_assign, read_answers,
@@ -88,3 +90,23 @@ def test_cache_resume_and_dry_run() -> None:
 def test_async_api() -> None:
     res = asyncio.run(assign_nuggets(EX / "nuggets.jsonl", read_answers(RUNS[0]), llm=FakeLLM(oracle)))
     assert len(res.assignments) == 4
+
+
+def test_a_stopped_run_resumes_paying_only_for_the_rest() -> None:
+    from ragjudge.errors import LLMError
+
+    cache = MemoryCache()
+    seen = []
+
+    def revoked_after_five(prompt: Any, v: Any) -> Any:
+        seen.append(1)
+        if len(seen) > 5:
+            raise LLMError("key revoked")
+        return oracle(prompt, v)
+
+    with pytest.raises(LLMError):
+        assign_nuggets_sync(EX / "nuggets.jsonl", answers(), llm=FakeLLM(revoked_after_five, cache=cache,
+                                                                           concurrency=1))
+    again = FakeLLM(oracle, cache=cache)
+    res = assign_nuggets_sync(EX / "nuggets.jsonl", answers(), llm=again)
+    assert len(again.calls) == 12 - 5 and res.usage["cache_hits"] == 5 and res.failed == 0
