@@ -34,15 +34,20 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-from simulator import SimConfig, SimulatorThread, estimate_tokens  # noqa: E402  (the one import of the simulator)
+from simulator import SimConfig, SimulatorThread, estimate_tokens
 
-from ragjudge.llm import LLM  # noqa: E402
-from ragjudge.nuggets import (Answer, Nugget, NuggetOptions, NuggetSet, Sentence,  # noqa: E402
-                              assign_nuggets_sync, create_nuggets_sync)
+from ragjudge.llm import LLM
+from ragjudge.nuggets import (
+    Answer,
+    Nugget,
+    NuggetOptions,
+    NuggetSet,
+    Sentence,
+    assign_nuggets_sync,
+    create_nuggets_sync,
+)
 
-_WORDS = ("system process energy water river history design network protocol cell structure "
-          "material temperature pressure population century region method result study evidence "
-          "model function layer surface growth signal capacity efficiency source cycle").split()
+_WORDS = ["system", "process", "energy", "water", "river", "history", "design", "network", "protocol", "cell", "structure", "material", "temperature", "pressure", "population", "century", "region", "method", "result", "study", "evidence", "model", "function", "layer", "surface", "growth", "signal", "capacity", "efficiency", "source", "cycle"]
 _LABELS = ("support", "partial_support", "not_support")
 
 

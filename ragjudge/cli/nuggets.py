@@ -12,9 +12,9 @@ from typing import Any
 
 from ..errors import InputError
 from ..nuggets.options import NuggetOptions
+from ..report import FORMATS
 from ._inputs import add_option, options_from_args
 from ._llm import add_llm_options, llm_from_args
-from ..report import FORMATS
 from ._plot import add_plot_options, check_plot_path, draw_panels, write_plot
 from .gates import below, parse_gate, report_failures, worse_than
 
@@ -252,7 +252,12 @@ def _create_parser(steps: Any) -> None:
 
 
 def _create(args: argparse.Namespace) -> int:
-    from ..nuggets import create_nuggets_sync, estimate_create, label_importance_sync, read_nuggets
+    from ..nuggets import (
+        create_nuggets_sync,
+        estimate_create,
+        label_importance_sync,
+        read_nuggets,
+    )
 
     options = options_from_args(NuggetOptions, args)
     if args.label:

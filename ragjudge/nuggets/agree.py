@@ -27,14 +27,20 @@ import numpy as np
 from ..data import Qrels
 from ..errors import InputError
 from ..render import ResultSurface, render_table
-from ..trust.agreement import (AgreementReport, kendall_tau_b, label_agreement, rank_biased_overlap,
-                               spearman_rho, tau_ap)
+from ..trust.agreement import (
+    AgreementReport,
+    kendall_tau_b,
+    label_agreement,
+    rank_biased_overlap,
+    spearman_rho,
+    tau_ap,
+)
 from ..trust.ppi import PPIEstimate, ppi_mean
 from ..trust.resample import Interval, percentile_interval
 from .data import Assignment, read_assignments
 from .score import METRICS, answer_scores
 
-__all__ = ["NuggetAgreement", "nugget_agreement", "GRADE"]
+__all__ = ["GRADE", "NuggetAgreement", "nugget_agreement"]
 
 #: Assignment labels as ordinal grades (support labels share the scale).
 GRADE = {"not_support": 0, "partial_support": 1, "support": 2, "none": 0, "partial": 1, "full": 2}

@@ -19,12 +19,29 @@ from typing import Any
 from .._sync import run_sync
 from ..errors import InputError
 from ..render import ResultSurface
-from .calls import estimate_groups, failure_reason, numbered, provenance_of, sized, snapshot, usage_since
-from .data import (LABELS, LABELS_2, Answer, AssignedNugget, Assignment, NuggetSet, read_answers,
-                   read_nuggets, write_assignments)
+from .calls import (
+    estimate_groups,
+    failure_reason,
+    numbered,
+    provenance_of,
+    sized,
+    snapshot,
+    usage_since,
+)
+from .data import (
+    LABELS,
+    LABELS_2,
+    Answer,
+    AssignedNugget,
+    Assignment,
+    NuggetSet,
+    read_answers,
+    read_nuggets,
+    write_assignments,
+)
 from .options import NuggetOptions, resolve
 
-__all__ = ["AssignResult", "assign_nuggets", "assign_nuggets_sync", "estimate_assign", "assign_prompt"]
+__all__ = ["AssignResult", "assign_nuggets", "assign_nuggets_sync", "assign_prompt", "estimate_assign"]
 
 _D = NuggetOptions.default
 

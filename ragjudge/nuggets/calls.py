@@ -7,8 +7,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-__all__ = ["load", "sized", "usage_since", "snapshot", "estimate_groups", "failure_reason",
-           "numbered", "provenance_of"]
+__all__ = [
+    "estimate_groups",
+    "failure_reason",
+    "load",
+    "numbered",
+    "provenance_of",
+    "sized",
+    "snapshot",
+    "usage_since",
+]
 
 _SIZED: dict[tuple[str, tuple[str, ...], int], Any] = {}
 

@@ -33,11 +33,29 @@ from ..io.records import jsonl_lines, load_json
 from ..io.streams import decode_text, open_input
 from ..render import ResultSurface
 from ..report import Report
-from .calls import estimate_groups, failure_reason, numbered, provenance_of, sized, snapshot, usage_since
+from .calls import (
+    estimate_groups,
+    failure_reason,
+    numbered,
+    provenance_of,
+    sized,
+    snapshot,
+    usage_since,
+)
 from .data import Answer, read_answers, read_texts
 
-__all__ = ["SUPPORT", "CITE_METRICS", "CitedAnswer", "CiteResult", "cite_support", "cite_support_sync",
-           "estimate_cite", "citation_scores", "read_support", "support_pairs"]
+__all__ = [
+    "CITE_METRICS",
+    "SUPPORT",
+    "CiteResult",
+    "CitedAnswer",
+    "citation_scores",
+    "cite_support",
+    "cite_support_sync",
+    "estimate_cite",
+    "read_support",
+    "support_pairs",
+]
 
 SUPPORT = ("full", "partial", "none")
 CITE_METRICS = ("citation_precision", "citation_recall")

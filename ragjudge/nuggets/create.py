@@ -24,13 +24,36 @@ from typing import Any
 from .._sync import run_sync
 from ..errors import InputError
 from ..render import ResultSurface
-from .calls import (estimate_groups, failure_reason, load, numbered, provenance_of, sized, snapshot,
-                    usage_since)
-from .data import Answer, Nugget, NuggetSet, read_answers, read_nuggets, read_texts, write_nuggets
+from .calls import (
+    estimate_groups,
+    failure_reason,
+    load,
+    numbered,
+    provenance_of,
+    sized,
+    snapshot,
+    usage_since,
+)
+from .data import (
+    Answer,
+    Nugget,
+    NuggetSet,
+    read_answers,
+    read_nuggets,
+    read_texts,
+    write_nuggets,
+)
 from .options import NuggetOptions, resolve
 
-__all__ = ["CreateResult", "create_nuggets", "create_nuggets_sync", "label_importance",
-           "label_importance_sync", "estimate_create", "passages_for"]
+__all__ = [
+    "CreateResult",
+    "create_nuggets",
+    "create_nuggets_sync",
+    "estimate_create",
+    "label_importance",
+    "label_importance_sync",
+    "passages_for",
+]
 
 CREATE = "nugget_create.v1"
 IMPORTANCE = "nugget_importance.v1"

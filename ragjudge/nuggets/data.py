@@ -30,11 +30,24 @@ from ..io.records import jsonl_lines, load_json
 from ..io.streams import decode_text, open_input
 
 __all__ = [
-    "IMPORTANCE", "LABELS", "LABELS_2", "Nugget", "NuggetSet", "Sentence", "Answer",
-    "AssignedNugget", "Assignment",
-    "parse_nuggets", "read_nuggets", "write_nuggets",
-    "parse_answers", "read_answers",
-    "parse_assignments", "read_assignments", "write_assignments", "read_texts",
+    "IMPORTANCE",
+    "LABELS",
+    "LABELS_2",
+    "Answer",
+    "AssignedNugget",
+    "Assignment",
+    "Nugget",
+    "NuggetSet",
+    "Sentence",
+    "parse_answers",
+    "parse_assignments",
+    "parse_nuggets",
+    "read_answers",
+    "read_assignments",
+    "read_nuggets",
+    "read_texts",
+    "write_assignments",
+    "write_nuggets",
 ]
 
 #: Importance of a nugget, highest first.

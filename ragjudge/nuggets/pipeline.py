@@ -23,7 +23,7 @@ from .create import CreateResult, create_nuggets, estimate_create
 from .data import Answer, Nugget, NuggetSet, read_answers, read_nuggets
 from .options import NuggetOptions, resolve
 
-__all__ = ["NuggetEvaluation", "evaluate_answers", "evaluate_answers_sync", "estimate_answers"]
+__all__ = ["NuggetEvaluation", "estimate_answers", "evaluate_answers", "evaluate_answers_sync"]
 
 
 @dataclass

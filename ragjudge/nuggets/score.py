@@ -29,7 +29,7 @@ from ..evaluate import compare_reports
 from ..report import CompareReport, Report
 from .data import Assignment
 
-__all__ = ["METRICS", "CREDIT", "WEIGHT", "answer_scores", "score_assignments", "per_run"]
+__all__ = ["CREDIT", "METRICS", "WEIGHT", "answer_scores", "per_run", "score_assignments"]
 
 #: The scores, in the order they are reported.
 METRICS = ("strict_vital", "vital", "strict_all", "all", "weighted")

@@ -9,7 +9,7 @@ from typing import Any
 
 EX = Path(__file__).resolve().parents[2] / "examples" / "nuggets"
 
-_STOP = set("a an the of to and or in on by is are it its as for with from that this these their".split())
+_STOP = set(["a", "an", "the", "of", "to", "and", "or", "in", "on", "by", "is", "are", "it", "its", "as", "for", "with", "from", "that", "this", "these", "their"])
 
 
 def words(text: str) -> set[str]:
@@ -51,7 +51,7 @@ def oracle(prompt: Any, v: Mapping[str, Any]) -> Any:
         n = len(_items(v["nuggets"]))
         return {"labels": ["vital" if i < (n + 1) // 2 else "okay" for i in range(n)]}
     if prompt.id == "citation_support":
-        passages = {int(m.group(1)): m.group(2) for m in re.finditer(r"^\[(\d+)\] (.*)$", v["passages"], re.M)}
+        passages = {int(m.group(1)): m.group(2) for m in re.finditer(r"^\[(\d+)\] (.*)$", v["passages"], re.MULTILINE)}
         sentences = {}
         for line in v["sentences"].splitlines():
             m = re.match(r"(\d+)\. (.*) \(cites (.*)\)$", line)

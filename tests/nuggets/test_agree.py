@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
-
 from conftest import EX, oracle
+
 from ragjudge.cli import main
 from ragjudge.llm.fake import FakeLLM
-from ragjudge.nuggets import (Assignment, AssignedNugget, assign_nuggets_sync, nugget_agreement,
-                              read_answers, read_assignments)
+from ragjudge.nuggets import (
+    AssignedNugget,
+    Assignment,
+    assign_nuggets_sync,
+    nugget_agreement,
+    read_answers,
+    read_assignments,
+)
 
 HUMAN = EX / "human_assignments.jsonl"
 

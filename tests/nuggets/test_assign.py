@@ -7,11 +7,15 @@ import asyncio
 from typing import Any
 
 import pytest
-
 from conftest import EX, oracle
+
 from ragjudge.llm.fake import Failure, FakeLLM, MemoryCache
-from ragjudge.nuggets import (assign_nuggets, assign_nuggets_sync, estimate_assign, read_answers,
-                              read_nuggets)
+from ragjudge.nuggets import (
+    assign_nuggets,
+    assign_nuggets_sync,
+    estimate_assign,
+    read_answers,
+)
 
 RUNS = [EX / "runs" / f"run_{x}.jsonl" for x in "abc"]
 

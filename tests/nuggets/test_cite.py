@@ -5,11 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from conftest import EX, oracle
+
 from ragjudge.llm.fake import Failure, FakeLLM
-from ragjudge.nuggets import (CitedAnswer, cite_support_sync, citation_scores, estimate_cite,
-                              read_answers, read_support, support_pairs)
+from ragjudge.nuggets import (
+    CitedAnswer,
+    citation_scores,
+    cite_support_sync,
+    estimate_cite,
+    read_answers,
+    read_support,
+    support_pairs,
+)
 
 C = EX / "passages.jsonl"
 
@@ -37,7 +44,7 @@ def test_cite_one_call_per_answer() -> None:
     assert [lab for ps in a1.pairs for _, lab in ps] == ["full", "full", "full"]
     b3 = next(a for a in res.answers if a.run_id == "run_b" and a.qid == "t3")
     assert b3.joint[1] is None  # the uncited sentence
-    p, r = citation_scores(b3)
+    _, r = citation_scores(b3)
     assert r == pytest.approx(0.5)
     rep = res.score(n_resamples=200)
     assert rep.reports["run_a"].mean["citation_recall"] > rep.reports["run_c"].mean["citation_recall"]

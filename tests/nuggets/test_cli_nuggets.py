@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-
 from _loopback import simulator_thread
 from conftest import EX
+
 from ragjudge.cli import main
 
 RUNS = [str(EX / "runs" / f"run_{x}.jsonl") for x in "abc"]

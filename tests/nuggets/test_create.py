@@ -5,13 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from conftest import EX, oracle
+
 from ragjudge.errors import InputError
 from ragjudge.llm.fake import Failure, FakeLLM, MemoryCache
-from ragjudge.nuggets import (create_nuggets_sync, estimate_create, label_importance_sync,
-                              parse_nuggets, passages_for, read_answers)
-from ragjudge.nuggets.data import NuggetSet, Nugget
+from ragjudge.nuggets import (
+    create_nuggets_sync,
+    estimate_create,
+    label_importance_sync,
+    parse_nuggets,
+    passages_for,
+    read_answers,
+)
+from ragjudge.nuggets.data import Nugget, NuggetSet
 
 Q, C, QRELS = EX / "topics.jsonl", EX / "passages.jsonl", EX / "qrels.txt"
 

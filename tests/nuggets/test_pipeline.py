@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from conftest import EX, oracle
+
 from ragjudge.llm.fake import FakeLLM, MemoryCache
 from ragjudge.nuggets import estimate_answers, evaluate_answers_sync
 

@@ -11,8 +11,16 @@ import pytest
 
 from ragjudge.cli import main
 from ragjudge.errors import InputError
-from ragjudge.nuggets import (Assignment, AssignedNugget, answer_scores, parse_answers,
-                              parse_assignments, parse_nuggets, read_assignments, score_assignments)
+from ragjudge.nuggets import (
+    AssignedNugget,
+    Assignment,
+    answer_scores,
+    parse_answers,
+    parse_assignments,
+    parse_nuggets,
+    read_assignments,
+    score_assignments,
+)
 
 EX = Path(__file__).resolve().parents[2] / "examples" / "nuggets"
 
@@ -45,8 +53,8 @@ def _reference_definitions(records: list[dict]) -> dict[str, float]:
     for r in records:
         ns = r["nuggets"]
         v = [n for n in ns if n["importance"] == "vital"]
-        full = lambda xs: sum(1 for n in xs if n["assignment"] == "support")  # noqa: E731
-        half = lambda xs: sum(0.5 for n in xs if n["assignment"] == "partial_support")  # noqa: E731
+        full = lambda xs: sum(1 for n in xs if n["assignment"] == "support")
+        half = lambda xs: sum(0.5 for n in xs if n["assignment"] == "partial_support")
         out["strict_vital"].append(full(v) / len(v))
         out["vital"].append((full(v) + half(v)) / len(v))
         out["strict_all"].append(full(ns) / len(ns))
