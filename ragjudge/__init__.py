@@ -36,6 +36,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .rag import RagReport, Sample, evaluate_samples, evaluate_samples_sync, read_traces, span_scores
     from .trust import PPIReport, judge_panel, judge_panel_sync, plan_labels, ppi_evaluate, ppi_mean, soft_evaluate
     from .synth import SynthResult, synthesize, synthesize_sync
+    from .nuggets import (assign_nuggets, assign_nuggets_sync, create_nuggets, create_nuggets_sync,
+                          score_assignments)
     from .integrations.retrievers import RetrievalError, RetrievedRun, run_retriever, run_retriever_sync
     from .integrations.pipelines import collect_samples, collect_samples_sync
     from .integrations.mlflow import log_mlflow
@@ -78,6 +80,8 @@ _LAZY = {
     "synthesize": "synth",
     "synthesize_sync": "synth",
     "SynthResult": "synth",
+    "create_nuggets": "nuggets", "create_nuggets_sync": "nuggets", "assign_nuggets": "nuggets",
+    "assign_nuggets_sync": "nuggets", "score_assignments": "nuggets",
     "run_retriever": "integrations.retrievers",
     "run_retriever_sync": "integrations.retrievers",
     "RetrievedRun": "integrations.retrievers",
@@ -153,6 +157,12 @@ __all__ = [
     "synthesize",
     "synthesize_sync",
     "SynthResult",
+    # answer-level evaluation with nuggets (ragjudge.nuggets)
+    "create_nuggets",
+    "create_nuggets_sync",
+    "assign_nuggets",
+    "assign_nuggets_sync",
+    "score_assignments",
     # your retriever and pipeline (ragjudge.integrations)
     "run_retriever",
     "run_retriever_sync",

@@ -96,12 +96,15 @@ class _SessionWorker:
     def __init__(self, recipe: Mapping[str, Any]) -> None:
         llm = LLM(**recipe["llm"], check_key=True)
         self.judge = LLMRelevanceJudge(llm=llm, prompt=recipe["prompt"], progress=False)
+        # One loop for the worker's life: the HTTP client, the learned rate limits and the
+        # concurrency the runner grew carry over from batch to batch instead of starting cold.
+        self.loop = asyncio.new_event_loop()
 
     def __call__(self, batch: Mapping[str, Any]) -> dict[str, list[Any]]:
         pairs = [Pair(str(q), str(d), str(qu), str(pa)) for q, d, qu, pa in
                  zip(batch["qid"], batch["docid"], batch["query"], batch["passage"])]
         try:
-            judgments = self.judge.judge_many_sync(pairs, progress=False)
+            judgments = self.loop.run_until_complete(self.judge.judge_many(pairs, progress=False))
         except LLMError as exc:  # the run stopped (budget share spent, a revoked key)
             done = {(j.qid, j.docid): j for j in (exc.partial or []) if isinstance(j, Judgment)}
             reason = " ".join(str(exc).split())
@@ -153,7 +156,7 @@ def vllm_judgment(judge: LLMRelevanceJudge, row: Mapping[str, Any]) -> dict[str,
 
 
 # ----------------------------------------------------------------------------- the pipeline
-def _ray(address: str | None, env: Mapping[str, str]) -> Any:
+def _ray(address: str | None) -> Any:
     try:
         import ray
     except ImportError:
@@ -161,8 +164,7 @@ def _ray(address: str | None, env: Mapping[str, str]) -> Any:
                          "checkout", field="engine") from None
     if not ray.is_initialized():
         ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                 logging_level=logging.WARNING,
-                 runtime_env={"env_vars": dict(env)} if env else None)
+                 logging_level=logging.WARNING)
     import ray.data
 
     # ragjudge says what happened in its own lines; Ray Data's progress bars and INFO lines
@@ -191,14 +193,15 @@ def _run(judge: LLMRelevanceJudge, items: Sequence[Pair], *, engine: str, worker
             continue
         todo.append({"index": i, "qid": p.qid, "docid": p.docid, "query": p.query, "passage": p.passage})
     if todo:
-        ray = _ray(address, _key_env(llm))
+        ray = _ray(address)
         ds = _dataset(ray, todo)
         if engine == "session":
             out = ds.map_batches(
                 _SessionWorker, fn_constructor_kwargs={"recipe": _recipe(llm, judge.prompt.name, workers)},
                 # Ray Data restarts a dead actor and retries its batch by default (max_restarts
                 # and max_task_retries -1): the batch's finished calls are in the cache.
-                batch_size=batch_size, concurrency=workers, num_cpus=0.25)
+                batch_size=batch_size, concurrency=workers, num_cpus=0.25,
+                runtime_env={"env_vars": _key_env(llm)})
         else:
             from ray.data.llm import build_processor, vLLMEngineProcessorConfig
 
@@ -226,7 +229,7 @@ async def judge_ray(
     prompt: str = "relevance.v1",
     engine: str = "session",
     workers: int = 2,
-    batch_size: int = 32,
+    batch_size: int = 64,
     address: str | None = None,
     vllm: Mapping[str, Any] | None = None,
     human: Qrels | None = None,

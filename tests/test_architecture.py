@@ -24,6 +24,7 @@ LAYERS: dict[str, int] = {
     "ragjudge.llm": 3,
     "ragjudge.judges": 4,
     "ragjudge.rag": 5, "ragjudge.trust": 5, "ragjudge.synth": 5, "ragjudge.retrieve": 5, "ragjudge.ray": 5,
+    "ragjudge.nuggets": 5,
     # integrations: retrievers and pipelines are applications; the MLflow writer needs only a
     # report's to_dict(), so ResultSurface (layer 1) can offer log_mlflow.
     "ragjudge.integrations": 5, "ragjudge.integrations.mlflow": 1,

@@ -23,6 +23,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("evaluate", "compare runs: paired tests, Holm correction, bootstrap intervals"),
     "judge": ("judge", "grade pooled run documents with an LLM and write qrels"),
     "rag": ("rag", "RAG metrics on samples (context precision/recall, faithfulness, hit@k...)"),
+    "nuggets": ("nuggets", "answer-level evaluation as TREC RAG does it: nuggets, scores, citation support"),
     "agree": ("agree", "label and system-ranking agreement between two qrels, with bootstrap intervals"),
     "plan-labels": ("trust", "how many human-labelled queries a target interval width needs (from a pilot)"),
     "simulate-judge": ("trust", "labels of a simulated judge (known confusion matrix) from true qrels"),
