@@ -16,7 +16,7 @@ from ..report import FORMATS
 from ._inputs import add_option, options_from_args
 from ._llm import add_llm_options, llm_from_args
 from ._plot import add_plot_options, check_plot_path, draw_panels, write_plot
-from .gates import below, parse_gate, report_failures, worse_than
+from .gates import JUnitReport, add_junit_option, below, parse_gate, report_failures, worse_than
 
 __all__ = ["register"]
 
@@ -109,6 +109,7 @@ def _score_parser(steps: Any) -> None:
                    help="exit 1 if a run's mean SCORE is below VALUE (CI gate); repeatable")
     p.add_argument("--fail-if-worse", metavar="BASELINE",
                    help="exit 1 if a run is significantly worse than run BASELINE on any score")
+    add_junit_option(p)
     add_plot_options(p, ("means", "differences", "hist", "box"),
                      "means (forest plot, the default), differences, hist, box")
     p.set_defaults(step_func=_score)
@@ -145,17 +146,18 @@ def _score(args: argparse.Namespace) -> int:
         for qid, why in rep.meta.get("reasons", {}).items():
             print(f"ragjudge: {run} {qid}: undetermined: {why}", file=sys.stderr)
     write_plot(args, lambda plots: _draw(plots, report, args))
-    failures = []
-    for metric, threshold in gates:
-        for run, rep in report.reports.items():
-            msg = below(f"{run} {metric}", rep.mean.get(metric), threshold)
-            if msg:
-                failures.append(msg)
+    junit = JUnitReport("nuggets score") if args.junit else None
+    status = report_failures("--fail-under", [
+        (f"run {run}: {metric} >= {threshold:g}", below(f"run {run}: {metric}", rep.mean.get(metric), threshold))
+        for metric, threshold in gates for run, rep in report.reports.items()], junit)
     if args.fail_if_worse:
         if args.fail_if_worse not in report.reports:
             raise InputError(f"no run named {args.fail_if_worse!r}", field="--fail-if-worse")
-        failures.extend(worse_than(report, args.fail_if_worse, args.digits))
-    return report_failures("gate", failures)
+        status = report_failures("--fail-if-worse", worse_than(report, args.fail_if_worse, args.digits),
+                                 junit) or status
+    if junit is not None:
+        junit.write(args.junit)
+    return status
 
 
 def _draw(plots: Any, report: Any, args: argparse.Namespace) -> Any:

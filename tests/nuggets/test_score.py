@@ -144,7 +144,7 @@ def test_cli_score_json_and_gates(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert run_b["mean"]["strict_all"] == pytest.approx(mean([1 / 5, 1 / 4, 1 / 4]))
     assert len(run_b["ci"]["all"]) == 2
     assert main(["nuggets", "score", f, "--fail-under", "vital=0.5", "--resamples", "200"]) == 1
-    assert "run_b vital" in capsys.readouterr().err
+    assert "fail-under: run run_b: vital = 0.3889 < 0.5" in capsys.readouterr().err
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"qid": "1", "nuggets": [{"text": "a", "assignment": "support"}]}\n')
     assert main(["nuggets", "score", str(bad)]) == 2
