@@ -1,22 +1,26 @@
-"""One frozen value saying where and how to call a model: :class:`Endpoint`.
+"""One frozen value saying where and how to call a model: :class:`Endpoint`, the LLM edge's
+options value.
 
-Built once -- by the CLI from its flags, by the service from its settings, by library callers
-directly -- and passed down to the session, the client and the provider; nothing below
-restates these options.
+Each field is declared once below with its default, its help and (in :meth:`Endpoint.validate`)
+its check; the CLI's flags (``cli/_llm.add_endpoint_options``), the service's settings and the
+keywords of :class:`ragjudge.llm.LLM` are all made from these declarations. Built once -- by
+the CLI from its flags, by the service from its settings, by library callers directly -- and
+passed down to the session, the client and the provider; nothing below restates these options.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..errors import InputError, LLMError
+from ..options import OptionsValue, option
 from .budget import check_finite
 from .defaults import DEFAULT_CONCURRENCY
 from .redaction import redact_url
 
-__all__ = ["Endpoint", "ENDPOINT_FIELDS", "DEFAULT_CONCURRENCY", "parse_endpoint"]
+__all__ = ["Endpoint", "ENDPOINT_FIELDS", "DEFAULT_CONCURRENCY", "parse_endpoint", "endpoint_flags"]
 
 
 def _spec(name: str) -> Any:
@@ -27,46 +31,73 @@ def _spec(name: str) -> Any:
     return provider_spec(name)
 
 
+def _flag(default: Any, help: str, *, flag: str | None, metavar: str | None = None,  # noqa: A002
+          kind: type | None = None, group: str = "endpoint") -> Any:
+    """A field with its command-line flag (``flag=None``: library only); ``group``: the option
+    group it is listed in (``endpoint``, or ``limits`` for the rate limits)."""
+    return option(default, help, flag=flag, metavar=metavar, kind=kind, group=group)
+
+
 @dataclass(frozen=True)
-class Endpoint:
+class Endpoint(OptionsValue):
     """A model behind one API: the provider, its address and key, and the limits of calling it.
 
     ``provider`` names a registered provider (``openai``: any OpenAI-compatible server,
-    Azure OpenAI included; ``anthropic``: Anthropic's Messages API). ``api_key`` is excluded
-    from ``repr`` and never stored elsewhere; without it the key is read from ``api_key_env``
-    or the provider's default variable. ``timeout`` bounds one HTTP attempt as a whole;
-    ``max_attempts`` are a request's attempts for failures of its own; ``patience`` is how
-    long an outage or a run of 429s may last; ``concurrency``, ``rpm`` and ``tpm`` cap what is
-    in flight and per minute. Values are checked when the endpoint is made: a NaN would
-    silently disable the limit it sets.
+    Azure OpenAI included; ``anthropic``: Anthropic's Messages API; ``function``, ``callable``,
+    ``litellm``, ``langchain``, ``llamaindex``: a Python object in ``target``). ``api_key`` is
+    excluded from ``repr`` and never stored elsewhere; without it the key is read from
+    ``api_key_env`` or the provider's default variable. Values are checked when the endpoint is
+    made: a NaN would silently disable the limit it sets.
     """
 
     model: str
-    provider: str = "openai"
-    base_url: str | None = None
-    api_key: str | None = field(default=None, repr=False)
-    api_key_env: str | None = None
-    azure_endpoint: str | None = None
-    azure_api_version: str | None = None
-    timeout: float = 60.0
-    max_attempts: int = 6
-    backoff_base: float = 0.5
-    max_wait: float = 60.0
-    patience: float = 600.0
-    concurrency: int = DEFAULT_CONCURRENCY
-    rpm: float | None = None
-    tpm: float | None = None
+    provider: str = _flag("openai", "the model's API (a registered provider)", flag="--provider",
+                          metavar="NAME", kind=str)
+    base_url: str | None = _flag(None, "the provider's endpoint, e.g. http://localhost:8000/v1 for an "
+                                 "OpenAI-compatible server", flag="--base-url", metavar="URL", kind=str)
+    api_key: str | None = field(default=None, repr=False, metadata={
+        "help": "the API key itself (library only: the CLI and the service read it from a variable)"})
+    api_key_env: str | None = _flag(None, "environment variable holding the API key",
+                                    flag="--api-key-env", metavar="VAR", kind=str)
+    azure_endpoint: str | None = _flag(None, "Azure OpenAI resource endpoint", flag="--azure-endpoint",
+                                       metavar="URL", kind=str)
+    azure_api_version: str | None = _flag(None, "Azure OpenAI API version", flag="--azure-api-version",
+                                          metavar="V", kind=str)
+    timeout: float = _flag(60.0, "timeout of one attempt in seconds, the whole reply included",
+                           flag="--timeout", metavar="S", kind=float)
+    max_attempts: int = _flag(6, "attempts per request on retryable errors", flag="--max-attempts",
+                              metavar="N", kind=int)
+    backoff_base: float = _flag(0.5, "first retry wait in seconds (full-jitter exponential backoff)",
+                                flag=None)
+    max_wait: float = _flag(60.0, "longest wait between two attempts in seconds", flag=None)
+    patience: float = _flag(600.0, "how long an outage or a run of 429s may last before the run stops "
+                            "(seconds; they do not use up --max-attempts)", flag="--patience",
+                            metavar="S", kind=float)
+    concurrency: int = _flag(DEFAULT_CONCURRENCY, "requests in flight at most (a ceiling: the runner "
+                             "adapts below it)", flag="--concurrency", metavar="N", kind=int, group="limits")
+    rpm: float | None = _flag(None, "requests per minute cap (default: learned from the server's "
+                              "headers and 429s)", flag="--rpm", metavar="N", kind=float, group="limits")
+    tpm: float | None = _flag(None, "tokens per minute cap", flag="--tpm", metavar="N", kind=float,
+                              group="limits")
     #: Share of the work when a session spreads it over several endpoints (default: ``rpm``,
     #: else 1): queries are hashed to endpoints in proportion.
-    weight: float | None = None
+    weight: float | None = _flag(None, "share of the work among several endpoints (default: rpm, "
+                                 "else 1)", flag=None)
+    #: The Python object a provider of objects calls (a function, a LangChain chat model, a
+    #: LlamaIndex LLM, LiteLLM's ``acompletion``); not part of equality, never shown.
+    target: Any = field(default=None, repr=False, compare=False, metadata={
+        "help": "the Python object the function/model-object providers call (library only)"})
 
-    def __post_init__(self) -> None:
+    def validate(self) -> None:
         if not self.model or not isinstance(self.model, str):
             raise InputError("no model given", field="model")
         spec = _spec(self.provider)  # an unknown provider names the known ones
         if self.azure_endpoint and spec.key_env_azure is None:
             raise InputError(f"azure_endpoint is for the openai provider, not {self.provider!r}",
                              field="azure_endpoint")
+        if "object" in spec.features and self.target is None:
+            raise InputError(f"the {self.provider} provider calls a Python object: give it as target "
+                             "(or pass the object itself to LLM(...))", field="target")
         for name in ("rpm", "tpm", "timeout", "backoff_base", "max_wait", "patience", "weight"):
             check_finite(getattr(self, name), name)
         for name in ("concurrency", "max_attempts"):
@@ -76,10 +107,6 @@ class Endpoint:
         where = redact_url(self.azure_endpoint or self.base_url) or None
         return f"Endpoint(provider={self.provider!r}, model={self.model!r}, base_url={where!r}, timeout={self.timeout:g})"
 
-    def replace(self, **changes: Any) -> Endpoint:
-        """A copy with ``changes`` (checked again)."""
-        return replace(self, **changes)
-
     def resolved_base_url(self) -> str | None:
         """The base URL: given, or from the provider's variable (``OPENAI_BASE_URL``...)."""
         env = _spec(self.provider).base_url_env
@@ -87,13 +114,15 @@ class Endpoint:
 
     def resolve_key(self) -> str:
         """The API key: given, from ``api_key_env``, or from the provider's default variable;
-        a local server (a base URL, no key) gets a placeholder. A missing key is an
-        :class:`LLMError` naming where it was looked for."""
+        a local server (a base URL, no key) or a provider that needs none (a Python object)
+        gets a placeholder. A missing key is an :class:`LLMError` naming where it was looked for."""
         if self.api_key:
             return self.api_key
         spec = _spec(self.provider)
         default = spec.key_env_azure if (self.azure_endpoint and spec.key_env_azure) else spec.key_env
         env = self.api_key_env or default
+        if not env:
+            return "no-key"  # the provider calls an object in this process: nothing to unlock
         key = os.environ.get(env)
         if key:
             return key
@@ -103,6 +132,25 @@ class Endpoint:
             # Local servers (vLLM, Ollama, llama.cpp) usually ignore the key, but SDKs want one.
             return "no-key"
         raise LLMError(f"no API key: set {env}, pass --api-key-env VAR, or --base-url for a local server")
+
+
+def endpoint_flags(group: str | None = None) -> list[tuple[str, str, dict[str, Any]]]:
+    """``(field, flag, argparse keywords)`` of every field that has a command-line flag (of one
+    ``group``: ``endpoint`` or ``limits``; ``None``: all), in declaration order: the CLI's and
+    ``serve``'s flags are made from these (``--provider`` has its own action, see
+    ``cli/_llm.add_provider_option``)."""
+    out = []
+    for f in fields(Endpoint):
+        flag = f.metadata.get("flag")
+        if not flag or (group is not None and f.metadata.get("group") != group):
+            continue
+        kw: dict[str, Any] = {"default": f.default, "help": f.metadata["help"]}
+        if f.metadata.get("kind") not in (None, str):
+            kw["type"] = f.metadata["kind"]
+        if f.metadata.get("metavar"):
+            kw["metavar"] = f.metadata["metavar"]
+        out.append((f.name, flag, kw))
+    return out
 
 
 _SPEC_KEYS: dict[str, tuple[str, type]] = {

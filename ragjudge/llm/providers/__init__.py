@@ -50,7 +50,30 @@ def open_provider(endpoint: Endpoint, http_client: Any = None) -> Provider:
 # -- registrations (one per provider module; the modules import their SDKs only when opened) --
 
 from . import anthropic as _anthropic_provider  # noqa: E402
+from . import function as _function_provider  # noqa: E402
 from . import openai as _openai_provider  # noqa: E402
 
 register(_openai_provider.SPEC, _openai_provider.OpenAIProvider)
 register(_anthropic_provider.SPEC, _anthropic_provider.AnthropicProvider)
+register(_function_provider.SPEC, _function_provider.FunctionProvider)
+
+
+def object_endpoint(obj: Any, **changes: Any) -> Endpoint:
+    """The endpoint of a model object (``LLM(obj)``): the provider whose ``recognise`` knows
+    the object's class (checked by module name: no framework is imported to tell), the model
+    name the object reports, and ``changes``. Anything else is an :class:`InputError` saying
+    what is accepted."""
+    from ..endpoint import Endpoint
+
+    for spec, _factory in _REGISTRY.values():
+        recognise = _RECOGNISERS.get(spec.name)
+        name = recognise(obj) if recognise is not None else None
+        if name is not None:
+            changes.setdefault("provider", spec.name)
+            return Endpoint(changes.pop("model", None) or name, target=obj, **changes)
+    raise InputError(f"LLM() takes a model name, an Endpoint or a model object (a LangChain chat model, "
+                     f"a LlamaIndex LLM, LiteLLM's acompletion, an async function (messages, schema) -> "
+                     f"text); got {type(obj).__name__}", field="model")
+
+
+_RECOGNISERS: dict[str, Callable[[Any], str | None]] = {}
