@@ -50,12 +50,21 @@ def open_provider(endpoint: Endpoint, http_client: Any = None) -> Provider:
 # -- registrations (one per provider module; the modules import their SDKs only when opened) --
 
 from . import anthropic as _anthropic_provider  # noqa: E402
+from . import callable as _callable_provider  # noqa: E402
 from . import function as _function_provider  # noqa: E402
+from . import langchain as _langchain_provider  # noqa: E402
+from . import litellm as _litellm_provider  # noqa: E402
+from . import llamaindex as _llamaindex_provider  # noqa: E402
 from . import openai as _openai_provider  # noqa: E402
 
 register(_openai_provider.SPEC, _openai_provider.OpenAIProvider)
 register(_anthropic_provider.SPEC, _anthropic_provider.AnthropicProvider)
 register(_function_provider.SPEC, _function_provider.FunctionProvider)
+# Model objects, told apart by ``recognise`` in this order (the most specific first).
+register(_langchain_provider.SPEC, _langchain_provider.LangChainProvider)
+register(_llamaindex_provider.SPEC, _llamaindex_provider.LlamaIndexProvider)
+register(_litellm_provider.SPEC, _litellm_provider.LiteLLMProvider)
+register(_callable_provider.SPEC, _callable_provider.CallableProvider)
 
 
 def object_endpoint(obj: Any, **changes: Any) -> Endpoint:
@@ -76,4 +85,6 @@ def object_endpoint(obj: Any, **changes: Any) -> Endpoint:
                      f"text); got {type(obj).__name__}", field="model")
 
 
-_RECOGNISERS: dict[str, Callable[[Any], str | None]] = {}
+_RECOGNISERS: dict[str, Callable[[Any], str | None]] = {
+    module.SPEC.name: module.recognise
+    for module in (_langchain_provider, _llamaindex_provider, _litellm_provider, _callable_provider)}
