@@ -1,9 +1,10 @@
 """One frozen value saying where and how to call a model: :class:`Endpoint`, the LLM edge's
 options value.
 
-Each field is declared once below with its default, its help and (in :meth:`Endpoint.validate`)
-its check; the CLI's flags (``cli/_llm.add_endpoint_options``), the service's settings and the
-keywords of :class:`ragjudge.llm.LLM` are all made from these declarations. Built once -- by
+Each field is declared once, with its default, help and flag, in :data:`.defaults.ENDPOINT_OPTIONS`
+(where the CLI reads it without loading this module) and checked once, in
+:meth:`Endpoint.validate`; the CLI's flags (``cli/_llm.add_llm_options``), ``serve``'s, the
+service's settings and the keywords of :class:`ragjudge.llm.LLM` are all made from them. Built once -- by
 the CLI from its flags, by the service from its settings, by library callers directly -- and
 passed down to the session, the client and the provider; nothing below restates these options.
 """
@@ -11,16 +12,16 @@ passed down to the session, the client and the provider; nothing below restates 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 from ..errors import InputError, LLMError
 from ..options import OptionsValue, option
 from .budget import check_finite
-from .defaults import DEFAULT_CONCURRENCY
+from .defaults import DEFAULT_CONCURRENCY, ENDPOINT_OPTIONS
 from .redaction import redact_url
 
-__all__ = ["Endpoint", "ENDPOINT_FIELDS", "DEFAULT_CONCURRENCY", "parse_endpoint", "endpoint_flags"]
+__all__ = ["Endpoint", "ENDPOINT_FIELDS", "DEFAULT_CONCURRENCY", "parse_endpoint"]
 
 
 def _spec(name: str) -> Any:
@@ -31,11 +32,10 @@ def _spec(name: str) -> Any:
     return provider_spec(name)
 
 
-def _flag(default: Any, help: str, *, flag: str | None, metavar: str | None = None,  # noqa: A002
-          kind: type | None = None, group: str = "endpoint") -> Any:
-    """A field with its command-line flag (``flag=None``: library only); ``group``: the option
-    group it is listed in (``endpoint``, or ``limits`` for the rate limits)."""
-    return option(default, help, flag=flag, metavar=metavar, kind=kind, group=group)
+def _declared(name: str, **kw: Any) -> Any:
+    """The field ``name`` as :data:`.defaults.ENDPOINT_OPTIONS` declares it."""
+    d = ENDPOINT_OPTIONS[name]
+    return option(d.default, d.help, flag=d.flag, **kw)
 
 
 @dataclass(frozen=True)
@@ -51,42 +51,26 @@ class Endpoint(OptionsValue):
     """
 
     model: str
-    provider: str = _flag("openai", "the model's API (a registered provider)", flag="--provider",
-                          metavar="NAME", kind=str)
-    base_url: str | None = _flag(None, "the provider's endpoint, e.g. http://localhost:8000/v1 for an "
-                                 "OpenAI-compatible server", flag="--base-url", metavar="URL", kind=str)
-    api_key: str | None = field(default=None, repr=False, metadata={
-        "help": "the API key itself (library only: the CLI and the service read it from a variable)"})
-    api_key_env: str | None = _flag(None, "environment variable holding the API key",
-                                    flag="--api-key-env", metavar="VAR", kind=str)
-    azure_endpoint: str | None = _flag(None, "Azure OpenAI resource endpoint", flag="--azure-endpoint",
-                                       metavar="URL", kind=str)
-    azure_api_version: str | None = _flag(None, "Azure OpenAI API version", flag="--azure-api-version",
-                                          metavar="V", kind=str)
-    timeout: float = _flag(60.0, "timeout of one attempt in seconds, the whole reply included",
-                           flag="--timeout", metavar="S", kind=float)
-    max_attempts: int = _flag(6, "attempts per request on retryable errors", flag="--max-attempts",
-                              metavar="N", kind=int)
-    backoff_base: float = _flag(0.5, "first retry wait in seconds (full-jitter exponential backoff)",
-                                flag=None)
-    max_wait: float = _flag(60.0, "longest wait between two attempts in seconds", flag=None)
-    patience: float = _flag(600.0, "how long an outage or a run of 429s may last before the run stops "
-                            "(seconds; they do not use up --max-attempts)", flag="--patience",
-                            metavar="S", kind=float)
-    concurrency: int = _flag(DEFAULT_CONCURRENCY, "requests in flight at most (a ceiling: the runner "
-                             "adapts below it)", flag="--concurrency", metavar="N", kind=int, group="limits")
-    rpm: float | None = _flag(None, "requests per minute cap (default: learned from the server's "
-                              "headers and 429s)", flag="--rpm", metavar="N", kind=float, group="limits")
-    tpm: float | None = _flag(None, "tokens per minute cap", flag="--tpm", metavar="N", kind=float,
-                              group="limits")
+    provider: str = _declared("provider")
+    base_url: str | None = _declared("base_url")
+    api_key: str | None = _declared("api_key", repr=False)
+    api_key_env: str | None = _declared("api_key_env")
+    azure_endpoint: str | None = _declared("azure_endpoint")
+    azure_api_version: str | None = _declared("azure_api_version")
+    timeout: float = _declared("timeout")
+    max_attempts: int = _declared("max_attempts")
+    backoff_base: float = _declared("backoff_base")
+    max_wait: float = _declared("max_wait")
+    patience: float = _declared("patience")
+    concurrency: int = _declared("concurrency")
+    rpm: float | None = _declared("rpm")
+    tpm: float | None = _declared("tpm")
     #: Share of the work when a session spreads it over several endpoints (default: ``rpm``,
     #: else 1): queries are hashed to endpoints in proportion.
-    weight: float | None = _flag(None, "share of the work among several endpoints (default: rpm, "
-                                 "else 1)", flag=None)
+    weight: float | None = _declared("weight")
     #: The Python object a provider of objects calls (a function, a LangChain chat model, a
     #: LlamaIndex LLM, LiteLLM's ``acompletion``); not part of equality, never shown.
-    target: Any = field(default=None, repr=False, compare=False, metadata={
-        "help": "the Python object the function/model-object providers call (library only)"})
+    target: Any = _declared("target", repr=False, compare=False)
 
     def validate(self) -> None:
         if not self.model or not isinstance(self.model, str):
@@ -132,25 +116,6 @@ class Endpoint(OptionsValue):
             # Local servers (vLLM, Ollama, llama.cpp) usually ignore the key, but SDKs want one.
             return "no-key"
         raise LLMError(f"no API key: set {env}, pass --api-key-env VAR, or --base-url for a local server")
-
-
-def endpoint_flags(group: str | None = None) -> list[tuple[str, str, dict[str, Any]]]:
-    """``(field, flag, argparse keywords)`` of every field that has a command-line flag (of one
-    ``group``: ``endpoint`` or ``limits``; ``None``: all), in declaration order: the CLI's and
-    ``serve``'s flags are made from these (``--provider`` has its own action, see
-    ``cli/_llm.add_provider_option``)."""
-    out = []
-    for f in fields(Endpoint):
-        flag = f.metadata.get("flag")
-        if not flag or (group is not None and f.metadata.get("group") != group):
-            continue
-        kw: dict[str, Any] = {"default": f.default, "help": f.metadata["help"]}
-        if f.metadata.get("kind") not in (None, str):
-            kw["type"] = f.metadata["kind"]
-        if f.metadata.get("metavar"):
-            kw["metavar"] = f.metadata["metavar"]
-        out.append((f.name, flag, kw))
-    return out
 
 
 _SPEC_KEYS: dict[str, tuple[str, type]] = {

@@ -45,7 +45,7 @@ from .endpoint import Endpoint
 from .progress import Progress
 from .prompts import Prompt, load_prompt
 from .provenance import FailureKind, Provenance
-from .providers import object_endpoint, provider_spec
+from .providers import provider_spec, recognise_object
 from .replies import (
     Conversation,
     GiveUp,
@@ -155,7 +155,8 @@ class LLM(AccountsView):
             endpoint = Endpoint(model, **given)
         else:
             # A model object of the user's: its provider is told by the object's class.
-            endpoint = object_endpoint(model, **given)
+            provider, name = recognise_object(model)
+            endpoint = Endpoint(name, **{"provider": provider, **given, "target": model})
         for name, value in (("max_tokens", max_tokens),):
             check_finite(value, name, integer=True)
         check_finite(temperature, "temperature", positive=False)

@@ -16,7 +16,8 @@ from .base import Provider, ProviderSpec
 if TYPE_CHECKING:  # pragma: no cover
     from ..endpoint import Endpoint
 
-__all__ = ["register", "provider_spec", "provider_names", "open_provider", "Provider", "ProviderSpec"]
+__all__ = ["register", "provider_spec", "provider_names", "open_provider", "recognise_object", "Provider",
+           "ProviderSpec"]
 
 Factory = Callable[["Endpoint", Any], Provider]
 _REGISTRY: dict[str, tuple[ProviderSpec, Factory]] = {}
@@ -67,19 +68,16 @@ register(_litellm_provider.SPEC, _litellm_provider.LiteLLMProvider)
 register(_callable_provider.SPEC, _callable_provider.CallableProvider)
 
 
-def object_endpoint(obj: Any, **changes: Any) -> Endpoint:
-    """The endpoint of a model object (``LLM(obj)``): the provider whose ``recognise`` knows
-    the object's class (checked by module name: no framework is imported to tell), the model
-    name the object reports, and ``changes``. Anything else is an :class:`InputError` saying
-    what is accepted."""
-    from ..endpoint import Endpoint
-
-    for spec, _factory in _REGISTRY.values():
-        recognise = _RECOGNISERS.get(spec.name)
-        name = recognise(obj) if recognise is not None else None
-        if name is not None:
-            changes.setdefault("provider", spec.name)
-            return Endpoint(changes.pop("model", None) or name, target=obj, **changes)
+def recognise_object(obj: Any) -> tuple[str, str]:
+    """``(provider, model name)`` of a model object (``LLM(obj)``): the first provider whose
+    ``recognise`` knows the object's class (told by module name: no framework is imported to
+    tell) and the model name the object reports. Anything else is an :class:`InputError`
+    saying what is accepted."""
+    for name in _REGISTRY:
+        recognise = _RECOGNISERS.get(name)
+        model = recognise(obj) if recognise is not None else None
+        if model is not None:
+            return name, model
     raise InputError(f"LLM() takes a model name, an Endpoint or a model object (a LangChain chat model, "
                      f"a LlamaIndex LLM, LiteLLM's acompletion, an async function (messages, schema) -> "
                      f"text); got {type(obj).__name__}", field="model")
