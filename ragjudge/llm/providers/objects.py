@@ -61,7 +61,8 @@ def class_path(obj: Any) -> str:
     target = getattr(obj, "func", obj)  # functools.partial
     if callable(target) and hasattr(target, "__qualname__") and not isinstance(target, type) \
             and type(target).__name__ in ("function", "builtin_function_or_method", "method"):
-        return f"{target.__module__}.{target.__qualname__}"
+        module = getattr(target, "__module__", None)
+        return f"{module}.{target.__qualname__}" if module else target.__qualname__
     cls = type(obj)
     return f"{cls.__module__}.{cls.__qualname__}"
 
