@@ -221,3 +221,28 @@ def test_the_object_providers_are_not_cli_choices() -> None:
     with pytest.raises(SystemExit):
         build_parser().parse_args(["rag", "s.jsonl", "-m", "hit@5", "--provider", "langchain"])
     asyncio.run(asyncio.sleep(0))
+
+
+def test_a_langchain_model_judges_the_bundled_collection_with_costs_and_provenance() -> None:
+    from pathlib import Path
+
+    from ragjudge.io.readers import read_run
+    from ragjudge.io.texts import read_corpus, read_queries
+
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    queries, corpus = read_queries(examples / "queries.jsonl"), read_corpus(examples / "corpus.jsonl")
+    run = read_run(examples / "runs" / "bm25_raw.run")
+    reply = AIMessage(content=GRADE, usage_metadata={"input_tokens": 300, "output_tokens": 10, "total_tokens": 310},
+                      response_metadata={"model_name": "gpt-4o-mini-2024-07-18"})
+
+    class Named(lc_fakes.FakeMessagesListChatModel):
+        model_name: str = "gpt-4o-mini"  # as ChatOpenAI(model="gpt-4o-mini") reports it
+
+    model = Named(responses=[reply])  # answers every request with it
+    llm = LLM(model, cache=False, max_cost=5.0)  # the model's list price, as for a URL
+    res = LLMRelevanceJudge(llm=llm, progress=False).judge_run_sync(queries, corpus, run, depth=2)
+    pairs = len(res.judgments)
+    assert pairs >= len(queries) and all(j.grade == 2 for j in res.judgments)
+    assert all(j.model == "gpt-4o-mini" and j.served_model == "gpt-4o-mini-2024-07-18" for j in res.judgments)
+    assert llm.usage.calls == pairs and llm.usage.prompt_tokens == 300 * pairs
+    assert llm.cost == pytest.approx(llm.cost_of(llm.usage)) and llm.cost > 0
