@@ -87,6 +87,8 @@ def test_a_langchain_reply_that_is_not_json_gets_the_repair_policy() -> None:
 
 
 # ----------------------------------------------------------------------------- LlamaIndex
+# Importing llama_index.core takes seconds: these are in the slow set.
+@pytest.mark.slow
 def test_llamaindex_mock_llm_goes_through_the_session() -> None:
     from llama_index.core.llms import MockLLM
 
@@ -99,6 +101,7 @@ def test_llamaindex_mock_llm_goes_through_the_session() -> None:
     assert llm.usage.unknown == llm.usage.calls  # each counted at its worst case
 
 
+@pytest.mark.slow
 def test_a_llamaindex_llm_answering_json_with_usage() -> None:
     from llama_index.core.base.llms.types import CompletionResponse
     from llama_index.core.llms import MockLLM
@@ -208,6 +211,7 @@ def test_an_unknown_object_is_a_clear_error() -> None:
         LLM(42)
 
 
+@pytest.mark.slow  # a subprocess
 def test_recognising_objects_imports_no_framework() -> None:
     code = ("import sys, ragjudge.llm.providers as p, ragjudge.llm.session;"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('langchain_core', 'llama_index', 'litellm')))")
