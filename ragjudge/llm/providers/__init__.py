@@ -3,6 +3,11 @@
 A provider is one module here (its ``SPEC`` and its class) plus one :func:`register` call
 below. Modules import their SDK only when a client is opened, so ``--provider`` choices, key
 variables, feature flags and prices cost nothing, and an optional SDK may be missing.
+
+Providers with the ``object`` feature call a Python object (``Endpoint.target``) instead of an
+address: ``function`` (:class:`ragjudge.llm.fake.FakeLLM`) and the model objects users already
+have, each with a ``recognise(obj)`` that tells its objects by their classes' modules
+(:func:`recognise_object`, behind ``LLM(obj)``).
 """
 
 from __future__ import annotations
