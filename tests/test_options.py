@@ -223,7 +223,7 @@ def test_every_endpoint_field_reaches_each_command_with_its_default(command: str
 
 
 def test_the_cli_and_the_service_build_the_same_endpoint() -> None:
-    from ragjudge.cli._llm import endpoint_from_args, endpoint_fields
+    from ragjudge.cli._llm import endpoint_fields, endpoint_from_args
     from ragjudge.llm import Endpoint
     from ragjudge.server.settings import ServerSettings
 

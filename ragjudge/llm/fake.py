@@ -47,8 +47,8 @@ from .endpoint import Endpoint
 from .prompts import Prompt, load_prompt
 from .providers.function import (
     Answer,
-    FakeCall,
     Failure,
+    FakeCall,
     FunctionModel,
     Reply,
     ReplyFn,

@@ -40,11 +40,13 @@ from .base import (
     CallFailed,
     Completion,
     EmbeddingReply,
-    Failure as AttemptFailure,
     ProviderSpec,
     RateInfo,
     Sent,
     Verdict,
+)
+from .base import (
+    Failure as AttemptFailure,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
