@@ -45,9 +45,7 @@ from .base import (
     Sent,
     Verdict,
 )
-from .base import (
-    Failure as AttemptFailure,
-)
+from .base import Failure as AttemptFailure
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..endpoint import Endpoint

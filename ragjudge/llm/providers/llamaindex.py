@@ -60,9 +60,8 @@ class LlamaIndexProvider(ObjectProvider):
     spec = SPEC
 
     async def ask(self, body: Mapping[str, Any]) -> Completion:
-        from llama_index.core.base.llms.types import (
-            ChatMessage,  # the object's own framework
-        )
+        # the object's own framework, loaded already
+        from llama_index.core.base.llms.types import ChatMessage
 
         messages = [ChatMessage(role=m["role"], content=m["content"]) for m in body["messages"]]
         response = await self.target.achat(messages)
