@@ -59,25 +59,15 @@ def register(subparsers: Any) -> None:
     llm = p.add_argument_group("LLM endpoint of jobs (the server's, never a request's)")
     llm.add_argument("--model", default=os.environ.get("RAGJUDGE_MODEL"), metavar="M",
                      help="default model (or $RAGJUDGE_MODEL); requests may name another")
-    from ..llm.defaults import DEFAULT_CONCURRENCY
-    from ._llm import add_provider_option
+    from ._llm import add_endpoint_options, add_provider_option
 
     add_provider_option(llm, "the model's API (", "; default openai)")
-    llm.add_argument("--base-url", metavar="URL", help="the provider's endpoint (e.g. an OpenAI-compatible server)")
     llm.add_argument("--endpoint", dest="endpoints", action="append", default=[], metavar="URL[,KEY=VALUE...]",
                      help="spread jobs over several endpoints serving the model; repeat (as for judge: "
                           "key_env=, rpm=, tpm=, concurrency=, weight=, provider=)")
-    llm.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
-    llm.add_argument("--azure-endpoint", metavar="URL", help="Azure OpenAI resource endpoint")
-    llm.add_argument("--azure-api-version", metavar="V", help="Azure OpenAI API version")
-    llm.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY, metavar="N",
-                     help=f"requests in flight per job at most (default {DEFAULT_CONCURRENCY})")
-    llm.add_argument("--rpm", type=float, metavar="N", help="requests per minute cap per job")
-    llm.add_argument("--tpm", type=float, metavar="N", help="tokens per minute cap per job")
-    llm.add_argument("--timeout", type=float, default=60.0, metavar="S",
-                     help="timeout of one HTTP attempt (default 60)")
-    llm.add_argument("--max-attempts", type=int, default=6, metavar="N",
-                     help="attempts per request (default 6)")
+    # The endpoint's flags, as every LLM command has them (limits are per job).
+    add_endpoint_options(llm, "endpoint")
+    add_endpoint_options(llm, "limits")
     llm.add_argument("--cache", metavar="PATH",
                      help="SQLite cache file or postgresql:// URL (default $RAGJUDGE_CACHE or "
                           "~/.cache/ragjudge/judgments.sqlite)")
@@ -104,17 +94,15 @@ def register(subparsers: Any) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from ..server import ServerSettings, serve
+    from ._llm import endpoint_fields
 
     settings = ServerSettings(
         host=args.host, port=args.port, token_env=args.token_env, workers=args.workers,
         max_body_bytes=args.max_body_bytes, max_pairs=args.max_pairs,
         client_concurrency=args.client_concurrency, body_seconds=args.body_seconds,
         cors_origins=tuple(args.cors_origin), access_log=not args.no_access_log,
-        model=args.model, provider=args.provider, base_url=args.base_url, endpoints=tuple(args.endpoints),
-        api_key_env=args.api_key_env,
-        azure_endpoint=args.azure_endpoint, azure_api_version=args.azure_api_version,
-        rpm=args.rpm, tpm=args.tpm, timeout=args.timeout, max_attempts=args.max_attempts,
-        concurrency=args.concurrency, cache=args.cache, no_cache=args.no_cache,
+        model=args.model, llm=endpoint_fields(args), endpoints=tuple(args.endpoints),
+        cache=args.cache, no_cache=args.no_cache,
         prices=args.prices, max_cost=args.max_cost, jobs_db=args.jobs_db,
         max_jobs=args.max_jobs, drain_seconds=args.drain_seconds,
         ui_files=tuple(args.ui_file), ui_labels=args.ui_labels,
