@@ -145,8 +145,8 @@ class _Job:
         """What earlier runs paid: every other run's account, its calls that may have been in
         flight (``reserved``) at their worst case. (A job stored before accounts: its row.)"""
         accounts = [a for a in self.store.accounts(self.id) if a["owner"] != self.account_id]
-        if not accounts:
-            self.prior_cost, self.prior_usage = self.row_cost, dict(self.row_usage)
+        if not accounts:  # a fresh job (nothing paid), or one stored before accounts
+            self.prior_cost, self.prior_usage = self.row_cost or 0.0, dict(self.row_usage)
             return
         cost: float | None = 0.0
         usage: dict[str, Any] = {}
