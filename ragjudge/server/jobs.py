@@ -248,12 +248,18 @@ class JudgeJob(_Job):
             await asyncio.to_thread(self._write_unsaved)
 
     async def run(self) -> Any:
-        from ..judges import LLMRelevanceJudge
+        def prepare() -> tuple[list[Any], Any, Any]:
+            # off the event loop: pooling and the first imports of the LLM stack take long
+            # enough on a busy host to hold up lease renewals
+            from ..judges import LLMRelevanceJudge
 
-        pairs = judge_pairs(self.req, self.settings.max_pairs)
+            pairs = judge_pairs(self.req, self.settings.max_pairs)
+            llm = self.make_llm()
+            return pairs, llm, LLMRelevanceJudge(llm=llm, prompt=judge_options(self.req).prompt,
+                                                 progress=False)
+
+        pairs, self.llm, judge = await asyncio.to_thread(prepare)
         self.total = len(pairs)
-        self.llm = self.make_llm()
-        judge = LLMRelevanceJudge(llm=self.llm, prompt=judge_options(self.req).prompt, progress=False)
         todo = deque(i for i in range(len(pairs))
                      if i not in self.latest or self.latest[i].get("error") is not None)
 
@@ -341,9 +347,14 @@ class RagJob(_Job):
         from ..rag import evaluate_samples, plan_requests
 
         req = RagRequest.model_validate(self.request)
-        samples, metrics, options = rag_inputs(req, self.settings.max_pairs)
-        self.llm = self.make_llm()
-        self.total = len(plan_requests(samples, metrics, llm=self.llm, options=options))
+
+        def prepare() -> tuple[Any, ...]:  # off the event loop, as for judge jobs
+            samples, metrics, options = rag_inputs(req, self.settings.max_pairs)
+            llm = self.make_llm()
+            return samples, metrics, options, llm, len(plan_requests(samples, metrics, llm=llm,
+                                                                     options=options))
+
+        samples, metrics, options, self.llm, self.total = await asyncio.to_thread(prepare)
         try:
             report = await evaluate_samples(samples, metrics, judge=self.llm, options=options)
         finally:
@@ -371,7 +382,7 @@ class SynthJob(_Job):
 
         req = SynthRequest.model_validate(self.request)
         options = synth_inputs(req, self.settings.max_pairs)
-        llm = self.llm = self.make_llm()
+        llm = self.llm = await asyncio.to_thread(self.make_llm)
 
         async def main() -> dict[str, Any]:
             try:
@@ -435,8 +446,7 @@ class JobManager:
 
     async def _tick(self) -> None:
         for job in list(self.running.values()):
-            flag = await asyncio.to_thread(self.store.heartbeat, job.id, self.owner, job.snapshot())
-            await job.flush()
+            flag = await asyncio.to_thread(self._beat, job, job.snapshot())
             if flag is None and job.task is not None:
                 job.task.cancel()  # no longer ours (taken over after a lost lease)
             elif flag and not job.cancelling:
@@ -450,6 +460,13 @@ class JobManager:
             job = _KINDS[row["kind"]](self, row)
             self.running[job.id] = job
             job.task = asyncio.create_task(self._drive(job))
+
+    def _beat(self, job: _Job, snap: Mapping[str, Any]) -> bool | None:
+        """Renew a job's lease and store its progress and account (in a worker thread; its
+        judgments are written by the job as they arrive)."""
+        flag = self.store.heartbeat(job.id, self.owner, snap)
+        job.write_account()
+        return flag
 
     def _cancel(self, job: _Job) -> None:
         """Cancelled by a request: start nothing new; what is in flight may land (and is kept)

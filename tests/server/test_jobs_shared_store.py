@@ -221,3 +221,52 @@ def _owner_pid(url: str, job: str) -> int:
     with psycopg.connect(url) as db:
         owner = db.execute("SELECT owner FROM ragjudge_jobs WHERE id = %s", (job,)).fetchone()[0]
     return int(owner.split("-")[0])
+
+
+@pytest.mark.slow
+def test_a_killed_replicas_spending_counts_against_the_jobs_cap(tmp_path: Path) -> None:
+    """Two replicas on one store; the one running a capped job is killed mid-job. The other
+    takes over with what the dead one paid (and may have had in flight) counted: the true
+    spend stays under the cap and the reported cost is at least the true spend."""
+    import json
+
+    from _loopback import simulator_thread
+    from _server import ServerProcess, wait_job
+
+    price, cap = 100.0, 2.0
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"sim-model": {"input": price, "output": price}}))
+    shared = ["--jobs-db", str(tmp_path / "jobs.sqlite"), "--cache", str(tmp_path / "cache.sqlite")]
+    pairs = [{"qid": f"q{i // 5}", "docid": f"d{i}", "query": f"query {i // 5}", "passage": f"passage {i}"}
+             for i in range(80)]
+    with simulator_thread(latency=0.2, api_key=None) as sim:
+        def server(name: str, max_cost: str) -> ServerProcess:
+            (tmp_path / name).mkdir()
+            return ServerProcess(tmp_path / name, "--base-url", sim.base_url, "--model", "sim-model",
+                                 "--concurrency", "2", "--prices", str(prices), "--max-cost", max_cost,
+                                 "--lease-seconds", "2", *shared, env={"OPENAI_API_KEY": "sk-sim"})
+
+        a = server("a", str(cap)).start()  # accepts the job with its $2 ceiling
+        b = server("b", "10").start()
+        try:
+            with a.client() as ca:
+                job = ca.post("/v1/judge", json={"pairs": pairs}).json()["id"]
+                wait_job(ca, job, until=lambda s: s["progress"]["done"] >= 8, timeout=60)
+            db = sqlite3.connect(tmp_path / "jobs.sqlite")
+            owner = db.execute("SELECT owner FROM jobs WHERE id = ?", (job,)).fetchone()[0]
+            db.close()
+            runner, other = (a, b) if int(owner.split("-")[0]) == a.proc.pid else (b, a)
+            runner.stop(signal.SIGKILL)
+            with other.client() as c:
+                final = wait_job(c, job, timeout=120)
+        finally:
+            a.stop()
+            b.stop()
+        stats = sim.stats()
+    true_spend = (stats["prompt_tokens"] + stats["completion_tokens"]) * price / 1e6
+    assert final["status"] == "done", final
+    assert final["result"]["summary"]["skipped_budget"] > 0  # the cap bound the job
+    assert true_spend <= cap
+    assert final["cost_usd"] >= true_spend - 1e-9  # every paid call reported
+    print(f"paid twice: {stats['duplicate_paid']}, true ${true_spend:.4f}, "
+          f"reported ${final['cost_usd']:.4f}, cap ${cap}")
