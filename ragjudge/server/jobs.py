@@ -127,6 +127,11 @@ class _Job:
         self.total = int(row["total"])
         self.row_cost: float | None = row["cost"]
         self.row_usage: dict[str, Any] = json.loads(row["usage"])
+        #: the stored progress, renewed as it is until load() has read what earlier runs left
+        self.row_snap = {"done": int(row["done"]), "total": self.total,
+                         "counts": json.loads(row["counts"]), "cost": self.row_cost,
+                         "usage": self.row_usage}
+        self.loaded = False
         #: this run's account in the store (one per run: a run never overwrites another's)
         self.account_id = f"{manager.owner}/{uuid.uuid4().hex[:8]}"
         self.prior_cost: float | None = 0.0
@@ -147,13 +152,18 @@ class _Job:
         accounts = [a for a in self.store.accounts(self.id) if a["owner"] != self.account_id]
         if not accounts:  # a fresh job (nothing paid), or one stored before accounts
             self.prior_cost, self.prior_usage = self.row_cost or 0.0, dict(self.row_usage)
-            return
-        cost: float | None = 0.0
-        usage: dict[str, Any] = {}
-        for a in accounts:
-            cost = None if cost is None or a["spent"] is None else cost + a["spent"] + a["reserved"]
-            usage = _add_usage(usage, a["usage"])
-        self.prior_cost, self.prior_usage = cost, usage
+        else:
+            cost: float | None = 0.0
+            usage: dict[str, Any] = {}
+            for a in accounts:
+                cost = None if cost is None or a["spent"] is None else cost + a["spent"] + a["reserved"]
+                usage = _add_usage(usage, a["usage"])
+            self.prior_cost, self.prior_usage = cost, usage
+        self.load_own()
+        self.loaded = True
+
+    def load_own(self) -> None:
+        """What earlier runs of this kind of job stored besides money (none by default)."""
 
     async def run(self) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -231,8 +241,7 @@ class JudgeJob(_Job):
         self.latest: dict[int, dict[str, Any]] = {}
         self.unsaved: deque[tuple[int, dict[str, Any]]] = deque()
 
-    def load(self) -> None:
-        super().load()
+    def load_own(self) -> None:
         for idx, rec in self.store.judgments(self.id):
             self.latest[idx] = rec
 
@@ -446,7 +455,7 @@ class JobManager:
 
     async def _tick(self) -> None:
         for job in list(self.running.values()):
-            flag = await asyncio.to_thread(self._beat, job, job.snapshot())
+            flag = await asyncio.to_thread(self._beat, job, job.snapshot() if job.loaded else job.row_snap)
             if flag is None and job.task is not None:
                 job.task.cancel()  # no longer ours (taken over after a lost lease)
             elif flag and not job.cancelling:
