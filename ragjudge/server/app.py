@@ -251,7 +251,9 @@ def _offline_docs(app: FastAPI) -> None:
 
     import fastapi_offline
     from fastapi.openapi.docs import (
-        get_redoc_html, get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html,
+        get_redoc_html,
+        get_swagger_ui_html,
+        get_swagger_ui_oauth2_redirect_html,
     )
     from fastapi.staticfiles import StaticFiles
 

@@ -35,8 +35,15 @@ from typing import Any
 from ..errors import RagjudgeError
 from .models import JudgeRequest, ModelSettings, RagRequest, SynthRequest
 from .service import (
-    build_llm, job_spec, judge_options, judge_pairs, load_qrels, rag_inputs, synth_inputs,
-    synth_plan, synth_result,
+    build_llm,
+    job_spec,
+    judge_options,
+    judge_pairs,
+    load_qrels,
+    rag_inputs,
+    synth_inputs,
+    synth_plan,
+    synth_result,
 )
 from .settings import ServerSettings
 from .store import FINAL, JobStore, StoreUnavailable
@@ -326,7 +333,7 @@ class JudgeJob(_Job):
 
         from ..data import Qrels
         from ..io import format_qrels
-        from ..judges import Judgment, JudgeResult
+        from ..judges import JudgeResult, Judgment
         from ..llm import Usage
 
         judgments = [Judgment.from_dict(self.latest[i]) for i in sorted(self.latest)]

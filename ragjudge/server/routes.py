@@ -23,9 +23,21 @@ from .. import __version__
 from . import service
 from .catalog import metric_catalog
 from .models import (
-    CompareBody, CompareRequest, DryRunBody, ErrorBody, EvaluateRequest, Health, JobState,
-    JudgeRequest, MetricInfo, RagReportBody, RagRequest, ReportBody, SynthDryRunBody,
-    SynthRequest, Version,
+    CompareBody,
+    CompareRequest,
+    DryRunBody,
+    ErrorBody,
+    EvaluateRequest,
+    Health,
+    JobState,
+    JudgeRequest,
+    MetricInfo,
+    RagReportBody,
+    RagRequest,
+    ReportBody,
+    SynthDryRunBody,
+    SynthRequest,
+    Version,
 )
 from .service import JobPlan, Reply
 from .settings import ServerSettings

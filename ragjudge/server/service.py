@@ -16,14 +16,19 @@ import math
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any
 
 from ..data import Qrels, Run
 from ..errors import InputError, RagjudgeError
 from ..evaluate import compare, evaluate
 from ..io import parse_qrels, parse_run
 from .models import (
-    CompareRequest, EvaluateRequest, JudgeRequest, ModelSettings, RagRequest, SynthRequest,
+    CompareRequest,
+    EvaluateRequest,
+    JudgeRequest,
+    ModelSettings,
+    RagRequest,
+    SynthRequest,
 )
 from .settings import ServerSettings
 from .store import FINAL, JobStore
@@ -290,7 +295,7 @@ class JobPlan:
     total: int
 
 
-Answer = Union[Reply, JobPlan]
+Answer = Reply | JobPlan
 
 
 def rag(req: RagRequest, settings: ServerSettings) -> Answer:
