@@ -274,7 +274,8 @@ class MetricInfo(BaseModel):
 
 
 class Health(BaseModel):
-    status: Literal["ok"]
+    status: Literal["ok", "degraded"] = Field(description="degraded: the job store cannot be reached")
+    store: str = Field(description="The job store: ok, or unavailable with the reason")
     jobs_running: int
 
 

@@ -62,7 +62,7 @@ class ServerSettings:
     client_concurrency: int = 16
     body_seconds: float = 30.0  # a request body must arrive within this (408 after)
     cors_origins: tuple[str, ...] = ()
-    access_log: bool = True  # one line per answered request on stdout (ragjudge serve)
+    access_log: bool = True  # uvicorn's line per answered request on stdout (ragjudge serve)
     # the LLM endpoint: only ever from the server's configuration, never from a request
     model: str | None = None
     #: the endpoint's fields but the model (``provider``, ``base_url``, ``timeout``,
@@ -140,6 +140,10 @@ class ServerSettings:
         if self.ui_labels and Path(self.ui_labels).is_dir():
             raise InputError(f"is a directory; give a file name, got {self.ui_labels!r}",
                              field="--ui-labels")
+        if self.jobs_db:
+            from .store import check_target
+
+            check_target(self.jobs_db)
         for flag, path in (("--jobs-db", self.jobs_db), ("--cache", self.cache), ("--prices", None)):
             if path and not _is_url(path) and Path(path).expanduser().is_dir():
                 raise InputError(f"is a directory; give a file name, got {path!r}", field=flag)
@@ -168,8 +172,8 @@ class ServerSettings:
     def jobs_path(self) -> Path | str:
         """Job state lives beside the cache (or in the cache's default folder); with a
         Postgres cache, in the same database; ``--jobs-db`` may be a ``postgresql://`` URL."""
-        if self.jobs_db:
-            return self.jobs_db if _is_url(self.jobs_db) else Path(self.jobs_db).expanduser()
+        if self.jobs_db:  # a URL stays a string (a path would fold its "//")
+            return self.jobs_db.strip() if "://" in self.jobs_db else Path(self.jobs_db).expanduser()
         cache = self.cache_path()
         if cache is None:
             cache = _default_cache()
