@@ -47,8 +47,8 @@ def _wait(c: TestClient, job: str, until: Any = None, timeout: float = 90.0) -> 
 def _app(tmp: Path, sim: Any, url: str) -> TestClient:
     # the LLM cache is a local file: only the job store is on the database under test
     return TestClient(create_app(ServerSettings(
-        model="sim-model", base_url=sim.base_url, jobs_db=url, cache=str(tmp / "cache.sqlite"),
-        concurrency=2)))
+        model="sim-model", llm={"base_url": sim.base_url, "concurrency": 2}, jobs_db=url,
+        cache=str(tmp / "cache.sqlite"))))
 
 
 def test_connections_cut_mid_job_never_fail_it(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
