@@ -60,13 +60,21 @@ def test_reply_translation() -> None:
     assert err.value.usage is not None and err.value.usage.prompt_tokens == 100  # billed: counted
 
 
-def test_cache_reads_and_writes_are_counted_so_the_cost_is_exact() -> None:
+def test_cache_reads_and_writes_are_counted_once_and_priced_by_their_ttl() -> None:
     u = messages_usage({"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 1000,
                         "cache_creation_input_tokens": 200})
-    assert (u.prompt_tokens, u.cached_tokens, u.completion_tokens) == (10 + 1000 + 250, 1000, 5)
+    # Every prompt token once (no fraction of the writes added); the writes at the 5-minute rate.
+    assert (u.prompt_tokens, u.cached_tokens, u.completion_tokens) == (10 + 1000 + 200, 1000, 5)
+    assert (u.cache_write_tokens, u.cache_write_1h_tokens) == (200, 0)
     price = PRICES[MODEL]
     expected = (10 * price.input + 1000 * price.cached_input + 200 * 1.25 * price.input + 5 * price.output) / 1e6
     assert price.cost(u) == pytest.approx(expected)
+    # 1-hour writes at 2x input, 5-minute ones at 1.25x (cache_creation splits them).
+    split = messages_usage({"input_tokens": 10, "output_tokens": 5, "cache_creation_input_tokens": 300,
+                            "cache_creation": {"ephemeral_5m_input_tokens": 100, "ephemeral_1h_input_tokens": 200}})
+    assert (split.prompt_tokens, split.cache_write_tokens, split.cache_write_1h_tokens) == (310, 100, 200)
+    assert price.cost(split) == pytest.approx(
+        (10 * price.input + 100 * 1.25 * price.input + 200 * 2 * price.input + 5 * price.output) / 1e6)
     assert messages_usage({"output_tokens": 5}).unknown == 1  # no input count: the worst case is used
 
 
