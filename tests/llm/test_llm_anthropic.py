@@ -289,3 +289,18 @@ def test_prompt_caching_marks_a_long_shared_prefix_and_prices_reads_and_writes(t
                                       + u.completion_tokens * price.output) / 1e6)
     # Cheaper than the same tokens uncached.
     assert llm.cost < price.cost(type(u)(u.calls, u.prompt_tokens, 0, u.completion_tokens))
+
+
+@pytest.mark.slow
+def test_the_judge_cost_line_shows_prompt_cache_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       cli_env: None, capsys: pytest.CaptureFixture[str]) -> None:
+    with fake_anthropic() as fake:
+        monkeypatch.setenv(KEY_ENV, fake.api_key)
+        flags = _flags(fake, tmp_path)
+        flags[flags.index(MODEL)] = "claude-sonnet-4-6"
+        qrels = tmp_path / "q.txt"
+        assert main(["judge", "--queries", str(EX / "queries.jsonl"), "--corpus", str(EX / "corpus.jsonl"),
+                     "--run", str(EX / "runs" / "bm25_raw.run"), "--depth", "2", "-o", str(qrels),
+                     "--prompt", str(_long_prompt(tmp_path)), "--concurrency", "1", *flags]) == 0
+    err = capsys.readouterr().err
+    assert "written to the prompt cache" in err

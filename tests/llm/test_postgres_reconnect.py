@@ -103,20 +103,31 @@ def test_a_restart_mid_run_costs_the_rerun_nothing(pg: Restartable) -> None:
         return llm
 
     with simulator_thread(latency=0.2, api_key=None) as sim:
+        seen: list[object] = []
+
         def restart() -> None:
-            time.sleep(1.0)
-            pg.stop()
-            time.sleep(3.0)
-            pg.start()
+            # Once the run is under way: stop the server for ~3 s.
+            wait_until(lambda: sim.stats()["paid"] >= 8, timeout=60)
+            try:
+                pg.stop()
+                seen.append(sim.stats()["paid"])
+                time.sleep(3.0)
+                pg.start()
+                seen.append(sim.stats()["paid"])
+            except BaseException as exc:  # noqa: BLE001 - reported by the test below
+                seen.append(exc)
 
         t = threading.Thread(target=restart)
         t.start()
         first = run(sim.base_url)
         t.join()
+        print(f"restart mid-run: server down from call {seen[0]} to call {seen[-1]} of {len(items)}")
+        assert all(isinstance(n, int) for n in seen) and seen[-1] < len(items), seen
         # The run may end before its cache reached the server again: its close stores the rest.
         first.cache.close()
-        assert first.cache.outages == 1
         second = run(sim.base_url)
+    print(f"restart mid-run: the rerun paid {second.usage.calls} of {len(items)} calls again")
     assert first.usage.calls == len(items)
     assert second.usage.calls == 0 and second.stats.cache_hits == len(items)
     assert _count(pg.url) == len(items)
+    assert first.cache.outages == 1
