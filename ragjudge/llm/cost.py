@@ -336,7 +336,7 @@ class PriceTable:
         if say and found[1] == PREFIX:
             self._note(f"no price for model {model!r}: using the price of {found[2]!r} (the "
                        f"longest known prefix of its name); if that is wrong, {_HOW_TO_PRICE}")
-        elif say and found[1] == NONE:
+        elif say and found[1] == NONE and self._database:  # a table of one's own stays quiet
             self._note(f"no price for model {model!r}: its cost is reported as unknown; {_HOW_TO_PRICE}")
         return found[0], found[1]
 
