@@ -12,9 +12,9 @@ SQLite cache's semantics, on two tables of that database (``ragjudge_cache``,
   clocks disagree still agree on when a claim lapsed; the claim of a dead process on this
   machine (its pid gone) is taken over at once;
 * a lost connection is reopened at once; if the database cannot be reached (a restart, an
-  outage), the cache keeps trying for the whole run with backoff (:data:`RETRY_FIRST` doubling
-  to :data:`RETRY_MAX` seconds, each try at most :data:`CONNECT_TIMEOUT`), one line when it
-  goes and one when it is back. Meanwhile reads are misses, claims are granted (paying beats
+  outage), a background thread keeps trying for the whole run with backoff (:data:`RETRY_FIRST`
+  doubling to :data:`RETRY_MAX` seconds, each try at most :data:`CONNECT_TIMEOUT`; the run's
+  calls never wait on it), one line when it goes and one when it is back. Meanwhile reads are misses, claims are granted (paying beats
   waiting forever) and answers are kept in memory, then stored when the database is back, so a
   restart of a few seconds costs only the calls that were in flight;
 * other faults degrade as in SQLite: a read that fails is a miss; a write that fails for
@@ -33,6 +33,7 @@ import json
 import logging
 import os
 import re
+import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
@@ -113,6 +114,22 @@ def _tables_exist(db: Any, names: Sequence[str]) -> bool:
     return bool(row and row[0])
 
 
+def _reconnect_in_background(ref: weakref.ReferenceType[PostgresCache], stop: threading.Event) -> None:
+    """Try to reach a lost database with backoff until it answers or the cache closes."""
+    delay = RETRY_FIRST
+    while not stop.wait(delay):
+        cache = ref()
+        if cache is None:
+            return
+        try:
+            if cache._try_again():
+                return
+        except Exception:  # noqa: BLE001 - the next try may not see it
+            log.debug("cache reconnect failed", exc_info=True)
+        del cache
+        delay = min(delay * 2.0, RETRY_MAX)
+
+
 def _store_kept_at_exit(ref: weakref.ReferenceType[PostgresCache]) -> None:
     """At exit, a cache still holding answers made while the database was away makes one
     last try to store them (a run that ended during an outage)."""
@@ -133,8 +150,7 @@ class PostgresCache(CacheStore):
         #: answers made while the database could not be reached, stored when it is back
         self._pending: dict[str, dict[str, Any]] = {}
         self._down_since: float | None = None
-        self._next_try = 0.0
-        self._retry_delay = RETRY_FIRST
+        self._reconnector: threading.Thread | None = None
         self._closed = False
         #: times the database went away during the run
         self.outages = 0
@@ -167,33 +183,35 @@ class PostgresCache(CacheStore):
                 pass
         self._db = None
 
-    def _reconnect(self, *, now: bool = False) -> bool:
-        """Try to reach the database again (with the lock held), unless the backoff says
-        wait (``now``: try regardless). Back: store the answers kept meanwhile."""
-        psycopg = self._psycopg
-        clock = time.monotonic()
-        if not now and clock < self._next_try:
-            return False
+    def _connect(self) -> Any:
+        return self._psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT,
+                                     application_name="ragjudge cache")
+
+    def _reconnect(self) -> bool:
+        """Reopen a lost connection now (lock held): once when it drops, and at close."""
         try:
-            self._db = psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT,
-                                       application_name="ragjudge cache")
-        except psycopg.Error as exc:
-            self._db = None
+            conn = self._connect()
+        except self._psycopg.Error as exc:
             self._went_down(exc)
             return False
+        return self._install(conn)
+
+    def _install(self, conn: Any) -> bool:
+        """Use ``conn`` (lock held); after an outage, store the answers kept meanwhile."""
+        self._db = conn
         if self._down_since is not None:
             stored = self._flush()
-            if self._db is None:  # lost again while storing: keep trying
+            if self._db is None:  # lost again while storing: the reconnector keeps trying
                 return False
             log.warning(f"ragjudge: cache {self.path}: the database is back after "
                         f"{time.monotonic() - self._down_since:.0f} s; stored the {stored} "
                         "answers made meanwhile")
-        self._down_since = None
-        self._retry_delay = RETRY_FIRST
+            self._down_since = None
         return True
 
     def _went_down(self, exc: BaseException) -> None:
-        """The database cannot be reached: schedule the next try, and say so once per outage."""
+        """The database cannot be reached (lock held): say so once per outage, and let a
+        background thread try again with backoff (the run's calls never wait on it)."""
         if self._down_since is None:
             self._down_since = time.monotonic()
             self.outages += 1
@@ -202,8 +220,26 @@ class PostgresCache(CacheStore):
                     "and stored when it is back")
             self.faults.append(text)
             log.warning(text)
-        self._next_try = time.monotonic() + self._retry_delay
-        self._retry_delay = min(self._retry_delay * 2.0, RETRY_MAX)
+        if self._reconnector is None or not self._reconnector.is_alive():
+            self._reconnector = threading.Thread(target=_reconnect_in_background,
+                                                 args=(weakref.ref(self), self._stop),
+                                                 name="ragjudge-cache-reconnect", daemon=True)
+            self._reconnector.start()
+
+    def _try_again(self) -> bool:
+        """One try of the reconnector: connect outside the lock, install under it. True when
+        there is nothing more to do (connected, or closed)."""
+        if self._db is not None or self._closed:
+            return True
+        try:
+            conn = self._connect()
+        except self._psycopg.Error:
+            return False
+        with self._lock:
+            if self._db is not None or self._closed:
+                conn.close()
+                return True
+            return self._install(conn)
 
     def _flush(self) -> int:
         """Store the answers kept while the database was away (lock held); those it cannot
@@ -227,17 +263,15 @@ class PostgresCache(CacheStore):
         when the cache could not serve it (a fault, handled: see the module's docstring)."""
         psycopg = self._psycopg
         with self._lock:
-            if self._closed or (writing and not self.writable):
-                return False, None
-            if self._db is None and not self._reconnect():
-                return False, None
+            if self._closed or self._db is None or (writing and not self.writable):
+                return False, None  # away: the reconnector is at it
             for attempt in range(2):
                 try:
                     return True, work(self._db)
                 except psycopg.Error as exc:
                     if self._lost(exc):
                         self._drop_connection()
-                        if attempt == 0 and self._reconnect(now=True):
+                        if attempt == 0 and self._reconnect():
                             continue  # every operation here may be repeated safely
                         return False, None
                     if writing and self.writable:
@@ -335,12 +369,7 @@ class PostgresCache(CacheStore):
                                        (key, self.owner)), writing=True)
 
     def renew(self) -> None:
-        """Push back the expiry of every claim we hold (the heartbeat); while the database is
-        away, try to reach it (within the backoff) so the answers kept meanwhile get stored."""
-        if self._db is None and not self._stop.is_set():
-            with self._lock:
-                if self._db is None and not self._closed:
-                    self._reconnect()
+        """Push back the expiry of every claim we hold (the heartbeat)."""
         if self._claimed and not self._stop.is_set():
             self._do(lambda db: db.execute(
                 f"UPDATE ragjudge_claims SET expires = {DB_NOW} + %s WHERE owner = %s",
@@ -362,7 +391,7 @@ class PostgresCache(CacheStore):
         self._stop.set()
         with self._lock:
             if self._pending and self._db is None:
-                self._reconnect(now=True)  # a last try to store what was kept
+                self._reconnect()  # a last try to store what was kept
             if self._pending:
                 self._warn(f"the database is still unreachable: {len(self._pending)} answers made "
                            "while it was away are not stored (the outputs are complete; a rerun "
