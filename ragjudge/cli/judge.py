@@ -290,7 +290,9 @@ def _report(result: Any, args: argparse.Namespace, llm: Any) -> None:
     s = result.summary()
     cost = "unknown price" if s["cost_usd"] is None else f"${s['cost_usd']:.4f}"
     _say(f"judged {s['judged']}/{s['pairs']} pairs ({s['cached']} from cache); "
-         f"{s['calls']} calls, {s['prompt_tokens']} prompt tokens ({s['cached_prompt_tokens']} cached), "
+         f"{s['calls']} calls, {s['prompt_tokens']} prompt tokens ({s['cached_prompt_tokens']} cached"
+         + (f", {s['cache_write_prompt_tokens']} written to the prompt cache" if s["cache_write_prompt_tokens"] else "")
+         + "), "
          f"{s['completion_tokens']} completion tokens, {cost}")
     reasons = ", ".join(f"{k}: {v}" for k, v in sorted(s["failure_reasons"].items()))
     if s["failed"]:

@@ -238,6 +238,7 @@ class JudgeResult(ResultSurface):
             "calls": self.usage.calls,
             "prompt_tokens": self.usage.prompt_tokens,
             "cached_prompt_tokens": self.usage.cached_tokens,
+            "cache_write_prompt_tokens": self.usage.cache_write_tokens + self.usage.cache_write_1h_tokens,
             "completion_tokens": self.usage.completion_tokens,
             "cost_usd": self.cost,
             "reasoning_dropped": sum(1 for j in self.judgments if j.reasoning_dropped),
@@ -254,7 +255,7 @@ class JudgeResult(ResultSurface):
         grades = Counter(j.grade for j in self.judgments if j.ok)
         rows += [[f"grade {g}", n] for g, n in sorted(grades.items(), key=lambda x: str(x[0]))]
         rows += [[k, d[k]] for k in ("calls", "prompt_tokens", "cached_prompt_tokens",
-                                     "completion_tokens", "cost_usd")]
+                                     "cache_write_prompt_tokens", "completion_tokens", "cost_usd")]
         return ["", "value"], rows
 
     def to_dict(self, *, judgments: bool = True) -> dict[str, Any]:

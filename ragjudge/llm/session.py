@@ -277,8 +277,10 @@ class LLM(AccountsView):
         })
         record = self.cache.get(key)
         cached = self._from_record(record, prompt, key) if record is not None else None
-        return PreparedCall(key, prompt, messages, self._body(prompt, messages, self._format),
-                            estimate_tokens(messages), cached,
+        body = self._body(prompt, messages, self._format)
+        return PreparedCall(key, prompt, messages, body,
+                            estimate_tokens(messages, body.get("response_format"),
+                                            schema_overhead=self.spec.schema_overhead), cached,
                             data=tuple(str(v) for v in variables.values()))
 
     def _body(self, prompt: Prompt, messages: list[dict[str, str]], fmt: int,
@@ -755,10 +757,12 @@ class LLM(AccountsView):
             seen.add(call.key)
             ptoks += call.estimated_prompt_tokens
             worst_ptoks += worst_case_prompt_tokens(call.messages, call.body.get("response_format"))
+            if call.body.get("response_format"):
+                worst_ptoks += self.spec.schema_overhead
         calls = len(seen)
         ctoks = calls * out_tokens
         cost = self.cost_of(Usage(calls, ptoks, 0, ctoks))
-        worst = self.cost_of(Usage(calls, worst_ptoks, 0, calls * max_tokens))
+        worst = self.cost_of(Usage(calls, worst_ptoks, 0, calls * max_tokens, cache_write_tokens=worst_ptoks))
         assumptions = (f"~4 characters per prompt token; {out_tokens} completion tokens per call "
                        f"(the prompt's typical reply; at most {max_tokens}); no repair turns or "
                        "retries; no provider prompt caching")
