@@ -14,7 +14,7 @@ from typing import Any
 from ..errors import InputError, LLMError
 from .budget import check_finite
 from .defaults import DEFAULT_CONCURRENCY
-from .redaction import redact, redact_url
+from .redaction import redact, redact_url, remember_url_secrets
 
 __all__ = ["Endpoint", "ENDPOINT_FIELDS", "DEFAULT_CONCURRENCY", "parse_endpoint"]
 
@@ -61,6 +61,10 @@ class Endpoint:
     weight: float | None = None
 
     def __post_init__(self) -> None:
+        # Registered as soon as a URL is configured, so every message from here on (an
+        # option's error, a dry run, a provider's failure) prints it redacted.
+        remember_url_secrets(self.base_url)
+        remember_url_secrets(self.azure_endpoint)
         if not self.model or not isinstance(self.model, str):
             raise InputError("no model given", field="model")
         spec = _spec(self.provider)  # an unknown provider names the known ones
@@ -115,6 +119,7 @@ def parse_endpoint(spec: str, base: Endpoint) -> Endpoint:
     ``base`` endpoint at that URL with those fields (the CLI's ``--endpoint``, the service's
     ``endpoints`` setting); errors name the ``endpoint`` field."""
     url, *items = [part.strip() for part in str(spec).split(",")]
+    remember_url_secrets(url)
     shown = redact(str(spec))  # a gateway may take the key in the URL's path or query
     if not url or "://" not in url:
         raise InputError(f"{shown!r} does not start with a URL", field="endpoint")
