@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 EX = ROOT / "examples"
 MODEL = "fault-model"
 #: Seconds a cell may take (a cell's calls time out after 2 s and give up after 10 s).
-BOUND = 90.0
+BOUND = 60.0
 #: Cost cap of a cell without one of its own (never reached by the small inputs).
 NO_CAP = 1.0
 
@@ -325,7 +325,7 @@ def run_cell(command: str, mode: str, endpoints: str, store: str, tmp: Path) -> 
     where = (["--base-url", servers[0].base_url] if n == 1
              else [a for s in servers for a in ("--endpoint", s.base_url)])
     llm = ["--model", MODEL, *where, "--cache", STORES[store](tmp), "--prices", str(inputs["prices"]),
-           "--max-cost", repr(cap), "--timeout", "2", "--patience", "10"]
+           *(["--max-cost", repr(cap)] if m.cap is not None else []), "--timeout", "2", "--patience", "10"]
     argv = COMMANDS[command].argv(tmp, inputs, llm)
     made, undo = _capture_llms()
     result: dict[str, Any] = {}

@@ -144,7 +144,8 @@ class FaultServer:
             raise ValueError(f"unknown fault modes {sorted(unknown)}; known: {sorted(MODES)}")
         self.modes = dict(modes or {})
         self.model, self.stall_s, self.latency = model, stall_s, latency
-        self._rng = random.Random(seed)
+        self._seed = seed
+        self._picks = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.reset_counts()
@@ -214,8 +215,11 @@ class FaultServer:
 
     # -- serving -----------------------------------------------------------------------
     def _pick(self) -> str:
+        # A low-discrepancy sequence rather than random draws: the faults come at their rates
+        # from the first requests on, evenly spread, so a small run meets every mode it names.
         with self._lock:
-            x = self._rng.random()
+            self._picks += 1
+            x = ((self._picks - 1 + self._seed) * 0.6180339887498949) % 1.0
         for mode, rate in self.modes.items():
             if x < rate:
                 return mode

@@ -40,39 +40,37 @@ def read_judgments(path: str) -> list[Any]:
     errors naming the line: each would move the expected values without a word."""
     from ..judges import Judgment  # the judge brings the openai client (~2 s): only when reading judgments
 
+    from ..io.streams import decode_text, open_input
+
     out = []
     seen: dict[tuple[str, str], tuple[int, Any]] = {}
     scales: dict[tuple[str, str], set[int] | None] = {}
-    try:
-        with open(path, encoding="utf-8") as f:
-            for i, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    j = Judgment.from_dict(json.loads(line))
-                except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
-                    raise InputError(f"not a judgment record ({exc})", source=path, line=i) from None
-                why = _bad_probs(j.probs)
-                if why:
-                    raise InputError(why, source=path, line=i, field="probs")
-                field, why = _off_scale(j, scales)
-                if why:
-                    raise InputError(why, source=path, line=i, field=field)
-                key = (j.qid, j.docid)
-                label = (j.grade, j.probs, j.error is None)
-                if key in seen:
-                    first, before = seen[key]
-                    if before != label:
-                        raise InputError(f"query {j.qid!r}, document {j.docid!r} is judged on line "
-                                         f"{first} already, with another label", source=path,
-                                         line=i, field="docid")
-                    continue  # the same label again (a file appended to twice): counted once
-                seen[key] = (i, label)
-                out.append(j)
-    except UnicodeDecodeError as exc:
-        raise InputError(f"invalid UTF-8 ({exc.reason})", source=path) from None
-    except OSError as exc:
-        raise InputError(exc.strerror or "cannot read", source=path) from None
+    with open_input(path) as stream:  # .gz by its magic bytes; unreadable: one line
+        text = decode_text(stream.read(), stream.source)  # a BOM is dropped, bad UTF-8 names its line
+    for i, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            j = Judgment.from_dict(json.loads(line))
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise InputError(f"not a judgment record ({exc})", source=path, line=i) from None
+        why = _bad_probs(j.probs)
+        if why:
+            raise InputError(why, source=path, line=i, field="probs")
+        field, why = _off_scale(j, scales)
+        if why:
+            raise InputError(why, source=path, line=i, field=field)
+        key = (j.qid, j.docid)
+        label = (j.grade, j.probs, j.error is None)
+        if key in seen:
+            first, before = seen[key]
+            if before != label:
+                raise InputError(f"query {j.qid!r}, document {j.docid!r} is judged on line "
+                                 f"{first} already, with another label", source=path,
+                                 line=i, field="docid")
+            continue  # the same label again (a file appended to twice): counted once
+        seen[key] = (i, label)
+        out.append(j)
     if not out:
         raise InputError("no judgments in the file", source=path)
     return out

@@ -287,3 +287,35 @@ def test_ui_with_a_broken_result_json(tmp_path: Path, role: str, text: str, wher
     with pytest.raises(InputError) as info:
         Workspace([role + str(res)])
     assert str(info.value).startswith(f"{res}{where}"), str(info.value)
+
+
+def test_a_soft_judgments_file_with_a_bom_or_gzip_is_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import gzip
+
+    text = _judgment("d1", 1, {"0": 0.5, "1": 0.5}) + _judgment("d2", 0)
+    (tmp_path / "r").write_text(RUN)
+    (tmp_path / "plain.jsonl").write_text(text)
+    (tmp_path / "bom.jsonl").write_bytes(b"\xef\xbb\xbf" + text.encode())
+    (tmp_path / "z.jsonl.gz").write_bytes(gzip.compress(text.encode()))
+    means = []
+    for name in ("plain.jsonl", "bom.jsonl", "z.jsonl.gz"):
+        assert main(["evaluate", "none", str(tmp_path / "r"), "--soft", str(tmp_path / name), "-m", "p@2",
+                     "-f", "json"]) == 0, capsys.readouterr().err
+        means.append(json.loads(capsys.readouterr().out)["mean"])
+    assert means[0] == means[1] == means[2]
+    (tmp_path / "bad.jsonl").write_bytes(text.encode() + b'{"qid": "caf\xe9"}\n')
+    assert main(["evaluate", "none", str(tmp_path / "r"), "--soft", str(tmp_path / "bad.jsonl"), "-m", "p@2"]) == 2
+    assert f"{tmp_path / 'bad.jsonl'}:3: invalid UTF-8" in _one_line(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("data", [b'{"m": {"input": 1, "output": 2}}'.replace(b"m", b"caf\xe9"),
+                                  '{"m": 1}'.encode("utf-16")])
+def test_a_prices_file_that_is_not_utf8_is_one_line(tmp_path: Path, data: bytes,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    prices = tmp_path / "prices.json"
+    prices.write_bytes(data)
+    code = main(["judge", "--queries", str(EX / "queries.jsonl"), "--corpus", str(EX / "corpus.jsonl"),
+                 "--run", str(EX / "runs" / "bm25_raw.run"), "--model", "m", "--dry-run", "--no-cache",
+                 "--prices", str(prices)])
+    assert code == 2
+    assert f"{prices}:1: invalid UTF-8" in _one_line(capsys.readouterr().err)
