@@ -11,7 +11,10 @@ endpoints) and :data:`STORES` (the cache). :func:`run_cell` runs one and returns
 * ``items``: every item is graded or failed with a reason (none lost, none silently empty);
 * ``paid_twice``: no request was billed again after a clean reply to it;
 * ``reported``: the cost the client reports is at least what the servers billed;
-* ``cap``: what the servers billed is within ``--max-cost``.
+* ``cap``: what the servers billed is within ``--max-cost``;
+* ``exit``: a run where most items failed does not exit 0;
+* ``healthy``: with several endpoints (one faulty), no item fails for want of a server;
+* ``other_model``: a reply naming another model is asked again, or named on stderr.
 
 Commands run in-process through :func:`ragjudge.cli.main` (``benchmarks/bench_faults.py``
 prints the same cells as a table).
@@ -123,13 +126,14 @@ def _synth_items(out: Path, expected: int) -> Items:
     draws: dict[str, str] = {}
     for line in records.read_text().splitlines() if records.exists() else []:
         rec = json.loads(line)
-        if rec["status"] == "kept" or rec.get("reason"):
-            draws.setdefault(rec["draw"], "ok")
+        if rec["status"] == "kept" or (rec.get("reason") and rec.get("dropped_by") != "generation"):
+            draws[rec["draw"]] = "graded"  # a decision: kept, or dropped by a filter
+        elif rec.get("reason"):  # the generation call failed: a failure with its reason
+            draws.setdefault(rec["draw"], "failed")
         else:
             items.problems.append(f"{rec['id']}: {rec['status']} without a reason")
-    failed = json.loads(summary.read_text()).get("failed_draws") or []
-    items.graded = len(draws)
-    items.failed = len(failed) if isinstance(failed, list) else int(failed)
+    items.graded = sum(v == "graded" for v in draws.values())
+    items.failed = sum(v == "failed" for v in draws.values())
     return items
 
 
@@ -143,6 +147,8 @@ class Command:
     items: Callable[[Path], Items]
     #: Run as a job of ``ragjudge serve`` (a process): ``argv`` gives serve's LLM flags.
     service: bool = False
+    #: Seconds the cell may take (a service also starts its process).
+    bound: float = BOUND
 
 
 COMMANDS: dict[str, Command] = {
@@ -167,7 +173,7 @@ COMMANDS: dict[str, Command] = {
         lambda t: _synth_items(t / "synth", 0)),
     "service judge": Command(
         lambda t, i, llm: [a for a in llm if a not in ("--patience", "10")],
-        lambda t: _judgment_items(t / "j.jsonl", 12), service=True),
+        lambda t: _judgment_items(t / "j.jsonl", 12), service=True, bound=2 * BOUND),
 }
 
 
@@ -186,7 +192,7 @@ def _service_job(tmp: Path, inputs: dict[str, Path], flags: list[str], result: d
         if r.status_code != 202:
             result["code"], result["reported"] = 2, None
             return
-        state = wait_job(c, r.json()["id"], timeout=BOUND - 10)
+        state = wait_job(c, r.json()["id"], timeout=BOUND)
     judgments = (state.get("result") or {}).get("judgments") or []
     skipped = int((state.get("counts") or {}).get("skipped_budget") or 0)
     lines = [json.dumps(j) for j in judgments]
@@ -221,7 +227,9 @@ MODES: dict[str, Mode] = {
     "usage negative": Mode({"usage_negative": 0.3}),
     "usage text": Mode({"usage_text": 0.3}),
     "always 5xx": Mode({"5xx": 1.0}),
-    "mix + cap": Mode({"5xx": 0.1, "reset": 0.1, "gzip": 0.1, "usage_huge": 0.05}, cap=0.5),
+    # A cap of 1.5x the clean run's spend: above one worst-case reservation, below the run's
+    # worst case, so it binds.
+    "mix + cap": Mode({"5xx": 0.1, "reset": 0.1, "gzip": 0.1, "usage_huge": 0.05}, cap=1.5),
 }
 
 #: How many endpoints, and which carry the faults: one endpoint with the mode, or three
@@ -247,6 +255,7 @@ STORES: dict[str, Callable[[Path], str]] = {"sqlite": _sqlite, "postgres": _post
 class CellResult:
     cell: tuple[str, str, str, str]
     code: int | None
+    bound: float
     seconds: float
     items: Items
     spend: float
@@ -254,12 +263,14 @@ class CellResult:
     cap: float
     paid_twice: int
     billed_calls: int
+    endpoints: int = 1
+    other_model: tuple[int, int] = (0, 0)  # replies naming another model, of them asked again
     stderr: str = ""
 
     def violations(self) -> list[str]:
         out = []
         if self.code is None:
-            out.append(f"bound: still running after {BOUND:.0f} s")
+            out.append(f"bound: still running after {self.bound:.0f} s")
         if self.items.problems or self.items.lost:
             out.append(f"items: {self.items.lost} lost of {self.items.expected}"
                        + (f"; {self.items.problems[:2]}" if self.items.problems else ""))
@@ -269,6 +280,13 @@ class CellResult:
             out.append(f"reported: ${self.reported} < true ${self.spend:.6f}")
         if self.spend > self.cap + 1e-9:
             out.append(f"cap: true ${self.spend:.6f} > cap ${self.cap:.6f}")
+        if self.code == 0 and self.items.expected and self.items.failed * 2 > self.items.expected:
+            out.append(f"exit: 0 although {self.items.failed} of {self.items.expected} items failed")
+        if self.endpoints > 1 and self.cap >= NO_CAP and self.items.failed:
+            out.append(f"healthy: {self.items.failed} items failed while healthy endpoints remained")
+        served, asked_again = self.other_model
+        if served > asked_again and "another-model" not in self.stderr:
+            out.append(f"other_model: {served - asked_again} replies naming another model used without a word")
         return out
 
     def row(self) -> dict[str, Any]:
@@ -353,7 +371,7 @@ def run_cell(command: str, mode: str, endpoints: str, store: str, tmp: Path) -> 
     worker = threading.Thread(target=go, daemon=True)
     try:
         worker.start()
-        worker.join(BOUND)
+        worker.join(COMMANDS[command].bound)
     finally:
         undo()
         for s in servers:
@@ -364,9 +382,12 @@ def run_cell(command: str, mode: str, endpoints: str, store: str, tmp: Path) -> 
     if COMMANDS[command].service:
         reported = result.get("reported")
     return CellResult(
-        (command, mode, endpoints, store), result.get("code"), seconds, COMMANDS[command].items(tmp),
+        (command, mode, endpoints, store), result.get("code"), COMMANDS[command].bound, seconds,
+        COMMANDS[command].items(tmp),
         sum(s.spend for s in servers), reported, cap, sum(s.paid_twice for s in servers),
-        sum(s.billed_calls for s in servers), err.getvalue()[-2000:])
+        sum(s.billed_calls for s in servers), n,
+        (sum(s.outcomes.get("other_model", 0) for s in servers), sum(s.refused_other for s in servers)),
+        err.getvalue()[-4000:])
 
 
 def table(rows: list[dict[str, Any]]) -> str:

@@ -199,7 +199,9 @@ class FaultServer:
             self.prompt_tokens = 0
             self.completion_tokens = 0
             self.paid_twice = 0
+            self.refused_other = 0  # requests asked again after a reply naming another model
             self._clean: set[str] = set()
+            self._other: set[str] = set()
 
     @property
     def spend(self) -> float:
@@ -211,7 +213,7 @@ class FaultServer:
             return {"requests": self.requests, "outcomes": dict(self.outcomes),
                     "billed_calls": self.billed_calls, "prompt_tokens": self.prompt_tokens,
                     "completion_tokens": self.completion_tokens, "spend": self.spend,
-                    "paid_twice": self.paid_twice}
+                    "paid_twice": self.paid_twice, "refused_other": self.refused_other}
 
     # -- serving -----------------------------------------------------------------------
     def _pick(self) -> str:
@@ -233,8 +235,13 @@ class FaultServer:
             self.completion_tokens += completion
             if key in self._clean:
                 self.paid_twice += 1
+            if key in self._other:
+                self._other.discard(key)
+                self.refused_other += 1
             if mode in USABLE:
                 self._clean.add(key)
+            elif mode == "other_model":
+                self._other.add(key)
 
     def _serve(self, h: Any, body: Mapping[str, Any]) -> None:
         mode = self._pick()
