@@ -20,27 +20,51 @@ from _faultserver import FaultServer
 
 Cell = tuple[str, str, str, str]
 
-#: Cells that break an invariant today, with what breaks (the runtime fixes will clear them).
-KNOWN: dict[Cell, str] = {}
-#: (command, mode, endpoints) broken whatever the store.
-KNOWN_ANY_STORE: dict[tuple[str, str, str], str] = {}
+# What breaks today, observed with the SQLite cache (``bench_faults.py --matrix``); the cache
+# store does not enter these invariants, so PostgreSQL cells carry the same marks.
+REPORTED = ("reported < true spend: a billed reply whose body cannot be read (a stall after the "
+            "headers, a reset mid-body, a gzip header on a plain body) is not counted")
+OTHER = "other_model: replies naming another model are used (and cached) without a word"
+HEALTHY = ("healthy: an endpoint failing every call is not drained: its items fail while two "
+           "healthy endpoints idle")
+EXIT = "exit: synth exits 0 although every generation call failed"
+HANG = "bound: with --max-cost and several endpoints the run stops sending after a few calls and never ends"
+LLM_COMMANDS = ("judge", "rag", "evaluate --judge", "synth")
+
+
+def _known(command: str, mode: str, endpoints: str) -> tuple[str, bool] | None:
+    """(why, strict) for a cell that breaks an invariant today. Not strict: the outcome
+    depends on timing (when a stall or a 429 meets the client's deadlines), or the cell was
+    not observed (the service job, whose runtime is the library's)."""
+    observed = command in LLM_COMMANDS
+    if mode in ("reset", "gzip"):
+        return REPORTED, observed
+    if mode == "stall":
+        return REPORTED, False
+    if mode == "other model":
+        return OTHER, observed
+    if mode == "always 5xx" and endpoints == "several":
+        return HEALTHY, observed
+    if (command, mode, endpoints) == ("synth", "always 5xx", "one"):
+        return EXIT, True
+    if mode == "mix + cap" and endpoints == "several":
+        return HANG, command == "judge"
+    if (command, mode, endpoints) == ("judge", "429 retry-after", "several"):
+        return HEALTHY, False
+    return None
+
 
 FAST: list[Cell] = [
     ("judge", "clean", "one", "sqlite"),
     ("judge", "gzip", "one", "sqlite"),
-    ("judge", "always 5xx", "several", "sqlite"),
     ("rag", "usage huge", "one", "sqlite"),
     ("evaluate --judge", "other model", "one", "sqlite"),
 ]
 
 
-def _why(cell: Cell) -> str | None:
-    return KNOWN.get(cell) or KNOWN_ANY_STORE.get(cell[:3])
-
-
 def _param(cell: Cell) -> object:
-    why = _why(cell)
-    marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
+    known = _known(*cell[:3])
+    marks = [pytest.mark.xfail(strict=known[1], reason=known[0])] if known else []
     return pytest.param(*cell, marks=marks, id="-".join(c.replace(" ", "_") for c in cell))
 
 
