@@ -13,6 +13,7 @@ endpoints) and :data:`STORES` (the cache). :func:`run_cell` runs one and returns
 * ``reported``: the cost the client reports is at least what the servers billed;
 * ``cap``: what the servers billed is within ``--max-cost``;
 * ``exit``: a run where most items failed does not exit 0;
+* ``budget``: a run the cap cut short does not exit 0;
 * ``healthy``: with several endpoints (one faulty), no item fails for want of a server;
 * ``other_model``: a reply naming another model is asked again, or named on stderr.
 
@@ -126,9 +127,9 @@ def _synth_items(out: Path, expected: int) -> Items:
     draws: dict[str, str] = {}
     for line in records.read_text().splitlines() if records.exists() else []:
         rec = json.loads(line)
-        if rec["status"] == "kept" or (rec.get("reason") and rec.get("dropped_by") != "generation"):
+        if rec["status"] == "kept" or (rec.get("reason") and rec.get("dropped_by") not in ("generation", "budget")):
             draws[rec["draw"]] = "graded"  # a decision: kept, or dropped by a filter
-        elif rec.get("reason"):  # the generation call failed: a failure with its reason
+        elif rec.get("reason"):  # the generation call failed, or the cap stopped it: a failure with its reason
             draws.setdefault(rec["draw"], "failed")
         else:
             items.problems.append(f"{rec['id']}: {rec['status']} without a reason")
@@ -282,6 +283,8 @@ class CellResult:
             out.append(f"cap: true ${self.spend:.6f} > cap ${self.cap:.6f}")
         if self.code == 0 and self.items.expected and self.items.failed * 2 > self.items.expected:
             out.append(f"exit: 0 although {self.items.failed} of {self.items.expected} items failed")
+        if self.code == 0 and self.cap < NO_CAP and self.items.failed:
+            out.append(f"budget: exit 0 although the cap left {self.items.failed} of {self.items.expected} items undone")
         if self.endpoints > 1 and self.cap >= NO_CAP and self.items.failed:
             out.append(f"healthy: {self.items.failed} items failed while healthy endpoints remained")
         served, asked_again = self.other_model

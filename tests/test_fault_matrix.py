@@ -28,6 +28,7 @@ OTHER = "other_model: replies naming another model are used (and cached) without
 HEALTHY = ("healthy: an endpoint failing every call is not drained: its items fail while two "
            "healthy endpoints idle")
 EXIT = "exit: synth exits 0 although every generation call failed"
+BUDGET = "budget: a run cut short by --max-cost exits 0"
 HANG = "bound: with --max-cost and several endpoints the run stops sending after a few calls and never ends"
 LLM_COMMANDS = ("judge", "rag", "evaluate --judge", "synth")
 
@@ -49,6 +50,8 @@ def _known(command: str, mode: str, endpoints: str) -> tuple[str, bool] | None:
         return EXIT, True
     if mode == "mix + cap" and endpoints == "several":
         return HANG, command == "judge"
+    if mode == "mix + cap" and command != "rag":  # rag exits 3
+        return BUDGET, command in LLM_COMMANDS
     if (command, mode, endpoints) == ("judge", "429 retry-after", "several"):
         return HEALTHY, False
     return None
