@@ -39,7 +39,7 @@ def _known(command: str, mode: str, endpoints: str) -> tuple[str, bool] | None:
     not observed (the service job, whose runtime is the library's)."""
     observed = command in LLM_COMMANDS
     if mode in ("reset", "gzip"):
-        return REPORTED, observed
+        return REPORTED, True  # the service job too (observed)
     if mode == "stall":
         return REPORTED, False
     if mode == "other model":
