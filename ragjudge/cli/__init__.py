@@ -75,6 +75,11 @@ def _command_of(argv: Sequence[str]) -> str | None:
     return None
 
 
+def _one_line_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                      file: object = None, line: str | None = None) -> None:
+    print(f"ragjudge: warning: {message}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(_command_of(argv) or "")
@@ -82,6 +87,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if extra:
         sub = args.subparsers.get(args.command, parser)
         sub.error("unrecognized arguments: " + " ".join(extra))
+    import warnings
+
+    # A library warning is one line, like every other message of the command line.
+    shown, warnings.showwarning = warnings.showwarning, _one_line_warning
     try:
         return int(args.func(args) or 0)
     except RagjudgeError as exc:
@@ -92,3 +101,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    finally:
+        warnings.showwarning = shown

@@ -306,7 +306,9 @@ class PriceTable:
     def load(cls, path: str | Path, *, base: PriceTable | None = None) -> PriceTable:
         """Read a JSON price file; its entries override ``base`` (default: :meth:`default`)."""
         try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
+            from ..io.streams import decode_text  # a BOM is dropped, bad UTF-8 names its line
+
+            data = json.loads(decode_text(Path(path).read_bytes(), str(path)))
         except OSError as exc:
             raise InputError(f"cannot read price file: {exc.strerror}", source=str(path)) from None
         except json.JSONDecodeError as exc:

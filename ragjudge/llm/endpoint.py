@@ -19,7 +19,7 @@ from ..errors import InputError, LLMError
 from ..options import OptionsValue, option
 from .budget import check_finite
 from .defaults import DEFAULT_CONCURRENCY, ENDPOINT_OPTIONS
-from .redaction import redact_url
+from .redaction import redact, redact_url, remember_url_secrets
 
 __all__ = ["Endpoint", "ENDPOINT_FIELDS", "DEFAULT_CONCURRENCY", "parse_endpoint"]
 
@@ -73,6 +73,10 @@ class Endpoint(OptionsValue):
     target: Any = _declared("target", repr=False, compare=False)
 
     def validate(self) -> None:
+        # Registered as soon as a URL is configured, so every message from here on (an
+        # option's error, a dry run, a provider's failure) prints it redacted.
+        remember_url_secrets(self.base_url)
+        remember_url_secrets(self.azure_endpoint)
         if not self.model or not isinstance(self.model, str):
             raise InputError("no model given", field="model")
         spec = _spec(self.provider)  # an unknown provider names the known ones
@@ -128,24 +132,28 @@ def parse_endpoint(spec: str, base: Endpoint) -> Endpoint:
     ``base`` endpoint at that URL with those fields (the CLI's ``--endpoint``, the service's
     ``endpoints`` setting); errors name the ``endpoint`` field."""
     url, *items = [part.strip() for part in str(spec).split(",")]
+    remember_url_secrets(url)
+    shown = redact(str(spec))  # a gateway may take the key in the URL's path or query
     if not url or "://" not in url:
-        raise InputError(f"{spec!r} does not start with a URL", field="endpoint")
+        raise InputError(f"{shown!r} does not start with a URL", field="endpoint")
     changes: dict[str, Any] = {"base_url": url}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or key.strip() not in _SPEC_KEYS:
-            raise InputError(f"{item!r} in {spec!r} is not KEY=VALUE with KEY one of "
+            raise InputError(f"{redact(item)!r} in {shown!r} is not KEY=VALUE with KEY one of "
                              f"{', '.join(_SPEC_KEYS)}", field="endpoint")
         name, kind = _SPEC_KEYS[key.strip()]
+        if name in changes:  # "rpm=5,rpm=7": which one was meant is not ours to guess
+            raise InputError(f"{key.strip()} is given twice in {shown!r}", field="endpoint")
         try:
             changes[name] = kind(value.strip())
         except ValueError:
-            raise InputError(f"{key.strip()} must be a {kind.__name__}, got {value.strip()!r}",
+            raise InputError(f"{key.strip()} must be a {kind.__name__}, got {redact(value.strip())!r}",
                              field="endpoint") from None
     try:
         return base.replace(**changes)
     except InputError as exc:
-        raise InputError(f"{spec!r}: {exc.message}", field="endpoint") from None
+        raise InputError(f"{shown!r}: {redact(exc.message)}", field="endpoint") from None
 
 
 #: Field names of :class:`Endpoint` (what ``LLM(model, **fields)`` accepts for its endpoint).

@@ -334,10 +334,11 @@ def _build(record: Mapping[str, Any], index: int) -> Sample:
             "retrieval_context/retrieved, response/actual_output, reference/expected_output)",
         )
     for name in _ID_FIELDS:
-        if name in record and record[name] is None:
-            # An id given as null is a broken record, not "no id": numbering it silently would
-            # pair its judgments with whatever sample later takes that number.
-            raise _Bad(name, "the sample id is null")
+        if name in record and _missing(record[name]):
+            # An id given as null (or NaN) is a broken record, not "no id": numbering it silently
+            # would pair its judgments with whatever sample later takes that number.
+            raise _Bad(name, "the sample id is null" if record[name] is None
+                       else f"the sample id is {record[name]!r}, not an id")
     name, raw = _first(record, _ID_FIELDS)
     sid = _id(raw, name) if name else str(index)
 
