@@ -151,3 +151,15 @@ def test_the_cli_calls_the_librarys_judging_flow(tmp_path: Path, monkeypatch: py
         assert main(_cli(sim, [runs["a"]], "--no-stats")) == 0
     assert len(calls) == 1 and calls[0]["run_paths"] == [str(runs["a"])]
     assert isinstance(Run, type)
+
+
+def test_ideal_max_with_a_top_grade_gaining_less_than_nothing_is_zero() -> None:
+    from ragjudge import evaluate
+    from ragjudge.measures import parse_measure, spec_of
+
+    spec = "ndcg(ideal=max,top=1,gains=1:-1)@2"
+    m = parse_measure(spec)
+    ranked = [1, 0]
+    assert spec_of(m).kernel(m, ranked, [1, 0], 1) == 0.0
+    got = evaluate({"q1": {"d1": 1, "d2": 0}}, {"q1": {"d1": 2.0, "d2": 1.0}}, [spec]).mean[spec]
+    assert got == 0.0
