@@ -92,6 +92,13 @@ def evaluate_ppi(args: argparse.Namespace, metrics: Any, runs: dict[str, Any]) -
     report = ppi_evaluate(llm, runs, metrics, human, method=method,  # type: ignore[arg-type]
                           confidence=args.confidence, population=_population(args),
                           baseline=args.baseline, rel=args.rel, scale=parse_scale(args.scale))
+    from ..trust.labelling import shown_in_qrels
+
+    shown = shown_in_qrels(args.human)
+    if shown:
+        report.notes.append(f"{shown} of the human labels were given with the LLM's grade in view "
+                            "(the labelling page recorded it): PPI assumes human labels independent "
+                            "of the LLM's, so the intervals may be too narrow")
     text = report.render(args.format, digits=args.digits)
     if args.format == "table":
         text += report.footer()

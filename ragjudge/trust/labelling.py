@@ -30,7 +30,8 @@ from ..data import Qrels, Run
 from ..errors import InputError
 
 __all__ = ["ToLabel", "sample_to_label", "parse_to_label", "read_to_label", "replay_labels",
-           "undo_target", "shown_pairs", "labels_qrels", "complete_queries", "TO_LABEL_FORMAT"]
+           "undo_target", "shown_pairs", "shown_header", "shown_in_qrels", "labels_qrels",
+           "complete_queries", "TO_LABEL_FORMAT"]
 
 #: The ``format`` of a to-label file's meta line.
 TO_LABEL_FORMAT = "ragjudge-to-label/1"
@@ -208,6 +209,30 @@ def shown_pairs(records: Iterable[Mapping[str, Any]]) -> set[tuple[str, str, str
     """``(qid, docid, who)`` of every pair whose LLM grade an assessor chose to see."""
     return {(str(r.get("qid")), str(r.get("docid")), str(r.get("who", "")))
             for r in records if r.get("op") == "reveal"}
+
+
+#: The first line of exported labels some of which were given with the LLM's grade in view.
+SHOWN_HEADER = "# {n} of these labels were given with the LLM's grade in view"
+
+
+def shown_header(n: int) -> str:
+    """The comment line that starts exported qrels when ``n`` labels saw the LLM's grade."""
+    return (SHOWN_HEADER.format(n=n) + " (see the labels log's llm_grade_shown): PPI assumes "
+            "labels independent of it\n")
+
+
+def shown_in_qrels(path: str) -> int | None:
+    """How many labels of a qrels file exported by the labelling page were given with the
+    LLM's grade in view (its first line says so); ``None`` when it does not say."""
+    import re
+
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            first = f.readline()
+    except OSError:
+        return None
+    m = re.match(re.escape(SHOWN_HEADER).replace(re.escape("{n}"), r"(\d+)"), first)
+    return int(m.group(1)) if m else None
 
 
 def complete_queries(to_label: ToLabel, labels: Mapping[tuple[str, str], Any]) -> list[str]:

@@ -135,3 +135,23 @@ def test_the_workspace_asks_io_sniff(ws: dict[str, Path]) -> None:
 
     with pytest.raises(InputError, match="cannot tell"):
         sniff_kind("just some words\n", "x.txt")
+
+
+def test_ppi_from_exported_labels_says_some_saw_the_llms_grade(ws: dict[str, Path], tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from ragjudge.cli import main
+
+    labels = tmp_path / "labels.jsonl"
+    todo = parse_to_label(ws["tolabel"].read_text())
+    first3 = todo.queries[:3]
+    n = sum(1 for p in todo.pairs if p["qid"] in first3)
+    with _client(ws, tmp_path, labels) as c:
+        c.get("/ui/api/label/pair/1", params={"reveal": 1, "who": "t"})
+        for i in range(n):
+            c.post("/ui/api/label", json={"index": i, "grade": todo.pairs[i]["llm_grade"] or 0, "who": "t"})
+        exported = c.get("/ui/api/label/qrels").text
+    human = tmp_path / "human.qrels"
+    human.write_text(exported)
+    assert main(["evaluate", str(ws["llm"]), str(ws["run1"]), "-m", "ndcg@10", "--human", str(human),
+                 "--ppi"]) == 0
+    assert "1 of the human labels were given with the LLM's grade in view" in capsys.readouterr().out

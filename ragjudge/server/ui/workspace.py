@@ -327,8 +327,9 @@ class Workspace:
         text = format_qrels(labels_qrels(now), format="trec")
         shown = sum(1 for r in now.values() if r.get("grade") is not None and r.get("llm_grade_shown"))
         if shown:
-            text = (f"# {shown} of these labels were given with the LLM's grade in view (see the "
-                    "labels log's llm_grade_shown): PPI assumes labels independent of it\n") + text
+            from ...trust.labelling import shown_header
+
+            text = shown_header(shown) + text
         return text
 
     # ------------------------------------------------------------------------- PPI
