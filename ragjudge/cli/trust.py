@@ -489,5 +489,11 @@ def _samples(args: argparse.Namespace) -> int:
              "n_human", "n_llm"]
     rows = [[m, e.llm_only.value, e.human_only.value, e.mean, e.ci_low, e.ci_high, e.lam,
              e.n_human, e.n_llm] for m, e in est.items()]
-    write_output(render_table(heads, rows, args.format), args.output)
+    text = render_table(heads, rows, args.format)
+    if args.format == "table":
+        small = next((e.small_sample() for e in est.values() if e.small_sample()), None)
+        clipped = [m for m, e in est.items() if e.clipped]
+        text += (f"note: {small}\n" if small else "") + (
+            f"note: intervals cut to the metric's range for {', '.join(clipped)}\n" if clipped else "")
+    write_output(text, args.output)
     return 0

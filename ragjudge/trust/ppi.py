@@ -59,7 +59,7 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -289,6 +289,8 @@ class PPIEstimate(ResultSurface):
     bounds: tuple[float, float] | None = None
     #: under ``MIN_LABELS`` labelled queries: the full width expected with ``MIN_LABELS``
     expected_width: float | None = None
+    #: what the values are of, as the notes name them (``queries``, RAG ``samples``)
+    unit: str = "queries"
 
     @property
     def width(self) -> float:
@@ -309,7 +311,7 @@ class PPIEstimate(ResultSurface):
         more = ("" if self.expected_width is None else
                 f"; with {MIN_LABELS} expect a width near {self.expected_width:.3f} "
                 f"(now {self.width:.3f})")
-        return f"only {self.n_human} human-labelled queries (fewer than {MIN_LABELS}){more}"
+        return f"only {self.n_human} human-labelled {self.unit} (fewer than {MIN_LABELS}){more}"
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON ``ppi`` entry: mean, ci_low, ci_high, n_human, n_llm, lambda (+ method and
@@ -433,8 +435,9 @@ def ppi_samples(
         raise InputError("the human scores share no metric with the LLM scores", field="metric")
     out = {}
     for m in names:
-        out[m] = ppi_scores({k: v.get(m) for k, v in llm_scores.items()},
-                            {k: v.get(m) for k, v in human.items()}, **options)
+        e = ppi_scores({k: v.get(m) for k, v in llm_scores.items()},
+                       {k: v.get(m) for k, v in human.items()}, **options)
+        out[m] = replace(e, unit="samples")
     return out
 
 

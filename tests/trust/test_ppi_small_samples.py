@@ -122,3 +122,15 @@ def test_ppi_report_and_cli_say_a_small_sample(tmp_path, capsys) -> None:
     data = json.loads(capsys.readouterr().out)
     assert any("only 10" in n for n in data["meta"]["ppi"]["notes"])
     assert "only 10" in data["ppi"]["ndcg@10"]["small_sample"]
+
+
+def test_ppi_samples_cli_says_a_small_sample(tmp_path, capsys) -> None:
+    from ragjudge.cli import main
+
+    rng = np.random.default_rng(5)
+    truth = rng.random(60)
+    llm = np.clip(truth + rng.normal(0, 0.1, 60), 0, 1)
+    (tmp_path / "llm.csv").write_text("id,faith\n" + "\n".join(f"s{i},{v}" for i, v in enumerate(llm)))
+    (tmp_path / "human.csv").write_text("id,faith\n" + "\n".join(f"s{i},{truth[i]}" for i in range(9)))
+    assert main(["ppi-samples", str(tmp_path / "llm.csv"), "--human", str(tmp_path / "human.csv")]) == 0
+    assert "note: only 9 human-labelled samples (fewer than 30)" in capsys.readouterr().out
