@@ -626,13 +626,13 @@ def judge_circularity(judge: Any, queries: Any) -> str | None:
     origin = query_origin(queries)
     model = getattr(getattr(judge, "llm", None), "model", None)
     prompt = getattr(getattr(judge, "prompt", None), "id", None)
-    why = [f"{verb} the queries" for verb, key in (("generated", "generated"), ("filtered", "filtered"))
-           if any(_same_model(model, m) for m in origin[key])]
+    why = [f"it {verb} the queries" for verb in ("generated", "filtered")
+           if any(_same_model(model, m) for m in origin[verb])]
     if prompt and prompt in origin["filter_prompts"]:
         why.append(f"its prompt family ({prompt}) filtered them")
     if not why:
         return None
-    return (f"the judge {model} grades queries it chose: it {' and '.join(why)}; label-free "
+    return (f"the judge {model} grades queries it chose: {' and '.join(why)}; label-free "
             "scores then measure agreement with its own choices (a perfect score is expected, not "
             "evidence): judge with another model family, or label a sample by hand")
 
