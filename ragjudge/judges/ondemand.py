@@ -88,10 +88,9 @@ def run_depth(runs: Sequence[Run]) -> int:
     """The most documents any query of ``runs`` ranks."""
     deepest = 0
     for r in runs:
-        qids = r.arrays[0]
-        if len(qids):
-            _, counts = np.unique(qids, return_counts=True)
-            deepest = max(deepest, int(counts.max()))
+        offsets = r.arrays[1]  # query i's rows are offsets[i]:offsets[i + 1]
+        if len(offsets) > 1:
+            deepest = max(deepest, int(np.diff(offsets).max()))
     return deepest
 
 
@@ -544,8 +543,11 @@ async def evaluate_with_judge(
         reports = [evaluate(scored, r, metrics, **options) for r in loaded]
         result = reports if _several(runs) else reports[0]
     info["query_sets"] = _query_sets(reports, query_set, label_free)
-    info["pool_caveat"] = pool_caveat(metrics if metrics is not None else list(reports[0].metrics),
-                                      info, label_free=label_free, rel=rel)
+    named = metrics if metrics is not None else list(reports[0].metrics)
+    # pool-free measures reaching below the judge depth: named in the caveat, never cut
+    info["past_depth"] = [m for m in pool_relative(named, rel, depth=k, run_depth=info["run_depth"])
+                          if m not in pool_relative(named, rel)]
+    info["pool_caveat"] = pool_caveat(named, info, label_free=label_free, rel=rel)
     info["circularity"] = (judge_circularity(judge, queries) if label_free else None)
     for report in reports:
         report.meta["judging"] = info

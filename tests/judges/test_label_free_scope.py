@@ -76,6 +76,13 @@ def test_each_run_is_scored_on_its_own_queries(tmp_path: Path, monkeypatch: pyte
         for m, v in alone["mean"].items():
             assert given["a"]["mean"][m] == pytest.approx(v * 4 / 5)
         assert given["a"]["meta"]["judging"]["query_sets"]["scope"] == "given"
+        # pool-free past the judge depth: named, in stderr and JSON (runs here are 12 deep)
+        assert main(_cli(sim, [runs["a"]], "--no-stats", "-m", "num_rel_ret,p@5,p@10",
+                         "--judge-depth", "5")) == 0
+        captured = capsys.readouterr()
+        judging = _by_run(captured.out)["a"]["meta"]["judging"]
+        assert judging["past_depth"] == ["num_rel_ret", "p@10"] and judging["run_depth"] == 12
+        assert "reach below the judge depth 5" in captured.err and "p@5" not in judging["past_depth"]
 
 
 def test_pool_free_only_down_to_the_judge_depth() -> None:
@@ -150,7 +157,6 @@ def test_the_cli_calls_the_librarys_judging_flow(tmp_path: Path, monkeypatch: py
     with simulator_thread(judge="overlap", latency=0.0) as sim:
         assert main(_cli(sim, [runs["a"]], "--no-stats")) == 0
     assert len(calls) == 1 and calls[0]["run_paths"] == [str(runs["a"])]
-    assert isinstance(Run, type)
 
 
 def test_ideal_max_with_a_top_grade_gaining_less_than_nothing_is_zero() -> None:
@@ -163,3 +169,11 @@ def test_ideal_max_with_a_top_grade_gaining_less_than_nothing_is_zero() -> None:
     assert spec_of(m).kernel(m, ranked, [1, 0], 1) == 0.0
     got = evaluate({"q1": {"d1": 1, "d2": 0}}, {"q1": {"d1": 2.0, "d2": 1.0}}, [spec]).mean[spec]
     assert got == 0.0
+
+
+def test_run_depth_is_the_deepest_ranking() -> None:
+    from ragjudge.judges.ondemand import run_depth
+
+    runs = [Run.from_dict({"q1": {"a": 1.0, "b": 2.0, "c": 0.5}, "q2": {"x": 1.0}}),
+            Run.from_dict({"q3": {"y": 1.0, "z": 0.5}})]
+    assert run_depth(runs) == 3 and run_depth([]) == 0
