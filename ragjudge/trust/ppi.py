@@ -240,6 +240,9 @@ def ppi_means(
         theta = np.where(worse, y.mean(axis=1), theta)
         var = np.where(worse, h_var, var)
         r_var = np.where(worse, y_var, r_var)
+        r_ss = np.where(worse, (yc * yc).sum(axis=1), r_ss)
+        c2 = np.where(worse, h_c2, c2)
+        ddof = np.where(worse, 1, ddof)
     t = t_quantile(confidence, n - 1)
     se = np.sqrt(np.maximum(var, 0.0))
     h_se = np.sqrt(h_var)
@@ -259,6 +262,10 @@ def ppi_means(
         "llm_high": clip(fm + t_llm * l_se),
         "tuned": fitted & (lam != 0.0), "binary": binary, "resid_var": r_var,
         "extra_var": np.broadcast_to(extra, (k,)).astype(np.float64), "human_var": y_var,
+        # the residual variance with ``m`` labels is (ss_per_df * (m - ddof) + pseudo) /
+        # (m - ddof + pseudo_weight): the observed spread, and the pseudo-residuals at m
+        "ss_per_df": r_ss / np.maximum(n - ddof, 1), "pseudo": 2 * w * c2,
+        "pseudo_weight": 2 * w + 0.0, "ddof": np.broadcast_to(ddof, (k,)).astype(np.float64),
         "clipped": (low != raw_low) | (high != raw_high),
     }
 
@@ -364,7 +371,9 @@ def ppi_mean(
     g = {k: float(v[0]) for k, v in r.items()}
     expected = None
     if len(y) < MIN_LABELS <= len(a):
-        expected = expected_width(g["resid_var"], g["extra_var"], MIN_LABELS, len(a), confidence)
+        m = MIN_LABELS - g["ddof"]
+        at_m = (g["ss_per_df"] * m + g["pseudo"]) / (m + g["pseudo_weight"])
+        expected = expected_width(at_m, g["extra_var"], MIN_LABELS, len(a), confidence)
     return PPIEstimate(
         mean=g["mean"], ci_low=g["ci_low"], ci_high=g["ci_high"], n_human=len(y), n_llm=len(a),
         lam=g["lambda"], method=method,

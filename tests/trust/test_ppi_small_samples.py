@@ -134,3 +134,12 @@ def test_ppi_samples_cli_says_a_small_sample(tmp_path, capsys) -> None:
     (tmp_path / "human.csv").write_text("id,faith\n" + "\n".join(f"s{i},{truth[i]}" for i in range(9)))
     assert main(["ppi-samples", str(tmp_path / "llm.csv"), "--human", str(tmp_path / "human.csv")]) == 0
     assert "note: only 9 human-labelled samples (fewer than 30)" in capsys.readouterr().out
+
+
+def test_the_width_to_expect_is_what_30_alike_labels_give() -> None:
+    rng = np.random.default_rng(3)
+    llm = (rng.random(500) < 0.856).astype(float)
+    few = ppi_mean(np.ones(8), np.ones(8), llm)
+    more = ppi_mean(np.ones(MIN_LABELS), np.ones(MIN_LABELS), llm)
+    assert few.expected_width == pytest.approx(more.width, rel=1e-9)
+    assert more.small_sample() is None and few.width > 2 * more.width
