@@ -157,6 +157,9 @@ def _add_trust_options(p: argparse.ArgumentParser) -> None:
                    help="judge each run's top K (default: the largest metric cutoff, else 20)")
     j.add_argument("--all-queries", action="store_true",
                    help="also judge run queries the human qrels do not have")
+    j.add_argument("--query-set", metavar="FILE",
+                   help="label-free: score every run on these queries (a queries file or one id "
+                        "a line; a query a run lacks scores 0) instead of each run's own")
     j.add_argument("--prompt", default="relevance.v1", metavar="NAME|FILE",
                    help="judge prompt (default relevance.v1)")
     j.add_argument("--judgments", metavar="OUT.jsonl", help="write every judgment with provenance")

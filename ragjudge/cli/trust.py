@@ -92,6 +92,13 @@ def evaluate_ppi(args: argparse.Namespace, metrics: Any, runs: dict[str, Any]) -
     report = ppi_evaluate(llm, runs, metrics, human, method=method,  # type: ignore[arg-type]
                           confidence=args.confidence, population=_population(args),
                           baseline=args.baseline, rel=args.rel, scale=parse_scale(args.scale))
+    from ..trust.labelling import shown_in_qrels
+
+    shown = shown_in_qrels(args.human)
+    if shown:
+        report.notes.append(f"{shown} of the human labels were given with the LLM's grade in view "
+                            "(the labelling page recorded it): PPI assumes human labels independent "
+                            "of the LLM's, so the intervals may be too narrow")
     text = report.render(args.format, digits=args.digits)
     if args.format == "table":
         text += report.footer()
@@ -137,23 +144,13 @@ def _llm(args: argparse.Namespace, model: str) -> Any:
 
 
 def evaluate_judged(args: argparse.Namespace, metrics: Any, runs: dict[str, Any]) -> int:
-    """``evaluate --judge MODEL``: judge the unjudged top documents, then evaluate. ``metrics``
-    ``None`` is label-free without -m: the pool-free defaults of the prompt's scale."""
+    """``evaluate --judge MODEL``: :func:`ragjudge.judges.evaluate_with_judge` (judge the
+    unjudged top documents, then evaluate). ``metrics`` ``None`` is label-free without -m: the
+    pool-free defaults of the prompt's scale."""
     from .._sync import run_sync
-    from ..evaluate import compare, evaluate
-    from ..io import read_corpus, read_queries, write_qrels
+    from ..io import read_corpus, read_queries
     from ..judges import LLMRelevanceJudge
-    from ..judges.ondemand import (
-        Pool,
-        default_depth,
-        describe_rescored,
-        judge_on_demand,
-        label_free_metrics,
-        pool_caveat,
-        pool_drift,
-        rescore_pool,
-        scale_top,
-    )
+    from ..judges.ondemand import Pool, default_depth, evaluate_with_judge, label_free_metrics, scale_top
 
     if not args.queries or not args.corpus:
         raise InputError("--judge needs the texts: --queries FILE --corpus FILE", field="--judge")
@@ -162,6 +159,7 @@ def evaluate_judged(args: argparse.Namespace, metrics: Any, runs: dict[str, Any]
     human = _human_or_none(args)
     if args.all_queries and human is None:
         raise InputError("--all-queries only makes sense with human QRELS", field="--all-queries")
+    query_set = _query_set(getattr(args, "query_set", None))
     if not args.dry_run:
         check_writable([args.judgments, args.save_qrels, args.output, args.pool])
     pool = Pool.load(args.pool) if args.pool else None
@@ -170,9 +168,9 @@ def evaluate_judged(args: argparse.Namespace, metrics: Any, runs: dict[str, Any]
     if metrics is None:
         metrics = label_free_metrics(scale_top(judge))
     depth = args.judge_depth or default_depth(metrics, args.rel)
-    queries, corpus = read_queries(args.queries), read_corpus(args.corpus)
     run_list = list(runs.values())
     if args.dry_run:
+        queries, corpus = read_queries(args.queries), read_corpus(args.corpus)
         known = human
         if pool is not None and len(pool):  # the pool's labels are not paid for again
             labels = pool.qrels() if human is None or args.all_queries else pool.qrels().filter(human.query_ids)
@@ -182,23 +180,32 @@ def evaluate_judged(args: argparse.Namespace, metrics: Any, runs: dict[str, Any]
         print(f"judging on demand at depth {depth}: " + plan.describe())
         return 0
 
+    def say(line: str) -> None:
+        print(line, file=sys.stderr)
+
+    def warn(line: str) -> None:
+        print(f"ragjudge: warning: {line}", file=sys.stderr)
+
+    stats = None if len(run_list) < 2 or args.no_stats else {
+        "baseline": args.baseline, "test": args.test, "n_resamples": args.resamples,
+        "seed": args.seed, "alpha": args.alpha}
+
     async def main() -> Any:
         try:
-            return await judge_on_demand(judge, human, run_list, queries, corpus, depth,
-                                         all_queries=args.all_queries, pool=pool)
+            return await evaluate_with_judge(
+                judge, runs, metrics, qrels=human, queries=args.queries, corpus=args.corpus,
+                judge_depth=depth, all_queries=args.all_queries, pool=pool, rel=args.rel,
+                skip_missing=args.skip_missing, query_set=query_set, compare=stats,
+                run_paths=list(args.runs), judgments=args.judgments, save_qrels=args.save_qrels,
+                log=say, warn=warn)
         finally:
             await llm.aclose()
 
     try:
-        done = run_sync(main())
+        result = run_sync(main())
     except LLMError as exc:
-        # The run stopped (a revoked key, a vanished model): keep what was judged before it.
         partial = exc.partial
         if partial is not None and getattr(partial, "judgments", None) and (args.judgments or args.save_qrels):
-            if args.judgments:
-                partial.write_judgments(args.judgments)
-            if args.save_qrels:
-                write_qrels(partial.qrels, args.save_qrels, format="trec")
             ok = sum(1 for j in partial.judgments if j.ok)
             print(f"the run stopped; wrote the {ok} judgments made before it to "
                   + " and ".join(p for p in (args.judgments, args.save_qrels) if p)
@@ -206,53 +213,18 @@ def evaluate_judged(args: argparse.Namespace, metrics: Any, runs: dict[str, Any]
                      if llm.cache.path is not None else "; --no-cache was given: a rerun pays again"),
                   file=sys.stderr)
         raise
-    if args.judgments:
-        done.result.write_judgments(args.judgments)
-    if args.save_qrels:
-        write_qrels(done.qrels, args.save_qrels, format="trec")
-    print(done.describe(), file=sys.stderr)
-    info = done.info()
-    if pool is not None and len(done.qrels):
-        # Record this command's runs, then score again the runs the pool grew under.
-        earlier = {n: pool.runs[n] for n in runs if n in pool.runs}
-        for name, r in runs.items():
-            path = args.runs[list(runs).index(name)]
-            pool.record(r, path=path, depth=depth, mean=evaluate(
-                done.qrels, r, metrics, rel=args.rel, skip_missing=args.skip_missing).mean)
-        rescored = rescore_pool(pool, done.qrels, skip=list(runs), earlier=earlier, rel=args.rel,
-                                skip_missing=args.skip_missing)
-        pool.save()
-        info["pool"].update(runs=list(pool.runs), rescored=[x.to_dict() for x in rescored])
-        info["pool_runs"] = list(pool.runs)
-        if rescored:
-            print(describe_rescored(rescored, pool), file=sys.stderr)
-        info["pool_warning"] = pool_drift(rescored, pool)
-        if info["pool_warning"]:
-            print(f"ragjudge: warning: {info['pool_warning']}", file=sys.stderr)
-    caveat = pool_caveat(metrics, info, label_free=human is None, rel=args.rel)
-    info["pool_caveat"] = caveat  # in every report's meta["judging"] too
-    if caveat:
-        print(f"ragjudge: warning: {caveat}", file=sys.stderr)
-    if len(done.qrels) == 0:
-        raise InputError(f"no labels to evaluate with: every judgment failed "
-                         f"({info['failure_reasons']})", field="--judge")
-    if len(run_list) > 1 and not args.no_stats:
-        result = compare(done.qrels, runs, metrics, baseline=args.baseline, test=args.test,
-                         n_resamples=args.resamples, seed=args.seed, alpha=args.alpha,
-                         rel=args.rel, skip_missing=args.skip_missing)
-        for r in result.reports.values():
-            r.meta["judging"] = info
+    if stats is not None:
+        reports = list(result.reports.values())
         write_output(str(result) if args.format == "table" else
-               result.render(args.format, per_query=args.per_query, digits=args.digits), args.output)
+                     result.render(args.format, per_query=args.per_query, digits=args.digits), args.output)
     else:
-        reports = [evaluate(done.qrels, r, metrics, rel=args.rel, skip_missing=args.skip_missing)
-                   for r in run_list]
-        for r in reports:
-            r.meta["judging"] = info
-        # judged@depth before -> after is on stderr already (done.describe()): not again here
+        reports = result if isinstance(result, list) else [result]
+        info = reports[0].meta["judging"]
+        # judged@depth before -> after is on stderr already: not again here
         _render_reports(reports, args, "".join(
             f"{r.run}: {r.footer()}; {info['llm_labels']} LLM labels, "
             f"{info['human_labels']} human\n" for r in reports))
+    info = reports[0].meta["judging"]
     # A run that mostly failed is not a result: say so in the exit status.
     pairs = info["pairs"] or 0
     if pairs and (info["failed"] + info["skipped_budget"]) * 2 > pairs:
@@ -260,6 +232,25 @@ def evaluate_judged(args: argparse.Namespace, metrics: Any, runs: dict[str, Any]
               f"{info['skipped_budget']} over budget of {pairs}); rerun to retry", file=sys.stderr)
         return 3
     return 0
+
+
+def _query_set(path: str | None) -> list[str] | None:
+    """Query ids from ``--query-set FILE``: a queries file (BEIR JSONL or TSV), or one id a line."""
+    if path is None:
+        return None
+    from ..io import read_queries
+
+    try:
+        return list(read_queries(path))
+    except InputError:
+        try:
+            with open(path, encoding="utf-8") as f:
+                ids = [line.split()[0] for line in f if line.strip()]
+        except OSError as exc:
+            raise InputError(exc.strerror or "cannot read", source=path, field="--query-set") from None
+        if not ids:
+            raise InputError("no query ids", source=path, field="--query-set") from None
+        return ids
 
 
 # ----------------------------------------------------------------------------- judge panels
@@ -498,5 +489,11 @@ def _samples(args: argparse.Namespace) -> int:
              "n_human", "n_llm"]
     rows = [[m, e.llm_only.value, e.human_only.value, e.mean, e.ci_low, e.ci_high, e.lam,
              e.n_human, e.n_llm] for m, e in est.items()]
-    write_output(render_table(heads, rows, args.format), args.output)
+    text = render_table(heads, rows, args.format)
+    if args.format == "table":
+        small = next((e.small_sample() for e in est.values() if e.small_sample()), None)
+        clipped = [m for m, e in est.items() if e.clipped]
+        text += (f"note: {small}\n" if small else "") + (
+            f"note: intervals cut to the metric's range for {', '.join(clipped)}\n" if clipped else "")
+    write_output(text, args.output)
     return 0

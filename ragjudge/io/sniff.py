@@ -9,14 +9,27 @@ The content decides, the file name only breaks ties (an input with no data line)
   reader names the bad line;
 * runs: 6 or more columns are TREC; 3 columns ending in an integer are an MS MARCO run
   (``qid docid rank``); anything else is read as TREC.
+
+:func:`sniff_kind` goes one step up, for a page handed any file: what the file *is* (qrels, a
+run, queries, a corpus, judgments, an evaluation result, a to-label file or a labels log).
 """
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
 from .numbers import is_int
 from .streams import BOM, WS_BYTES
 
-__all__ = ["QRELS_FORMATS", "RUN_FORMATS", "sniff_format", "first_data_line"]
+__all__ = ["KINDS", "QRELS_FORMATS", "RUN_FORMATS", "sniff_format", "sniff_kind", "first_data_line", "is_result"]
+
+#: What :func:`sniff_kind` tells apart.
+KINDS = ("result", "qrels", "run", "queries", "corpus", "judgments", "tolabel", "labels")
+_QUERY_NAMES = ("quer", "topic", "question")
+_CORPUS_NAMES = ("corpus", "doc", "passage", "collection")
 
 QRELS_FORMATS = ("trec", "beir", "json")
 RUN_FORMATS = ("trec", "msmarco", "json")
@@ -60,3 +73,82 @@ def sniff_format(head: bytes, name: str | None, allowed: tuple[str, ...]) -> str
     if "msmarco" in allowed and len(tokens) == 3 and is_int(last):
         return "msmarco"
     return "trec"
+
+
+def is_result(obj: Any) -> bool:
+    """Whether a JSON value is what ``evaluate``/``compare -f json`` write (runs with a
+    ``run`` and a ``mean`` object)."""
+    def one(d: Any) -> bool:
+        return isinstance(d, dict) and "run" in d and isinstance(d.get("mean"), dict)
+
+    if isinstance(obj, dict):
+        return one(obj) or (isinstance(obj.get("runs"), list) and all(one(r) for r in obj["runs"]))
+    return isinstance(obj, list) and bool(obj) and all(one(r) for r in obj)
+
+
+def _texts_kind(name: str, texts: list[str]) -> str:
+    if any(k in name for k in _QUERY_NAMES):
+        return "queries"
+    if any(k in name for k in _CORPUS_NAMES):
+        return "corpus"
+    mean = sum(len(t) for t in texts) / max(1, len(texts))
+    return "queries" if mean < 120 else "corpus"
+
+
+def sniff_kind(text: str, name: str | None = None) -> str:
+    """Which of :data:`KINDS` a file holds, from its content (``name``, the file's name, breaks
+    ties between queries and a corpus). Raises :class:`InputError` when it cannot tell."""
+    lower = Path(name or "").name.lower()
+    stripped = text.lstrip("\ufeff \t\r\n")
+    if stripped[:1] in ("{", "["):
+        try:
+            whole = json.loads(stripped)
+        except json.JSONDecodeError:
+            whole = None
+        if whole is not None:
+            if is_result(whole):
+                return "result"
+            if isinstance(whole, dict) and whole and all(isinstance(v, dict) for v in whole.values()):
+                values = [x for v in whole.values() for x in v.values()]
+                return "qrels" if all(isinstance(x, int) for x in values) else "run"
+        if whole is not None and not isinstance(whole, dict):
+            raise InputError("JSON that is neither a result of evaluate/compare -f json nor "
+                             "qrels/run JSON", source=name)
+        try:
+            first = json.loads(stripped.splitlines()[0])
+        except json.JSONDecodeError as exc:
+            raise InputError(f"invalid JSON ({exc.msg})", source=name, line=1) from None
+        if not isinstance(first, dict):
+            raise InputError("JSONL whose first line is not an object", source=name, line=1)
+        if first.get("kind") == "meta":
+            return "tolabel"
+        if "op" in first and "qid" in first:
+            return "labels"
+        if "qid" in first and "docid" in first:
+            return "judgments"
+        if "_id" in first:
+            texts = []
+            for line in stripped.splitlines()[:50]:
+                try:
+                    rec = json.loads(line) if line.strip() else None
+                except json.JSONDecodeError:
+                    rec = None
+                if isinstance(rec, dict):
+                    texts.append(str(rec.get("text", "")))
+            return _texts_kind(lower, texts)
+        raise InputError("JSONL of an unknown kind (not judgments, a to-label file, queries or "
+                         "a corpus)", source=name)
+    lines = [ln for ln in stripped.splitlines() if ln.strip() and not ln.lstrip().startswith("#")][:50]
+    if not lines:
+        raise InputError("empty file", source=name)
+    tokens = lines[0].split()
+    if len(tokens) >= 6:
+        return "run"
+    if len(tokens) == 4 and is_int(tokens[-1]):
+        return "qrels"
+    if "\t" in lines[0]:
+        return _texts_kind(lower, [ln.split("\t", 1)[1] for ln in lines if "\t" in ln])
+    if len(tokens) == 3 and is_int(tokens[-1]):
+        return "run"
+    raise InputError("cannot tell what this file is; name its role: ROLE=PATH with ROLE one of "
+                     + ", ".join(KINDS), source=name)

@@ -14,11 +14,14 @@ says judged@depth before and after and how many labels came from the LLM.
 
 from __future__ import annotations
 
+import json
 import os
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Union
+
+import numpy as np
 
 from .._sync import run_sync
 from ..data import Qrels, Run
@@ -30,7 +33,8 @@ from .pool import Pool, PoolRun, run_fingerprint
 
 __all__ = ["DEFAULT_DEPTH", "LABEL_FREE_METRICS", "OnDemand", "default_depth", "judge_on_demand",
            "evaluate_with_judge", "evaluate_with_judge_sync", "pool_relative", "pool_caveat", "label_free_metrics", "Rescored",
-           "rescore_pool", "pool_drift", "describe_rescored", "Pool"]
+           "rescore_pool", "pool_drift", "describe_rescored", "Pool", "run_depth", "query_origin",
+           "judge_circularity"]
 
 #: Judging depth when no metric has a cutoff (``map``, ``rprec``...): the judge's own default.
 DEFAULT_DEPTH = 20
@@ -54,34 +58,64 @@ def scale_top(judge: Any) -> int:
     return max(grades) if grades else 3
 
 
-def pool_relative(metrics: Sequence[str] | str | None, rel: int | None = None) -> list[str]:
-    """The metrics whose value depends on documents outside the run's own ranking (an ideal
-    ranking, R): with labels judged on demand, they move with the pool."""
+def pool_relative(metrics: Sequence[str] | str | None, rel: int | None = None, *,
+                  depth: int | None = None, run_depth: int | None = None) -> list[str]:
+    """The metrics whose value depends on documents outside the run's own judged ranking: an
+    ideal ranking or R, or -- for a pool-free measure -- ranks below the judge ``depth`` (a
+    cutoff above it, or none, on runs deeper than it, ``run_depth``), where a document is
+    judged only if another run pooled it. With labels judged on demand, they move with the
+    pool."""
     items = [metrics] if isinstance(metrics, str) else list(metrics or ())
     out = []
     for item in items:
         for name in split_metric_list(str(item)):
             m = parse_measure(name, rel=rel)
-            if not spec_of(m).is_pool_free(m):
+            if not spec_of(m).is_pool_free(m) or _past_depth(m.k, depth, run_depth):
                 out.append(name)
     return out
+
+
+def _past_depth(k: int | None, depth: int | None, run_depth: int | None) -> bool:
+    """Whether a cutoff ``k`` (None: the whole ranking) reaches below the judge depth on runs
+    as deep as ``run_depth``."""
+    if depth is None:
+        return False
+    reach = run_depth if k is None else (k if run_depth is None else min(k, run_depth))
+    return reach is None or reach > depth
+
+
+def run_depth(runs: Sequence[Run]) -> int:
+    """The most documents any query of ``runs`` ranks."""
+    deepest = 0
+    for r in runs:
+        offsets = r.arrays[1]  # query i's rows are offsets[i]:offsets[i + 1]
+        if len(offsets) > 1:
+            deepest = max(deepest, int(np.diff(offsets).max()))
+    return deepest
 
 
 def pool_caveat(metrics: Sequence[str] | str | None, info: Mapping[str, Any], *, label_free: bool,
                 rel: int | None = None) -> str | None:
     """One line naming the pool that pool-relative metrics are relative to, when their values
-    would move with it (label-free, or labels filled on demand); ``None`` when none is."""
-    moving = pool_relative(metrics, rel)
+    would move with it (label-free, or labels filled on demand); ``None`` when none is. A
+    pool-free measure counts as pool-relative past the judge depth (``info["depth"]``, on runs
+    ``info["run_depth"]`` deep): it keeps its value, and the line says so."""
+    depth, deep = info.get("depth"), info.get("run_depth")
+    moving = pool_relative(metrics, rel, depth=depth, run_depth=deep)
     if not moving:
         return None
+    below = [m for m in moving if m not in pool_relative(metrics, rel)]
     runs = info.get("pool_runs") or []
     alone = " (a single run: it is measured against its own top documents only)" if len(runs) == 1 else ""
     kept = info.get("pool")
     where = (f"the pool {kept['file']}: {kept['labels']} labels, {len(runs)} run(s)" if kept else
              f"the pool judged in this command: depth {info.get('depth')}, {len(runs)} run(s), "
              f"{info.get('pairs')} pairs")
+    past = (f" ({', '.join(below)} {'reach' if len(below) > 1 else 'reaches'} below the judge "
+            f"depth {depth}, where a document is judged only if another run pooled it; cut them "
+            f"at @{depth} or judge deeper with --judge-depth)" if below else "")
     return (f"{', '.join(moving)} {'are' if len(moving) > 1 else 'is'} relative to {where}"
-            f"{alone}; values are comparable only with runs judged in the same pool. "
+            f"{alone}{past}; values are comparable only with runs judged in the same pool. "
             f"Pool-free alternatives: {', '.join(LABEL_FREE_METRICS)}"
             + ("" if label_free else " (human labels fill part of the pool)"))
 
@@ -397,6 +431,13 @@ async def evaluate_with_judge(
     max_depth: int | None = None,
     dedup: Any = "error",
     name: str | None = None,
+    query_set: Sequence[str] | None = None,
+    compare: Mapping[str, Any] | None = None,
+    run_paths: Sequence[str | None] | None = None,
+    judgments: str | os.PathLike[str] | None = None,
+    save_qrels: str | os.PathLike[str] | None = None,
+    log: Callable[[str], None] | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> Any:
     """Judge on demand, then evaluate: the unjudged documents in each run's top
     ``judge_depth`` (default: the largest metric cutoff, else :data:`DEFAULT_DEPTH`) are graded
@@ -407,55 +448,196 @@ async def evaluate_with_judge(
     ``runs``: one run (a :class:`Run`, a path, ``{qid: {docid: score}}``...; ``name`` renames
     it) gives one :class:`~ragjudge.report.Report`; several (a list, or ``{name: run}``) are
     judged together -- each distinct pair once, one pool -- and give a list of reports in the
-    same order. ``queries``/``corpus``: the texts (dicts or BEIR/TSV paths). ``all_queries``
-    (default: only without human qrels) also judges run queries the human qrels lack.
-    ``rel``, ``skip_missing``, ``judged_only``, ``max_depth``, ``dedup`` are
-    :func:`~ragjudge.evaluate.evaluate`'s.
+    same order (``compare``: :func:`ragjudge.evaluate.compare`'s keyword arguments, to get its
+    :class:`~ragjudge.report.CompareReport` instead). ``queries``/``corpus``: the texts (dicts
+    or BEIR/TSV paths). ``all_queries`` (default: only without human qrels) also judges run
+    queries the human qrels lack. ``rel``, ``skip_missing``, ``judged_only``, ``max_depth``,
+    ``dedup`` are :func:`~ragjudge.evaluate.evaluate`'s.
+
+    Which queries a label-free mean is over: each run's own (never the union of the judged
+    runs' queries, where a query a run lacks would count 0 and its mean would move with the
+    others), or ``query_set`` when given (a query of the set a run lacks scores 0). When runs
+    cover different query sets, a warning says so, and paired comparisons use the queries both
+    runs have (``n`` of each comparison). ``meta["judging"]["query_sets"]`` records it.
 
     Each report's ``meta["judging"]`` holds :meth:`OnDemand.info`. ``pool`` (a file, or a
     :class:`~ragjudge.judges.pool.Pool`) keeps the labels from call to call: only the pairs it
-    lacks are judged, the runs are recorded in it, and the runs recorded earlier are scored
-    again against the grown pool (``meta["judging"]["pool"]["rescored"]``; a warning when one
-    could not be). A warning also names the pool that pool-relative metrics depend on.
+    lacks are judged, the runs are recorded in it (``run_paths``: the files they were read
+    from), and the runs recorded earlier are scored again against the grown pool
+    (``meta["judging"]["pool"]["rescored"]``; a warning when one could not be). A warning also
+    names the pool that pool-relative metrics depend on, and, label-free, a judge that made or
+    filtered the queries it grades (the ``synth.jsonl`` beside a ``queries`` file).
+    ``judgments`` / ``save_qrels``: write every judgment (JSONL) / the merged qrels, also the
+    ones made before the run stopped. ``log`` receives lines on what judging did; ``warn`` the
+    warnings (default :func:`warnings.warn`).
 
     The judge's LLM session is left open (the caller owns it); the blocking twin
     :func:`evaluate_with_judge_sync` closes it."""
+    from ..evaluate import compare as compare_runs
+    from ..io import write_qrels
+
+    def warned(line: str) -> None:
+        if warn is None:
+            warnings.warn(line, stacklevel=3)
+        else:
+            warn(line)
+
     human = None if qrels is None else as_qrels(qrels, dedup=dedup)
     loaded, paths = _load_runs(runs, dedup, name)
+    if run_paths is not None:
+        paths = list(run_paths)
     if metrics is None and human is None:
         # label-free defaults: they do not move with the pool
         metrics = label_free_metrics(scale_top(judge))
     k = judge_depth if judge_depth is not None else default_depth(metrics, rel)
     q_texts, c_texts = _texts(queries, "queries"), _texts(corpus, "corpus")
     kept = None if pool is None else (pool if isinstance(pool, Pool) else Pool.load(pool))
-    done = await judge_on_demand(judge, human, loaded, q_texts, c_texts, k,
-                                 all_queries=all_queries, pool=kept)
+    try:
+        done = await judge_on_demand(judge, human, loaded, q_texts, c_texts, k,
+                                     all_queries=all_queries, pool=kept)
+    except LLMError as exc:
+        # The run stopped (a revoked key, a vanished model): keep what was judged before it.
+        partial = exc.partial
+        if partial is not None and getattr(partial, "judgments", None):
+            if judgments is not None:
+                partial.write_judgments(judgments)
+            if save_qrels is not None:
+                write_qrels(partial.qrels, save_qrels, format="trec")
+        raise
+    if judgments is not None:
+        done.result.write_judgments(judgments)
+    if save_qrels is not None:
+        write_qrels(done.qrels, save_qrels, format="trec")
+    if log is not None:
+        log(done.describe())
     if len(done.qrels) == 0:
         raise InputError("no labels to evaluate with: every judgment failed "
                          f"({done.result.summary()['failure_reasons']})", field="judge")
-    options: dict[str, Any] = {"rel": rel, "skip_missing": skip_missing,
+    label_free = human is None
+    scored, own = done.qrels, label_free and query_set is None
+    if query_set is not None:
+        scored = _with_queries(done.qrels, list(dict.fromkeys(query_set)))
+    options: dict[str, Any] = {"rel": rel, "skip_missing": skip_missing or own,
                                "judged_only": judged_only, "max_depth": max_depth}
-    reports = [evaluate(done.qrels, r, metrics, **options) for r in loaded]
     info = done.info()
+    info["run_depth"] = run_depth(loaded)
     if kept is not None:
         earlier = {r.name: kept.runs[r.name] for r in loaded if r.name in kept.runs}
-        for r, path, report in zip(loaded, paths, reports):
-            kept.record(r, path=path, depth=k, mean=report.mean)
+        for r, path in zip(loaded, paths):
+            kept.record(r, path=path, depth=k, mean=evaluate(scored, r, metrics, **options).mean)
         rescored = rescore_pool(kept, done.qrels, skip=[r.name for r in loaded], earlier=earlier,
-                                rel=rel, skip_missing=skip_missing)
+                                rel=rel, skip_missing=skip_missing or label_free)
         kept.save()
         info["pool"]["rescored"] = [x.to_dict() for x in rescored]
         info["pool"]["runs"] = list(kept.runs)
+        info["pool_runs"] = list(kept.runs)
+        if rescored and log is not None:
+            log(describe_rescored(rescored, kept))
         info["pool_warning"] = pool_drift(rescored, kept)
         if info["pool_warning"]:
-            warnings.warn(info["pool_warning"], stacklevel=2)
-    info["pool_caveat"] = pool_caveat(metrics if metrics is not None else list(reports[0].metrics),
-                                      info, label_free=human is None, rel=rel)
+            warned(info["pool_warning"])
+    if compare is not None and len(loaded) > 1:
+        result: Any = compare_runs(scored, {r.name: r for r in loaded}, metrics,
+                                   **{**options, **compare})
+        reports = list(result.reports.values())
+    else:
+        reports = [evaluate(scored, r, metrics, **options) for r in loaded]
+        result = reports if _several(runs) else reports[0]
+    info["query_sets"] = _query_sets(reports, query_set, label_free)
+    named = metrics if metrics is not None else list(reports[0].metrics)
+    # pool-free measures reaching below the judge depth: named in the caveat, never cut
+    info["past_depth"] = [m for m in pool_relative(named, rel, depth=k, run_depth=info["run_depth"])
+                          if m not in pool_relative(named, rel)]
+    info["pool_caveat"] = pool_caveat(named, info, label_free=label_free, rel=rel)
+    info["circularity"] = (judge_circularity(judge, queries) if label_free else None)
     for report in reports:
         report.meta["judging"] = info
-    if info["pool_caveat"]:
-        warnings.warn(info["pool_caveat"], stacklevel=2)
-    return reports if _several(runs) else reports[0]
+    for line in (info["query_sets"].get("note"), info["pool_caveat"], info["circularity"]):
+        if line:
+            warned(line)
+    return result
+
+
+def _with_queries(qrels: Qrels, query_set: list[str]) -> Qrels:
+    """``qrels`` over exactly ``query_set``: a query without labels gets a placeholder
+    judgment no run retrieves, so it is scored (a run lacking it scores its empty ranking)."""
+    have = qrels.filter(query_set)
+    lacking = [q for q in query_set if q not in have]
+    if not lacking:
+        return have
+    pad = Qrels.from_arrays(lacking, ["\x00none"] * len(lacking), [0] * len(lacking))
+    return pad if len(have) == 0 else have.merge(pad)
+
+
+def _query_sets(reports: Sequence[Any], query_set: Sequence[str] | None,
+                label_free: bool) -> dict[str, Any]:
+    """Which queries each mean is over, and one line when the runs' sets differ."""
+    per_run = {r.run: len(r.qids) for r in reports}
+    sets = [set(r.qids) for r in reports]
+    common = len(set.intersection(*sets)) if sets else 0
+    scope = "given" if query_set is not None else ("own" if label_free else "qrels")
+    out: dict[str, Any] = {"scope": scope, "per_run": per_run, "common": common, "note": None}
+    if scope == "own" and len({frozenset(x) for x in sets}) > 1:
+        out["note"] = (
+            "runs cover different query sets (" + ", ".join(f"{n}: {c}" for n, c in per_run.items())
+            + f" queries): each mean is over the run's own queries; paired comparisons use the "
+            f"queries both runs have ({common} common to all); give one query set to score all "
+            "runs on the same queries")
+    return out
+
+
+def _same_model(a: str | None, b: str | None) -> bool:
+    """The same model, also across a dated snapshot (``gpt-4o-mini`` and ``gpt-4o-mini-2024-07-18``)."""
+    if not a or not b:
+        return False
+    a, b = a.lower().rsplit("/", 1)[-1], b.lower().rsplit("/", 1)[-1]
+    return a == b or a.startswith(b + "-") or b.startswith(a + "-")
+
+
+def query_origin(queries: Any) -> dict[str, set[str]]:
+    """The models (``generated``, ``filtered``) and judge prompt ids (``filter_prompts``) that
+    made the queries of a ``queries`` file written by ``ragjudge synth`` (read from the
+    ``synth.jsonl`` beside it; empty sets when there is none or ``queries`` is not a path)."""
+    out: dict[str, set[str]] = {"generated": set(), "filtered": set(), "filter_prompts": set()}
+    if not isinstance(queries, (str, os.PathLike)):
+        return out
+    where = os.path.join(os.path.dirname(os.fspath(queries)) or ".", "synth.jsonl")
+    try:
+        with open(where, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    c = json.loads(line)
+                except ValueError:
+                    continue
+                if not isinstance(c, dict) or c.get("status") != "kept":
+                    continue
+                gen, jd = c.get("generation") or {}, c.get("judgment") or {}
+                if gen.get("model"):
+                    out["generated"].add(str(gen["model"]))
+                if jd.get("model"):
+                    out["filtered"].add(str(jd["model"]))
+                if jd.get("prompt_id"):
+                    out["filter_prompts"].add(str(jd["prompt_id"]))
+    except OSError:
+        pass
+    return out
+
+
+def judge_circularity(judge: Any, queries: Any) -> str | None:
+    """One line when ``judge`` is the model (or uses the prompt family) that generated or
+    filtered the synthetic ``queries`` it grades: its scores then measure its own choices."""
+    origin = query_origin(queries)
+    model = getattr(getattr(judge, "llm", None), "model", None)
+    prompt = getattr(getattr(judge, "prompt", None), "id", None)
+    why = [f"it {verb} the queries" for verb in ("generated", "filtered")
+           if any(_same_model(model, m) for m in origin[verb])]
+    if prompt and prompt in origin["filter_prompts"]:
+        why.append(f"its prompt family ({prompt}) filtered them")
+    if not why:
+        return None
+    return (f"the judge {model} grades queries it chose: {' and '.join(why)}; label-free "
+            "scores then measure agreement with its own choices (a perfect score is expected, not "
+            "evidence): judge with another model family, or label a sample by hand")
 
 
 def evaluate_with_judge_sync(judge: Any, runs: RunsArg, metrics: Any = None, **kwargs: Any) -> Any:

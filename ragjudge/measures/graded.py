@@ -162,6 +162,8 @@ def _ndcg_batch(L: Layout, m: Measure) -> np.ndarray:
         assert k is not None  # the check refuses ideal=max without a cutoff
         best = _gain(int(m.get("top")), m.get("gain"), _parse_gains(m.get("gains")))
         idcg = best * float(np.sum(1.0 / _discount_batch(np.arange(k), disc)))
+        if idcg <= 0:  # a top grade gaining nothing or less: 0, as the reference kernel says
+            return np.zeros_like(dcg)
         return safe_div(dcg, np.full_like(dcg, idcg))
     if ideal == "all":
         sel = np.flatnonzero(_gaining(L, m, L.qlab))
@@ -209,7 +211,8 @@ register(MeasureSpec(
     examples=("ndcg", "ndcg@3", "ndcg(gain=exp)@4", "ndcg(ideal=retrieved,discount=jarvelin)@3",
               "ndcg(discount=jarvelin)", "ndcg(gains=0:0,1:1,2:3,3:7)@3",
               "ndcg(gains=0:0.5,2:0,4:2.5)", "ndcg(gains=1:2,3:1,4:0,2:2.5,0:0.25)@2",
-              "ndcg(ideal=max)@5", "ndcg(ideal=max,top=4,gain=exp)@3"),
+              "ndcg(ideal=max)@5", "ndcg(ideal=max,top=4,gain=exp)@3",
+              "ndcg(ideal=max,top=1,gains=1:-1)@2"),
     # ideal=max is at most 1 only while no grade exceeds ``top``, the scale's highest
     unit=lambda m: m.get("ideal") != "max",
 ))

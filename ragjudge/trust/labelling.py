@@ -10,9 +10,12 @@ assessor to lean on).
 The to-label file is JSONL: one ``{"kind": "meta", ...}`` line (seed, depth, sampled queries,
 metric, grading scale from the prompt's front-matter) and one ``{"kind": "pair", "qid",
 "docid", "query", "passage", "llm_grade"}`` line per pair. The labels log beside it is
-append-only JSONL: ``{"op": "label", "qid", "docid", "grade", "who", "at"}`` (``grade`` null:
-skipped / unsure) and ``{"op": "undo", "who", "at"}`` (takes back the latest label still in
-force); :func:`replay_labels` turns it into the labels in force.
+append-only JSONL: ``{"op": "label", "qid", "docid", "grade", "who", "at", "llm_grade_shown"}``
+(``grade`` null: skipped / unsure; ``llm_grade_shown``: the assessor had chosen to see the LLM's
+grade of that pair, so the label may lean on it), ``{"op": "reveal", "qid", "docid", "who",
+"at"}`` (that choice, recorded when the grade is shown) and ``{"op": "undo", "who", "at"}``
+(takes back the latest label of the same assessor still in force); :func:`replay_labels` turns
+it into the labels in force.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ from ..data import Qrels, Run
 from ..errors import InputError
 
 __all__ = ["ToLabel", "sample_to_label", "parse_to_label", "read_to_label", "replay_labels",
-           "labels_qrels", "complete_queries", "TO_LABEL_FORMAT"]
+           "undo_target", "shown_pairs", "shown_header", "shown_in_qrels", "labels_qrels",
+           "complete_queries", "TO_LABEL_FORMAT"]
 
 #: The ``format`` of a to-label file's meta line.
 TO_LABEL_FORMAT = "ragjudge-to-label/1"
@@ -149,27 +153,86 @@ def read_to_label(path: str) -> ToLabel:
     return parse_to_label(text, source=str(path))
 
 
-def replay_labels(records: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
-    """The labels in force after a labels log: ``{(qid, docid): record}`` in the order given
-    (``grade`` ``None``: skipped). An ``undo`` takes back the latest label still in force
-    (the pair returns to what it had before that label, or to unlabelled)."""
-    stack: list[tuple[tuple[str, str], dict[str, Any] | None]] = []
+def _undone(stack: list[tuple[tuple[str, str], dict[str, Any] | None, dict[str, Any]]],
+            now: Mapping[tuple[str, str], Any], who: Any) -> int | None:
+    """Where in ``stack`` the latest label of ``who`` still in force is (``None``: none)."""
+    for i in range(len(stack) - 1, -1, -1):
+        key, _, rec = stack[i]
+        if rec.get("who") == who and now.get(key) is rec:
+            return i
+    return None
+
+
+def _replay(records: Iterable[Mapping[str, Any]]) -> tuple[
+        dict[tuple[str, str], dict[str, Any]], list[tuple[tuple[str, str], dict[str, Any] | None, dict[str, Any]]]]:
+    stack: list[tuple[tuple[str, str], dict[str, Any] | None, dict[str, Any]]] = []
     now: dict[tuple[str, str], dict[str, Any]] = {}
     for rec in records:
         op = rec.get("op", "label")
+        if op == "reveal":
+            continue
         if op == "undo":
-            if stack:
-                key, before = stack.pop()
-                if before is None:
-                    now.pop(key, None)
-                else:
+            # An undo without an assessor (older logs) takes back the latest label of anyone.
+            i = (_undone(stack, now, rec["who"]) if "who" in rec else
+                 next((j for j in range(len(stack) - 1, -1, -1)
+                       if now.get(stack[j][0]) is stack[j][2]), None))
+            if i is not None:
+                key, before, _ = stack.pop(i)
+                now.pop(key, None)
+                if before is not None:
                     now[key] = before
             continue
         key = (str(rec["qid"]), str(rec["docid"]))
-        stack.append((key, now.get(key)))
+        label = dict(rec)
+        stack.append((key, now.get(key), label))
         now.pop(key, None)  # a relabelled pair moves to the end
-        now[key] = dict(rec)
-    return now
+        now[key] = label
+    return now, stack
+
+
+def replay_labels(records: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """The labels in force after a labels log: ``{(qid, docid): record}`` in the order given
+    (``grade`` ``None``: skipped). An ``undo`` takes back the latest label of the same
+    assessor (``who``) still in force: the pair returns to what it had before that label, or to
+    unlabelled; another assessor's labels are never touched. ``reveal`` records change nothing."""
+    return _replay(records)[0]
+
+
+def undo_target(records: Iterable[Mapping[str, Any]], who: str) -> tuple[str, str] | None:
+    """The pair an ``undo`` by ``who`` would take back after ``records`` (``None``: nothing)."""
+    now, stack = _replay(records)
+    i = _undone(stack, now, who)
+    return None if i is None else stack[i][0]
+
+
+def shown_pairs(records: Iterable[Mapping[str, Any]]) -> set[tuple[str, str, str]]:
+    """``(qid, docid, who)`` of every pair whose LLM grade an assessor chose to see."""
+    return {(str(r.get("qid")), str(r.get("docid")), str(r.get("who", "")))
+            for r in records if r.get("op") == "reveal"}
+
+
+#: The first line of exported labels some of which were given with the LLM's grade in view.
+SHOWN_HEADER = "# {n} of these labels were given with the LLM's grade in view"
+
+
+def shown_header(n: int) -> str:
+    """The comment line that starts exported qrels when ``n`` labels saw the LLM's grade."""
+    return (SHOWN_HEADER.format(n=n) + " (see the labels log's llm_grade_shown): PPI assumes "
+            "labels independent of it\n")
+
+
+def shown_in_qrels(path: str) -> int | None:
+    """How many labels of a qrels file exported by the labelling page were given with the
+    LLM's grade in view (its first line says so); ``None`` when it does not say."""
+    import re
+
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            first = f.readline()
+    except OSError:
+        return None
+    m = re.match(re.escape(SHOWN_HEADER).replace(re.escape("{n}"), r"(\d+)"), first)
+    return int(m.group(1)) if m else None
 
 
 def complete_queries(to_label: ToLabel, labels: Mapping[tuple[str, str], Any]) -> list[str]:

@@ -28,13 +28,27 @@ mean over the N queries at hand) and ``population`` (= ``"infinite"``: the mean 
 population the N queries were drawn from). An interval for one is not an interval for the
 other: the collection interval ignores the variation of the queries themselves.
 
-Small samples. When the LLM agrees with every human label of a small sample, the residuals
-Y - lambda f are all equal and their variance estimate is 0: the interval would collapse to a
-point although n labels cannot rule out disagreement elsewhere. The rectifier variance is
-floored at a pseudo-count: the variance the residuals would have with one more labelled
-query disagreeing by the spread of the labels, d^2 / (n + 1) with d^2 the larger of the
-human and the LLM sample variances (a quarter of the largest squared value when both are 0).
-Where the floor applies, the estimate says so (``variance_floor``).
+Small samples and bounded metrics. Three rules keep the interval honest when n is small or the
+values pile up at an end of the metric's range; ``benchmarks/bench_trust.py`` chose them by
+seeded simulation and prints their coverage (docs/concepts/estimands.md shows its table):
+
+* lambda is fitted only from ``TUNE_MIN`` (30) labelled queries on; below, PPI++ is classic
+  PPI (lambda = 1), since a lambda fitted on a handful of values makes the interval run short
+  (0.86-0.92 coverage at n = 8 in the simulation). Constant LLM values on the labelled queries
+  leave lambda unidentified: every lambda is unbiased, and lambda = 1 keeps the judge.
+* The residual variance is estimated with pseudo-residuals: two at the residuals' mean plus and
+  minus ``c``, each with weight ``w`` (the variance estimate is (SS + 2 w c^2) / (n - ddof + 2 w)).
+  For graded values, ``w`` = 2 and ``c^2`` = the larger of the human and LLM sample variances
+  (an Agresti-Coull-style "plus four": a few agreeing or skewed residuals cannot shrink the
+  interval below what one disagreement of typical size would give). For two-point values at
+  the ends of the metric's range (hit, success...), ``c`` = the range and ``w`` = 1/2 -- the
+  Agresti-Min (2005) adjustment of a paired difference of proportions, which Y - f is. The
+  human-only interval uses the same pseudo-values on Y. This replaces a variance floor that
+  covered 0.57 of the time where it applied.
+* Intervals are clipped to the metric's range (``bounds``); the estimate says so (``clipped``).
+
+Under ``MIN_LABELS`` (30) labelled queries, every output says the sample is small and what
+width to expect from ``MIN_LABELS`` labels (the variance :func:`plan_labels` uses).
 
 Intervals are theta +- t_{n-1} * se (Student t, which keeps small pilots honest). Everything is
 vectorised over rows, so a simulation of thousands of studies is a few array operations.
@@ -45,7 +59,7 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -85,6 +99,13 @@ ESTIMAND_TEXT = {
 }
 #: ``ppi++`` (power-tuned lambda, default) or ``ppi`` (classic, lambda = 1).
 METHODS: tuple[str, ...] = ("ppi++", "ppi")
+#: PPI++ fits lambda from this many labelled queries on (classic PPI below).
+TUNE_MIN = 30
+#: Weight of each of the two pseudo-residuals of graded and of two-point (binary) values.
+PSEUDO_GRADED = 2.0
+PSEUDO_BINARY = 0.5
+#: Fewer labelled queries than this: the outputs say the sample is small.
+MIN_LABELS = 30
 
 
 @lru_cache(maxsize=1024)
@@ -123,6 +144,15 @@ def _check(confidence: float, method: str, population: str) -> None:
                          field="population")
 
 
+def _bounds_of(bounds: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(k,)`` low and high ends of each row's range (NaN: unbounded)."""
+    if bounds is None:
+        return np.full(k, np.nan), np.full(k, np.nan)
+    b = np.asarray(bounds, dtype=np.float64)
+    b = np.broadcast_to(b.reshape(-1, 2) if b.ndim > 1 else b[None, :], (k, 2))
+    return b[:, 0].copy(), b[:, 1].copy()
+
+
 def ppi_means(
     human: np.ndarray,
     llm_on_human: np.ndarray,
@@ -133,19 +163,23 @@ def ppi_means(
     method: Method = "ppi++",
     confidence: float = 0.95,
     population: Population = "finite",
+    bounds: Any = None,
 ) -> dict[str, np.ndarray]:
     """Vectorised PPI over rows (independent studies or metrics).
 
     ``human``, ``llm_on_human``: ``(k, n)`` values on the n labelled queries; ``llm_mean``,
     ``llm_var``: ``(k,)`` mean and sample variance (ddof 1) of the LLM values over all
-    ``n_llm`` queries. Returns ``(k,)`` arrays: ``mean``, ``ci_low``, ``ci_high``, ``se``,
-    ``lambda``, and the human-only (``human_mean``, ``human_low``, ``human_high``) and LLM-only
-    (``llm_low``, ``llm_high``) intervals for comparison.
+    ``n_llm`` queries. ``bounds``: the metric's range, ``(low, high)`` for every row or ``(k,
+    2)`` (``None``: unbounded): intervals are clipped to it and two-point values at its ends
+    get the binary rules (module docstring). Returns ``(k,)`` arrays: ``mean``, ``ci_low``,
+    ``ci_high``, ``se``, ``lambda``, the human-only (``human_mean``, ``human_low``,
+    ``human_high``) and LLM-only (``llm_low``, ``llm_high``) intervals for comparison, and the
+    flags ``tuned`` (lambda fitted), ``binary`` and ``clipped``.
     """
     _check(confidence, method, population)
     y = np.atleast_2d(np.asarray(human, dtype=np.float64))
     f = np.atleast_2d(np.asarray(llm_on_human, dtype=np.float64))
-    n = y.shape[1]
+    k, n = y.shape
     big_n = int(n_llm)
     if n < 2:
         raise InputError(f"PPI needs at least 2 human-labelled queries, got {n}", field="human")
@@ -154,55 +188,85 @@ def ppi_means(
                          field="human")
     fm = np.asarray(llm_mean, dtype=np.float64).reshape(-1)
     fv = np.asarray(llm_var, dtype=np.float64).reshape(-1)
+    lo, hi = _bounds_of(bounds, k)
+    reach = hi - lo  # NaN when unbounded
     finite = population == "finite"
-    ratio = n / big_n
     yc = y - y.mean(axis=1, keepdims=True)
     fc = f - f.mean(axis=1, keepdims=True)
     var_f = (fc * fc).sum(axis=1) / (n - 1)
     cov = (yc * fc).sum(axis=1) / (n - 1)
-    if method == "ppi":
-        lam = np.ones(len(y))
-    else:
-        # The labelled queries are among the N: the population estimand adds s^2(Y)/N, which
-        # does not depend on lambda, so both estimands share lambda* = cov / var(f).
+    tuned = method == "ppi++" and n >= TUNE_MIN
+    fitted = np.full(k, False)
+    if tuned:
+        # Constant LLM values on the labelled queries leave lambda unidentified, not zero:
+        # every lambda is unbiased, and lambda = 1 (classic PPI) keeps the judge.
         with np.errstate(divide="ignore", invalid="ignore"):
-            lam = np.where(var_f > 0, cov / np.where(var_f > 0, var_f, 1.0), 0.0)
+            lam = np.where(var_f > 0, cov / np.where(var_f > 0, var_f, 1.0), 1.0)
+        fitted = var_f > 0
+    else:
+        lam = np.ones(k)
     resid = y - lam[:, None] * f
     theta = resid.mean(axis=1) + lam * fm
-    # A tuned lambda is fitted on the same n values (one more parameter, as in regression
-    # estimation): ddof 2 keeps the interval from running short on small samples.
-    r_var = resid.var(axis=1, ddof=2 if method == "ppi++" and n > 2 else 1)
-    # Never a zero-width interval from a few agreeing labels (see "Small samples" above).
-    spread = np.maximum(y.var(axis=1, ddof=1), np.maximum(fv, f.var(axis=1, ddof=1)))
+    # Two-point values at the ends of the range (hit, success, p@1...): the Agresti-Min
+    # adjustment of a paired difference of proportions. Otherwise "plus four" pseudo-residuals
+    # one spread away (see "Small samples" in the module docstring).
+    def at_ends(a: np.ndarray) -> np.ndarray:
+        return ((a == lo[:, None]) | (a == hi[:, None])).all(axis=1)
+
+    binary = np.isfinite(reach) & (reach > 0) & at_ends(y) & at_ends(f)
+    spread = np.maximum(y.var(axis=1, ddof=1), f.var(axis=1, ddof=1))
     scale = np.maximum(np.abs(y).max(axis=1), np.abs(f).max(axis=1))
-    spread = np.where(spread > 0, spread, np.where(scale > 0, scale * scale / 4.0, 0.25))
-    floor = spread / (n + 1)
-    floored = r_var < floor
-    r_var = np.maximum(r_var, floor)
-    fpc = 1.0 - ratio
-    y_var = np.maximum(y.var(axis=1, ddof=1), floor)
+    fallback = np.where(np.isfinite(reach) & (reach > 0), reach, np.where(scale > 0, scale, 1.0))
+    spread = np.where(spread > 0, spread, fallback * fallback / 4.0)
+    reach2 = np.where(np.isfinite(reach), reach, 0.0) ** 2
+    c2 = np.where(binary, reach2 * np.maximum(1.0, lam * lam), spread)
+    h_c2 = np.where(binary, reach2, spread)
+    w = np.where(binary, PSEUDO_BINARY, PSEUDO_GRADED)
+    # A fitted lambda costs a degree of freedom (one more parameter, as in regression).
+    ddof = np.where(fitted & (n > 2), 2, 1)
+    r_ss = ((resid - resid.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
+    r_var = (r_ss + 2 * w * c2) / (n - ddof + 2 * w)
+    y_var = ((yc * yc).sum(axis=1) + 2 * w * h_c2) / (n - 1 + 2 * w)
+    fpc = 1.0 - n / big_n
     # theta - mu = (mean_N(Y) - mu) + (theta - mean_N(Y)): uncorrelated parts, so the
     # population estimand's variance is the collection's plus the queries' own s^2(Y) / N.
     extra = 0.0 if finite else y_var / big_n
     var = fpc * r_var / n + extra
     h_var = fpc * y_var / n + extra
-    if method == "ppi++":
+    if tuned:
         # lambda = 0 is the human-only estimate; the tuned one is never allowed to be worse.
         worse = var > h_var
         lam = np.where(worse, 0.0, lam)
         theta = np.where(worse, y.mean(axis=1), theta)
         var = np.where(worse, h_var, var)
+        r_var = np.where(worse, y_var, r_var)
+        r_ss = np.where(worse, (yc * yc).sum(axis=1), r_ss)
+        c2 = np.where(worse, h_c2, c2)
+        ddof = np.where(worse, 1, ddof)
     t = t_quantile(confidence, n - 1)
     se = np.sqrt(np.maximum(var, 0.0))
     h_se = np.sqrt(h_var)
     l_se = np.sqrt(fv / big_n) if big_n > 1 else np.zeros_like(fm)
     t_llm = t_quantile(confidence, big_n - 1) if big_n > 1 else 0.0
     hm = y.mean(axis=1)
+
+    def clip(a: np.ndarray) -> np.ndarray:
+        return np.where(np.isfinite(lo), np.maximum(a, lo), a).clip(max=np.where(np.isfinite(hi), hi, np.inf))
+
+    raw_low, raw_high = theta - t * se, theta + t * se
+    low, high = clip(raw_low), clip(raw_high)
     return {
-        "mean": theta, "ci_low": theta - t * se, "ci_high": theta + t * se, "se": se,
-        "lambda": lam, "human_mean": hm, "human_low": hm - t * h_se, "human_high": hm + t * h_se,
-        "llm_mean": fm, "llm_low": fm - t_llm * l_se, "llm_high": fm + t_llm * l_se,
-        "floored": floored & ~worse if method == "ppi++" else floored,
+        "mean": theta, "ci_low": low, "ci_high": high, "se": se,
+        "lambda": lam, "human_mean": hm, "human_low": clip(hm - t * h_se),
+        "human_high": clip(hm + t * h_se), "llm_mean": fm, "llm_low": clip(fm - t_llm * l_se),
+        "llm_high": clip(fm + t_llm * l_se),
+        "tuned": fitted & (lam != 0.0), "binary": binary, "resid_var": r_var,
+        "extra_var": np.broadcast_to(extra, (k,)).astype(np.float64), "human_var": y_var,
+        # the residual variance with ``m`` labels is (ss_per_df * (m - ddof) + pseudo) /
+        # (m - ddof + pseudo_weight): the observed spread, and the pseudo-residuals at m
+        "ss_per_df": r_ss / np.maximum(n - ddof, 1), "pseudo": 2 * w * c2,
+        "pseudo_weight": 2 * w + 0.0, "ddof": np.broadcast_to(ddof, (k,)).astype(np.float64),
+        "clipped": (low != raw_low) | (high != raw_high),
     }
 
 
@@ -223,9 +287,17 @@ class PPIEstimate(ResultSurface):
     #: ``collection`` (the mean over these queries) or ``population`` (the mean over the
     #: population they were drawn from)
     estimand: str = "collection"
-    #: the rectifier variance was raised to the small-sample floor (labels agreed too well
-    #: for their number to tell the spread)
-    variance_floor: bool = False
+    #: lambda was fitted (PPI++ from ``TUNE_MIN`` labels on); false: lambda = 1 or 0 by rule
+    tuned: bool = False
+    #: two-point values at the ends of the range: the Agresti-Min interval
+    binary: bool = False
+    #: the interval was cut to the metric's range ``bounds``
+    clipped: bool = False
+    bounds: tuple[float, float] | None = None
+    #: under ``MIN_LABELS`` labelled queries: the full width expected with ``MIN_LABELS``
+    expected_width: float | None = None
+    #: what the values are of, as the notes name them (``queries``, RAG ``samples``)
+    unit: str = "queries"
 
     @property
     def width(self) -> float:
@@ -233,10 +305,20 @@ class PPIEstimate(ResultSurface):
 
     def describe(self) -> str:
         """One line: the estimate, its interval, the estimand and the labels it stands on."""
-        floor = "; variance floored (too few disagreements to measure)" if self.variance_floor else ""
+        clip = "; clipped to the metric's range" if self.clipped else ""
+        small = f"; {self.small_sample()}" if self.small_sample() else ""
         return (f"{self.mean:.4f} [{self.ci_low:.4f}, {self.ci_high:.4f}] ({self.confidence:.0%} "
                 f"{self.method}, {self.estimand} mean; {self.n_human} human and {self.n_llm} LLM "
-                f"labels, lambda {self.lam:.3f}{floor})")
+                f"labels, lambda {self.lam:.3f}{clip}{small})")
+
+    def small_sample(self) -> str | None:
+        """One line when fewer than :data:`MIN_LABELS` queries are human-labelled."""
+        if self.n_human >= MIN_LABELS or self.n_human >= self.n_llm:
+            return None
+        more = ("" if self.expected_width is None else
+                f"; with {MIN_LABELS} expect a width near {self.expected_width:.3f} "
+                f"(now {self.width:.3f})")
+        return f"only {self.n_human} human-labelled {self.unit} (fewer than {MIN_LABELS}){more}"
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON ``ppi`` entry: mean, ci_low, ci_high, n_human, n_llm, lambda (+ method and
@@ -245,7 +327,9 @@ class PPIEstimate(ResultSurface):
             "mean": self.mean, "ci_low": self.ci_low, "ci_high": self.ci_high,
             "n_human": self.n_human, "n_llm": self.n_llm, "lambda": self.lam,
             "method": self.method, "confidence": self.confidence, "estimand": self.estimand,
-            "variance_floor": self.variance_floor,
+            "tuned": self.tuned, "binary": self.binary, "clipped": self.clipped,
+            "bounds": None if self.bounds is None else list(self.bounds),
+            "small_sample": self.small_sample(), "expected_width": self.expected_width,
             "llm_only": self.llm_only.to_dict(), "human_only": self.human_only.to_dict(),
         }
 
@@ -265,9 +349,11 @@ def ppi_mean(
     method: Method = "ppi++",
     confidence: float = 0.95,
     population: Population = "finite",
+    bounds: tuple[float, float] | None | Literal["auto"] = "auto",
 ) -> PPIEstimate:
     """PPI estimate of a mean from per-item values: ``human`` and ``llm_on_human`` on the n
     human-labelled items (same order), ``llm_all`` on all N items (the labelled ones included).
+    ``bounds``: the metric's range (``"auto"``: [0, 1] when every value lies in it, else none).
     See the module docstring for the formulas."""
     y = _finite(human, "human")
     f = _finite(llm_on_human, "llm_on_human")
@@ -277,17 +363,43 @@ def ppi_mean(
                          field="llm_on_human")
     if len(y) < 2:
         raise InputError(f"PPI needs at least 2 human-labelled items, got {len(y)}", field="human")
+    if bounds == "auto":
+        bounds = unit_bounds(y, f, a)
     r = ppi_means(y[None], f[None], np.array([a.mean()]),
                   np.array([a.var(ddof=1) if len(a) > 1 else 0.0]), len(a),
-                  method=method, confidence=confidence, population=population)
+                  method=method, confidence=confidence, population=population, bounds=bounds)
     g = {k: float(v[0]) for k, v in r.items()}
+    expected = None
+    if len(y) < MIN_LABELS <= len(a):
+        m = MIN_LABELS - g["ddof"]
+        at_m = (g["ss_per_df"] * m + g["pseudo"]) / (m + g["pseudo_weight"])
+        expected = expected_width(at_m, g["extra_var"], MIN_LABELS, len(a), confidence)
     return PPIEstimate(
         mean=g["mean"], ci_low=g["ci_low"], ci_high=g["ci_high"], n_human=len(y), n_llm=len(a),
         lam=g["lambda"], method=method,
         llm_only=Interval(g["llm_mean"], g["llm_low"], g["llm_high"]),
         human_only=Interval(g["human_mean"], g["human_low"], g["human_high"]),
-        confidence=confidence, estimand=ESTIMANDS[population], variance_floor=bool(g["floored"]),
+        confidence=confidence, estimand=ESTIMANDS[population], tuned=bool(g["tuned"]),
+        binary=bool(g["binary"]), clipped=bool(g["clipped"]),
+        bounds=None if bounds is None else (float(bounds[0]), float(bounds[1])),
+        expected_width=expected,
     )
+
+
+def unit_bounds(*values: np.ndarray) -> tuple[float, float] | None:
+    """(0, 1) when every value lies in [0, 1] (a unit-range metric), else ``None``."""
+    return (0.0, 1.0) if all(len(v) == 0 or (v.min() >= 0.0 and v.max() <= 1.0)
+                             for v in values) else None
+
+
+def expected_width(resid_var: float, extra_var: float, n: int, n_llm: int,
+                   confidence: float = 0.95) -> float:
+    """Full width of the interval with ``n`` labelled queries, for a residual variance
+    ``resid_var`` (and the population estimand's ``extra_var``): 2 t sqrt((1 - n/N) s^2 / n +
+    extra), the variance :func:`plan_labels` solves for n."""
+    n = max(2, min(int(n), int(n_llm)))
+    var = (1.0 - n / n_llm) * resid_var / n + extra_var
+    return 2.0 * t_quantile(confidence, n - 1) * math.sqrt(max(var, 0.0))
 
 
 def ppi_scores(
@@ -332,8 +444,9 @@ def ppi_samples(
         raise InputError("the human scores share no metric with the LLM scores", field="metric")
     out = {}
     for m in names:
-        out[m] = ppi_scores({k: v.get(m) for k, v in llm_scores.items()},
-                            {k: v.get(m) for k, v in human.items()}, **options)
+        e = ppi_scores({k: v.get(m) for k, v in llm_scores.items()},
+                       {k: v.get(m) for k, v in human.items()}, **options)
+        out[m] = replace(e, unit="samples")
     return out
 
 
@@ -438,7 +551,7 @@ class PPIReport(ResultSurface):
         out = []
         for r in self.runs:
             d = self.reports[r].to_dict(per_query=per_query) if r in self.reports else {"run": r}
-            d.setdefault("meta", {})["ppi"] = {**self.settings, "notes": list(self.notes)}
+            d.setdefault("meta", {})["ppi"] = {**self.settings, "notes": self.all_notes()}
             d["ppi"] = {m: e.to_dict() for m, e in self.estimates[r].items()}
             if r in self.differences:
                 d["ppi_delta"] = {m: {**e.to_dict(), "baseline": self.baseline}
@@ -448,7 +561,7 @@ class PPIReport(ResultSurface):
 
     def to_dict(self) -> dict[str, Any]:
         """``{"runs": [...], "settings", "notes"}``, the runs as in :meth:`run_dicts`."""
-        return {"runs": self.run_dicts(), "settings": self.settings, "notes": self.notes}
+        return {"runs": self.run_dicts(), "settings": self.settings, "notes": self.all_notes()}
 
     def to_json(self, indent: int | None = 2) -> str:
         import json
@@ -490,13 +603,26 @@ class PPIReport(ResultSurface):
         foot = (f"{s.get('method', 'ppi++')}: LLM labels on {s.get('n_llm')} queries, human labels "
                 f"on {s.get('n_human')} of them; estimand: {estimand} ({ESTIMAND_TEXT[estimand]}); "
                 "Student t intervals")
-        floored = sorted({f"{r}/{m}" for table in (self.estimates, self.differences)
-                          for r, per in table.items() for m, e in per.items() if e.variance_floor})
-        if floored:
-            foot += ("\nnote: the labels agreed too closely for their number to show the spread; the "
-                     "rectifier variance was raised to a one-pseudo-disagreement floor for "
-                     + ", ".join(floored))
-        return foot + "\n" + "".join(f"note: {n}\n" for n in self.notes)
+        return foot + "\n" + "".join(f"note: {n}\n" for n in self.all_notes())
+
+    def all_notes(self) -> list[str]:
+        """The report's notes, then one line each for a small sample and for clipped intervals."""
+        out = list(self.notes)
+        ests = [e for table in (self.estimates, self.differences) for per in table.values()
+                for e in per.values()]
+        small = [e for e in ests if e.small_sample()]
+        if small:
+            widths = [e.expected_width for e in small if e.expected_width is not None]
+            out.append(small[0].small_sample().split(";")[0]  # type: ignore[union-attr]
+                       + ": small-sample intervals (classic PPI, plus-four pseudo-residuals) are "
+                       "wide" + (f"; with {MIN_LABELS} labels expect widths near "
+                                 f"{min(widths):.3f}-{max(widths):.3f} (plan-labels tells the n "
+                                 "for a target width)" if widths else ""))
+        clipped = sorted({f"{r}/{m}" for table in (self.estimates, self.differences)
+                          for r, per in table.items() for m, e in per.items() if e.clipped})
+        if clipped:
+            out.append("intervals cut to the metric's range for " + ", ".join(clipped))
+        return out
 
     def __str__(self) -> str:
         return self.render("table") + self.footer()
@@ -558,7 +684,9 @@ def ppi_evaluate(
                          field="baseline")
     metrics = list(metrics)
     opts = dict(method=method, confidence=confidence, population=population)
-    estimates = {n: {m: ppi_scores(llm_vals[n][m], hum_vals[n][m], **opts) for m in metrics}
+    unit = {m: _unit_metric(m, rel) for m in metrics}
+    estimates = {n: {m: ppi_scores(llm_vals[n][m], hum_vals[n][m], **opts,
+                                   bounds=(0.0, 1.0) if unit[m] else None) for m in metrics}
                  for n in names}
     differences: dict[str, dict[str, PPIEstimate]] = {}
     for n in names:
@@ -570,7 +698,8 @@ def ppi_evaluate(
             ha, hb = hum_vals[n][m], hum_vals[baseline][m]
             diff = {q: a[q] - b[q] for q in a if q in b}
             hdiff = {q: ha[q] - hb[q] for q in ha if q in hb}
-            differences[n][m] = ppi_scores(diff, hdiff, **opts)
+            differences[n][m] = ppi_scores(diff, hdiff, **opts,
+                                           bounds=(-1.0, 1.0) if unit[m] else None)
     return PPIReport(
         runs=names, metrics=metrics, estimates=estimates, differences=differences,
         baseline=baseline, reports=reports,
@@ -581,6 +710,14 @@ def ppi_evaluate(
                   "human_source": human_qrels.source, "llm_source": llm_qrels.source},
         notes=notes,
     )
+
+
+def _unit_metric(metric: str, rel: int | None) -> bool:
+    """Whether every value of ``metric`` lies in [0, 1] (its range, for the intervals)."""
+    from ..measures import parse_measure, spec_of
+
+    m = parse_measure(metric, rel=rel)
+    return bool(spec_of(m).in_unit_interval(m))
 
 
 def _paired_values(llm_qrels: Qrels, runs: Mapping[str, Run] | Sequence[Run], metrics: Sequence[str],
@@ -624,6 +761,7 @@ def plan_labels(
     method: Method = "ppi++",
     confidence: float = 0.95,
     population: Population = "finite",
+    bounds: tuple[float, float] | None | Literal["auto"] = "auto",
 ) -> dict[str, Any]:
     """How many human-labelled queries give a ``width``-wide interval (full width, high - low),
     from a pilot's human and LLM values on the same queries.
@@ -644,9 +782,11 @@ def plan_labels(
     if not width > 0:
         raise InputError(f"target width must be positive, got {width}", field="width")
     big_n = int(n_llm)
-    finite = population == "finite"
+    if bounds == "auto":
+        bounds = unit_bounds(y, f)
     r = ppi_means(y[None], f[None], np.array([f.mean()]), np.array([f.var(ddof=1)]),
-                  max(big_n, len(y)), method=method, confidence=confidence, population=population)
+                  max(big_n, len(y)), method=method, confidence=confidence, population=population,
+                  bounds=bounds)
     lam = float(r["lambda"][0])
     z = t_quantile(confidence, 1e9)
     half = width / 2.0
@@ -660,9 +800,11 @@ def plan_labels(
             return None
         return max(2, min(big_n, math.ceil(1.0 / (room / var_resid + 1.0 / big_n))))
 
-    v_ppi = float(np.var(y - lam * f, ddof=1))
-    v_h = float(np.var(y, ddof=1))
-    extra = 0.0 if finite else v_h / big_n  # the population estimand's s^2(Y) / N
+    # The variances the intervals use (with their pseudo-residuals), so a pilot that agrees
+    # on every query does not promise a point.
+    v_ppi = float(r["resid_var"][0])
+    v_h = float(r["human_var"][0])
+    extra = float(r["extra_var"][0])  # the population estimand's s^2(Y) / N
     corr = float(np.corrcoef(y, f)[0, 1]) if np.std(y) > 0 and np.std(f) > 0 else None
     return {
         "width": width, "confidence": confidence, "method": method, "population": population,
@@ -694,6 +836,7 @@ def plan_evaluation(
             ids = [q for q in hum_vals[n][m] if q in llm_vals[n][m]]
             plan = plan_labels([hum_vals[n][m][q] for q in ids], [llm_vals[n][m][q] for q in ids],
                                llm_qrels.num_queries, width, method=method, confidence=confidence,
-                               population=population)
+                               population=population,
+                               bounds=(0.0, 1.0) if _unit_metric(m, rel) else None)
             out.append({"run": n, "metric": m, **plan})
     return out

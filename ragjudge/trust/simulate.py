@@ -13,7 +13,7 @@ import numpy as np
 
 from ..data import Qrels
 
-__all__ = ["JUDGES", "draw_labels", "simulate_qrels", "simulate_studies"]
+__all__ = ["JUDGES", "draw_labels", "simulate_binary_studies", "simulate_qrels", "simulate_studies"]
 
 #: Named judges on the 0-3 scale. ``lenient`` grades up (the bias Clarke & Dietz 2024 report for
 #: LLM judges), ``strict`` grades down, ``noisy`` is often off by one either way (which pulls
@@ -31,6 +31,13 @@ JUDGES: Mapping[str, np.ndarray] = {
         [0.45, 0.50, 0.05, 0.00],
         [0.10, 0.40, 0.45, 0.05],
         [0.00, 0.10, 0.40, 0.50],
+    ]),
+    # right 95% of the time, otherwise one grade off
+    "near-perfect": np.array([
+        [0.95, 0.05, 0.00, 0.00],
+        [0.025, 0.95, 0.025, 0.00],
+        [0.00, 0.025, 0.95, 0.025],
+        [0.00, 0.00, 0.05, 0.95],
     ]),
     "noisy": np.array([
         [0.70, 0.20, 0.10, 0.00],
@@ -83,6 +90,7 @@ def simulate_studies(
     *,
     depth: int = 10,
     seed: int | None = 0,
+    hard_judge: str | np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per-query nDCG@``depth`` under true and under judge labels for ``n_studies`` simulated
     collections of ``n_queries`` queries: ``(human, llm)``, each ``(n_studies, n_queries)``.
@@ -91,6 +99,9 @@ def simulate_studies(
     per-query difficulty, so queries differ as in real collections; the judge relabels every
     document through its confusion matrix. nDCG uses gains 2^g - 1 and log2 discounts, ideal
     ordering of the same documents (all vectorised; the engine is tested elsewhere).
+    ``hard_judge``: errors correlated with difficulty -- a query is hard with probability one
+    minus its share of relevant documents, and a hard query's documents are labelled by
+    ``hard_judge`` instead of ``judge``.
     """
     rng = np.random.default_rng(seed)
     easy = rng.beta(1.2, 2.0, size=(n_studies, n_queries, 1))  # per-query share of relevant docs
@@ -99,7 +110,37 @@ def simulate_studies(
     p = np.clip(easy * decay, 0, 1)
     true = (u < p).astype(np.int64) + (u < p * 0.6) + (u < p * 0.3)
     llm = draw_labels(true, judge, None if seed is None else seed + 1)
+    if hard_judge is not None:
+        hard = rng.random((n_studies, n_queries, 1)) > easy
+        llm = np.where(hard, draw_labels(true, hard_judge, None if seed is None else seed + 2), llm)
     return _ndcg(true), _ndcg(llm)
+
+
+def simulate_binary_studies(
+    n_studies: int,
+    n_queries: int,
+    mean: float,
+    err: float,
+    *,
+    seed: int | None = 0,
+    correlated: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-query binary values (hit@k, success) under true and judge labels: ``(human, llm)``.
+
+    Each query succeeds with probability ``mean`` and the judge flips a value with probability
+    ``err``. ``correlated``: both depend on a per-query difficulty d ~ Beta(2, 2) -- success
+    with probability ``mean`` (1.3 - 0.6 d) (capped at 1) and a flip with probability 2 ``err``
+    d -- so the judge errs on the hard queries, which also fail more often."""
+    rng = np.random.default_rng(seed)
+    shape = (n_studies, n_queries)
+    if correlated:
+        d = rng.beta(2.0, 2.0, shape)
+        p, e = np.clip(mean * (1.3 - 0.6 * d), 0, 1), 2 * err * d
+    else:
+        p, e = np.full(shape, mean), np.full(shape, err)
+    human = (rng.random(shape) < p).astype(np.float64)
+    llm = np.where(rng.random(shape) < e, 1.0 - human, human)
+    return human, llm
 
 
 def _ndcg(grades: np.ndarray) -> np.ndarray:

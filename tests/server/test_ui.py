@@ -135,7 +135,10 @@ def test_labelling_saves_each_label_resumes_undoes_and_exports(ws: dict[str, Pat
             s = c.post("/ui/api/label", json={"index": i, "grade": g, "who": "ana"}).json()
         assert s["labelled"] == 4 and s["skipped"] == 1 and s["next"] == 4
         lines = [json.loads(x) for x in labels.read_text().splitlines()]
+        assert lines[0]["op"] == "reveal"  # the choice to see the LLM's grade is recorded
+        lines = [x for x in lines if x["op"] == "label"]
         assert len(lines) == 4 and lines[0]["who"] == "ana" and lines[0]["at"] and lines[2]["grade"] is None
+        assert [x["llm_grade_shown"] for x in lines] == [True, False, False, False]
         s = c.post("/ui/api/label/undo", json={"who": "ana"}).json()
         assert s["labelled"] == 3 and s["undone"] == 3 and s["next"] == 3
         assert c.post("/ui/api/label", json={"index": 0, "grade": 7, "who": "ana"}).status_code == 400
@@ -149,8 +152,9 @@ def test_labelling_saves_each_label_resumes_undoes_and_exports(ws: dict[str, Pat
         assert "attachment" in text.headers["content-disposition"]
         todo = parse_to_label(ws["tolabel"].read_text())
         p0, p1 = todo.pairs[0], todo.pairs[1]
-        assert text.text.splitlines() == sorted([f"{p0['qid']} 0 {p0['docid']} 3",
-                                                 f"{p1['qid']} 0 {p1['docid']} 0"])
+        body = text.text.splitlines()
+        assert body[0].startswith("# 1 of these labels were given with the LLM's grade in view")
+        assert body[1:] == sorted([f"{p0['qid']} 0 {p0['docid']} 3", f"{p1['qid']} 0 {p1['docid']} 0"])
 
 
 def test_ppi_updates_as_queries_complete(ws: dict[str, Path], tmp_path: Path) -> None:

@@ -88,14 +88,20 @@ def page(server: tuple[str, Path]):  # type: ignore[no-untyped-def]
         pg.on("request", lambda r: outside.append(r.url) if not r.url.startswith(("http://127.0.0.1", "blob:", "data:")) else None)
         errors: list[str] = []
         pg.on("pageerror", lambda e: errors.append(str(e)))
+        icons: list[int] = []
+        pg.on("response", lambda r: icons.append(r.status) if "favicon" in r.url else None)
         pg.goto(server[0])
         yield pg
         assert not outside, outside  # no CDN, no third party
         assert not errors, errors
+        assert all(s == 200 for s in icons), icons  # the icon, never a 401 or 404
         browser.close()
 
 
 def _shot(pg, name: str) -> None:  # type: ignore[no-untyped-def]
+    # every view fits the 1280-px window (no sideways scrolling) and shows no stringified node
+    assert pg.evaluate("document.documentElement.scrollWidth") <= 1280, name
+    assert "[object " not in pg.locator("main").inner_text(), name
     IMG.mkdir(parents=True, exist_ok=True)
     pg.screenshot(path=str(IMG / f"ui-{name}.png"), full_page=False)
 
@@ -125,9 +131,24 @@ def test_explore_result_diff_query_agreement(page) -> None:  # type: ignore[no-u
     _shot(pg, "query")
     pg.click("nav >> text=Agreement")
     pg.wait_for_selector("#confusion")
-    pg.locator("#confusion td", has_text=re.compile(r"^\d+$")).nth(3).click()  # human 0, LLM 3
+    # a disagreeing cell that holds pairs (human 0 / LLM 3 is empty with this judge)
+    off = pg.locator("#confusion td[title]:not(.diag)")
+    cell = next(i for i in range(off.count()) if off.nth(i).inner_text() not in ("0", ""))
+    want = int(off.nth(cell).inner_text())
+    off.nth(cell).click()
+    pg.wait_for_selector("#confusion td.sel")
     pg.wait_for_selector("text=Most disagreeing pairs")
+    # the list has items, each a card with its pair (not "[object HTMLDivElement],...")
+    pg.wait_for_selector("#disagreeing .card")
+    cards = pg.locator("#disagreeing > .card")
+    assert cards.count() == min(25, want)
+    assert cards.first.locator("a").first.inner_text().startswith("q")
+    assert pg.locator("#confusion td.sel").count() == 1
     _shot(pg, "agreement")
+    pg.click("nav >> text=Agreement")  # unfiltered: the 25 most disagreeing pairs and a pager
+    pg.wait_for_selector("#disagreeing .card")
+    assert pg.locator("#disagreeing > .card").count() == 25
+    assert "[object " not in pg.locator("main").inner_text()
 
 
 def _progress(pg) -> int:  # type: ignore[no-untyped-def]
@@ -180,6 +201,16 @@ def test_label_with_keys_reload_resume_and_see_ppi(page, server) -> None:  # typ
     lo, hi = (float(x) for x in re.findall(r"-?\d+\.\d+", ci))
     assert lo <= hi
     assert "Estimand" in pg.locator("#ppi").inner_text()
+    # with few complete queries the PPI view says the sample is small, in its notes list
+    sync_api.expect(pg.locator("#ppi-notes li").first).to_contain_text("human-labelled queries")
     pg.check("#reveal")
     pg.wait_for_selector("#llm-grade")
     _shot(pg, "label")
+    # showing the grade is a choice for this pair, recorded with its label; the next starts hidden
+    n = _progress(pg)
+    pg.locator("#query").click()
+    _press(pg, "2", n + 1)
+    assert pg.locator("#llm-grade").count() == 0 and not pg.is_checked("#reveal")
+    records = [json.loads(x) for x in labels_file.read_text().splitlines()]
+    assert any(r["op"] == "reveal" and r["who"] == "ana" for r in records)
+    assert [r for r in records if r["op"] == "label"][-1]["llm_grade_shown"] is True

@@ -13,4 +13,4 @@ __all__ = ["PAGE_PATHS"]
 
 #: The page's static assets: no data in them, so a browser may load them without the token
 #: (the page then sends the token with every API request).
-PAGE_PATHS = frozenset({"/ui", "/ui/", "/ui/app.js", "/ui/app.css"})
+PAGE_PATHS = frozenset({"/ui", "/ui/", "/ui/app.js", "/ui/app.css", "/ui/favicon.svg", "/favicon.ico"})

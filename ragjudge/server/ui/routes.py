@@ -1,4 +1,4 @@
-"""The ``/ui`` router: the page's three static files and its JSON API over a
+"""The ``/ui`` router: the page's static files (and ``/favicon.ico``) and its JSON API over a
 :class:`~.workspace.Workspace`. Only translation here: parameters in, workspace answers out."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ __all__ = ["ui_router"]
 
 _STATIC = Path(__file__).resolve().parent / "static"
 _TYPES = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript; charset=utf-8",
-          "app.css": "text/css; charset=utf-8"}
+          "app.css": "text/css; charset=utf-8", "favicon.svg": "image/svg+xml"}
 # The page runs only its own script and talks only to this server.
 _HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
@@ -67,6 +67,10 @@ def ui_router(files: tuple[str, ...] | list[str], labels: str | None = None) -> 
     def css() -> Response:
         return asset("app.css")
 
+    @r.get("/favicon.svg")
+    def icon() -> Response:
+        return asset("favicon.svg")
+
     def call(fn: Any, *args: Any, **kw: Any) -> Any:
         try:
             return fn(*args, **kw)
@@ -106,8 +110,9 @@ def ui_router(files: tuple[str, ...] | list[str], labels: str | None = None) -> 
         return call(ws.label_state)
 
     @r.get("/api/label/pair/{index}")
-    def label_pair(index: int, reveal: bool = False) -> Any:
-        return call(ws.label_pair, index, reveal)
+    def label_pair(index: int, reveal: bool = False,
+                   who: str = Query("", max_length=100)) -> Any:
+        return call(ws.label_pair, index, reveal, who.strip())
 
     @r.post("/api/label")
     def label(body: LabelBody) -> Any:
@@ -130,4 +135,12 @@ def ui_router(files: tuple[str, ...] | list[str], labels: str | None = None) -> 
         return PlainTextResponse(text, headers={
             "Content-Disposition": 'attachment; filename="human.qrels"'})
 
-    return r
+    # Browsers ask the site's root for its icon whatever the page links: answer it there too.
+    outer = APIRouter(include_in_schema=False)
+    outer.include_router(r)
+
+    @outer.get("/favicon.ico")
+    def favicon() -> Response:
+        return asset("favicon.svg")
+
+    return outer

@@ -21,11 +21,17 @@ from ...errors import InputError
 
 __all__ = ["Workspace", "ROLES", "MAX_LIMIT"]
 
-#: ``ROLE=PATH`` spellings that override what a file is sniffed as.
+#: ``ROLE=PATH`` spellings that override what a file is sniffed as (:func:`ragjudge.io.sniff.sniff_kind`).
 ROLES = ("result", "qrels", "llm", "run", "queries", "corpus", "judgments", "tolabel", "labels")
 MAX_LIMIT = 500
-_QUERY_NAMES = ("quer", "topic", "question")
-_CORPUS_NAMES = ("corpus", "doc", "passage", "collection")
+
+
+def _lock_file(fd: int) -> None:
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: one worker per log
+        return
+    fcntl.flock(fd, fcntl.LOCK_EX)
 
 
 def _now() -> str:
@@ -46,80 +52,14 @@ def _split_role(spec: str) -> tuple[str | None, str]:
     return None, spec
 
 
-def _is_result(obj: Any) -> bool:
-    def one(d: Any) -> bool:
-        return isinstance(d, dict) and "run" in d and isinstance(d.get("mean"), dict)
-
-    if isinstance(obj, dict):
-        return one(obj) or (isinstance(obj.get("runs"), list) and all(one(r) for r in obj["runs"]))
-    return isinstance(obj, list) and bool(obj) and all(one(r) for r in obj)
-
-
-def _json(text: str, path: str, line_offset: int = 0) -> Any:
+def _json(text: str, path: str) -> Any:
     """``text`` as JSON; a broken document is one line naming the file and the line."""
     try:
         return json.loads(text)
     except (json.JSONDecodeError, RecursionError) as exc:
         msg = getattr(exc, "msg", None) or "nested too deeply"
         raise InputError(f"not valid JSON ({msg})", source=path,
-                         line=getattr(exc, "lineno", 0) + line_offset or None, field="json") from None
-
-
-def sniff_role(path: str, text: str) -> str:
-    """What a file holds, from its content (the name breaks ties between queries and corpus)."""
-    name = Path(path).name.lower()
-    stripped = text.lstrip("\ufeff \t\r\n")
-    if stripped[:1] in ("{", "["):
-        try:
-            whole = json.loads(stripped)
-        except json.JSONDecodeError:
-            whole = None
-        if whole is not None:
-            if _is_result(whole):
-                return "result"
-            if isinstance(whole, dict) and all(isinstance(v, dict) for v in whole.values()):
-                values = [x for v in whole.values() for x in v.values()]
-                return "qrels" if all(isinstance(x, int) for x in values) else "run"
-            raise InputError("JSON that is neither a result of evaluate/compare -f json nor "
-                             "qrels/run JSON", source=path)
-        first = _json(stripped.splitlines()[0], path)
-        if not isinstance(first, dict):
-            raise InputError("JSONL whose first line is not an object", source=path)
-        if first.get("kind") == "meta":
-            return "tolabel"
-        if "op" in first and "qid" in first:
-            return "labels"
-        if "qid" in first and "docid" in first:
-            return "judgments"
-        if "_id" in first:
-            rows = [_json(line, path) for line in stripped.splitlines()[:50] if line.strip()]
-            return _texts_role(name, [str(r.get("text", "")) if isinstance(r, dict) else ""
-                                      for r in rows])
-        raise InputError("JSONL of an unknown kind (not judgments, a to-label file, queries or "
-                         "a corpus)", source=path)
-    lines = [ln for ln in stripped.splitlines() if ln.strip() and not ln.startswith("#")][:50]
-    if not lines:
-        raise InputError("empty file", source=path)
-    tokens = lines[0].split()
-    if len(tokens) >= 6:
-        return "run"
-    if len(tokens) == 4 and tokens[-1].lstrip("-").isdigit():
-        return "qrels"
-    if "\t" in lines[0]:
-        return _texts_role(name, [ln.split("\t", 1)[1] for ln in lines if "\t" in ln])
-    if len(tokens) == 3 and tokens[-1].isdigit():
-        return "run"
-    raise InputError("cannot tell what this file is; name its role: ROLE=PATH with ROLE one of "
-                     + ", ".join(ROLES), source=path)
-
-
-def _texts_role(name: str, texts: list[str]) -> str:
-    if any(k in name for k in _QUERY_NAMES):
-        return "queries"
-    if any(k in name for k in _CORPUS_NAMES):
-        return "corpus"
-    mean = sum(len(t) for t in texts) / max(1, len(texts))
-    return "queries" if mean < 120 else "corpus"
+                         line=getattr(exc, "lineno", None), field="json") from None
 
 
 def _result_runs(obj: Any) -> dict[str, Any]:
@@ -137,6 +77,7 @@ class Workspace:
 
     def __init__(self, files: Sequence[str], *, labels: str | None = None) -> None:
         from ...io import read_corpus, read_qrels, read_queries, read_run
+        from ...io.sniff import is_result, sniff_kind
         from ...trust.labelling import parse_to_label
 
         self.files: list[dict[str, Any]] = []
@@ -154,18 +95,20 @@ class Workspace:
         self._log: list[dict[str, Any]] = []
         self._log_size = -1
         self._ppi_cache: tuple[Any, Any] | None = None
+        #: torn last lines of the labels log moved aside (file names), newest last
+        self.torn: list[str] = []
         specs = [_split_role(f) for f in files]
         for i, (role, path) in enumerate(specs):
             try:
                 text = Path(path).read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as exc:
                 raise InputError(getattr(exc, "strerror", None) or str(exc), source=path) from None
-            role = role or sniff_role(path, text)
+            role = role or sniff_kind(text, path)
             name = Path(path).name
             info: dict[str, Any] = {}
             if role == "result":
                 whole = _json(text.lstrip("\ufeff"), path)
-                if not _is_result(whole):
+                if not is_result(whole):
                     raise InputError("not a result of evaluate/compare -f json (runs with a 'run' "
                                      "and a 'mean' object)", source=path, field="result")
                 res = _result_runs(whole)
@@ -271,14 +214,46 @@ class Workspace:
             return replay_labels(self._log)
 
     def _append(self, rec: dict[str, Any]) -> None:
+        """Append one record, durably. A torn last line (a crash mid-write) is first moved
+        aside to ``LOG.torn-N`` and cut off, so the new record never merges into it."""
         assert self.labels_path is not None
         line = (json.dumps(rec, ensure_ascii=False) + "\n").encode()
-        fd = os.open(self.labels_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(self.labels_path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         try:
+            _lock_file(fd)  # other workers append to the same log
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                self._set_aside(fd, size)
             os.write(fd, line)
             os.fsync(fd)
         finally:
-            os.close(fd)
+            os.close(fd)  # closing releases the lock
+
+    def _set_aside(self, fd: int, size: int) -> None:
+        assert self.labels_path is not None
+        start, chunk = size, 65536
+        while start > 0:
+            lo = max(0, start - chunk)
+            block = os.pread(fd, start - lo, lo)
+            nl = block.rfind(b"\n")
+            if nl >= 0:
+                start = lo + nl + 1
+                break
+            start = lo
+        torn = os.pread(fd, size - start, start)
+        n = 1
+        while True:
+            aside = self.labels_path.with_name(f"{self.labels_path.name}.torn-{n}")
+            try:
+                with open(aside, "xb") as f:
+                    f.write(torn)
+                    f.flush()
+                    os.fsync(f.fileno())
+                break
+            except FileExistsError:
+                n += 1
+        os.ftruncate(fd, start)
+        self.torn.append(aside.name)
 
     def _need_to_label(self) -> Any:
         if self.to_label is None:
@@ -306,11 +281,17 @@ class Workspace:
             "meta": {k: meta.get(k) for k in ("seed", "sample", "depth", "frame", "metric", "estimand")},
         }
 
-    def label_pair(self, index: int, reveal: bool = False) -> dict[str, Any]:
+    def label_pair(self, index: int, reveal: bool = False, who: str = "") -> dict[str, Any]:
+        """One pair to label; ``reveal``: also the LLM's grade, a choice recorded in the labels
+        log (a label of that pair by ``who`` then says it was given with the grade in view)."""
         tl = self._need_to_label()
         if not 0 <= index < len(tl.pairs):
             raise KeyError(f"no pair {index}")
         p = tl.pairs[index]
+        if reveal:
+            with self._lock:
+                self._append({"op": "reveal", "qid": p["qid"], "docid": p["docid"], "who": who,
+                              "at": _now()})
         now = self.labels_now().get((p["qid"], p["docid"]))
         out = {"index": index, "qid": p["qid"], "docid": p["docid"], "query": p["query"],
                "passage": p["passage"], "label": now and {"grade": now.get("grade"),
@@ -327,18 +308,26 @@ class Workspace:
         if grade is not None and str(grade) not in scale:
             raise InputError(f"grade {grade} is not on the scale {', '.join(scale)}", field="grade")
         p = tl.pairs[index]
-        rec = {"op": "label", "qid": p["qid"], "docid": p["docid"], "grade": grade,
-               "who": who, "at": _now()}
+        from ...trust.labelling import shown_pairs
+
         with self._lock:
+            self._reload()
+            seen = shown_pairs(self._log)  # an unnamed reveal counts for whoever labels the pair
+            shown = any((p["qid"], p["docid"], w) in seen for w in (who, ""))
+            rec = {"op": "label", "qid": p["qid"], "docid": p["docid"], "grade": grade,
+                   "who": who, "at": _now(), "llm_grade_shown": shown}
             self._append(rec)
         return self.label_state()
 
     def undo(self, who: str) -> dict[str, Any]:
+        """Take back ``who``'s latest label still in force (never another assessor's)."""
+        from ...trust.labelling import undo_target
+
         self._need_to_label()
-        now = self.labels_now()
-        last = next(reversed(now), None) if now else None
-        if last is not None:
-            with self._lock:
+        with self._lock:
+            self._reload()
+            last = undo_target(self._log, who)
+            if last is not None:
                 self._append({"op": "undo", "who": who, "at": _now()})
         state = self.label_state()
         state["undone"] = self._pair_index.get(last) if last else None
@@ -348,7 +337,14 @@ class Workspace:
         from ...io import format_qrels
         from ...trust.labelling import labels_qrels
 
-        return format_qrels(labels_qrels(self.labels_now()), format="trec")
+        now = self.labels_now()
+        text = format_qrels(labels_qrels(now), format="trec")
+        shown = sum(1 for r in now.values() if r.get("grade") is not None and r.get("llm_grade_shown"))
+        if shown:
+            from ...trust.labelling import shown_header
+
+            text = shown_header(shown) + text
+        return text
 
     # ------------------------------------------------------------------------- PPI
     def llm_qrels(self) -> Qrels | None:
@@ -387,7 +383,7 @@ class Workspace:
         if len(done) < 2:
             out["status"] = f"needs at least 2 completed queries ({len(done)} so far)"
             return out
-        key = (tuple(sorted((k, r.get("grade")) for k, r in now.items())))
+        key = (tuple(sorted((k, r.get("grade"), bool(r.get("llm_grade_shown"))) for k, r in now.items())))
         if self._ppi_cache is not None and self._ppi_cache[0] == key:
             return self._ppi_cache[1]
         human = labels_qrels(now, done, source="human labels")
@@ -401,7 +397,8 @@ class Workspace:
 
         def est(e: Any) -> dict[str, Any]:
             return {"mean": e.mean, "ci": [e.ci_low, e.ci_high], "n_human": e.n_human,
-                    "n_llm": e.n_llm, "lambda": e.lam,
+                    "n_llm": e.n_llm, "lambda": e.lam, "clipped": e.clipped,
+                    "small_sample": e.small_sample(),
                     "llm_only": [e.llm_only.value, e.llm_only.ci_low, e.llm_only.ci_high],
                     "human_only": [e.human_only.value, e.human_only.ci_low, e.human_only.ci_high]}
 
@@ -409,7 +406,15 @@ class Workspace:
         out["estimates"] = [{"run": r, **est(rep.estimates[r][metric])} for r in rep.runs]
         out["differences"] = [{"run": r, "baseline": rep.baseline, **est(d[metric])}
                               for r, d in rep.differences.items()]
-        out["notes"] = rep.notes
+        out["notes"] = rep.all_notes()
+        in_ppi = [r for (q, _), r in now.items() if q in set(done) and r.get("grade") is not None]
+        shown = sum(1 for r in in_ppi if r.get("llm_grade_shown"))
+        out["llm_grade_shown"] = {"labels": shown, "of": len(in_ppi)}
+        if shown:
+            out["notes"].append(
+                f"{shown} of the {len(in_ppi)} labels were given with the LLM's grade in view: PPI "
+                "assumes human labels independent of the LLM's, so these may lean toward it and "
+                "the interval may be too narrow")
         self._ppi_cache = (key, out)
         return out
 

@@ -251,7 +251,8 @@ async function viewAgreement(params) {
     matrix, el("h2", {}, "Most disagreeing pairs"),
     el("div", { class: "controls" }, el("label", {}, "human grade", gradeSel("human", human)), el("label", {}, "LLM grade", gradeSel("llm", llm))),
     el("p", { class: "muted" }, "Sorted by |human − LLM| (expected under the judge's grade probabilities when it gave them)."),
-    rows, pager(a, (o) => go("agreement", { human, llm, offset: o })));
+    el("div", { id: "disagreeing" }, rows.length ? rows : el("p", { class: "muted" }, "No pair with these grades.")),
+    pager(a, (o) => go("agreement", { human, llm, offset: o })));
 }
 
 // ----------------------------------------------------------------------------- labelling
@@ -266,7 +267,10 @@ async function viewLabel(params) {
 }
 
 async function loadPair() {
-  L.pair = await api(`label/pair/${L.index}?reveal=${L.reveal ? 1 : 0}`);
+  // Showing the LLM's grade is a choice made per pair (and recorded with the label): a new
+  // pair starts hidden, so no label leans on the model's by default.
+  if (!L.pair || L.pair.index !== L.index) L.reveal = false;
+  L.pair = await api(`label/pair/${L.index}?${qs({ reveal: L.reveal ? 1 : 0, who: L.reveal ? assessor() : "" })}`);
   renderLabel();
   refreshPPI();
 }
@@ -287,7 +291,7 @@ function renderLabel() {
   const done = s.labelled;
   const box = el("div", { class: "label-box" },
     el("div", { class: "controls" }, el("label", {}, "assessor", name),
-      el("label", {}, reveal, "show the LLM's grade"),
+      el("label", { title: "recorded with your label: PPI assumes labels given without the model's grade" }, reveal, "show the LLM's grade (this pair; recorded)"),
       el("button", { onclick: exportQrels }, "export TREC qrels")),
     el("div", { id: "progress-text" }, `${done} of ${s.total} pairs labelled (${s.skipped} skipped); ${s.complete_queries} of ${s.queries} queries complete`),
     el("div", { class: "progress" }, el("div", { style: null })),
@@ -365,6 +369,7 @@ async function refreshPPI() {
         el("td", { class: "num" }, `[${fmt(e.ci[0])}, ${fmt(e.ci[1])}]`),
         el("td", { class: "num" }, fmt(e.llm_only[0])), el("td", { class: "num" }, fmt(e.human_only[0]))))));
   }
+  if (r.notes && r.notes.length) parts.push(el("ul", { id: "ppi-notes", class: "notes" }, r.notes.map((n) => el("li", {}, n))));
   parts.push(el("p", { class: "muted" }, r.note));
   box.replaceChildren(...parts);
 }
