@@ -111,13 +111,15 @@ def sniff_kind(text: str, name: str | None = None) -> str:
             if isinstance(whole, dict) and whole and all(isinstance(v, dict) for v in whole.values()):
                 values = [x for v in whole.values() for x in v.values()]
                 return "qrels" if all(isinstance(x, int) for x in values) else "run"
-        if whole is not None and not isinstance(whole, dict):
+        # one JSON document that is no JSONL record (a JSONL file of one line parses whole too)
+        if whole is not None and (not isinstance(whole, dict)
+                                  or not {"kind", "op", "qid", "_id"} & set(whole)):
             raise InputError("JSON that is neither a result of evaluate/compare -f json nor "
                              "qrels/run JSON", source=name)
         try:
             first = json.loads(stripped.splitlines()[0])
         except json.JSONDecodeError as exc:
-            raise InputError(f"invalid JSON ({exc.msg})", source=name, line=1) from None
+            raise InputError(f"not valid JSON ({exc.msg})", source=name, line=1, field="json") from None
         if not isinstance(first, dict):
             raise InputError("JSONL whose first line is not an object", source=name, line=1)
         if first.get("kind") == "meta":
