@@ -1,0 +1,146 @@
+"""Endpoint health and money at the edges of a reply: a billed 200 whose body cannot be read
+is counted at its worst case; a reply naming another model is refused (or, from a server
+that renames models, flagged once); impossible usage figures are counted at the worst case."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+import respx
+from _llm_fakes import BASE, SECRET, URL, completion, grade_reply, ok
+
+from ragjudge.llm import LLM, PriceTable, Usage
+from ragjudge.llm.cost import Price
+
+PRICES = PriceTable.default().with_price("judge-model", Price(1.0, 2.0))
+
+
+def make_llm(**kw: Any) -> LLM:
+    kw.setdefault("cache", False)
+    kw.setdefault("backoff_base", 0.001)
+    kw.setdefault("prices", PRICES)
+    return LLM("judge-model", base_url=BASE, api_key=SECRET, **kw)
+
+
+def ask(llm: LLM, n: int = 1) -> Any:
+    async def go() -> Any:
+        try:
+            return await asyncio.gather(*(llm.structured("relevance.v1", {"query": f"q{i}", "passage": "p"})
+                                          for i in range(n)))
+        finally:
+            await llm.aclose()
+
+    return asyncio.run(go())
+
+
+class Server:
+    """A loopback OpenAI-style server (stdlib, one thread per connection) whose n-th chat
+    request is answered by ``plan(n, body)``: ``("ok", reply)``, ``("gzip", reply)`` (a plain
+    body labelled gzip), ``("stall", reply)`` (headers, then nothing), ``(status, None)``."""
+
+    def __init__(self, plan: Callable[[int, dict[str, Any]], tuple[Any, Any]]) -> None:
+        self.plan = plan
+        self.requests = 0
+        self.lock = threading.Lock()
+        self.release = threading.Event()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:  # /models: lists nothing (taken on trust)
+                self._send(404, b"{}")
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with outer.lock:
+                    n = outer.requests
+                    outer.requests += 1
+                how, reply = outer.plan(n, body)
+                if isinstance(how, int):
+                    self._send(how, json.dumps({"error": {"message": f"status {how}"}}).encode())
+                    return
+                data = json.dumps(reply).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                if how == "gzip":
+                    self.send_header("Content-Encoding", "gzip")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if how == "stall":
+                    self.wfile.flush()
+                    outer.release.wait(30)
+                    self.close_connection = True
+                    return
+                self.wfile.write(data)
+
+            def _send(self, status: int, data: bytes) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_port}/v1"
+
+    def __enter__(self) -> Server:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def on(url: str, **kw: Any) -> LLM:
+    kw.setdefault("cache", False)
+    kw.setdefault("backoff_base", 0.001)
+    kw.setdefault("prices", PRICES)
+    return LLM("judge-model", base_url=url, api_key=SECRET, **kw)
+
+
+# ----------------------------------------------------------------------------- money
+@pytest.mark.parametrize("fault", ["gzip", "stall"])
+def test_a_billed_reply_whose_body_is_lost_is_counted_at_its_worst_case(fault: str) -> None:
+    def plan(n: int, body: dict[str, Any]) -> tuple[Any, Any]:
+        return (fault if n == 0 else "ok"), grade_reply(n + 1, prompt_tokens=400, completion_tokens=30)
+
+    with Server(plan) as srv:
+        llm = on(srv.base_url, timeout=1.0)
+        (out,) = ask(llm)
+        assert srv.requests == 2
+    assert out.ok and out.value["grade"] == 2
+    # Both replies were billed: the lost one at its worst case (the whole prompt, max_tokens).
+    assert llm.usage.calls == 2 and llm.usage.unknown == 1
+    assert llm.usage.completion_tokens == 30 + 300 and llm.usage.prompt_tokens > 400
+    assert out.usage.calls == 2
+
+
+@pytest.mark.parametrize("figure", ["1" + "0" * 400, "-5", '"lots"', "1e400"])
+def test_impossible_usage_figures_are_counted_at_the_worst_case(httpx2_mock: respx.Router, figure: str) -> None:
+    body = (b'{"id": "x", "object": "chat.completion", "model": "judge-model", "choices": [{"index": 0, '
+            b'"message": {"role": "assistant", "content": "{\\"reasoning\\": \\"r\\", \\"grade\\": 1}"}, '
+            b'"finish_reason": "stop"}], "usage": {"prompt_tokens": ' + figure.encode()
+            + b', "completion_tokens": 5}}')
+    httpx2_mock.post(URL).mock(return_value=respx.MockResponse(
+        200, content=body, headers={"content-type": "application/json"}))
+    llm = make_llm()
+    (out,) = ask(llm)
+    assert out.ok and llm.usage.unknown == 1 and llm.usage.completion_tokens == 300
+    assert llm.cost is not None and llm.cost < 1.0
