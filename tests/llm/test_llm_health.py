@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -15,7 +16,8 @@ import pytest
 import respx
 from _llm_fakes import BASE, SECRET, URL, completion, grade_reply, ok
 
-from ragjudge.llm import LLM, PriceTable, Usage
+from ragjudge.errors import LLMError
+from ragjudge.llm import LLM, Endpoint, PriceTable
 from ragjudge.llm.cost import Price
 
 PRICES = PriceTable.default().with_price("judge-model", Price(1.0, 2.0))
@@ -144,3 +146,98 @@ def test_impossible_usage_figures_are_counted_at_the_worst_case(httpx2_mock: res
     (out,) = ask(llm)
     assert out.ok and llm.usage.unknown == 1 and llm.usage.completion_tokens == 300
     assert llm.cost is not None and llm.cost < 1.0
+
+
+# ----------------------------------------------------------------------------- the model named
+def named(model: str, grade: int = 1) -> dict[str, Any]:
+    return {**grade_reply(grade, prompt_tokens=100, completion_tokens=10), "model": model}
+
+
+def test_a_reply_naming_another_model_is_refused_and_asked_again(httpx2_mock: respx.Router) -> None:
+    route = httpx2_mock.post(URL)
+    route.side_effect = [ok(named("judge-model-2024-07-18")), ok(named("other-model")), ok(named("judge-model", 3))]
+    llm = make_llm()
+    a, b = ask(llm, 2)
+    assert a.ok and b.ok and b.value["grade"] == 3 and route.call_count == 3
+    assert llm.usage.calls == 3  # the refused reply was billed and is counted
+    assert b.usage.calls == 2 and b.provenance.served_model == "judge-model"
+
+
+def test_a_server_that_renames_models_is_flagged_once(httpx2_mock: respx.Router,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    route = httpx2_mock.post(URL).mock(return_value=ok(named("/models/llama-3-8b.Q4.gguf")))
+    llm = make_llm()
+    with caplog.at_level("WARNING", logger="ragjudge.llm"):
+        outs = ask(llm, 3)
+    assert all(o.ok for o in outs) and route.call_count == 3
+    lines = [r.getMessage() for r in caplog.records if "taken as the server's name" in r.getMessage()]
+    assert len(lines) == 1 and "'judge-model'" in lines[0] and "llama-3-8b" in lines[0]
+    assert outs[0].provenance.served_model == "/models/llama-3-8b.Q4.gguf"
+
+
+def test_a_batch_result_naming_another_model_is_not_taken() -> None:
+    llm = make_llm()
+    first = llm.prepare("relevance.v1", {"query": "q1", "passage": "p"})
+    second = llm.prepare("relevance.v1", {"query": "q2", "passage": "p"})
+    assert llm.accept(first, named("judge-model")).ok
+    out = llm.accept(second, named("another-model"))
+    assert not out.ok and "another-model" in (out.error or "") and llm.usage.calls == 2
+    assert llm.cache.get(second.key) is None
+
+
+# ----------------------------------------------------------------------------- endpoint health
+def good(n: int, body: dict[str, Any]) -> tuple[Any, Any]:
+    return "ok", grade_reply(1, prompt_tokens=100, completion_tokens=10)
+
+
+def judge_pairs(llm: LLM, n: int) -> list[Any]:
+    from ragjudge.judges import LLMRelevanceJudge
+
+    pairs = [(f"q{i % 7}", f"d{i}", f"query {i % 7}", f"passage {i}") for i in range(n)]
+    return LLMRelevanceJudge(llm=llm, progress=False).judge_many_sync(pairs)
+
+
+def endpoints(*servers: Server, **kw: Any) -> list[Endpoint]:
+    kw.setdefault("backoff_base", 0.001)
+    return [Endpoint("judge-model", base_url=s.base_url, api_key=SECRET, **kw) for s in servers]
+
+
+@pytest.mark.parametrize("fault", [500, "stall"])
+def test_an_endpoint_failing_every_call_is_drained_and_nothing_is_lost(fault: Any) -> None:
+    with Server(good) as a, Server(lambda n, b: (fault, grade_reply(1))) as bad:
+        llm = LLM(endpoints(bad, a, concurrency=4, timeout=1.0), cache=False, prices=PRICES)
+        js = judge_pairs(llm, 40)
+        sent_bad = bad.requests
+    assert all(j.ok for j in js), [j.error for j in js if not j.ok][:3]
+    # Declared down after a few failures and probed now and then, not 6 attempts per pair.
+    assert sent_bad <= 12
+    assert llm.callers[0].down() and not llm.callers[0].drained
+
+
+def test_an_endpoint_back_after_a_short_outage_gets_work_again() -> None:
+    def flaky(n: int, body: dict[str, Any]) -> tuple[Any, Any]:
+        if n < 6:
+            return 503, None
+        time.sleep(0.05)
+        return good(n, body)
+
+    def slow(n: int, body: dict[str, Any]) -> tuple[Any, Any]:
+        time.sleep(0.05)
+        return good(n, body)
+
+    with Server(flaky) as f, Server(slow) as s:
+        llm = LLM(endpoints(f, s, concurrency=2), cache=False, prices=PRICES)
+        js = judge_pairs(llm, 80)
+        served_after = f.requests - 6
+    assert all(j.ok for j in js)
+    assert served_after >= 10 and llm.callers[0].runner.breaker.outages == 1 and not llm.callers[0].down()
+
+
+def test_alone_an_endpoint_failing_every_call_stops_the_run_with_one_line() -> None:
+    with Server(lambda n, b: (500, None)) as bad:
+        llm = on(bad.base_url, concurrency=4)
+        with pytest.raises(LLMError) as err:
+            judge_pairs(llm, 30)
+    assert bad.base_url in str(err.value) and "HTTP 500" in str(err.value)
+    assert bad.requests < 30  # not 6 attempts for each of the 30 pairs
+    assert err.value.partial is not None  # what finished is handed back to be written
