@@ -297,11 +297,19 @@ class Caller(AccountsView):
         def in_flight(flag: bool) -> None:
             sent[0] = flag
 
+        gates = [0]
+
+        def gate() -> Any:
+            # Only a request's first attempt may probe an endpoint that is down: a retry after
+            # a failed probe moves to another endpoint instead of probing again and again.
+            gates[0] += 1
+            return self.runner.attempt(attempt_tokens, wait=wait, may_probe=gates[0] == 1)
+
         try:
             attempt_tokens = estimate_tokens(messages) + allowed
             try:
                 comp: Completion = await self.client().complete(
-                    body, gate=lambda: self.runner.attempt(attempt_tokens, wait=wait), observe=self.runner.observe,
+                    body, gate=gate, observe=self.runner.observe,
                     in_flight=in_flight)
             except asyncio.CancelledError:
                 if sent[0]:

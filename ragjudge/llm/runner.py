@@ -928,7 +928,8 @@ class Runner:
         return None if rpm is None else rpm / 60.0
 
     @asynccontextmanager
-    async def attempt(self, tokens: int = 0, *, wait: bool = False) -> AsyncIterator[Attempt]:
+    async def attempt(self, tokens: int = 0, *, wait: bool = False,
+                      may_probe: bool = True) -> AsyncIterator[Attempt]:
         """Admission of one HTTP attempt (``tokens``: its estimated size): wait out an outage
         (circuit breaker), the adaptive in-flight limit, a cooldown, the server's remaining
         budget, then the rpm pacing. Yields the :class:`Attempt`; raises
@@ -942,23 +943,24 @@ class Runner:
                 # set the pace before a burst of `concurrency` requests can overrun the window.
                 st.probing = True
                 try:
-                    async with self._admit(st, tokens, wait) as ticket:
+                    async with self._admit(st, tokens, wait, may_probe) as ticket:
                         yield ticket
                 finally:
                     st.first_reply.set()
                 return
-        async with self._admit(st, tokens, wait) as ticket:
+        async with self._admit(st, tokens, wait, may_probe) as ticket:
             yield ticket
 
-    async def _await_breaker(self, wait: bool = False) -> bool:
+    async def _await_breaker(self, wait: bool = False, may_probe: bool = True) -> bool:
         """Wait while the circuit breaker is open; True when this attempt is its probe. With
         ``fail_fast`` (the session has other endpoints) and not ``wait``, an open breaker
-        raises :class:`EndpointDown` unless this attempt may probe: nothing is sent, the work
-        moves elsewhere, and the endpoint is tried again when a probe is due."""
+        raises :class:`EndpointDown` unless this attempt may probe (``may_probe``: a request's
+        first attempt; a retry never probes, so a request whose probe failed moves on): nothing
+        is sent, the work moves elsewhere, and the endpoint is tried again when a probe is due."""
         while True:
             now = time.monotonic()
             if self.fail_fast and not wait and self.breaker.open:
-                if self.breaker.admit(now) == (0.0, True):
+                if may_probe and self.breaker.admit(now) == (0.0, True):
                     return True
                 raise EndpointDown(f"{self.breaker.state}: {self.breaker.reason or 'no reply'}")
             reason = self.breaker.dead(now)
@@ -990,9 +992,10 @@ class Runner:
                 fut.set_result(None)
 
     @asynccontextmanager
-    async def _admit(self, st: _LoopState, tokens: int, wait: bool = False) -> AsyncIterator[Attempt]:
+    async def _admit(self, st: _LoopState, tokens: int, wait: bool = False,
+                     may_probe: bool = True) -> AsyncIterator[Attempt]:
         while True:
-            probe = await self._await_breaker(wait)
+            probe = await self._await_breaker(wait, may_probe)
             await self._acquire_active(st, probe)
             if probe or not self.breaker.open:
                 break
