@@ -130,7 +130,7 @@ def classify_failure(exc: BaseException) -> Failure:
     if isinstance(exc, AttemptDeadline):
         return Failure("timeout", str(exc), exc.url)
     if isinstance(exc, BodyLost):
-        return Failure("timeout" if exc.stalled else "broken", str(exc), "the server")
+        return Failure("broken", str(exc), "the server")  # headers came: the server is there
     return failure_of(exc)
 
 

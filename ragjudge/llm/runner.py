@@ -1079,6 +1079,8 @@ class Runner:
             fault = "stall"
             if failure.kind == "timeout" and self.limiter is not None:
                 self.limiter.on_overload(now, ticket.t0)
+            if failure.kind == "broken":
+                self.breaker.reached = True  # its headers came: the server is there
             message = self.breaker.on_failure(now, failure.reason, where, probe=ticket.probe, kind="stall")
         elif ticket.probe:
             self.breaker.on_probe_done()
