@@ -202,6 +202,7 @@ def endpoints(*servers: Server, **kw: Any) -> list[Endpoint]:
     return [Endpoint("judge-model", base_url=s.base_url, api_key=SECRET, **kw) for s in servers]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", [500, "stall"])
 def test_an_endpoint_failing_every_call_is_drained_and_nothing_is_lost(fault: Any) -> None:
     with Server(good) as a, Server(lambda n, b: (fault, grade_reply(1))) as bad:
@@ -214,6 +215,7 @@ def test_an_endpoint_failing_every_call_is_drained_and_nothing_is_lost(fault: An
     assert llm.callers[0].down() and not llm.callers[0].drained
 
 
+@pytest.mark.slow
 def test_an_endpoint_back_after_a_short_outage_gets_work_again() -> None:
     def flaky(n: int, body: dict[str, Any]) -> tuple[Any, Any]:
         if n < 6:
@@ -233,6 +235,7 @@ def test_an_endpoint_back_after_a_short_outage_gets_work_again() -> None:
     assert served_after >= 10 and llm.callers[0].runner.breaker.outages == 1 and not llm.callers[0].down()
 
 
+@pytest.mark.slow
 def test_alone_an_endpoint_failing_every_call_stops_the_run_with_one_line() -> None:
     with Server(lambda n, b: (500, None)) as bad:
         llm = on(bad.base_url, concurrency=4)
