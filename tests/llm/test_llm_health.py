@@ -244,3 +244,24 @@ def test_alone_an_endpoint_failing_every_call_stops_the_run_with_one_line() -> N
     assert bad.base_url in str(err.value) and "HTTP 500" in str(err.value)
     assert bad.requests < 30  # not 6 attempts for each of the 30 pairs
     assert err.value.partial is not None  # what finished is handed back to be written
+
+
+@pytest.mark.slow
+def test_an_idle_endpoint_takes_queued_queries_from_a_busy_one() -> None:
+    # No weight= given: rendezvous hashing splits the queries about evenly, then the fast
+    # endpoint, its own queue empty, takes what still waits in the slow one's.
+    def at(delay: float) -> Callable[[int, dict[str, Any]], tuple[Any, Any]]:
+        def plan(n: int, body: dict[str, Any]) -> tuple[Any, Any]:
+            time.sleep(delay)
+            return good(n, body)
+        return plan
+
+    with Server(at(0.01)) as fast, Server(at(0.5)) as slow:
+        llm = LLM(endpoints(fast, slow, concurrency=1), cache=False, prices=PRICES)
+        pairs = [(f"q{i}", f"d{i}", f"query {i}", f"passage {i}") for i in range(40)]
+        from ragjudge.judges import LLMRelevanceJudge
+
+        js = LLMRelevanceJudge(llm=llm, progress=False).judge_many_sync(pairs)
+        served = (fast.requests, slow.requests)
+    assert all(j.ok for j in js) and sum(served) == 40
+    assert served[0] >= 30  # not the ~20 the hashing alone gives it
