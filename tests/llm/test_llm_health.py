@@ -1,6 +1,8 @@
 """Endpoint health and money at the edges of a reply: a billed 200 whose body cannot be read
 is counted at its worst case; a reply naming another model is refused (or, from a server
-that renames models, flagged once); impossible usage figures are counted at the worst case."""
+that renames models, flagged once); impossible usage figures are counted at the worst case;
+an endpoint failing every call is declared down and its work moves (or, alone, the run stops
+with one line); a short outage does not lose an endpoint; an idle endpoint takes queued work."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from typing import Any
 
 import pytest
 import respx
-from _llm_fakes import BASE, SECRET, URL, completion, grade_reply, ok
+from _llm_fakes import BASE, SECRET, URL, grade_reply, ok
 
 from ragjudge.errors import LLMError
 from ragjudge.llm import LLM, Endpoint, PriceTable
