@@ -149,7 +149,8 @@ def _add_trust_options(p: argparse.ArgumentParser) -> None:
         "judging on demand",
         "--judge MODEL grades exactly the unjudged documents in the top --judge-depth of each run\n"
         "(human labels win) before evaluating; QRELS may be 'none' or left out (label-free).\n"
-        "Same cache, budget and failure rules as `ragjudge judge`; exit 3 if most failed.")
+        "Same cache, budget and failure rules as `ragjudge judge`; exit 3 if most failed, 4 if\n"
+        "--max-cost stopped it before every pair was judged.")
     j.add_argument("--judge", metavar="MODEL", help="LLM judge model")
     j.add_argument("--queries", metavar="FILE", help="query texts (BEIR JSONL or TSV)")
     j.add_argument("--corpus", metavar="FILE", help="document texts (BEIR JSONL or TSV)")

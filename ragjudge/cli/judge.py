@@ -49,8 +49,9 @@ call is made.
 progress: a bar on a terminal; a few plain lines when stderr is redirected (CI logs).
 
 exit status: 0 done (failed judgments are listed and left out of the qrels); 3 most
-judgments failed (the qrels are written, a summary says why); 2 bad input or a
-non-retryable endpoint error (bad key, unknown model); 130 interrupted.
+judgments failed (the qrels are written, a summary says why); 4 --max-cost stopped the
+run before every pair was judged (what was judged is written; the count is on stderr);
+2 bad input or a non-retryable endpoint error (bad key, unknown model); 130 interrupted.
 """
 
 
@@ -220,6 +221,8 @@ def run(args: argparse.Namespace) -> int:
     if args.judgments:
         result.write_judgments(args.judgments)
     _report(result, args, llm)
+    if result.summary()["skipped_budget"]:
+        return 4  # cut short by the budget: not a finished result (said by _report)
     return 3 if result.mostly_failed else 0  # 1 is for gates; 3 = most LLM calls failed (as rag)
 
 
@@ -299,8 +302,8 @@ def _report(result: Any, args: argparse.Namespace, llm: Any) -> None:
         _say(f"{s['failed']} judgments failed and are not in the qrels ({reasons}); "
              "rerun to retry them")
     if s["skipped_budget"]:
-        _say(f"{s['skipped_budget']} pairs not judged: --max-cost {args.max_cost} reached; "
-             "rerun with a higher budget to continue")
+        _say(f"ragjudge: error: stopped by --max-cost {args.max_cost:g}: {s['skipped_budget']} of "
+             f"{s['pairs']} pairs not judged; rerun with a higher budget to continue (exit status 4)")
     if s["human_labels"]:
         _say(f"kept {s['human_labels']} human labels; wrote {s['qrels_pairs']} labels in total")
     if s["reasoning_dropped"]:

@@ -55,7 +55,8 @@ undetermined: a score that cannot be computed (no claims, empty response, failed
 counted beside the mean with its reason (-q lists them per sample), never averaged as 0.
 
 exit status: 0 ok; 1 a --fail-under gate failed; 2 bad input (one-line message);
-3 most LLM requests failed (summary on stderr).
+3 most LLM requests failed (summary on stderr); 4 --max-cost stopped the run before every
+sample was scored (the report is written; the count of incomplete samples is on stderr).
 """
 
 
@@ -183,6 +184,15 @@ def _run(args: argparse.Namespace) -> int:
     if samples.invalid:
         print(f"ragjudge: {len(samples.invalid)} invalid sample(s) skipped", file=sys.stderr)
     junit = JUnitReport("rag") if args.junit else None
+    incomplete = _over_budget(report)
+    if incomplete:
+        print(f"ragjudge: error: stopped by --max-cost {args.max_cost:g}: {incomplete} of "
+              f"{len(report.sample_ids)} samples have values left undetermined by the budget; "
+              "rerun with a higher budget to finish them (exit status 4)", file=sys.stderr)
+        if junit is not None:
+            junit.error("budget", f"stopped by --max-cost: {incomplete} samples incomplete")
+            junit.write(args.junit)
+        return 4
     asked, failed = report.usage.get("requests_asked", 0), report.usage.get("requests_failed", 0)
     if asked and failed * 2 > asked:
         reasons = _failure_reasons(report)
@@ -214,6 +224,18 @@ def _write_span_scores(report: Any, samples: Any, path: str) -> None:
     Path(path).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records),
                           encoding="utf-8")
     print(f"ragjudge: {len(records)} span score record(s) written to {path}", file=sys.stderr)
+
+
+def _over_budget(report: Any) -> int:
+    """Samples with a value the budget left undetermined (a call skipped by --max-cost)."""
+    from ..llm.provenance import FailureKind
+
+    cut = set()
+    for scores in report.scores.values():
+        for i, score in enumerate(scores):
+            if score.failure is FailureKind.BUDGET:
+                cut.add(i)
+    return len(cut)
 
 
 def _failure_reasons(report: Any) -> str:

@@ -37,7 +37,8 @@ cache: every answer is committed to the SQLite cache as it arrives, so a rerun (
 crash, a kill, or --max-cost) pays only for what is missing.
 
 exit status: 0 done; 1 fewer than N queries survived (outputs are still written; pass
---allow-fewer to accept them); 2 bad input or a non-retryable endpoint error; 130 interrupted.
+--allow-fewer to accept them); 4 --max-cost stopped it before N queries were made (outputs
+are written); 2 bad input or a non-retryable endpoint error; 130 interrupted.
 """
 
 
@@ -145,10 +146,14 @@ def run(args: argparse.Namespace) -> int:
     if not result.ok:
         kept = len(result.kept)
         hint = "" if args.allow_fewer else "; pass --allow-fewer to accept them"
-        budget = any(c.dropped_by == "budget" for c in result.candidates)
+        budget = sum(1 for c in result.candidates if c.dropped_by == "budget")
+        if budget:
+            _say(f"ragjudge: error: stopped by --max-cost {args.max_cost:g}: {kept} of {args.n} queries "
+                 f"made, {budget} candidates left incomplete; rerun with a higher budget to finish "
+                 "(exit status 4)")
+            return 4
         _say(f"only {kept} of {args.n} requested queries survived the filters (see the table above"
-             + (", --max-cost was reached" if budget else "")
-             + f"); raise --oversample (now {args.oversample}) or loosen a filter{hint}")
+             f"); raise --oversample (now {args.oversample}) or loosen a filter{hint}")
         return 0 if args.allow_fewer else 1
     return 0
 

@@ -225,8 +225,14 @@ def evaluate_judged(args: argparse.Namespace, metrics: Any, runs: dict[str, Any]
             f"{r.run}: {r.footer()}; {info['llm_labels']} LLM labels, "
             f"{info['human_labels']} human\n" for r in reports))
     info = reports[0].meta["judging"]
-    # A run that mostly failed is not a result: say so in the exit status.
+    # A run cut short by the budget, or that mostly failed, is not a result: say so in the
+    # exit status.
     pairs = info["pairs"] or 0
+    if info["skipped_budget"]:
+        print(f"ragjudge: error: stopped by --max-cost {args.max_cost:g}: {info['skipped_budget']} of "
+              f"{pairs} pairs not judged, the scores above count them as unjudged; rerun with a "
+              "higher budget to finish (exit status 4)", file=sys.stderr)
+        return 4
     if pairs and (info["failed"] + info["skipped_budget"]) * 2 > pairs:
         print(f"ragjudge: most judgments failed or were skipped ({info['failed']} failed, "
               f"{info['skipped_budget']} over budget of {pairs}); rerun to retry", file=sys.stderr)

@@ -13,6 +13,8 @@ the repair policy, structured parsing and estimates. It never talks to a provide
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 import weakref
 from dataclasses import replace
 from collections.abc import Callable
@@ -36,6 +38,8 @@ from .redaction import redact_url
 from .replies import describe_exc
 from .runner import EndpointDown, Runner
 from .values import BUDGET_REASON, Stats
+
+log = logging.getLogger("ragjudge.llm")
 
 __all__ = ["Caller", "Accounts", "AccountsView", "loop_state", "EndpointDown", "call_failed_kind"]
 
@@ -193,15 +197,28 @@ class Caller(AccountsView):
         self.runner = Runner(concurrency=endpoint.concurrency, rpm=endpoint.rpm, tpm=endpoint.tpm,
                              patience=endpoint.patience)
         self.runner.fail_fast = fail_fast
-        #: Set when the session stops sending here (an outage, a refusal): its work moves on.
+        #: Set when the session stops sending here for good (a refusal, another model): its
+        #: work moves on. An outage only makes it unhealthy until a probe answers.
         self.drained: str | None = None
+        #: The models the endpoint lists (``None``: not asked, or it does not say).
+        self.listed: list[str] | None = None
+        self._renamed: str | None = None  # the one other name this server answers under
+        self._named_asked = False  # a reply named the asked model
         self._http_client = http_client
         self._states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
             weakref.WeakKeyDictionary())
 
-    def healthy(self) -> bool:
-        """Not drained, and its server not in an outage (circuit breaker closed)."""
-        return self.drained is None and not self.runner.breaker.open
+    def healthy(self, now: float | None = None) -> bool:
+        """Not drained, and its server not down (circuit breaker closed, or a probe due: a
+        short outage does not lose the endpoint for the whole run)."""
+        if self.drained is not None:
+            return False
+        breaker = self.runner.breaker
+        return not breaker.open or breaker.probe_due(time.monotonic() if now is None else now)
+
+    def down(self) -> bool:
+        """Its server is down now (circuit breaker open)."""
+        return self.runner.breaker.open
 
     # -- plumbing ------------------------------------------------------------------------
     def where(self) -> str:
@@ -252,10 +269,12 @@ class Caller(AccountsView):
         self._state().wake_budget_waiters()
 
     # -- chat ------------------------------------------------------------------------------
-    async def chat(self, body: dict[str, Any]) -> Completion | None:
+    async def chat(self, body: dict[str, Any], *, wait: bool = False) -> Completion | None:
         """One chat request through budget admission, the runner's gate and the retry loop;
         ``None`` when the budget cannot cover its worst case. The completion's usage is
-        counted here (its worst case when the reply carried none)."""
+        counted here (its worst case when the reply carried none); a reply naming another
+        model is refused (:meth:`check_model`). ``wait``: wait out an outage even when the
+        session has other endpoints (they are all down)."""
         messages = body["messages"]
         allowed = int(body.get("max_tokens") or body.get("max_completion_tokens") or 0)
         worst_prompt = worst_case_prompt_tokens(messages, body.get("response_format")) + (
@@ -281,11 +300,19 @@ class Caller(AccountsView):
         def in_flight(flag: bool) -> None:
             sent[0] = flag
 
+        gates = [0]
+
+        def gate() -> Any:
+            # Only a request's first attempt may probe an endpoint that is down: a retry after
+            # a failed probe moves to another endpoint instead of probing again and again.
+            gates[0] += 1
+            return self.runner.attempt(attempt_tokens, wait=wait, may_probe=gates[0] == 1)
+
         try:
             attempt_tokens = estimate_tokens(messages) + allowed
             try:
                 comp: Completion = await self.client().complete(
-                    body, gate=lambda: self.runner.attempt(attempt_tokens), observe=self.runner.observe,
+                    body, gate=gate, observe=self.runner.observe,
                     in_flight=in_flight)
             except asyncio.CancelledError:
                 if sent[0]:
@@ -313,9 +340,40 @@ class Caller(AccountsView):
             else:
                 completion_tokens = comp.usage.completion_tokens
             self.count(comp.usage)
+            refused = self.check_model(str(body.get("model") or ""), comp.model)
+            if refused is not None:
+                raise RejectedReply(refused, usage=comp.usage, attempts=comp.attempts)
             return comp
         finally:
             self._released(worst, completion_tokens=completion_tokens, allowed_tokens=allowed)
+
+    # -- the model a reply names ---------------------------------------------------------------
+    def check_model(self, asked: str, served: str | None) -> str | None:
+        """``None`` when a reply naming ``served`` may be taken as an answer of ``asked``, else
+        why it is refused. The rule, per endpoint:
+
+        * the same name, any case, or a version of it (``gpt-4o-mini-2024-07-18``,
+          ``llama3:latest``, ``org/model@rev`` for ``gpt-4o-mini``, ``llama3``, ``org/model``),
+          or no name at all: taken;
+        * another name from an endpoint that lists ``asked`` among its models, or that already
+          answered under the asked name: a mix-up (a proxy routing to another model), refused
+          -- billed and counted, and the turn is sent again;
+        * else the server renames models (llama.cpp answers with its file name, Azure with the
+          deployment's model): the first such name is taken for this endpoint and said once on
+          stderr; any *other* name after it is refused.
+        """
+        if not served or not asked or _same_model(asked, served):
+            if served:
+                self._named_asked = True
+            return None
+        if self._renamed is None and not self._named_asked and not (self.listed and asked in self.listed):
+            self._renamed = served
+            log.warning("%s answers model %r as %r: taken as the server's name for it (every answer "
+                        "records the name it was served under)", self.where(), asked, served)
+            return None
+        if served == self._renamed:
+            return None
+        return f"reply names model {served!r}, not {asked!r}"
 
     # -- embeddings ------------------------------------------------------------------------
     async def embeddings(self, model: str, texts: list[str]) -> tuple[EmbeddingReply | None, Usage,
@@ -388,6 +446,13 @@ class Caller(AccountsView):
         if lister is None:
             return None
         try:
-            return list(await asyncio.wait_for(lister(), timeout=self.endpoint.timeout))
+            self.listed = list(await asyncio.wait_for(lister(), timeout=self.endpoint.timeout))
         except (Exception, asyncio.TimeoutError):  # noqa: BLE001 - no list is no verdict
             return None
+        return self.listed
+
+
+def _same_model(asked: str, served: str) -> bool:
+    """``served`` names ``asked`` or a version of it (a dated snapshot, a tag, a revision)."""
+    a, s = asked.lower(), served.lower()
+    return s == a or (s.startswith(a) and s[len(a)] in "-:@.")

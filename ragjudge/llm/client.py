@@ -54,6 +54,7 @@ from .providers import open_provider
 from .providers.base import (
     AttemptFailed,
     BadBody,
+    BodyLost,
     CallFailed,
     Completion,
     EmbeddingReply,
@@ -128,6 +129,8 @@ def classify_failure(exc: BaseException) -> Failure:
         return exc.verdict.failure
     if isinstance(exc, AttemptDeadline):
         return Failure("timeout", str(exc), exc.url)
+    if isinstance(exc, BodyLost):
+        return Failure("broken", str(exc), "the server")  # headers came: the server is there
     return failure_of(exc)
 
 
@@ -276,7 +279,9 @@ class LLMClient:
                 # RejectedReply, counted at its worst case).
                 sent: Sent = await within_deadline(self.config.timeout, send(READ_SHARE * self.config.timeout),
                                                    self.endpoint)
-            except AttemptDeadline:
+            except (AttemptDeadline, BadBody):
+                # A deadline, or a 2xx whose body stalled or broke after its headers
+                # (BodyLost): billed, not retried here (RejectedReply, at its worst case).
                 if in_flight is not None:
                     in_flight(False)
                 raise
@@ -358,6 +363,9 @@ class LLMClient:
 
     def _final(self, exc: BaseException, attempts: int) -> Exception:
         """Map the last failure to what callers handle: LLMError, UnsupportedFeature, CallFailed."""
+        if isinstance(exc, BodyLost):
+            return RejectedReply(f"reply lost ({exc})", usage=None, attempts=attempts,
+                                 kind=FailureKind.RETRIES_EXHAUSTED if exc.stalled else FailureKind.MALFORMED)
         if isinstance(exc, BadBody):
             return RejectedReply(f"malformed reply body ({exc})", usage=exc.usage, attempts=attempts)
         if isinstance(exc, AttemptDeadline):

@@ -128,17 +128,22 @@ class Usage:
             "unknown", "cache_write_tokens", "cache_write_1h_tokens")))
 
 
+#: More tokens than any one reply can be billed for: a figure above it is impossible (an
+#: unknown usage, counted at the call's worst case, never a crash of float arithmetic).
+MAX_COUNT = 10**12
+
+
 def _count(v: Any) -> int | None:
-    """A token count from JSON: a non-negative integer (also ``12.0`` or ``"12"``), else
-    ``None``."""
+    """A token count from JSON: a non-negative integer (also ``12.0`` or ``"12"``) up to
+    :data:`MAX_COUNT`, else ``None``."""
     if isinstance(v, bool):
         return None
     if isinstance(v, str):
         v = v.strip()
-        return int(v) if v.isdigit() else None
+        return _count(int(v)) if v.isdigit() and len(v) <= 13 else None
     if isinstance(v, int):
-        return v if v >= 0 else None
-    if isinstance(v, float) and math.isfinite(v) and v >= 0 and v == int(v):
+        return v if 0 <= v <= MAX_COUNT else None
+    if isinstance(v, float) and math.isfinite(v) and 0 <= v <= MAX_COUNT and v == int(v):
         return int(v)
     return None
 

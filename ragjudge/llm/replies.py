@@ -12,8 +12,10 @@ The policy (:class:`Conversation`), per structured call:
   when the repairs did not help, a fresh attempt (the original request again, as after a
   5xx), until the call's retry budget (``attempts``) is spent -- unusable replies and billed
   bodies that were no completion at all (:meth:`Conversation.rejected`) draw on the same
-  budget. Never the same request twice for the same reply: a model repeating a bad reply
-  word for word is deterministic, and is not asked again;
+  budget. A word-for-word repeat ends the call only when the *same request* got the same
+  reply again (a fresh attempt answered like the first one: the model is deterministic
+  there); a repair turn that gets the same bad reply back was a different request, and the
+  policy goes on;
 * a reply cut off by ``max_tokens`` (``finish_reason="length"``) is asked again for the
   label alone -- the prompt's schema without its free-text fields (``reasoning``), which
   the caller sees as ``Outcome.dropped`` -- when the schema has such fields, else with twice
@@ -271,7 +273,7 @@ class Conversation:
         self.turn = Turn(list(self.base), prompt, prompt)
         self.attempts = max(1, attempts)  # unusable replies a call may spend (each billed)
         self.bad: list[str] = []  # this attempt's unusable replies (repair turns asked)
-        self.seen: set[str] = set()  # every unusable reply of the call
+        self.seen: set[tuple[str, str]] = set()  # (request, unusable reply) of the call
         self.unusable_replies = 0
         self.rejected_replies = 0  # billed bodies that were no completion at all
         self.repairs = 0
@@ -309,8 +311,12 @@ class Conversation:
     def unusable(self, text: str | None, exc: BaseException) -> Turn | GiveUp:
         """The reply could not be used (``exc`` says why)."""
         text = text or ""
-        repeat = text in self.seen
-        self.seen.add(text)
+        # The request that got this reply: its messages and token budget (the schema it sent
+        # is part of the messages' turn; the prompt is the call's).
+        request = json.dumps([self.turn.messages, self.turn.boost], sort_keys=True, ensure_ascii=False)
+        seen = (request, text)
+        repeat = seen in self.seen
+        self.seen.add(seen)
         self.unusable_replies += 1
         if repeat or self.unusable_replies + self.rejected_replies >= self.attempts:
             n, f = self.repairs, self.fresh

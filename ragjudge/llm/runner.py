@@ -64,7 +64,7 @@ from .client import LONG_WAIT, classify_failure
 from .defaults import DEFAULT_CONCURRENCY
 from .providers.base import RateInfo, parse_duration
 
-__all__ = ["EndpointDown", "Runner", "RateLearner", "CircuitBreaker", "ConcurrencyLimit", "LoopLag", "Attempt", "Reservation",
+__all__ = ["EndpointDown", "Runner", "RateLearner", "CircuitBreaker", "Slowdown", "ConcurrencyLimit", "LoopLag", "Attempt", "Reservation",
            "parse_duration"]
 
 log = logging.getLogger("ragjudge.llm")
@@ -314,31 +314,36 @@ class RateLearner:
 
 
 class CircuitBreaker:
-    """Pauses every new attempt while the server is down, probes it, and resumes.
+    """Declares the server down when its attempts keep failing, probes it, and resumes.
 
     Pure bookkeeping with the clock passed in (like :class:`RateLearner`), so it runs under a
     fake clock in tests. The runner consults :meth:`admit` before each HTTP attempt and reports
     every attempt's end to :meth:`on_reply` / :meth:`on_failure`.
 
-    *Opening.* An attempt that cannot reach the server (connection refused, host not found,
-    connect timeout, connection dropped) or gets a gateway-style 5xx (502/503/504: the proxy is
-    up, the model server behind it is not) counts towards a streak; any other reply resets it.
-    ``OPEN_AFTER`` unreachable attempts in a row, or ``OPEN_AFTER_5XX`` such 5xx, open the
-    breaker: new attempts wait instead of burning each pair's retries in a few seconds.
-    Before the server has ever answered, the first unreachable attempt opens it.
+    *Opening.* Each attempt that fails the way a sick server fails counts towards one streak:
+    it cannot reach the server (connection refused, host not found, connect timeout,
+    connection dropped), gets a 5xx, times out, or its 2xx reply stalls or breaks after the
+    headers. Any other reply (a 2xx, a 4xx, a 429: the server is there) resets it.
+    ``OPEN_AFTER`` unreachable attempts in a row, or ``OPEN_AFTER_FAULTS`` faults of any of
+    these kinds, open the breaker: new attempts wait (or, with other endpoints, go there)
+    instead of burning each pair's retries. Before the server has ever answered, the first
+    unreachable attempt opens it. Five keeps random faults from opening it: at 10% 5xx, a
+    streak of five comes once in ~100,000 attempts.
 
     *Probing.* While open, one attempt at a time probes after a delay that doubles from
-    ``FIRST_PROBE`` to ``MAX_PROBE`` seconds; a reply of any kind closes the breaker and
-    everyone resumes. A probe's failure is the outage's, not its pair's: the client does not
-    count it against the pair's attempt budget.
+    ``FIRST_PROBE`` to ``MAX_PROBE`` seconds; a reply that is not a fault closes the breaker
+    and everyone resumes. A probe's failure is the outage's, not its pair's: the client does
+    not count it against the pair's attempt budget.
 
-    *Giving up.* A server that never answered is declared unreachable after ``startup``
-    seconds (a wrong URL or a server that is not running is a one-line error within seconds,
-    not minutes of retries); one that answered before, after ``patience`` seconds of outage.
+    *Giving up.* A server that never answered, or never answered one request well, is
+    declared down for good after ``startup`` seconds of outage (a wrong URL, a server that is
+    not running or fails every call is a one-line error within seconds, not minutes of
+    retries); one that served before, after ``patience`` seconds of outage.
     """
 
     OPEN_AFTER = 3
-    OPEN_AFTER_5XX = 8
+    OPEN_AFTER_FAULTS = 5
+    OPEN_AFTER_5XX = OPEN_AFTER_FAULTS  # the older name
     FIRST_PROBE = 0.5
     MAX_PROBE = 30.0
 
@@ -346,13 +351,14 @@ class CircuitBreaker:
         self.patience = patience
         self.startup = startup
         self.reached = False  # any HTTP reply seen from the server
+        self.served = False  # any reply that was not a fault (the server can do the work)
         self.opened_at: float | None = None  # None: closed
         self.outages = 0
         self.reason = ""
         self.where = "the server"
         self.state = "unreachable"
         self._streak = 0
-        self._streak_5xx = 0
+        self._faults = 0
         self._delay = self.FIRST_PROBE
         self._next_probe = 0.0
         self._probing = False
@@ -360,6 +366,10 @@ class CircuitBreaker:
     @property
     def open(self) -> bool:
         return self.opened_at is not None
+
+    def probe_due(self, now: float) -> bool:
+        """Open, and a probe may go now (nobody is probing)."""
+        return self.opened_at is not None and not self._probing and now >= self._next_probe
 
     def admit(self, now: float) -> tuple[float, bool]:
         """``(seconds to wait, probe)``: ``(0, False)`` while closed; while open, one caller at
@@ -380,6 +390,9 @@ class CircuitBreaker:
         if not self.reached and down >= self.startup:
             return (f"server {self.state} at {self.where}: {self.reason} "
                     f"(no reply in {down:.0f} s); is the server running and the URL right?")
+        if self.reached and not self.served and down >= self.startup:
+            return (f"server {self.state} at {self.where}: {self.reason} on every attempt "
+                    f"(none served in {down:.0f} s); stopping")
         if self.reached and down >= self.patience:
             return (f"server {self.state} at {self.where} for {down:.0f} s: {self.reason}; stopping "
                     "(finished answers are cached: rerun the same command to resume)")
@@ -392,12 +405,13 @@ class CircuitBreaker:
         was still finishing it) says nothing about now: only the probe or a later attempt
         closes the breaker."""
         self.reached = True
-        if status in (502, 503, 504):
+        if status >= 500:
             return self._fail(now, "5xx", f"HTTP {status}", where, probe=probe)
         if self.opened_at is not None and not probe and started_at is not None \
                 and started_at < self.opened_at:
             return None
-        self._streak = self._streak_5xx = 0
+        self.served = True
+        self._streak = self._faults = 0
         if self.opened_at is None:
             return None
         down = now - self.opened_at
@@ -406,27 +420,28 @@ class CircuitBreaker:
         self._delay = self.FIRST_PROBE
         return f"server at {self.where} answers again after {down:.0f} s; resuming"
 
-    def on_failure(self, now: float, reason: str, where: str, *, probe: bool) -> str | None:
-        """An attempt could not reach the server; returns a message when the breaker opens or
-        a probe fails."""
-        return self._fail(now, "unreachable", reason, where, probe=probe)
+    def on_failure(self, now: float, reason: str, where: str, *, probe: bool,
+                   kind: str = "unreachable") -> str | None:
+        """An attempt failed without a usable reply: ``kind`` ``"unreachable"`` (no reply),
+        ``"stall"`` (a timeout, or a reply that stalled or broke after its headers); returns
+        a message when the breaker opens or a probe fails."""
+        return self._fail(now, kind, reason, where, probe=probe)
 
     def on_probe_done(self) -> None:
         """A probe ended without a verdict (cancelled, or a failure of another kind)."""
         self._probing = False
 
     def _fail(self, now: float, kind: str, reason: str, where: str | None, *, probe: bool) -> str | None:
-        if where:
+        if where and where != "the server":
             self.where = where
         self.reason = reason
-        self.state = "unavailable" if kind == "5xx" else "unreachable"
+        self.state = {"5xx": "unavailable", "stall": "stalling"}.get(kind, "unreachable")
         if kind == "unreachable":
             self._streak += 1
-        else:
-            self._streak_5xx += 1
+        self._faults += 1
         if self.opened_at is None:
             threshold = self.OPEN_AFTER if self.reached else 1
-            if self._streak < threshold and self._streak_5xx < self.OPEN_AFTER_5XX:
+            if self._streak < threshold and self._faults < self.OPEN_AFTER_FAULTS:
                 return None
             self.opened_at = now
             self.outages += 1
@@ -441,6 +456,64 @@ class CircuitBreaker:
         self._next_probe = now + self._delay
         return (f"server still {self.state} at {self.where} after {now - self.opened_at:.0f} s: "
                 f"{reason}; retrying in {self._delay:g} s")
+
+
+class Slowdown:
+    """What slowed the run down: one stderr line when faults or limits have held an endpoint
+    back for ``AFTER`` seconds (then at most one per ``EVERY`` s while it lasts), saying by
+    what and how much: 429s, 5xx, stalls (timeouts, replies stalled after the headers),
+    unreachable attempts, and the seconds every start was held by a 429's Retry-After.
+
+    Pure bookkeeping with the clock passed in. An episode starts at the first fault after
+    ``QUIET`` s without any, and ends with such a quiet spell."""
+
+    AFTER = 15.0
+    EVERY = 60.0
+    QUIET = 10.0
+    KINDS = ("429", "5xx", "stall", "unreachable")
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = dict.fromkeys(self.KINDS, 0)
+        self.held = 0.0  # seconds every start was paused by a 429's Retry-After, this episode
+        self.attempts = 0  # attempts that ended this episode
+        self._since: float | None = None  # start of the current episode
+        self._last = -math.inf  # time of the last fault
+        self._said = -math.inf
+
+    def note(self, now: float, kind: str | None) -> None:
+        """One attempt ended: ``kind`` its fault (one of :data:`KINDS`), ``None`` if fine."""
+        if self._since is not None and now - self._last > self.QUIET:
+            self._since = None  # the episode ended with a quiet spell
+        if kind is None:
+            if self._since is not None:
+                self.attempts += 1
+            return
+        if self._since is None:
+            self._since = now
+            self.counts = dict.fromkeys(self.KINDS, 0)
+            self.held = 0.0
+            self.attempts = 0
+        self.attempts += 1
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+        self._last = now
+
+    def pause(self, seconds: float) -> None:
+        """Every start is held ``seconds`` (a 429 of the account's limit)."""
+        if self._since is not None:
+            self.held += seconds
+
+    def line(self, now: float, where: str) -> str | None:
+        """The line to say now, if any."""
+        if self._since is None or now - self._since < self.AFTER or now - self._said < self.EVERY:
+            return None
+        if now - self._last > self.QUIET:
+            return None
+        self._said = now
+        names = {"429": "HTTP 429", "5xx": "5xx", "stall": "stalls/timeouts", "unreachable": "unreachable"}
+        parts = [f"{n} {names[k]}" for k, n in self.counts.items() if n]
+        held = f"; starts held {self.held:.0f} s by Retry-After" if self.held >= 1.0 else ""
+        return (f"slowed down by {where} for {now - self._since:.0f} s: {', '.join(parts)} of "
+                f"{self.attempts} attempts{held}")
 
 
 class LoopLag:
@@ -727,6 +800,7 @@ class Runner:
         self.header_tpm: float | None = None
         self.learner = RateLearner()
         self.breaker = CircuitBreaker(patience=patience, startup=startup)
+        self.slowdown = Slowdown()
         self.limiter = ConcurrencyLimit(concurrency) if adaptive else None
         self.last_event = ""
         self._cooldown_until = 0.0
@@ -854,7 +928,8 @@ class Runner:
         return None if rpm is None else rpm / 60.0
 
     @asynccontextmanager
-    async def attempt(self, tokens: int = 0) -> AsyncIterator[Attempt]:
+    async def attempt(self, tokens: int = 0, *, wait: bool = False,
+                      may_probe: bool = True) -> AsyncIterator[Attempt]:
         """Admission of one HTTP attempt (``tokens``: its estimated size): wait out an outage
         (circuit breaker), the adaptive in-flight limit, a cooldown, the server's remaining
         budget, then the rpm pacing. Yields the :class:`Attempt`; raises
@@ -868,29 +943,33 @@ class Runner:
                 # set the pace before a burst of `concurrency` requests can overrun the window.
                 st.probing = True
                 try:
-                    async with self._admit(st, tokens) as ticket:
+                    async with self._admit(st, tokens, wait, may_probe) as ticket:
                         yield ticket
                 finally:
                     st.first_reply.set()
                 return
-        async with self._admit(st, tokens) as ticket:
+        async with self._admit(st, tokens, wait, may_probe) as ticket:
             yield ticket
 
-    async def _await_breaker(self) -> bool:
+    async def _await_breaker(self, wait: bool = False, may_probe: bool = True) -> bool:
         """Wait while the circuit breaker is open; True when this attempt is its probe. With
-        ``fail_fast`` (the session has other endpoints) an open breaker raises
-        :class:`EndpointDown` at once: nothing is sent, the work moves elsewhere."""
+        ``fail_fast`` (the session has other endpoints) and not ``wait``, an open breaker
+        raises :class:`EndpointDown` unless this attempt may probe (``may_probe``: a request's
+        first attempt; a retry never probes, so a request whose probe failed moves on): nothing
+        is sent, the work moves elsewhere, and the endpoint is tried again when a probe is due."""
         while True:
             now = time.monotonic()
-            if self.fail_fast and self.breaker.open:
-                raise EndpointDown(f"{self.where} is in an outage ({self.last_event or 'unreachable'})")
+            if self.fail_fast and not wait and self.breaker.open:
+                if may_probe and self.breaker.admit(now) == (0.0, True):
+                    return True
+                raise EndpointDown(f"{self.breaker.state}: {self.breaker.reason or 'no reply'}")
             reason = self.breaker.dead(now)
             if reason is not None:
                 raise LLMError(reason)
-            wait, probe = self.breaker.admit(now)
-            if wait <= 0:
+            delay, probe = self.breaker.admit(now)
+            if delay <= 0:
                 return probe
-            await asyncio.sleep(wait)
+            await asyncio.sleep(delay)
 
     async def _acquire_active(self, st: _LoopState, probe: bool) -> None:
         """One of the adaptive limit's in-flight places (a probe goes regardless)."""
@@ -913,9 +992,10 @@ class Runner:
                 fut.set_result(None)
 
     @asynccontextmanager
-    async def _admit(self, st: _LoopState, tokens: int) -> AsyncIterator[Attempt]:
+    async def _admit(self, st: _LoopState, tokens: int, wait: bool = False,
+                     may_probe: bool = True) -> AsyncIterator[Attempt]:
         while True:
-            probe = await self._await_breaker()
+            probe = await self._await_breaker(wait, may_probe)
             await self._acquire_active(st, probe)
             if probe or not self.breaker.open:
                 break
@@ -965,18 +1045,23 @@ class Runner:
             self._release_active(st)
 
     def _ended(self, ticket: Attempt, exc: BaseException | None, st: _LoopState) -> None:
-        """Feed an attempt's end to the circuit breaker and the adaptive limit."""
+        """Feed an attempt's end to the circuit breaker, the adaptive limit and the slowdown
+        line."""
         now = time.monotonic()
         failure = classify_failure(exc) if exc is not None else None
         if failure is not None and failure.url != "the server" and self.where == "the server":
             self.where = failure.url  # redacted; the wait lines name the server from now on
         status = ticket.status if ticket.status is not None else (failure.status if failure else None)
         message = None
+        fault: str | None = None
+        where = failure.url if failure is not None and failure.url != "the server" else self.where
         if exc is None or status is not None:
             # A reply (without observe(), e.g. embeddings, a clean exit is one too).
-            message = self.breaker.on_reply(now, status or 200, probe=ticket.probe, started_at=ticket.t0,
-                                            where=failure.url if failure is not None else "")
-            if self.limiter is not None and exc is None and (status is None or 200 <= status < 300):
+            status = status or 200
+            fault = "5xx" if status >= 500 else "429" if status == 429 else None
+            message = self.breaker.on_reply(now, status, probe=ticket.probe, started_at=ticket.t0,
+                                            where=where)
+            if self.limiter is not None and exc is None and 200 <= status < 300:
                 wall = now - ticket.t0
                 # The server's own time when it states it; else our loop's measured share.
                 own = (wall - ticket.server_time if ticket.server_time is not None
@@ -986,17 +1071,28 @@ class Runner:
             elif self.limiter is not None and status in (503, 529):
                 self.limiter.on_overload(now, ticket.t0)
         elif failure is not None and failure.kind == "unreachable":
-            message = self.breaker.on_failure(now, failure.reason, failure.url, probe=ticket.probe)
-        else:
-            if failure is not None and failure.kind == "timeout" and self.limiter is not None:
+            fault = "unreachable"
+            message = self.breaker.on_failure(now, failure.reason, where, probe=ticket.probe)
+        elif failure is not None and failure.kind in ("timeout", "broken"):
+            # No reply in time, or a 2xx that stalled or broke after its headers: a server that
+            # does this on every call is as down as one that refuses connections.
+            fault = "stall"
+            if failure.kind == "timeout" and self.limiter is not None:
                 self.limiter.on_overload(now, ticket.t0)
-            if ticket.probe:
-                self.breaker.on_probe_done()
+            if failure.kind == "broken":
+                self.breaker.reached = True  # its headers came: the server is there
+            message = self.breaker.on_failure(now, failure.reason, where, probe=ticket.probe, kind="stall")
+        elif ticket.probe:
+            self.breaker.on_probe_done()
         if exc is not None and (ticket.probe or self.breaker.open):
             ticket.outage = True
         if message:
             self.last_event = message
             log.warning(message)
+        self.slowdown.note(now, fault)
+        line = self.slowdown.line(now, self.where)
+        if line:
+            log.warning(line)
 
     def _say_pause(self, wait: float) -> None:
         """One stderr line when the server's reported window holds every start for a while
@@ -1095,6 +1191,7 @@ class Runner:
             self.refused_waits += 1
             return
         wait = min(after if after is not None else 1.0, 60.0)
+        self.slowdown.pause(max(0.0, now + wait - max(self._cooldown_until, now)))
         self._cooldown_until = max(self._cooldown_until, now + wait)
         if self.limiter is not None:
             self.limiter.on_drop(now, now if ticket is None else ticket.t0)

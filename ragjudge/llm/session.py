@@ -20,8 +20,11 @@ import asyncio
 import hashlib
 import logging
 import math
+import contextvars
 import re
+import time
 import weakref
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -75,6 +78,8 @@ __all__ = ["LLM", "embedding_key", "FORMATS", "EMBED_BATCH"]
 FORMATS = ("json_schema", "json_schema_basic", "json_object", "text")
 #: Texts per ``/embeddings`` request (OpenAI accepts up to 2,048 inputs per request).
 EMBED_BATCH = 256
+# The endpoint a worker of structured_many serves (see LLM._route).
+_PREFER: contextvars.ContextVar[Caller | None] = contextvars.ContextVar("ragjudge_endpoint", default=None)
 # A 400 naming one of these rejects the schema's length/pattern keywords, not json_schema.
 _SCHEMA_KEYWORDS = re.compile(r"maxlength|minlength|pattern", re.IGNORECASE)
 
@@ -192,6 +197,7 @@ class LLM(AccountsView):
                         for e in (endpoint, *extra)]
         self.caller = self.callers[0]
         self._checked_models = not several
+        self._said_down: dict[int, int] = {}  # id(caller) -> the outage said
         self.temperature = temperature
         self.seed = seed
         self.max_tokens = max_tokens
@@ -407,16 +413,34 @@ class LLM(AccountsView):
         return outcome
 
     # -- several endpoints ---------------------------------------------------------------
+    def _weight(self, c: Caller) -> float:
+        """An endpoint's share of the queries: its ``weight=``, else its rate (``rpm=``, or the
+        limit its replies or 429s taught), else the median of the known ones (1 when none)."""
+        def own(x: Caller) -> float | None:
+            return x.endpoint.weight or x.endpoint.rpm or x.runner.rpm
+
+        mine = own(c)
+        if mine:
+            return mine
+        known = sorted(w for w in (own(x) for x in self.callers) if w)
+        return known[len(known) // 2] if known else 1.0
+
     def _route(self, key: str) -> Caller:
         """The endpoint for requests keyed ``key`` (a prompt's first variable: the query).
 
-        Rendezvous hashing weighted by each endpoint's ``weight`` (its rpm, else 1): every request of
-        one query goes to the same endpoint while it is healthy (its server reuses the prompt
-        prefix it cached), shares follow the endpoints' capacities, and when one is drained
-        only its own queries move, to their next choice."""
+        The endpoint a worker of :meth:`structured_many` serves, while it is healthy; else
+        rendezvous hashing weighted by :meth:`_weight`: every request of one query goes to the
+        same endpoint while it is healthy (its server reuses the prompt prefix it cached: a
+        preference, not a rule), shares follow the endpoints' capacities, and when one is
+        down only its own queries move, to their next choice. An endpoint in an outage is
+        healthy again when its probe is due, so a short outage does not lose it."""
         if len(self.callers) == 1:
             return self.caller
-        live = [c for c in self.callers if c.healthy()] or [c for c in self.callers if c.drained is None]
+        now = time.monotonic()
+        prefer = _PREFER.get()
+        if prefer is not None and prefer.healthy(now):
+            return prefer
+        live = [c for c in self.callers if c.healthy(now)] or [c for c in self.callers if c.drained is None]
         if not live:
             reasons = "; ".join(f"{c.where()}: {c.drained}" for c in self.callers)
             raise LLMError(f"every endpoint is drained ({reasons})")
@@ -424,14 +448,23 @@ class LLM(AccountsView):
         def score(c: Caller) -> float:
             digest = hashlib.sha256(f"{c.where()}\x00{key}".encode()).digest()
             u = (int.from_bytes(digest[:8], "big") + 1) / (2**64 + 2)  # in (0, 1)
-            return (c.endpoint.weight or c.endpoint.rpm or 1.0) / -math.log(u)
+            return self._weight(c) / -math.log(u)
 
         return max(live, key=score)
 
     def _drain(self, caller: Caller, exc: Exception) -> None:
+        """Stop sending to ``caller`` for good (it refused the session: a key, a model)."""
         if caller.drained is None:
             caller.drained = str(exc)
             log.warning("endpoint %s drained: %s; its requests go to the other endpoints", caller.where(), exc)
+
+    def _say_down(self, caller: Caller, exc: Exception) -> None:
+        """One line when an endpoint goes down and its work moves (it is probed again later)."""
+        outage = caller.runner.breaker.outages
+        if self._said_down.get(id(caller)) != outage:
+            self._said_down[id(caller)] = outage
+            log.warning("endpoint %s is down (%s); its requests go to the other endpoints until it "
+                        "answers a probe", caller.where(), exc)
 
     async def _check_models(self) -> None:
         """Before anything is spent on several endpoints: each must list the session's model
@@ -453,19 +486,60 @@ class LLM(AccountsView):
             self._checked_models = True
 
     async def _chat(self, body: dict[str, Any], key: str) -> tuple[Completion | None, Caller]:
-        """One chat request on the endpoint :meth:`_route` picks; an endpoint that stops
-        serving (an outage, a refusal) is drained and the request goes to the next one.
-        Nothing was billed when a caller raises, so nothing is paid twice."""
+        """One chat request on the endpoint :meth:`_route` picks. With several endpoints, one
+        that is down (nothing was sent: :class:`EndpointDown`) passes the request on; one that
+        refuses the session (an :class:`LLMError`) is drained for good; a request that used up
+        its retries on one (5xx, timeouts: nothing billed) goes to another it has not tried.
+        When every endpoint is down, the request waits on its own like a single endpoint's
+        (the breaker's patience then stops the run). Nothing billed is sent twice."""
+        tried: set[int] = set()
         while True:
             caller = self._route(key)
+            several = len(self.callers) > 1
+            wait = several and not any(c.healthy() for c in self.callers if c is not caller) \
+                and caller.down()
             try:
-                return await caller.chat(body), caller
+                return await caller.chat(body, wait=wait), caller
+            except EndpointDown as exc:
+                self._say_down(caller, exc)
+                if not any(c.healthy() for c in self.callers):
+                    await asyncio.sleep(0.05)  # every endpoint is down: the next pass waits on one
+                continue
+            except UnsupportedFeature:
+                raise
+            except RejectedReply:
+                raise
+            except CallFailed as exc:
+                tried.add(id(caller))
+                if not several or call_failed_kind(exc) is not FailureKind.RETRIES_EXHAUSTED:
+                    raise
+                return await self._chat_on(body, tried, exc)
             except LLMError as exc:
-                if len(self.callers) == 1 or isinstance(exc, UnsupportedFeature):
+                if not several:
                     raise
                 self._drain(caller, exc)
                 if all(c.drained for c in self.callers):
                     raise
+
+    async def _chat_on(self, body: dict[str, Any], tried: set[int],
+                       failed: CallFailed) -> tuple[Completion | None, Caller]:
+        """The request again on the healthy endpoints it has not tried (it used up its
+        retries on the others: nothing was billed); ``failed`` when none serves it."""
+        for caller in self.callers:
+            if id(caller) in tried or not caller.healthy():
+                continue
+            tried.add(id(caller))
+            try:
+                return await caller.chat(body), caller
+            except EndpointDown as exc:
+                self._say_down(caller, exc)
+            except CallFailed as exc:
+                if isinstance(exc, RejectedReply) or call_failed_kind(exc) is not FailureKind.RETRIES_EXHAUSTED:
+                    raise
+                failed = exc
+            except LLMError as exc:
+                self._drain(caller, exc)
+        raise failed
 
     async def _converse(self, call: PreparedCall, validate: Validator | None) -> Outcome:
         """The turns of one structured call, as the policy of :mod:`.replies` directs."""
@@ -599,7 +673,10 @@ class LLM(AccountsView):
                     reply, billed, failure = await caller.embeddings(model, chunk)
                     break
                 except EndpointDown as exc:
-                    self._drain(caller, exc)
+                    if any(c.healthy() for c in self.callers if c is not caller):
+                        self._say_down(caller, exc)
+                    else:
+                        self._drain(caller, exc)
             usage = usage + billed
             if reply is None:
                 assert failure is not None
@@ -635,27 +712,55 @@ class LLM(AccountsView):
         results: list[Outcome | None] = [None] * len(items)
         bar = Progress(len(items), desc or prompt.name, unit="call", enabled=progress)
         failed = 0
-        # One queue (and its workers) per endpoint: a slow or rate-limited endpoint holds up
-        # only its own queries, never the workers of the others. Each worker still routes its
-        # request itself, so the queue of an endpoint drained meanwhile empties elsewhere.
         await self._check_models()
-        queues: list[asyncio.Queue[int]] = [asyncio.Queue() for _ in self.callers]
+        n = len(self.callers)
+        # One queue (and its workers) per endpoint: a slow or rate-limited endpoint holds up
+        # only its own queries. Each endpoint's workers take a query only when it can start it
+        # soon (:meth:`_room`), and one whose queue is empty takes queued queries from the
+        # busiest other (from the tail: the queries it would reach last), so the work follows
+        # the capacity the endpoints show, whatever their weights said at the start.
+        queues: list[deque[int]] = [deque() for _ in self.callers]
         index = {id(c): k for k, c in enumerate(self.callers)}
         for i, item in enumerate(items):
             k = 0
-            if len(self.callers) > 1:
+            if n > 1:
                 key = next(iter(item.values()), "") if isinstance(item, Mapping) else ""
                 k = index[id(self._route(str(key)))]
-            queues[k].put_nowait(i)
+            queues[k].append(i)
+        held = [0] * n
+        changed = asyncio.Event()
+        gates = [asyncio.Lock() for _ in self.callers]
 
-        async def worker(queue: asyncio.Queue[int]) -> None:
-            nonlocal failed
+        def take(k: int) -> int | None:
+            if queues[k]:
+                return queues[k].popleft()
+            busiest = max(range(n), key=lambda j: len(queues[j]))
+            return queues[busiest].pop() if queues[busiest] else None
+
+        async def worker(k: int) -> None:
+            nonlocal failed, changed
+            caller = self.callers[k]
+            if n > 1:
+                _PREFER.set(caller)  # this task's own context: its requests go to its endpoint
             while True:
+                async with gates[k]:  # one worker per endpoint waits for room, the others queue
+                    while n > 1 and (held[k] >= self._room(caller) or not caller.healthy()) \
+                            and any(queues):
+                        wake = changed
+                        try:
+                            await asyncio.wait_for(wake.wait(), 0.25)
+                        except asyncio.TimeoutError:
+                            pass
+                    i = take(k)
+                    if i is None:
+                        return
+                    held[k] += 1
                 try:
-                    i = queue.get_nowait()
-                except asyncio.QueueEmpty:
-                    return
-                out = await self.structured(prompt, items[i], validate=validate)
+                    out = await self.structured(prompt, items[i], validate=validate)
+                finally:
+                    held[k] -= 1
+                    changed.set()
+                    changed = asyncio.Event()
                 results[i] = out
                 failed += not out.ok
                 cost = self.cost
@@ -663,15 +768,28 @@ class LLM(AccountsView):
                                      + ("cost=?" if cost is None else f"cost=${cost:.4f}"))
 
         # More workers than slots: cache hits and deduplicated waits must not idle the runner.
-        tasks = [asyncio.create_task(worker(q))
-                 for c, q in zip(self.callers, queues)
-                 for _ in range(min(q.qsize(), c.runner.concurrency * 2 + 8))]
+        tasks = [asyncio.create_task(worker(k))
+                 for k, c in enumerate(self.callers)
+                 for _ in range(min(len(items), c.runner.concurrency * 2 + 8))]
         try:
             await gather_or_stop(tasks, results)
         finally:
             bar.close()
         assert all(r is not None for r in results)
         return results  # type: ignore[return-value]
+
+    @staticmethod
+    def _room(caller: Caller) -> int:
+        """Queries an endpoint may hold at once (in flight or about to start): what its
+        adaptive limit lets fly, and with a known rate, no more than it starts in its
+        latency plus a second -- the rest stay queued, free for an idle endpoint to take."""
+        runner = caller.runner
+        room = runner.concurrency_limit
+        rpm = runner.rpm
+        if rpm is not None:
+            latency = runner.limiter.wall if runner.limiter is not None and runner.limiter.wall else 1.0
+            room = min(room, math.ceil(rpm / 60.0 * (latency + 1.0)) + 1)
+        return max(1, room)
 
     @staticmethod
     def _worst_reply(call: PreparedCall | None) -> Usage:
@@ -709,6 +827,10 @@ class LLM(AccountsView):
         if comp.usage.unknown:
             comp.usage = worst
         self._count(comp.usage, batch=batch)
+        refused = self.caller.check_model(self.model, comp.model)
+        if refused is not None:  # billed, counted, never cached as this model's answer
+            self.stats.failed += 1
+            return self.failure(call, FailureKind.MALFORMED, refused)
         fmt = (call.body.get("response_format") or {}).get("type", "text")
         prov = self.provenance(call.prompt, served_model=comp.model,
                                system_fingerprint=comp.system_fingerprint, response_format=fmt)

@@ -210,3 +210,17 @@ def test_synth_and_ragas_testset_fields_are_read_without_a_warning(
     err = capsys.readouterr().err
     assert err.count("ignored unrecognised sample field(s)") == 1  # a really unknown field still warns
     assert "extra_field" in err and "style" not in err and "synthesizer_name" not in err
+
+
+def test_a_run_cut_short_by_the_budget_exits_4_with_the_count(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], httpx2_mock: respx.Router,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAG_TEST_KEY", "sk-test")
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"m": {"input": 1.0, "output": 1.0}}))
+    p = write(tmp_path, [{"id": str(i), "user_input": "q", "response": "r"} for i in range(3)])
+    argv = ["rag", str(p), "-m", "answer_relevance", "--model", "m", "--base-url", BASE,
+            "--api-key-env", "RAG_TEST_KEY", "--no-cache", "--prices", str(prices), "--max-cost", "0.000001"]
+    assert main(argv) == 4
+    err = capsys.readouterr().err
+    assert "stopped by --max-cost 1e-06: 3 of 3 samples" in err and not httpx2_mock.calls

@@ -26,12 +26,14 @@ def _endpoints(*sims: Any, **kw: Any) -> list[Endpoint]:
 
 
 def test_queries_stick_to_one_endpoint_and_shares_follow_rpm(tmp_path: Path) -> None:
+    # The rates bind (each endpoint starts at most its rpm): shares follow them. (Where they
+    # do not bind, an idle endpoint takes queued queries from the other.)
     with simulator_thread(latency=0.005) as a, simulator_thread(latency=0.005) as b:
-        eps = [e.replace(rpm=rpm) for e, rpm in zip(_endpoints(a, b), (6000.0, 18000.0))]
+        eps = [e.replace(rpm=rpm) for e, rpm in zip(_endpoints(a, b), (300.0, 900.0))]
         judge = LLMRelevanceJudge(llm=LLM(eps, cache=False), progress=False)
-        js = judge.judge_many_sync(_pairs(40, 3))
+        js = judge.judge_many_sync(_pairs(15, 3))
         paid = (a.stats()["paid"], b.stats()["paid"])
-    assert all(j.ok for j in js) and sum(paid) == 120
+    assert all(j.ok for j in js) and sum(paid) == 45
     by_query: dict[str, set[str]] = {}
     for j in js:
         by_query.setdefault(j.qid if hasattr(j, "qid") else j.query, set()).add(j.provenance.endpoint or "")
@@ -67,7 +69,10 @@ def test_a_dead_endpoint_is_drained_and_nothing_is_lost_or_paid_twice(tmp_path: 
     assert sum(dup) == 0  # nothing paid twice on a live endpoint
     assert sum(paid) + killed_paid <= 120 + 4  # b's in-flight requests at the kill, at most
     assert llm.usage.calls >= sum(paid)
-    assert llm.callers[1].drained and not llm.callers[0].drained and not llm.callers[2].drained
+    # Down (its breaker open, probed now and then), not drained for good: a short outage
+    # does not lose it for the whole run.
+    assert llm.callers[1].down() and not any(c.drained for c in llm.callers)
+    assert not llm.callers[0].down() and not llm.callers[2].down()
     assert {j.provenance.endpoint for j in js} >= {llm.callers[0].where(), llm.callers[2].where()}
 
 

@@ -133,7 +133,9 @@ def test_out_of_scale_grade_is_re_asked_then_fails_alone(httpx2_mock: respx.Rout
     llm, judgments = judge_many(tmp_path, 3)
     bad, good = judgments[0], judgments[1:]
     assert bad.grade is None and bad.failure is FailureKind.UNPARSABLE and "7" in bad.error
-    assert bad.usage.calls == 3  # the question and two repair turns
+    # The question, two repair turns, and the question again (a fresh attempt), whose word-for-word
+    # repeat of the first reply ends the call.
+    assert bad.usage.calls == 4
     assert [j.grade for j in good] == [1, 1]
 
 

@@ -195,10 +195,24 @@ def test_unparsable_after_repairs_is_a_failure(httpx2_mock: respx.Router, tmp_pa
 
 
 def test_a_repeated_bad_reply_is_not_asked_again(httpx2_mock: respx.Router, tmp_path: Path) -> None:
+    # The repairs are other requests; the fresh attempt is the first request again, and its
+    # word-for-word repeat is what shows the model deterministic: the call ends there.
     route = httpx2_mock.post(URL).mock(return_value=ok(completion("I cannot decide.")))
     out = ask(make_llm(tmp_path))
-    assert out.error == "unparsable reply after 1 repair: no JSON object in the reply"
-    assert route.call_count == 2
+    assert out.error == "unparsable reply after 2 repairs and 1 fresh attempt: no JSON object in the reply"
+    assert route.call_count == 4
+    bodies = [body_of(c) for c in route.calls]
+    assert bodies[3] == bodies[0] and len({json.dumps(b, sort_keys=True) for b in bodies}) == 3
+
+
+def test_a_repair_turn_answered_with_the_same_bad_reply_goes_on(httpx2_mock: respx.Router,
+                                                               tmp_path: Path) -> None:
+    route = httpx2_mock.post(URL)
+    route.side_effect = [ok(completion("I cannot decide.")), ok(completion("I cannot decide.")),
+                         ok(grade_reply(2))]
+    out = ask(make_llm(tmp_path))
+    assert out.ok and out.value["grade"] == 2 and out.repaired
+    assert route.call_count == 3
 
 
 def test_truncated_reply_is_a_failure(httpx2_mock: respx.Router, tmp_path: Path) -> None:

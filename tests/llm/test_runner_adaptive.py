@@ -23,7 +23,7 @@ from _loopback import simulator_thread
 from ragjudge.judges import LLMRelevanceJudge
 from ragjudge.llm import LLM
 from ragjudge.llm.providers.base import RateInfo
-from ragjudge.llm.runner import CircuitBreaker, ConcurrencyLimit, LoopLag, RateLearner, Runner
+from ragjudge.llm.runner import CircuitBreaker, ConcurrencyLimit, LoopLag, RateLearner, Runner, Slowdown
 
 EPS = 0.001  # a 429 reply arrives this long after its request started
 
@@ -283,14 +283,55 @@ def test_breaker_opens_after_a_streak_probes_one_at_a_time_and_resumes() -> None
 
 def test_breaker_gateway_errors_open_it_too_and_other_replies_reset_the_streak() -> None:
     b = CircuitBreaker()
-    for i in range(CircuitBreaker.OPEN_AFTER_5XX - 1):
+    b.on_reply(0.0, 200)
+    for i in range(CircuitBreaker.OPEN_AFTER_FAULTS - 1):
         b.on_reply(float(i), 503, where="http://h/v1")
-    b.on_reply(10.0, 500)  # a reply of another kind: the server is there
-    for i in range(CircuitBreaker.OPEN_AFTER_5XX - 1):
+    b.on_reply(10.0, 400)  # a reply of another kind: the server is there
+    for i in range(CircuitBreaker.OPEN_AFTER_FAULTS - 1):
         assert b.on_reply(11.0, 502) is None
     assert not b.open
     msg = b.on_reply(12.0, 504, where="http://h/v1")
     assert b.open and msg is not None and msg.startswith("server unavailable at http://h/v1: HTTP 504")
+
+
+def test_breaker_every_kind_of_fault_counts_towards_one_streak() -> None:
+    # 500s, timeouts and stalled bodies mixed: a server failing every call the same way or not.
+    b = CircuitBreaker()
+    b.on_reply(0.0, 200)
+    b.on_reply(1.0, 500)
+    b.on_failure(2.0, "timeout", "http://h/v1", probe=False, kind="stall")
+    b.on_reply(3.0, 500)
+    b.on_failure(4.0, "HTTP 200 stalled after its headers", "http://h/v1", probe=False, kind="stall")
+    assert not b.open
+    msg = b.on_failure(5.0, "timeout", "http://h/v1", probe=False, kind="stall")
+    assert b.open and msg is not None and "stalling" in msg
+    assert b.dead(5.0 + 599.0) is None  # it served before: the patience applies
+
+
+def test_breaker_gives_up_soon_on_a_server_that_never_served() -> None:
+    b = CircuitBreaker(startup=5.0, patience=600.0)
+    for i in range(CircuitBreaker.OPEN_AFTER_FAULTS):
+        b.on_reply(float(i) * 0.1, 500, where="http://h/v1")
+    assert b.open and b.dead(1.0) is None
+    reason = b.dead(6.0)
+    assert reason is not None and "http://h/v1" in reason and "HTTP 500" in reason
+
+
+def test_slowdown_says_what_held_the_run_back_once_it_lasts() -> None:
+    s = Slowdown()
+    for t in range(0, 14):
+        s.note(float(t), "429" if t % 2 else "5xx")
+        s.note(float(t) + 0.5, None)
+        assert s.line(float(t), "http://h/v1") is None  # not yet 15 s
+    s.pause(3.0)
+    s.note(16.0, "stall")
+    line = s.line(16.0, "http://h/v1")
+    assert line is not None and line.startswith("slowed down by http://h/v1 for 16 s:")
+    assert "7 HTTP 429" in line and "7 5xx" in line and "1 stalls/timeouts" in line
+    assert s.line(17.0, "http://h/v1") is None  # at most one line a minute
+    s.note(40.0, None)  # a quiet spell ends the episode
+    s.note(41.0, "5xx")
+    assert s.line(50.0, "u") is None
 
 
 def test_breaker_gives_up_fast_on_a_server_never_reached_and_late_on_an_outage() -> None:

@@ -129,9 +129,9 @@ def _prices(tmp: Path) -> Path:
 def test_max_cost_is_never_exceeded(sim: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     p = tmp_path / "prices.json"
     p.write_text(json.dumps({"sim-model": {"input": 1000.0, "output": 1000.0}}))
-    assert main(synth(sim, tmp_path, "--prices", str(p), "--max-cost", "4")) == 1
+    assert main(synth(sim, tmp_path, "--prices", str(p), "--max-cost", "4")) == 4
     captured = capsys.readouterr()
-    assert "--max-cost was reached" in captured.err
+    assert "stopped by --max-cost 4:" in captured.err and "queries made" in captured.err and "candidates left incomplete" in captured.err
     assert "budget" in captured.out
     s = sim.stats()
     assert 0 < (s["prompt_tokens"] + s["completion_tokens"]) * 1000.0 / 1e6 <= 4.0

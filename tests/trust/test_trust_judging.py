@@ -285,3 +285,15 @@ def test_cli_judge_panel_with_a_failing_model_exits_1(httpx2_mock: respx.Router,
     assert rc == 3
     assert "broken-model" in capsys.readouterr().err
     assert read_qrels(out).get("q1") == {"d1": 3, "d2": 1, "d4": 0}  # the working judge's labels
+
+
+def test_cli_evaluate_judge_cut_short_by_the_budget_exits_4(httpx2_mock: respx.Router, env: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    prices = env / "prices.json"
+    prices.write_text(json.dumps({"judge-model": {"input": 1.0, "output": 1.0}}))
+    rc = main(["evaluate", str(env / "human.qrels"), str(env / "bm25.run"), "-m", "ndcg@3",
+               "--judge", "judge-model", "--queries", str(env / "queries.jsonl"), "--corpus",
+               str(env / "corpus.jsonl"), "--base-url", BASE, "--api-key-env", "JUDGE_KEY",
+               "--no-cache", "--no-progress", "--prices", str(prices), "--max-cost", "0.000001"])
+    assert rc == 4
+    assert "stopped by --max-cost 1e-06: 3 of 3 pairs not judged" in capsys.readouterr().err

@@ -17,6 +17,7 @@ billed but cannot be used; pass every message that may carry a URL or key throug
 
 from __future__ import annotations
 
+import contextvars
 import gc
 import json
 import math
@@ -27,16 +28,16 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 from ...errors import LLMError
-from ..cost import Price, Usage
+from ..cost import MAX_COUNT, Price, Usage
 from ..provenance import FailureKind
 from ..redaction import redact, redact_url
 
 __all__ = [
-    "Provider", "ProviderSpec", "SDKProvider", "Sent", "RateInfo", "Verdict", "AttemptFailed", "BadBody",
+    "Provider", "ProviderSpec", "SDKProvider", "Sent", "RateInfo", "Verdict", "AttemptFailed", "BadBody", "BodyLost",
     "CallFailed", "RejectedReply", "UnsupportedFeature", "Completion", "EmbeddingReply",
     "Failure", "retry_after_seconds", "parse_duration", "int_header", "json_object", "CollectorPaused",
     "usage_in", "usage_in_text", "final_for_status", "transport_verdict", "PERMANENT_STATUS", "failure_of", "status_of", "headers_of",
-    "server_message", "error_code", "embedding_tokens",
+    "server_message", "error_code", "embedding_tokens", "ReplyHeaders", "watch_reply_headers",
 ]
 
 class CallFailed(Exception):
@@ -67,6 +68,18 @@ class BadBody(Exception):  # noqa: N818 (a reply, not an error of ours)
     def __init__(self, reason: str, usage: Usage | None = None) -> None:
         super().__init__(reason)
         self.usage = usage
+
+
+class BodyLost(BadBody):
+    """A 2xx reply whose headers arrived but whose body could not be read: it stalled (a read
+    timed out), the connection broke mid-body, or its ``Content-Encoding`` does not decode.
+    The server did the work and billed it: counted at the worst case, never as a free
+    connection error. ``stalled``: it timed out (the endpoint's health counts it as a stall)."""
+
+    def __init__(self, reason: str, *, status: int, stalled: bool) -> None:
+        super().__init__(reason, None)
+        self.status = status
+        self.stalled = stalled
 
 
 class RejectedReply(CallFailed):
@@ -289,11 +302,11 @@ def embedding_tokens(usage: Any) -> int | None:
         value = usage.get(name)
         if isinstance(value, bool):
             continue
-        if isinstance(value, str) and value.strip().isdigit():
-            return int(value.strip())
-        if isinstance(value, int) and value >= 0:
+        if isinstance(value, str) and value.strip().isdigit() and len(value.strip()) <= 13:
+            value = int(value.strip())
+        if isinstance(value, int) and 0 <= value <= MAX_COUNT:
             return value
-        if isinstance(value, float) and math.isfinite(value) and value >= 0 and value == int(value):
+        if isinstance(value, float) and math.isfinite(value) and 0 <= value <= MAX_COUNT and value == int(value):
             return int(value)
     return None
 
@@ -432,6 +445,64 @@ def failure_of(exc: BaseException) -> Failure:
             break
         return Failure("unreachable", redact(reason), url)
     return Failure("other", redact(f"{type(exc).__name__}: {exc}"), url)
+
+
+# The status of the reply whose headers arrived during the current task's attempt (see
+# ReplyHeaders): set by an httpx response hook, which httpx runs in the sending task.
+_REPLY_STATUS: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
+    "ragjudge_reply_status", default=None)
+
+
+async def _note_reply_headers(response: Any) -> None:
+    box = _REPLY_STATUS.get()
+    if box is not None:
+        box.append(int(response.status_code))
+
+
+def watch_reply_headers(http_client: Any) -> Any:
+    """Add the hook that lets :class:`ReplyHeaders` see a reply's status as soon as its headers
+    arrive (before its body is read) to an ``httpx.AsyncClient``; returns the client."""
+    hooks = getattr(http_client, "event_hooks", None)
+    if isinstance(hooks, Mapping):
+        responses = list(hooks.get("response", []))
+        if _note_reply_headers not in responses:
+            http_client.event_hooks = {**hooks, "response": [*responses, _note_reply_headers]}
+    return http_client
+
+
+class ReplyHeaders:
+    """``with ReplyHeaders() as seen:`` around one send: ``seen.status`` is the status of the
+    reply whose headers arrived (``None``: none did). A send that fails after a 2xx's headers
+    lost a reply the server billed: :meth:`lost` says so."""
+
+    __slots__ = ("_box", "_token")
+
+    def __enter__(self) -> ReplyHeaders:
+        self._box: list[int] = []
+        self._token = _REPLY_STATUS.set(self._box)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _REPLY_STATUS.reset(self._token)
+
+    @property
+    def status(self) -> int | None:
+        return self._box[-1] if self._box else None
+
+    def lost(self, exc: BaseException) -> BodyLost | None:
+        """The :class:`BodyLost` that ``exc`` (the send's failure) means, if a 2xx's headers had
+        arrived: a read timeout is a stall, anything else a body that broke or did not decode."""
+        status = self.status
+        if status is None or not 200 <= status < 300:
+            return None
+        names = {type(e).__name__ for e in _chain(exc)}
+        if names & _TIMEOUT_NAMES:
+            return BodyLost(f"HTTP {status} stalled after its headers (read timeout)", status=status, stalled=True)
+        decoding = "DecodingError" in names
+        what = "did not decode (Content-Encoding)" if decoding else "broke off"
+        root = _chain(exc)[-1]
+        detail = redact(f"{type(root).__name__}: {root}")[:160]
+        return BodyLost(f"HTTP {status} body {what}: {detail}", status=status, stalled=False)
 
 
 def transport_verdict(exc: BaseException, failure: Failure) -> Verdict:

@@ -31,6 +31,7 @@ from .base import (
     PERMANENT_STATUS,
     BadBody,
     CollectorPaused,
+    ReplyHeaders,
     ProviderSpec,
     Completion,
     EmbeddingReply,
@@ -50,6 +51,7 @@ from .base import (
     status_of,
     transport_verdict,
     usage_in,
+    watch_reply_headers,
 )
 from ..cost import Usage
 
@@ -114,8 +116,10 @@ class OpenAIProvider(SDKProvider):
         remember_url_secrets(endpoint.resolved_base_url())
         remember_url_secrets(endpoint.azure_endpoint)
         common: dict[str, Any] = {"api_key": key, "max_retries": 0, "timeout": endpoint.timeout}
-        if http_client is not None:
-            common["http_client"] = http_client
+        # Our own HTTP client (the SDK's default one), so a reply's status is seen when its
+        # headers arrive: a 2xx whose body then stalls or breaks was billed (ReplyHeaders).
+        common["http_client"] = watch_reply_headers(
+            http_client if http_client is not None else openai.DefaultAsyncHttpxClient())
         if endpoint.azure_endpoint:
             self.sdk: openai.AsyncOpenAI = openai.AsyncAzureOpenAI(
                 azure_endpoint=endpoint.azure_endpoint,
@@ -137,8 +141,15 @@ class OpenAIProvider(SDKProvider):
         # per call, a fifth of a judgment's, which a busy machine cannot spare. The body is
         # ours, built to the API's shape; ``required`` gives create()'s required arguments
         # empty, and the extra body's keys replace them.
-        raw = await resource.with_raw_response.create(model=body.get("model"), **required,
-                                                      extra_body=dict(body), timeout=read_timeout)
+        with ReplyHeaders() as seen:
+            try:
+                raw = await resource.with_raw_response.create(model=body.get("model"), **required,
+                                                              extra_body=dict(body), timeout=read_timeout)
+            except Exception as exc:
+                lost = seen.lost(exc)
+                if lost is not None:
+                    raise lost from None
+                raise
         return Sent(raw.http_response.content, raw.headers, raw.status_code)
 
     async def send_chat(self, body: Mapping[str, Any], *, read_timeout: float) -> Sent:
