@@ -34,26 +34,8 @@ LLM_COMMANDS = ("judge", "rag", "evaluate --judge", "synth")
 
 
 def _known(command: str, mode: str, endpoints: str) -> tuple[str, bool] | None:
-    """(why, strict) for a cell that breaks an invariant today. Not strict: the outcome
-    depends on timing (when a stall or a 429 meets the client's deadlines), or the cell was
-    not observed (the service job, whose runtime is the library's)."""
-    observed = command in LLM_COMMANDS
-    if mode in ("reset", "gzip"):
-        return REPORTED, True  # the service job too (observed)
-    if mode == "stall":
-        return REPORTED, False
-    if mode == "other model":
-        return OTHER, observed
-    if mode == "always 5xx" and endpoints == "several":
-        return HEALTHY, observed
-    if (command, mode, endpoints) == ("synth", "always 5xx", "one"):
-        return EXIT, True
-    if mode == "mix + cap" and endpoints == "several":
-        return HANG, command == "judge"
-    if mode == "mix + cap" and command != "rag":  # rag exits 3
-        return BUDGET, command in LLM_COMMANDS
-    if (command, mode, endpoints) == ("judge", "429 retry-after", "several"):
-        return HEALTHY, False
+    """(why, strict) for a cell that breaks an invariant today (none once the runtime fixes
+    landed; a cell that breaks again is named here with its reason)."""
     return None
 
 

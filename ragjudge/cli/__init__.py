@@ -8,6 +8,7 @@ parser and sets ``func`` (``args -> int`` exit status). Errors ragjudge raises o
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Sequence
 
@@ -80,6 +81,19 @@ def _one_line_warning(message: Warning | str, category: type[Warning], filename:
     print(f"ragjudge: warning: {message}", file=sys.stderr)
 
 
+class _Notices(logging.Handler):
+    """The library's run-time notices (an endpoint down, a server renaming a model, a run
+    slowed by faults) as ``ragjudge: ...`` lines on the stderr of the moment. Python's
+    last-resort handler would print them only while no other library configured logging
+    (MLflow, Ray and notebooks do), and bare."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            print(f"ragjudge: {record.getMessage()}", file=sys.stderr)
+        except Exception:  # noqa: BLE001 -- a notice never breaks the run
+            self.handleError(record)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(_command_of(argv) or "")
@@ -91,6 +105,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # A library warning is one line, like every other message of the command line.
     shown, warnings.showwarning = warnings.showwarning, _one_line_warning
+    notices = _Notices(logging.WARNING)
+    library = logging.getLogger("ragjudge")
+    library.addHandler(notices)
     try:
         return int(args.func(args) or 0)
     except RagjudgeError as exc:
@@ -103,3 +120,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     finally:
         warnings.showwarning = shown
+        library.removeHandler(notices)

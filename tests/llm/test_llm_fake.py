@@ -74,10 +74,11 @@ def test_the_judge_through_the_fake() -> None:
     assert js[1].error == "refusal: fruit" and js[1].model == "fake-model"
     # a refusal is billed, a transport failure is not
     assert js[1].usage.calls == 1 and js[2].usage.calls == 0
-    # the real repair policy: each unusable reply is asked again once, and the same answer
-    # again fails it (two calls each)
-    assert fake.stats.failed == 4 and fake.stats.calls == 6 and fake.stats.repaired == 2
-    assert [c.variables["passage"] for c in fake.calls].count("Junk") == 2
+    # the real repair policy: each unusable reply gets two repair turns and a fresh attempt;
+    # the fresh attempt answered word for word like the first (the same request) ends it
+    # (four calls each)
+    assert fake.stats.failed == 4 and fake.stats.calls == 10 and fake.stats.repaired == 6
+    assert [c.variables["passage"] for c in fake.calls].count("Junk") == 4
 
 
 def test_the_validator_refusal_goes_through_the_repair_policy() -> None:
@@ -87,9 +88,10 @@ def test_the_validator_refusal_goes_through_the_repair_policy() -> None:
         raise ValueError("no twos")
 
     out = asyncio.run(fake.structured("relevance.v1", {"query": "q", "passage": "p"}, validate=picky))
-    # the real repair policy: a reply the validator refuses is asked again, then fails
+    # the real repair policy: a reply the validator refuses gets two repair turns and a fresh
+    # attempt, which the same reply as the first request's ends
     assert out.failure is FailureKind.UNPARSABLE and out.error.endswith("no twos") and out.repaired
-    assert len(fake.calls) == 2
+    assert len(fake.calls) == 4
 
 
 def test_returned_exception_fails_raised_llm_error_stops() -> None:
