@@ -105,7 +105,7 @@ def _layout(qrels: Qrels, run: Run, targets: np.ndarray, depth: int | None,
     lab[rows] = q_lab[qrow]
     if notes is not None:
         _diagnose(notes, run, ri, rfound, full, rlen, rsc if gather is None else rsc[gather],
-                  grp, lab, jud, nt, cutoff)
+                  grp, lab, rows, nt, cutoff)
     return Layout(
         nt=nt, grp=grp, pos=pos, toff=toff, nret=rlen.astype(np.int64), lab=lab, jud=jud,
         qgrp=qgrp, qlab=np.asarray(q_lab), qrels_max_grade=qrels.max_grade,
@@ -114,20 +114,20 @@ def _layout(qrels: Qrels, run: Run, targets: np.ndarray, depth: int | None,
 
 def _diagnose(notes: dict[str, int], run: Run, ri: np.ndarray, found: np.ndarray,
               full: np.ndarray, rlen: np.ndarray, scores: np.ndarray, grp: np.ndarray,
-              lab: np.ndarray, jud: np.ndarray, nt: int, cutoff: int | None) -> None:
+              lab: np.ndarray, rows: np.ndarray, nt: int, cutoff: int | None) -> None:
     """Counts that say when a number may mislead, from the columns the layout already built:
     rankings that meet no judged document, rankings shorter than the deepest cutoff, and ties
     (equal scores are rare in most runs, so the work past one comparison is on few rows)."""
     _, roff, _, rsc = run.arrays
     notes["queries_ranked"] = int(np.count_nonzero(full))
-    notes["rows_judged"] = int(np.count_nonzero(jud))
-    notes["queries_meeting_qrels"] = (int(np.count_nonzero(np.bincount(grp[jud], minlength=nt)))
-                                      if notes["rows_judged"] else 0)
+    notes["rows_judged"] = len(rows)  # the ranked rows the join found in the qrels
+    notes["queries_meeting_qrels"] = (int(np.count_nonzero(np.bincount(grp[rows], minlength=nt)))
+                                      if len(rows) else 0)
     if cutoff is not None:
         notes["cutoff"] = cutoff
         notes["queries_short"] = int(np.count_nonzero(found & (full < cutoff)))
     # Queries with any tie in their whole ranking.
-    at = np.flatnonzero(rsc[1:] == rsc[:-1])
+    at_run = at = np.flatnonzero(rsc[1:] == rsc[:-1])
     tied_any = np.zeros(0, dtype=np.int64)
     if len(at):
         q = np.searchsorted(roff, at, side="right") - 1
@@ -141,7 +141,7 @@ def _diagnose(notes: dict[str, int], run: Run, ri: np.ndarray, found: np.ndarray
         return
     # Ties whose order decides a value: within the evaluated ranks between different grades,
     # or across the deepest rank evaluated (which document is in decides).
-    at = np.flatnonzero(scores[1:] == scores[:-1])
+    at = at_run if scores is rsc else np.flatnonzero(scores[1:] == scores[:-1])
     at = at[(grp[at] == grp[at + 1]) & (lab[at] != lab[at + 1])]
     cut = np.flatnonzero(found & (rlen < full) & (rlen > 0))
     if len(cut):
