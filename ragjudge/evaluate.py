@@ -15,6 +15,7 @@ Query semantics (the same as ``trec_eval -c``):
 
 from __future__ import annotations
 
+import inspect
 import math
 import os
 import warnings
@@ -61,13 +62,24 @@ TESTS: tuple[str, ...] = ("randomization", "t")
 
 
 # ----------------------------------------------------------------------------- inputs
+def _not_awaited(value: Any, field: str) -> None:
+    """A coroutine where a value belongs is an async call without ``await``: say which."""
+    if inspect.iscoroutine(value):
+        fn = getattr(value, "__qualname__", "the function")
+        value.close()  # never awaited, on purpose: no "never awaited" warning on top
+        raise InputError(f"{field} is a coroutine: {fn}() is async; write `await {fn}(...)`, or "
+                         f"call {fn}_sync(...) in blocking code", field=field)
+
+
 def _load_qrels(qrels: QrelsLike, dedup: Dedup) -> Qrels:
     # Qrels, path, dict, DataFrame, ranx Qrels or ir_measures Qrel iterable: see io.coerce.
+    _not_awaited(qrels, "qrels")
     return as_qrels(qrels, dedup=dedup)
 
 
 def _load_run(run: RunLike, dedup: Dedup, name: str | None = None) -> Run:
     # Run, path, dict, DataFrame, ranx Run or ir_measures ScoredDoc iterable: see io.coerce.
+    _not_awaited(run, "run")
     if isinstance(run, Mapping):
         _check_run_dict(run, name)
     return as_run(run, dedup=dedup, name=name)
