@@ -632,8 +632,9 @@ class LLM(AccountsView):
         prompt = load_prompt(prompt)
         items = list(variables)
         results: list[Outcome | None] = [None] * len(items)
-        bar = Progress(len(items), desc or prompt.name, unit="call", enabled=progress)
-        failed = 0
+        # Items, not calls: a cache hit is no call (the status line counts hits apart).
+        bar = Progress(len(items), desc or prompt.name, unit="item", enabled=progress)
+        failed = cached = 0
         # One queue (and its workers) per endpoint: a slow or rate-limited endpoint holds up
         # only its own queries, never the workers of the others. Each worker still routes its
         # request itself, so the queue of an endpoint drained meanwhile empties elsewhere.
@@ -648,7 +649,7 @@ class LLM(AccountsView):
             queues[k].put_nowait(i)
 
         async def worker(queue: asyncio.Queue[int]) -> None:
-            nonlocal failed
+            nonlocal failed, cached
             while True:
                 try:
                     i = queue.get_nowait()
@@ -657,8 +658,9 @@ class LLM(AccountsView):
                 out = await self.structured(prompt, items[i], validate=validate)
                 results[i] = out
                 failed += not out.ok
+                cached += out.cached
                 cost = self.cost
-                bar.update(1, status=f"failed={failed} tokens={self.usage.total_tokens} "
+                bar.update(1, status=f"cached={cached} failed={failed} tokens={self.usage.total_tokens} "
                                      + ("cost=?" if cost is None else f"cost=${cost:.4f}"))
 
         # More workers than slots: cache hits and deduplicated waits must not idle the runner.

@@ -273,3 +273,12 @@ def test_run_retriever_without_await_hints_at_the_sync_twin() -> None:
     with pytest.raises(InputError, match=r"run_retriever\(\) is async; write `await "
                                          r"run_retriever\(...\)`, or call run_retriever_sync"):
         evaluate({"q1": {"d1": 1}}, pending)
+
+
+def test_progress_lines_spell_queries(capsys: pytest.CaptureFixture[str]) -> None:
+    def ids(text: str) -> list[str]:
+        return ["d1"]
+
+    run_retriever_sync(ids, QUERIES, k=1, progress=True)
+    err = capsys.readouterr().err
+    assert "3/3 queries, 100%" in err and "querys" not in err
