@@ -120,3 +120,13 @@ def test_benchmark_figures_are_recorded_runs_not_typed() -> None:
         assert not machine.search(path.read_text("utf-8")), (name, machine.search(path.read_text("utf-8")))
     perf = (ROOT / "docs" / "benchmarks.md").read_text("utf-8")
     assert not [line for line in perf.splitlines() if line.startswith("|")], "a typed table on the performance page"
+
+
+def test_the_readme_names_every_core_dependency() -> None:
+    import tomllib
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]["dependencies"]
+    names = [re.split(r"[<>=!~;\[ ]", d, maxsplit=1)[0] for d in deps]
+    text = (ROOT / "README.md").read_text("utf-8")
+    para = text[text.index("Core dependencies:"):].split("\n\n", 1)[0]
+    assert [n for n in names if n not in para] == []
