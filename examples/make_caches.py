@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 import ragjudge  # noqa: E402
 from ragjudge.rag import evaluate_samples_sync  # noqa: E402
 from ragjudge.llm import LLM, NullCache  # noqa: E402
-from simulator import SimConfig, SimulatorThread  # noqa: E402
+from ragjudge.testing.simulator import SimConfig, SimulatorThread  # noqa: E402
 
 EX = ROOT / "examples"
 MODEL = "sim-model"

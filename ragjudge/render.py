@@ -337,7 +337,8 @@ def _flatten(value: Any, prefix: str = "") -> list[tuple[str, Any]]:
 class ResultSurface:
     """The one result surface every result type offers, whatever it holds: ``to_dict``,
     ``to_json``, ``render(fmt)`` in every format of :data:`FORMATS`, ``str`` (the table),
-    ``_repr_html_`` (notebooks), ``to_dataframe`` and ``log_mlflow``.
+    ``_repr_html_`` (notebooks) and ``to_dataframe`` (``ragjudge.log_mlflow(result)`` logs any
+    of them to MLflow, from the integrations layer: nothing here imports upward).
 
     A result type defines ``to_dict()`` and, where it is a table, ``table()`` -> (headers,
     rows); the methods here fill in whatever it does not define itself (its own win). Without
@@ -383,21 +384,12 @@ class ResultSurface:
         headers, rows = self._surface_table()
         return render_table(headers, rows, "html", title=type(self).__name__)
 
-    def log_mlflow(self, run: Any = None, prefix: str = "", *, figures: bool = True) -> str:
-        """Log this result to MLflow (metrics with their intervals, the settings as params, the
-        JSON, the table and a figure as artifacts); returns the MLflow run id. ``run``: a run id
-        or object, default the active run or a new one. Needs ``pip install 'ragjudge[mlflow]'``;
-        see :mod:`ragjudge.integrations.mlflow`."""
-        from .integrations.mlflow import log_mlflow
-
-        return log_mlflow(self, run, prefix, figures=figures)
-
     def to_dataframe(self) -> Any:
-        """The table as a pandas DataFrame (needs pandas: ``pip install 'ragjudge[pandas]'``)."""
+        """The table as a pandas DataFrame (needs pandas: ``pip install -e '.[pandas]'`` in the ragjudge checkout)."""
         try:
             import pandas as pd
         except ImportError:
-            raise InputError("to_dataframe needs pandas: pip install 'ragjudge[pandas]'") from None
+            raise InputError("to_dataframe needs pandas: pip install -e '.[pandas]' in the ragjudge checkout") from None
         headers, rows = self._surface_table()
         return pd.DataFrame([[plain(c) for c in r] for r in rows], columns=headers)
 

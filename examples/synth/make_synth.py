@@ -42,7 +42,7 @@ N, OVERSAMPLE, RAG_DEPTH = 40, 1.5, 5
 
 
 def build(out: Path) -> dict[str, str]:
-    from simulator import SimConfig, SimulatorThread
+    from ragjudge.testing.simulator import SimConfig, SimulatorThread
 
     corpus = read_corpus(EX / "corpus.jsonl")
     with SimulatorThread(SimConfig(latency=0.0, max_lifetime=300, judge="overlap")) as sim:

@@ -147,7 +147,9 @@ def _run(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     write_plot(args, lambda plots: report.plot(kind=args.plot_kind or "box"))
     if args.mlflow:
-        print(f"ragjudge: logged to MLflow run {report.log_mlflow()}", file=sys.stderr)
+        from ..integrations.mlflow import log_mlflow
+
+        print(f"ragjudge: logged to MLflow run {log_mlflow(report)}", file=sys.stderr)
     if report.usage:
         u = report.usage
         n = max(1, len(report.sample_ids))

@@ -1,4 +1,4 @@
-"""A report in MLflow: :func:`log_mlflow` (also ``report.log_mlflow()`` on every result).
+"""A report in MLflow: :func:`log_mlflow` (``ragjudge.log_mlflow(result)``, any result).
 
 What is logged, read from the report's own ``to_dict()`` (so it is the JSON output, nothing
 more):
@@ -18,8 +18,7 @@ more):
 MLflow allows letters, digits and ``_ - . / : space`` in names: ``@`` is written ``_at_`` and
 other characters ``_`` (``ndcg@10`` -> ``ndcg_at_10``); the JSON keeps the exact names.
 
-This module imports nothing from ragjudge above :mod:`ragjudge.errors` (it is in layer 1, so
-that ``ResultSurface.log_mlflow`` can call it) and imports ``mlflow`` only when called.
+It needs only a result's ``to_dict()`` and imports ``mlflow`` only when called.
 """
 
 from __future__ import annotations

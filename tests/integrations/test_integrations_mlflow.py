@@ -1,4 +1,4 @@
-"""report.log_mlflow() and --mlflow against a real MLflow tracking store (sqlite under tmp_path)."""
+"""log_mlflow(report) and --mlflow against a real MLflow tracking store (sqlite under tmp_path)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import ragjudge
-from ragjudge.integrations.mlflow import mlflow_name, tracking_values
+from ragjudge.integrations.mlflow import log_mlflow, mlflow_name, tracking_values
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -46,7 +46,7 @@ def test_reports_logged_with_intervals_params_and_artifacts(tracking) -> None:
     qrels = ragjudge.read_qrels(EXAMPLES / "qrels.txt")
     runs = {p.stem: ragjudge.read_run(p) for p in sorted((EXAMPLES / "runs").glob("*.run"))[:2]}
     report = ragjudge.compare(qrels, runs, ["ndcg@10", "map"], n_resamples=500)
-    run_id = report.log_mlflow()
+    run_id = log_mlflow(report)
     got = mlflow.get_run(run_id)
     a, b = runs
     m = got.data.metrics
@@ -66,9 +66,9 @@ def test_reports_logged_with_intervals_params_and_artifacts(tracking) -> None:
     # into the active run, two reports side by side with prefixes
     with mlflow.start_run() as active:
         single = ragjudge.evaluate(qrels, runs[a], ["P@5"])
-        assert single.log_mlflow(prefix="dev/") == active.info.run_id
+        assert log_mlflow(single, prefix="dev/") == active.info.run_id
         rag = ragjudge.evaluate_samples_sync(EXAMPLES / "rag_samples.jsonl", ["hit@5"], progress=False)
-        rag.log_mlflow(prefix="rag/")
+        log_mlflow(rag, prefix="rag/")
     data = mlflow.get_run(active.info.run_id).data
     assert data.metrics["dev/P_at_5"] == pytest.approx(single.mean["P@5"])
     assert "rag/hit_at_5_ci_low" in data.metrics and data.params["rag/default_k"] == "5"
@@ -80,7 +80,7 @@ def test_agreement_and_ppi_reports(tracking) -> None:
     human = ragjudge.Qrels.from_dict({f"q{i}": {"a": i % 2, "b": 1, "c": 0} for i in range(8)})
     llm = ragjudge.Qrels.from_dict({f"q{i}": {"a": 1, "b": 1, "c": int(i % 3 == 0)} for i in range(8)})
     agreement = ragjudge.label_agreement(human, llm)
-    data = mlflow.get_run(agreement.log_mlflow()).data
+    data = mlflow.get_run(log_mlflow(agreement)).data
     key = next(k for k in data.metrics if k.endswith("_ci_low"))
     assert key[: -len("_ci_low")] in data.metrics
 
@@ -99,7 +99,7 @@ def test_missing_mlflow_is_one_line(monkeypatch) -> None:
     report = ragjudge.evaluate(ragjudge.Qrels.from_dict({"q": {"a": 1}}),
                                ragjudge.Run.from_dict({"q": {"a": 1.0}}), ["map"])
     with pytest.raises(ragjudge.InputError, match=r"^log_mlflow needs mlflow: pip install 'ragjudge\[mlflow\]'$"):
-        report.log_mlflow()
+        log_mlflow(report)
 
 
 @pytest.mark.slow
