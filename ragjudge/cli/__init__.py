@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from collections.abc import Sequence
 
 from ..errors import RagjudgeError
@@ -74,6 +75,10 @@ def _command_of(argv: Sequence[str]) -> str | None:
     return None
 
 
+def _one_line(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
+    print(f"ragjudge: warning: {message}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(_command_of(argv) or "")
@@ -82,7 +87,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         sub = args.subparsers.get(args.command, parser)
         sub.error("unrecognized arguments: " + " ".join(extra))
     try:
-        return int(args.func(args) or 0)
+        with warnings.catch_warnings():
+            # A library warning is one line on stderr, like every other message of the CLI.
+            warnings.showwarning = _one_line
+            return int(args.func(args) or 0)
     except RagjudgeError as exc:
         print(f"ragjudge: error: {exc}", file=sys.stderr)
         return 2
