@@ -57,6 +57,7 @@ def guide_pages() -> list[Path]:
 
 def blocks(path: Path, text: str | None = None) -> list[Block]:
     """The fenced blocks of a page, each with how it is run."""
+    path = path.resolve()
     lines = (path.read_text(encoding="utf-8") if text is None else text).splitlines()
     out: list[Block] = []
     i = 0
@@ -115,6 +116,7 @@ def _shell_script(body: str) -> str:
 def run_page(path: Path) -> list[str]:
     """Run the page's ``<!-- run -->`` blocks in order; what each did (one line each). A block
     that fails raises with its page, line and output."""
+    path = path.resolve()
     page = path.relative_to(DOCS).as_posix()
     session = "page-" + re.sub(r"\W+", "-", page.removesuffix(".md"))
     folder = shell.workdir(session)
