@@ -95,7 +95,7 @@ def on_page_markdown(markdown: str, page: Any = None, **kwargs: Any) -> str:
     src = getattr(getattr(page, "file", None), "abs_src_path", None)
     if src and Path(src).resolve() in {p.resolve() for p in blocks.guide_pages()}:
         # every shell and Python block of a guide runs as written, or says why not
-        found = blocks.problems(Path(src), markdown)
+        found = blocks.problems(Path(src))
         if found:
             raise RuntimeError("\n".join(found))
         blocks.run_page(Path(src))
