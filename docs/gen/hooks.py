@@ -81,8 +81,6 @@ def on_config(config: Any) -> Any:
 
     home = Path(tempfile.mkdtemp(prefix="ragjudge-docs-home-"))
     for var, sub in (("MPLCONFIGDIR", "matplotlib"), ("XDG_CACHE_HOME", "cache"),
-                     ("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "data"),
-                     ("JUPYTER_CONFIG_DIR", "jupyter"), ("JUPYTER_DATA_DIR", "jupyter-data"),
                      ("IPYTHONDIR", "ipython")):
         os.environ[var] = str(home / sub)
     return config
