@@ -66,7 +66,11 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     pytest.importorskip("mkdocs", reason="the docs extra builds the site (pip install -e '.[docs]')")
     pytest.importorskip("aiohttp", reason="pages run the loopback simulator (aiohttp)")
     site = tmp_path / "site"
-    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    home = tmp_path / "home"  # the build must leave nothing in the home folder
+    home.mkdir()
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "HOME": str(home)}
+    for var in ("MPLCONFIGDIR", "XDG_CACHE_HOME", "IPYTHONDIR", "RAGJUDGE_CACHE"):
+        env.pop(var, None)
     proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -79,6 +83,7 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     for nb in ("quickstart", "label_free", "rag", "synthetic"):
         assert (site / "notebooks" / nb / "index.html").is_file()
     assert not list(site.rglob("*.ipynb"))
+    assert sorted(p.relative_to(home).as_posix() for p in home.rglob("*")) == []
 
 
 def test_the_formats_page_names_runs_as_the_reader_does(tmp_path: Path) -> None:
