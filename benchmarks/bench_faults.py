@@ -41,9 +41,20 @@ Scenarios:
     half the dry-run estimate: no pair undetermined without a cap, ``reported`` equal to
     ``spend`` and the bill within the cap.
 
+12. ``--matrix``: the project's fault matrix (``tests/_faultmatrix.py``, its stdlib fault server
+    ``tests/_faultserver.py``): every LLM command (``judge``, ``evaluate --judge``, ``rag``,
+    ``synth``, a ``serve`` job) against every fault mode (5xx, 429 with and without Retry-After,
+    a stall after the headers, a reset mid-body, a gzip header on a plain body, malformed JSON,
+    empty choices, another model's name, usage of 1e400 / -500 / "many" tokens, an endpoint
+    failing every call, a mix under a cap at half the clean spend), with one endpoint (the
+    faults at the rates of the mode) and with three (the first faulty, two clean), with the
+    SQLite and (``--stores sqlite,postgres``) the PostgreSQL cache. One table: lost,
+    undetermined, paid twice, reported vs true spend, spend vs cap, and the broken invariants.
+
 Usage::
 
     python benchmarks/bench_faults.py                     # all scenarios, ~3 minutes
+    python benchmarks/bench_faults.py --matrix --commands judge,rag --modes gzip,reset
     python benchmarks/bench_faults.py --only outage --pairs 100 --json out.json
 
 Rerun after merging other branches: the script only uses the public API (``LLM``,
@@ -193,8 +204,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--outage", type=float, default=5.0, help="seconds each outage lasts")
     ap.add_argument("--only", default="", help="comma-separated scenario name prefixes")
     ap.add_argument("--json", metavar="FILE")
+    ap.add_argument("--matrix", action="store_true", help="run the fault matrix instead of the scenarios")
+    ap.add_argument("--commands", default="", help="--matrix: comma-separated commands (default all)")
+    ap.add_argument("--modes", default="", help="--matrix: comma-separated modes (default all)")
+    ap.add_argument("--endpoints", default="one,several", help="--matrix: one, several or both")
+    ap.add_argument("--stores", default="sqlite", help="--matrix: sqlite, postgres or both")
     args = ap.parse_args(argv)
     wanted = [w.strip() for w in args.only.split(",") if w.strip()]
+
+    if args.matrix:
+        return matrix(args)
 
     def run(name: str) -> bool:
         return not wanted or any(name.startswith(w) for w in wanted)
@@ -300,6 +319,35 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         if r.get("aborted"):
             print(f"{r['scenario']}: aborted: {r['aborted']}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+def matrix(args: argparse.Namespace) -> int:
+    """The fault matrix's cells, one JSON row each as they finish, then the table."""
+    sys.path.insert(0, str(HERE.parent / "tests"))
+    from _faultmatrix import COMMANDS, ENDPOINTS, MODES, STORES, run_cell, table
+
+    def pick(given: str, known: Any) -> list[str]:
+        names = [x.strip() for x in given.split(",") if x.strip()] or list(known)
+        unknown = [x for x in names if x not in known]
+        if unknown:
+            raise SystemExit(f"unknown {unknown}; known: {list(known)}")
+        return names
+
+    rows = []
+    with tempfile.TemporaryDirectory() as d:
+        for n, cell in enumerate((c, m, e, s) for c in pick(args.commands, COMMANDS)
+                                 for m in pick(args.modes, MODES) for e in pick(args.endpoints, ENDPOINTS)
+                                 for s in pick(args.stores, STORES)):
+            row = run_cell(*cell, Path(d) / str(n)).row()
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    print()
+    print(table(rows))
+    broken = [r for r in rows if r["violations"]]
+    print(f"\n{len(rows)} cells, {len(broken)} breaking an invariant")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
     return 0

@@ -5,8 +5,9 @@ and the loopback simulator (its own process) as the model. One judging job of ``
 is submitted (with an ``Idempotency-Key``); while it runs, a random replica is killed with
 SIGKILL and started again, ``--kills`` times. Printed: whether the job finished and judged every
 pair, the calls the simulator was paid for against the pairs (the excess can only be calls in
-flight at a kill: at most kills x concurrency), the job's budget against its spend, and the
-wall time.
+flight at a kill: at most kills x concurrency), the job's budget against the true spend (the
+simulator's billed tokens) and the reported cost (which counts every run's account, calls cut
+off by a kill at their worst case, so it is at least the true spend), and the wall time.
 
 Figures from the simulator check plumbing, not quality.
 
@@ -38,6 +39,9 @@ from bench_judge import SimProcess  # noqa: E402
 from bench_postgres import new_database  # noqa: E402
 
 
+PRICE = 1.0  # USD per 1M tokens, input and output
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pairs", type=int, default=10_000)
@@ -57,7 +61,7 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="ragjudge-replicas-"))
     url = new_database(pg.url())
     prices = tmp / "prices.json"
-    prices.write_text(json.dumps({"sim-model": {"input": 1.0, "output": 1.0}}))
+    prices.write_text(json.dumps({"sim-model": {"input": PRICE, "output": PRICE}}))
 
     def replica(i: int) -> ServerProcess:
         folder = tmp / f"r{i}"
@@ -111,8 +115,11 @@ def main() -> int:
     print(f"paid {stats['paid']} calls for {args.pairs} pairs: {excess} beyond one per pair "
           f"(bound: calls in flight at the kills, at most {kills * args.concurrency}); "
           f"duplicate bodies paid {stats['duplicate_paid']}")
-    print(f"budget {args.budget:.4f} USD; job spend {state.get('cost_usd') or 0:.4f} USD; "
-          f"within budget: {(state.get('cost_usd') or 0) <= args.budget}")
+    true = (stats["prompt_tokens"] + stats["completion_tokens"]) * PRICE / 1e6
+    reported = state.get("cost_usd") or 0.0
+    print(f"budget {args.budget:.4f} USD; true spend (the simulator's billed tokens) {true:.6f} USD, "
+          f"within budget: {true <= args.budget}; reported {reported:.6f} USD (every run's account, "
+          f"calls cut off by a kill at their worst case), at least the true spend: {reported >= true}")
     return 0 if state["status"] == "done" else 1
 
 

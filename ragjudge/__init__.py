@@ -33,12 +33,15 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         Judgment, JudgeResult, LLMRelevanceJudge, evaluate_with_judge, evaluate_with_judge_sync,
     )
     from .llm import LLM, Prompt, load_prompt
-    from .rag import RagReport, Sample, evaluate_samples, evaluate_samples_sync
+    from .rag import RagReport, Sample, evaluate_samples, evaluate_samples_sync, read_traces, span_scores
     from .trust import PPIReport, judge_panel, judge_panel_sync, plan_labels, ppi_evaluate, ppi_mean, soft_evaluate
     from .synth import SynthResult, synthesize, synthesize_sync
+    from .nuggets import (assign_nuggets, assign_nuggets_sync, create_nuggets, create_nuggets_sync,
+                          score_assignments)
     from .integrations.retrievers import RetrievalError, RetrievedRun, run_retriever, run_retriever_sync
     from .integrations.pipelines import collect_samples, collect_samples_sync
     from .integrations.mlflow import log_mlflow
+    from .integrations.logged import load_mlflow
 
 # name -> module it is loaded from on first access (PEP 562)
 _LAZY = {
@@ -65,6 +68,8 @@ _LAZY = {
     "evaluate_samples_sync": "rag",
     "RagReport": "rag",
     "Sample": "rag",
+    "read_traces": "rag",
+    "span_scores": "rag",
     "ppi_evaluate": "trust",
     "ppi_mean": "trust",
     "plan_labels": "trust",
@@ -75,6 +80,8 @@ _LAZY = {
     "synthesize": "synth",
     "synthesize_sync": "synth",
     "SynthResult": "synth",
+    "create_nuggets": "nuggets", "create_nuggets_sync": "nuggets", "assign_nuggets": "nuggets",
+    "assign_nuggets_sync": "nuggets", "score_assignments": "nuggets",
     "run_retriever": "integrations.retrievers",
     "run_retriever_sync": "integrations.retrievers",
     "RetrievedRun": "integrations.retrievers",
@@ -82,6 +89,7 @@ _LAZY = {
     "collect_samples": "integrations.pipelines",
     "collect_samples_sync": "integrations.pipelines",
     "log_mlflow": "integrations.mlflow",
+    "load_mlflow": "integrations.logged",
 }
 __getattr__, __dir__ = lazy_exports(globals(), _LAZY, lambda m: import_module(f".{m}", __name__))
 
@@ -143,10 +151,18 @@ __all__ = [
     "evaluate_samples_sync",
     "RagReport",
     "Sample",
+    "read_traces",
+    "span_scores",
     # synthetic test collections
     "synthesize",
     "synthesize_sync",
     "SynthResult",
+    # answer-level evaluation with nuggets (ragjudge.nuggets)
+    "create_nuggets",
+    "create_nuggets_sync",
+    "assign_nuggets",
+    "assign_nuggets_sync",
+    "score_assignments",
     # your retriever and pipeline (ragjudge.integrations)
     "run_retriever",
     "run_retriever_sync",
@@ -155,6 +171,7 @@ __all__ = [
     "collect_samples",
     "collect_samples_sync",
     "log_mlflow",
+    "load_mlflow",
     # agreement
     "label_agreement",
     "ranking_agreement",

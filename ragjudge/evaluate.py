@@ -40,6 +40,7 @@ __all__ = [
     "DEFAULT_LIST_METRICS",
     "evaluate",
     "compare",
+    "compare_reports",
     "evaluate_lists",
     "MetricsArg",
 ]
@@ -448,6 +449,37 @@ def compare(
         for n in order
     }
 
+    meta = {
+        "skip_missing": skip_missing,
+        "judged_only": judged_only,
+        "max_depth": max_depth,
+        "rel": rel,
+        "qrels_source": q.source,
+        "ragjudge_version": __version__,
+    }
+    return compare_reports(reports, baseline, measures, test=test, n_resamples=n_resamples,
+                           seed=seed, alpha=alpha, confidence=confidence, all_pairs=all_pairs,
+                           meta=meta)
+
+
+def compare_reports(
+    reports: Mapping[str, Report],
+    baseline: str,
+    measures: Sequence[str],
+    *,
+    test: TestName = "randomization",
+    n_resamples: int = 10_000,
+    seed: int | None = 0,
+    alpha: float = 0.05,
+    confidence: float = 0.95,
+    all_pairs: bool = False,
+    meta: Mapping[str, Any] | None = None,
+) -> CompareReport:
+    """Intervals and paired tests of per-query values already computed (one :class:`Report` per
+    run, baseline first): what :func:`compare` does once the runs are scored, for any per-query
+    scores (nugget scores, say). ``meta`` is added to the report's settings."""
+    order = [baseline] + [n for n in reports if n != baseline]
+    reports = {n: reports[n] for n in order}
     boot = dict(n_resamples=n_resamples, confidence=confidence, seed=seed)
     # Intervals of every run's mean.
     ci_vectors: list[np.ndarray] = []
@@ -535,12 +567,7 @@ def compare(
                    else "per metric: every run compared with the baseline"),
         "all_pairs": all_pairs,
         "ci_method": "percentile bootstrap",
-        "skip_missing": skip_missing,
-        "judged_only": judged_only,
-        "max_depth": max_depth,
-        "rel": rel,
-        "qrels_source": q.source,
-        "ragjudge_version": __version__,
+        **(meta or {}),
     }
     found = [text for rep in reports.values() for text in rep.meta.get("warnings", ())]
     if found:

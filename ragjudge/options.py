@@ -24,9 +24,12 @@ __all__ = ["OptionsValue", "option", "positive_int", "non_negative_int", "number
 T = TypeVar("T", bound="OptionsValue")
 
 
-def option(default: Any, help: str, **metadata: Any) -> Any:  # noqa: A002 -- argparse's word
-    """A field of an options value: its default and its help text, stated once."""
-    return dataclasses.field(default=default, metadata={"help": help, **metadata})
+def option(default: Any, help: str, *, repr: bool = True, compare: bool = True,  # noqa: A002 -- argparse's word
+           **metadata: Any) -> Any:
+    """A field of an options value: its default and its help text, stated once (``repr`` /
+    ``compare``: as for :func:`dataclasses.field`, e.g. for a secret or an object)."""
+    return dataclasses.field(default=default, repr=repr, compare=compare,
+                             metadata={"help": help, **metadata})
 
 
 @dataclasses.dataclass(frozen=True)

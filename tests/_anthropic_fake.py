@@ -5,13 +5,22 @@ and ``anthropic-version``, required, tool-use replies for forced tools, ``anthro
 headers, error bodies ``{"type": "error", "error": {"type", "message"}}``, 529 ``overloaded``),
 and gets the content of each reply from the project's OpenAI-compatible simulator
 (``benchmarks/simulator.py``), so every prompt (relevance, RAG, synth) is answered as the
-simulator would. ``script`` queues faults: each entry is a status (429, 529, 500, 401, 400) or
-``"cache"`` (a good reply whose usage includes prompt-cache reads and writes).
+simulator would. ``script`` queues faults: each entry is a status (429, 529, 500, 401, 400),
+``"spend"`` (the monthly spend-limit 429: no ``retry-after``, not to be retried) or ``"cache"``
+(a good reply whose usage includes prompt-cache reads and writes).
+
+Prompt caching follows the docs: a request whose ``system`` blocks carry ``cache_control``
+writes its prefix (tools + system) on first sight -- ``cache_creation_input_tokens`` with the
+``cache_creation`` split by TTL -- and reads it afterwards (``cache_read_input_tokens``);
+``input_tokens`` is then only the part after the breakpoint. ``GET /v1/models`` lists
+``models`` (dated ids, as the API lists them; aliases are accepted by ``/v1/messages`` but not
+listed) in pages of ``limit`` (default 20) with ``has_more`` / ``last_id`` / ``after_id``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import threading
 from collections import deque
@@ -28,6 +37,11 @@ from _loopback import simulator_thread
 _ERRORS = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error",
            500: "api_error", 529: "overloaded_error"}
 
+#: What /v1/models lists: dated ids only, more than one page of them.
+MODELS = tuple(f"claude-test-{i:02d}-20250101" for i in range(30)) + (
+    "claude-haiku-4-5-20251001", "claude-sonnet-4-5-20250929", "claude-opus-4-20250514",
+    "claude-3-7-sonnet-20250219")
+
 
 @dataclass
 class FakeAnthropic:
@@ -37,6 +51,24 @@ class FakeAnthropic:
     requests: list[dict[str, Any]] = field(default_factory=list)
     billed: int = 0
     url: str = ""
+    models: tuple[str, ...] = MODELS
+    model_pages: int = 0  # GET /v1/models requests served
+    cached_prefixes: set[str] = field(default_factory=set)
+
+    async def list_models(self, request: Any) -> Any:
+        from aiohttp import web
+
+        self.model_pages += 1
+        limit = int(request.query.get("limit", "20"))
+        limit = max(1, min(limit, 20))  # the fake's page size is small so every client pages
+        after = request.query.get("after_id")
+        start = self.models.index(after) + 1 if after in self.models else 0
+        page = self.models[start:start + limit]
+        return web.json_response({
+            "data": [{"type": "model", "id": m, "display_name": m, "created_at": "2025-01-01T00:00:00Z"}
+                     for m in page],
+            "has_more": start + limit < len(self.models),
+            "first_id": page[0] if page else None, "last_id": page[-1] if page else None})
 
     async def handle(self, request: Any) -> Any:
         from aiohttp import ClientSession, web
@@ -58,12 +90,29 @@ class FakeAnthropic:
         if step == 429:
             return error(429, "Number of requests has exceeded your rate limit",
                          {"retry-after": "0.05", "anthropic-ratelimit-requests-remaining": "0"})
+        if step == "spend":
+            self.script.appendleft("spend")  # the limit holds until the month ends
+            return error(429, "You have reached your specified API usage limits. You will regain "
+                              "access on 2026-12-01 at 00:00 UTC.")
         if isinstance(step, int):
             return error(step, {529: "Overloaded", 500: "Internal server error", 401: "invalid x-api-key",
                                 400: "prompt is too long: 250000 tokens > 200000 maximum"}.get(step, "error"))
         if not isinstance(body.get("max_tokens"), int) or not body.get("messages"):
             return error(400, "max_tokens and messages are required")
-        messages = ([{"role": "system", "content": body["system"]}] if body.get("system") else []) + body["messages"]
+        system = body.get("system")
+        breakpoint_ = None
+        if isinstance(system, list):  # text blocks, perhaps with a cache_control breakpoint
+            if any(not isinstance(b, dict) or b.get("type") != "text" for b in system):
+                return error(400, "system: blocks must be text blocks")
+            if any("cache_control" in b for b in system):
+                for b in system:
+                    cc = b.get("cache_control")
+                    if cc is not None and (not isinstance(cc, dict) or cc.get("type") != "ephemeral"
+                                           or cc.get("ttl", "5m") not in ("5m", "1h")):
+                        return error(400, "system: cache_control must be {'type': 'ephemeral'}")
+                breakpoint_ = json.dumps([body.get("tools"), system], sort_keys=True)
+            system = "\n\n".join(b["text"] for b in system)
+        messages = ([{"role": "system", "content": system}] if system else []) + body["messages"]
         chat: dict[str, Any] = {"model": body["model"], "messages": messages, "max_tokens": body["max_tokens"]}
         tool = (body.get("tools") or [None])[0]
         if tool is not None:
@@ -91,6 +140,18 @@ class FakeAnthropic:
                                      "output_tokens": usage.get("completion_tokens", 5)}
         if step == "cache":
             out_usage.update(cache_read_input_tokens=1000, cache_creation_input_tokens=200)
+        elif breakpoint_ is not None:
+            # The prefix's share of the prompt: its characters / 4 (the simulator's own measure).
+            prefix = len(breakpoint_) // 4
+            out_usage["input_tokens"] = max(1, out_usage["input_tokens"] - prefix)
+            key = hashlib.sha256(breakpoint_.encode()).hexdigest()
+            if key in self.cached_prefixes:
+                out_usage.update(cache_read_input_tokens=prefix, cache_creation_input_tokens=0)
+            else:
+                self.cached_prefixes.add(key)
+                out_usage.update(cache_read_input_tokens=0, cache_creation_input_tokens=prefix,
+                                 cache_creation={"ephemeral_5m_input_tokens": prefix,
+                                                 "ephemeral_1h_input_tokens": 0})
         reset = (datetime.now(timezone.utc) + timedelta(seconds=30)).isoformat().replace("+00:00", "Z")
         return web.json_response(
             {"id": "msg_1", "type": "message", "role": "assistant", "model": body["model"] + "-20251001",
@@ -119,6 +180,7 @@ def fake_anthropic(**sim: Any) -> Iterator[FakeAnthropic]:
             asyncio.set_event_loop(loop)
             app = web.Application()
             app.router.add_post("/v1/messages", fake.handle)
+            app.router.add_get("/v1/models", fake.list_models)
             runner = web.AppRunner(app)
             loop.run_until_complete(runner.setup())
             site = web.TCPSite(runner, "127.0.0.1", 0)

@@ -180,3 +180,90 @@ def test_a_bare_options_import_is_cheap() -> None:
             " 'ragjudge.judges.')) and not m.endswith('.options')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# ----------------------------------------------------------------------------- the LLM endpoint
+# Endpoint fields with no flag, and why (each is still a keyword of LLM(...)).
+ENDPOINT_NOT_ON_THE_CLI = {"model": "each command names the model its own way", "api_key": "a secret: read from a variable",
+                           "backoff_base": "library only", "max_wait": "library only",
+                           "weight": "in --endpoint URL,weight=W", "target": "a Python object"}
+LLM_COMMANDS = {"judge": ["judge", "--run", "r.trec"], "rag": MINIMAL["rag"], "synth": MINIMAL["synth"],
+                "retrieve": ["retrieve", "--corpus", "c.jsonl", "--queries", "q.tsv"],
+                "evaluate": ["evaluate", "q.txt", "r.run", "--judge", "m"],
+                "serve": ["serve"]}
+
+
+def test_the_endpoint_names_its_bad_field() -> None:
+    from ragjudge.llm import Endpoint
+
+    for change, name in (({"timeout": float("nan")}, "timeout"), ({"max_attempts": 0}, "max_attempts"),
+                         ({"patience": -1.0}, "patience"), ({"concurrency": 1.5}, "concurrency"),
+                         ({"provider": "nope"}, "provider")):
+        with pytest.raises(InputError) as err:
+            Endpoint("m", **change)
+        assert err.value.field == name
+    assert Endpoint.default("timeout") == 60.0 and Endpoint.default("max_attempts") == 6
+    assert "outage" in Endpoint.help("patience")
+
+
+@pytest.mark.parametrize("command", sorted(LLM_COMMANDS))
+def test_every_endpoint_field_reaches_each_command_with_its_default(command: str) -> None:
+    from ragjudge.cli._llm import endpoint_fields
+    from ragjudge.llm import Endpoint
+
+    args = _parse(LLM_COMMANDS[command])
+    for name in Endpoint.names():
+        if name in ENDPOINT_NOT_ON_THE_CLI:
+            continue
+        assert hasattr(args, name), f"ragjudge {command} has no flag for the endpoint's {name}"
+        if name != "provider":  # $RAGJUDGE_PROVIDER may set it
+            assert getattr(args, name) == Endpoint.default(name), (command, name)
+    given = endpoint_fields(args)
+    assert Endpoint("m", **given) == Endpoint("m")
+
+
+def test_the_cli_and_the_service_build_the_same_endpoint() -> None:
+    from ragjudge.cli._llm import endpoint_fields, endpoint_from_args
+    from ragjudge.llm import Endpoint
+    from ragjudge.server.settings import ServerSettings
+
+    flags = ["--base-url", "http://llm.test/v1", "--timeout", "5", "--max-attempts", "2", "--patience", "30",
+             "--concurrency", "3", "--rpm", "120", "--tpm", "9000", "--api-key-env", "MY_KEY"]
+    cli = endpoint_from_args(_parse([*LLM_COMMANDS["rag"], "--model", "m", *flags]))
+    settings = ServerSettings(model="m", llm=endpoint_fields(_parse(["serve", *flags])), no_cache=True)
+    settings.check()
+    (served,) = settings.llm_endpoints("m")
+    assert served == cli == Endpoint("m", base_url="http://llm.test/v1", timeout=5.0, max_attempts=2,
+                                     patience=30.0, concurrency=3, rpm=120.0, tpm=9000.0, api_key_env="MY_KEY")
+    # passed to worker processes as JSON and back
+    assert ServerSettings.from_json(settings.to_json()).llm_endpoints("m") == [served]
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["--timeout", "nan"], "--timeout"), (["--max-attempts", "0"], "--max-attempts"),
+    (["--patience", "-1"], "--patience"), (["--concurrency", "0"], "--concurrency"),
+])
+def test_a_bad_endpoint_flag_is_named_by_the_cli_and_serve(argv: list[str], flag: str) -> None:
+    from ragjudge.cli._llm import endpoint_fields, llm_from_args
+    from ragjudge.server.settings import ServerSettings
+
+    with pytest.raises(InputError) as err:
+        llm_from_args(_parse([*LLM_COMMANDS["rag"], "--model", "m", *argv]))
+    assert err.value.field == flag
+    with pytest.raises(InputError) as err2:
+        ServerSettings(llm=endpoint_fields(_parse(["serve", *argv])), no_cache=True).check()
+    assert err2.value.field == flag
+
+
+def test_the_library_takes_the_endpoint_fields_as_keywords() -> None:
+    import inspect
+
+    from ragjudge.llm import LLM, Endpoint
+
+    params = inspect.signature(LLM).parameters
+    for name in Endpoint.names():
+        assert name in params, name
+    llm = LLM("m", base_url="http://llm.test/v1", api_key="k", timeout=5, patience=30, cache=False)
+    assert (llm.endpoint.timeout, llm.endpoint.patience, llm.endpoint.max_attempts) == (5, 30, 6)
+    with pytest.raises(TypeError, match="timeuot"):
+        LLM("m", base_url="http://llm.test/v1", api_key="k", timeuot=5, cache=False)

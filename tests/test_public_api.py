@@ -20,12 +20,13 @@ EXPECTED = {
     "evaluate", "compare", "evaluate_lists", "fuse", "Report", "CompareReport",
     "LLM", "Prompt", "load_prompt", "LLMRelevanceJudge", "Judgment", "JudgeResult",
     "evaluate_with_judge", "evaluate_with_judge_sync",
-    "evaluate_samples", "evaluate_samples_sync", "RagReport", "Sample",
+    "evaluate_samples", "evaluate_samples_sync", "RagReport", "Sample", "read_traces", "span_scores",
     "synthesize", "synthesize_sync", "SynthResult",
+    "create_nuggets", "create_nuggets_sync", "assign_nuggets", "assign_nuggets_sync", "score_assignments",
     "label_agreement", "ranking_agreement", "AgreementReport",
     "ppi_evaluate", "ppi_mean", "plan_labels", "PPIReport", "soft_evaluate", "judge_panel", "judge_panel_sync",
     "run_retriever", "run_retriever_sync", "RetrievedRun", "RetrievalError",
-    "collect_samples", "collect_samples_sync", "log_mlflow",
+    "collect_samples", "collect_samples_sync", "log_mlflow", "load_mlflow",
     "RagjudgeError", "InputError", "MetricError", "LLMError",
 }
 

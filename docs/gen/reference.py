@@ -30,6 +30,7 @@ PAGES: list[tuple[str, str]] = [
     ("rag", "ragjudge.rag"),
     ("trust", "ragjudge.trust"),
     ("synth", "ragjudge.synth"),
+    ("nuggets", "ragjudge.nuggets"),
     ("retrieve", "ragjudge.retrieve"),
     ("integrations", "ragjudge.integrations"),
     ("testing", "ragjudge.testing"),

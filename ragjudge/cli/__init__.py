@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import warnings
 from collections.abc import Sequence
 
 from ..errors import RagjudgeError
@@ -24,6 +23,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("evaluate", "compare runs: paired tests, Holm correction, bootstrap intervals"),
     "judge": ("judge", "grade pooled run documents with an LLM and write qrels"),
     "rag": ("rag", "RAG metrics on samples (context precision/recall, faithfulness, hit@k...)"),
+    "nuggets": ("nuggets", "answer-level evaluation as TREC RAG does it: nuggets, scores, citation support"),
     "agree": ("agree", "label and system-ranking agreement between two qrels, with bootstrap intervals"),
     "plan-labels": ("trust", "how many human-labelled queries a target interval width needs (from a pilot)"),
     "simulate-judge": ("trust", "labels of a simulated judge (known confusion matrix) from true qrels"),
@@ -75,7 +75,8 @@ def _command_of(argv: Sequence[str]) -> str | None:
     return None
 
 
-def _one_line(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
+def _one_line_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                      file: object = None, line: str | None = None) -> None:
     print(f"ragjudge: warning: {message}", file=sys.stderr)
 
 
@@ -86,11 +87,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if extra:
         sub = args.subparsers.get(args.command, parser)
         sub.error("unrecognized arguments: " + " ".join(extra))
+    import warnings
+
+    # A library warning is one line, like every other message of the command line.
+    shown, warnings.showwarning = warnings.showwarning, _one_line_warning
     try:
-        with warnings.catch_warnings():
-            # A library warning is one line on stderr, like every other message of the CLI.
-            warnings.showwarning = _one_line
-            return int(args.func(args) or 0)
+        return int(args.func(args) or 0)
     except RagjudgeError as exc:
         print(f"ragjudge: error: {exc}", file=sys.stderr)
         return 2
@@ -99,3 +101,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    finally:
+        warnings.showwarning = shown

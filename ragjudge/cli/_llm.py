@@ -14,7 +14,8 @@ from typing import Any
 from ..errors import InputError
 from ._inputs import flags_named
 
-__all__ = ["add_llm_options", "add_provider_option", "llm_from_args", "endpoint_from_args", "endpoints_from_args"]
+__all__ = ["add_llm_options", "add_provider_option", "add_endpoint_options", "endpoint_fields", "llm_from_args",
+           "endpoint_from_args", "endpoints_from_args"]
 
 
 class _ProviderFlag(argparse.Action):
@@ -29,10 +30,10 @@ class _ProviderFlag(argparse.Action):
 
     @property  # type: ignore[override]
     def help(self) -> str:
-        from ..llm.providers import provider_names, provider_spec
+        from ..llm.providers import provider_spec
 
         before, after, about = self.help_parts
-        names = provider_names()
+        names = _url_providers()
         listed = "; ".join(f"{n}: {provider_spec(n).about}" for n in names) if about else ", ".join(names)
         return before + listed + after
 
@@ -42,12 +43,18 @@ class _ProviderFlag(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: Any, option_string: str | None = None) -> None:
-        from ..llm.providers import provider_names
-
-        if values not in provider_names():
+        if values not in _url_providers():
             parser.error(f"argument {option_string}: invalid choice: {values!r} "
-                         f"(choose from {', '.join(provider_names())})")
+                         f"(choose from {', '.join(_url_providers())})")
         setattr(namespace, self.dest, values)
+
+
+def _url_providers() -> list[str]:
+    """The providers an endpoint's address reaches (those calling a Python object take it
+    from the library: ``LLM(obj)``)."""
+    from ..llm.providers import provider_names, provider_spec
+
+    return [n for n in provider_names() if "object" not in provider_spec(n).features]
 
 
 def add_provider_option(group: Any, before: str, after: str, *, about: bool = False) -> None:
@@ -64,8 +71,6 @@ def add_llm_options(p: Any, *, model: bool = True, group: Any = None,
     out (a command that names the model its own way: ``evaluate --judge MODEL``); ``skip``
     leaves out flags the command uses for something else (``evaluate``'s ``--seed`` is its
     bootstrap seed): the LLM then takes their defaults."""
-    from ..llm.defaults import DEFAULT_CONCURRENCY
-
     ep = group if group is not None else p.add_argument_group("model and endpoint")
     rl = group if group is not None else None
     skipped = set(skip)
@@ -83,36 +88,20 @@ def add_llm_options(p: Any, *, model: bool = True, group: Any = None,
         ep.add_argument("--model", default=os.environ.get("RAGJUDGE_MODEL"), metavar="M",
                         help="model name (or $RAGJUDGE_MODEL)")
     add_provider_option(ep, "the model's API: ", " (default openai, or $RAGJUDGE_PROVIDER)", about=True)
-    ep.add_argument("--base-url", metavar="URL",
-                    help="the provider's endpoint, e.g. http://localhost:8000/v1 for an OpenAI-compatible server")
-    ep.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
     ep.add_argument("--endpoint", dest="endpoints", action="append", metavar="URL[,KEY=VALUE...]",
                     help="spread the work over several endpoints serving the same model; repeat: "
                          "URL, then optional key_env=VAR, rpm=N, tpm=N, concurrency=N, weight=W, "
                          "provider=NAME (the rest as the flags say); one query's requests stay on one "
                          "endpoint, a failing endpoint is drained and its work moves to the others")
-    ep.add_argument("--azure-endpoint", metavar="URL", help="Azure OpenAI resource endpoint")
-    ep.add_argument("--azure-api-version", metavar="V", help="Azure OpenAI API version")
+    add_endpoint_options(ep, "endpoint")
     ep.add_argument("--seed", type=int, default=0, help="sampling seed (default 0; temperature is 0)")
     ep.add_argument("--max-tokens", type=int, metavar="N",
                     help="completion token budget per call (default: the prompt's max_tokens; "
                          "part of the cache key)")
     ep.add_argument("--no-logprobs", action="store_true",
                     help="do not request logprobs (no per-grade probabilities)")
-    ep.add_argument("--timeout", type=float, default=60.0, metavar="S",
-                    help="timeout of one HTTP attempt in seconds (default 60)")
-    ep.add_argument("--max-attempts", type=int, default=6, metavar="N",
-                    help="attempts per request on retryable errors (default 6)")
-    ep.add_argument("--patience", type=float, default=600.0, metavar="S",
-                    help="how long an outage or a run of 429s may last before the run stops "
-                         "(seconds, default 600; they do not use up --max-attempts)")
     rl = _Only(rl if rl is not None else p.add_argument_group("rate limits and cost"))
-    rl.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY, metavar="N",
-                    help=f"requests in flight at most (default {DEFAULT_CONCURRENCY}; a ceiling: "
-                         "the runner adapts below it)")
-    rl.add_argument("--rpm", type=float, metavar="N",
-                    help="requests per minute cap (default: learned from the server's headers and 429s)")
-    rl.add_argument("--tpm", type=float, metavar="N", help="tokens per minute cap")
+    add_endpoint_options(rl, "limits")
     rl.add_argument("--cache", metavar="PATH",
                     help="SQLite cache file (default $RAGJUDGE_CACHE or ~/.cache/ragjudge/judgments.sqlite)")
     rl.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
@@ -125,6 +114,25 @@ def add_llm_options(p: Any, *, model: bool = True, group: Any = None,
                          "(USD/1M tokens)")
     _Only(group if group is not None else p).add_argument("--no-progress", action="store_true",
                                                           help="no progress bar")
+
+
+def add_endpoint_options(group: Any, which: str) -> None:
+    """The flags of one group of the endpoint's fields (``endpoint``: address, key, timeouts;
+    ``limits``: concurrency and rate caps), made from their declarations
+    (:data:`ragjudge.llm.defaults.ENDPOINT_OPTIONS`): ``serve`` adds the same."""
+    from ..llm.defaults import endpoint_flags
+
+    for _name, flag, kw in endpoint_flags(which):
+        group.add_argument(flag, **kw)
+
+
+def endpoint_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """The endpoint's fields the parsed flags give (by their declared flags)."""
+    from ..llm.defaults import endpoint_flags
+
+    fields = {name: getattr(args, name) for name, _flag, _kw in endpoint_flags() if hasattr(args, name)}
+    fields["provider"] = getattr(args, "provider", "openai")
+    return fields
 
 
 def endpoints_from_args(args: argparse.Namespace) -> list[Any]:
@@ -146,11 +154,7 @@ def endpoint_from_args(args: argparse.Namespace) -> Any:
     from ..llm import Endpoint
 
     try:
-        return Endpoint(
-            args.model, provider=getattr(args, "provider", "openai"), base_url=args.base_url,
-            api_key_env=args.api_key_env, azure_endpoint=args.azure_endpoint,
-            azure_api_version=args.azure_api_version, concurrency=args.concurrency, rpm=args.rpm,
-            tpm=args.tpm, timeout=args.timeout, max_attempts=args.max_attempts, patience=args.patience)
+        return Endpoint(args.model, **endpoint_fields(args))
     except InputError as exc:
         if exc.field:  # the library names the field; the user typed the flag
             exc.field = "--" + exc.field.replace("_", "-")
@@ -163,14 +167,9 @@ def llm_from_args(args: argparse.Namespace) -> Any:
 
     if not args.model:
         raise InputError("no model given (pass --model M or set RAGJUDGE_MODEL)", field="--model")
-    # NaN and infinity parse as floats but would silently disable the limit they set.
-    for flag, value, integer in (("--concurrency", args.concurrency, True),
-                                 ("--max-attempts", args.max_attempts, True),
-                                 ("--max-tokens", args.max_tokens, True),
-                                 ("--rpm", args.rpm, False), ("--tpm", args.tpm, False),
-                                 ("--timeout", args.timeout, False),
-                                 ("--patience", args.patience, False)):
-        check_finite(value, flag, integer=integer)
+    # NaN and infinity parse as floats but would silently disable the limit they set (the
+    # endpoint's own fields are checked by Endpoint, their errors naming the flag).
+    check_finite(args.max_tokens, "--max-tokens", integer=True)
     check_finite(args.max_cost, "--max-cost", positive=False)
     # llama.cpp reads a negative seed as "random": the answer would not be reproducible.
     seed = getattr(args, "seed", 0)

@@ -21,7 +21,7 @@ from ..io.streams import is_fd_path
 from ..measures import Measure, parse_measure, split_metric_list
 from ..report import FORMATS, TREC_FORMAT, CompareReport, Report, render_reports
 from ._plot import add_plot_options, check_plot_path, draw_panels, write_plot
-from .gates import below, parse_gate, report_failures, worse_than
+from .gates import Check, JUnitReport, add_junit_option, below, parse_gate, report_failures, worse_than
 from .trust import add_ppi_options, evaluate_judged, evaluate_ppi, evaluate_soft
 from ._llm import add_llm_options
 from ._inputs import (
@@ -119,6 +119,7 @@ def _add_arguments(p: argparse.ArgumentParser, *, min_runs: int) -> None:
                    help="exit 1 if any run is significantly worse (Holm-adjusted p <= --alpha, "
                         "lower mean) than run BASELINE (file stem) on any metric (CI gate); "
                         "BASELINE becomes the baseline unless --all-pairs")
+    add_junit_option(p)
     p.set_defaults(func=_run, min_runs=min_runs)
 
 
@@ -297,14 +298,10 @@ def _render(result: Report | CompareReport | list[Report], args: argparse.Namesp
 
 def _check_gates(
     reports: list[Report], gates: list[tuple[str, float]], gate_keys: list[str]
-) -> list[str]:
-    failures = []
-    for (typed, threshold), key in zip(gates, gate_keys):
-        for r in reports:
-            msg = below(f"run {r.run}: {typed}", r.mean.get(key), threshold)
-            if msg is not None:
-                failures.append(msg)
-    return failures
+) -> list[Check]:
+    return [(f"run {r.run}: {typed} >= {threshold:g}",
+             below(f"run {r.run}: {typed}", r.mean.get(key), threshold))
+            for (typed, threshold), key in zip(gates, gate_keys) for r in reports]
 
 
 def _draw(plots: Any, args: argparse.Namespace, result: Report | CompareReport | list[Report],
@@ -491,7 +488,11 @@ def _run(args: argparse.Namespace) -> int:
                   file=sys.stderr)
         for text in r.meta.get("warnings", ()):
             print(f"ragjudge: warning: {text}", file=sys.stderr)
-    status = report_failures("--fail-under", _check_gates(reports, gates, gate_keys))
+    junit = JUnitReport(args.command) if args.junit else None
+    status = report_failures("--fail-under", _check_gates(reports, gates, gate_keys), junit)
     if args.fail_if_worse is not None and isinstance(result, CompareReport):
-        status = report_failures("--fail-if-worse", worse_than(result, args.fail_if_worse, args.digits)) or status
+        status = report_failures("--fail-if-worse", worse_than(result, args.fail_if_worse, args.digits),
+                                 junit) or status
+    if junit is not None:
+        junit.write(args.junit)
     return status

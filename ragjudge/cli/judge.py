@@ -106,6 +106,16 @@ def register(subparsers: Any) -> None:
     bt.add_argument("--import-batch", metavar="FILE", nargs="+",
                     help="read that batch's output (and error) files instead of calling the model: "
                          "replies are checked, cached and written with provenance like online ones")
+    cl = p.add_argument_group("cluster")
+    cl.add_argument("--engine", choices=("local", "ray"), default="local",
+                    help="local: this process (default); ray: a Ray Data pipeline, each worker "
+                         "running this session (same prompts, parsing, cache; --max-cost split "
+                         "evenly between the workers); needs pip install -e '.[ray]'")
+    cl.add_argument("--ray-address", metavar="ADDR",
+                    help="with --engine ray: an existing cluster (ray://host:10001, auto); "
+                         "default a local one")
+    cl.add_argument("--ray-workers", type=int, default=2, metavar="N",
+                    help="with --engine ray: workers judging at once (default 2)")
     p.set_defaults(func=run)
 
 
@@ -185,6 +195,11 @@ def run(args: argparse.Namespace) -> int:
                                     qrels=human, all_queries=options.all_queries)
     elif args.batch:
         result = _run_batch(args, options, judge, queries, corpus, runs, human)
+    elif args.engine == "ray":
+        from ..ray import judge_ray_sync
+
+        result = judge_ray_sync(pairs, llm=llm, prompt=options.prompt, workers=args.ray_workers,
+                                address=args.ray_address, human=human)
     else:
         async def main() -> Any:
             try:
@@ -275,7 +290,9 @@ def _report(result: Any, args: argparse.Namespace, llm: Any) -> None:
     s = result.summary()
     cost = "unknown price" if s["cost_usd"] is None else f"${s['cost_usd']:.4f}"
     _say(f"judged {s['judged']}/{s['pairs']} pairs ({s['cached']} from cache); "
-         f"{s['calls']} calls, {s['prompt_tokens']} prompt tokens ({s['cached_prompt_tokens']} cached), "
+         f"{s['calls']} calls, {s['prompt_tokens']} prompt tokens ({s['cached_prompt_tokens']} cached"
+         + (f", {s['cache_write_prompt_tokens']} written to the prompt cache" if s["cache_write_prompt_tokens"] else "")
+         + "), "
          f"{s['completion_tokens']} completion tokens, {cost}")
     reasons = ", ".join(f"{k}: {v}" for k, v in sorted(s["failure_reasons"].items()))
     if s["failed"]:

@@ -16,7 +16,7 @@ from ..rag.options import GRADING_MODES, MATCH_MODES, RagOptions
 from ._inputs import add_option, options_from_args
 from ._llm import add_llm_options, llm_from_args
 from ._plot import add_plot_options, check_plot_path, write_plot
-from .gates import below, parse_gate, report_failures
+from .gates import Check, JUnitReport, add_junit_option, below, parse_gate, report_failures
 
 __all__ = ["register"]
 
@@ -78,6 +78,7 @@ def register(subparsers: Any) -> None:
     add_option(p, RagOptions, "grading", choices=GRADING_MODES)
     add_option(p, RagOptions, "skip_invalid", action="store_true")
     add_option(p, RagOptions, "separate_calls", action="store_true")
+    add_option(p, RagOptions, "language", metavar="CODE")
     p.add_argument("-q", "--per-sample", action="store_true",
                    help="also print per-sample values and the reasons of undetermined ones")
     p.add_argument("-f", "--format", choices=_FORMATS, default="table", help="output format")
@@ -90,6 +91,15 @@ def register(subparsers: Any) -> None:
     p.add_argument("--fail-under", action="append", default=[], metavar="METRIC=VALUE",
                    help="exit 1 when METRIC's mean is below VALUE (or not determined); repeatable; "
                    "a metric not given with -m is evaluated too")
+    add_junit_option(p)
+    p.add_argument("--trace-fraction", type=float, metavar="F",
+                   help="SAMPLES is a trace export: evaluate each trace with probability F (stable "
+                        "per trace id, so a rerun over a grown export pays only for new traces)")
+    p.add_argument("--trace-limit", type=int, metavar="N",
+                   help="SAMPLES is a trace export: evaluate its first N traces only")
+    p.add_argument("--span-scores", metavar="FILE",
+                   help="write each sample's scores as JSON lines keyed by trace and span id "
+                        "(samples read from traces: OTLP JSON, Phoenix, Langfuse), to attach to them")
     add_llm_options(p)
     add_plot_options(p, ("box", "heatmap"), "box (per-metric distributions with undetermined "
                      "counts, the default), heatmap (per-sample scores)")
@@ -100,7 +110,7 @@ def register(subparsers: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..rag import evaluate_samples_sync, read_samples
+    from ..rag import evaluate_samples_sync, read_samples, read_traces
     from ..rag.evaluate import plan_requests
     from ..rag.metrics import parse_rag_metrics
 
@@ -123,7 +133,14 @@ def _run(args: argparse.Namespace) -> int:
                          field="--embedding-model")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        samples = read_samples(args.samples, skip_invalid=options.skip_invalid)
+        if args.trace_fraction is not None or args.trace_limit is not None:
+            samples = read_traces(args.samples, fraction=args.trace_fraction, limit=args.trace_limit,
+                                  skip_invalid=options.skip_invalid)
+        else:
+            samples = read_samples(args.samples, skip_invalid=options.skip_invalid)
+    if args.span_scores and not any(s.metadata.get("trace_id") for s in samples):
+        raise InputError("the samples were not read from traces (no trace ids to key scores by)",
+                         field="--span-scores")
     for w in caught:
         print(f"ragjudge: warning: {w.message}", file=sys.stderr)
     for err in samples.invalid:
@@ -146,6 +163,8 @@ def _run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     write_plot(args, lambda plots: report.plot(kind=args.plot_kind or "box"))
+    if args.span_scores:
+        _write_span_scores(report, samples, args.span_scores)
     if args.mlflow:
         from ..integrations.mlflow import log_mlflow
 
@@ -165,25 +184,38 @@ def _run(args: argparse.Namespace) -> int:
         )
     if samples.invalid:
         print(f"ragjudge: {len(samples.invalid)} invalid sample(s) skipped", file=sys.stderr)
+    junit = JUnitReport("rag") if args.junit else None
     asked, failed = report.usage.get("requests_asked", 0), report.usage.get("requests_failed", 0)
     if asked and failed * 2 > asked:
         reasons = _failure_reasons(report)
-        print(f"ragjudge: error: {failed} of {asked} LLM requests failed; "
-              f"most common: {reasons}", file=sys.stderr)
+        message = f"{failed} of {asked} LLM requests failed; most common: {reasons}"
+        print(f"ragjudge: error: {message}", file=sys.stderr)
+        if junit is not None:
+            junit.error("LLM requests", message)
+            junit.write(args.junit)
         return 3
-    return report_failures("--fail-under", _check_gates(report, gates))
+    status = report_failures("--fail-under", _check_gates(report, gates), junit)
+    if junit is not None:
+        junit.write(args.junit)
+    return status
 
 
-def _check_gates(report: Any, gates: list[tuple[str, float]]) -> list[str]:
+def _check_gates(report: Any, gates: list[tuple[str, float]]) -> list[Check]:
     from ..rag.metrics import parse_rag_metric
 
-    out = []
-    for spec, threshold in gates:
-        for m in parse_rag_metric(spec):
-            msg = below(str(m), report.mean(str(m)), threshold, "has no determined value")
-            if msg is not None:
-                out.append(msg)
-    return out
+    return [(f"{m} >= {threshold:g}", below(str(m), report.mean(str(m)), threshold, "has no determined value"))
+            for spec, threshold in gates for m in parse_rag_metric(spec)]
+
+
+def _write_span_scores(report: Any, samples: Any, path: str) -> None:
+    import json
+
+    from ..rag.traces import span_scores
+
+    records = span_scores(report, samples)
+    Path(path).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records),
+                          encoding="utf-8")
+    print(f"ragjudge: {len(records)} span score record(s) written to {path}", file=sys.stderr)
 
 
 def _failure_reasons(report: Any) -> str:

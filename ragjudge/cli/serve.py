@@ -12,7 +12,7 @@ from typing import Any
 __all__ = ["register"]
 
 _EPILOG = """\
-endpoints (JSON, under /v1): POST evaluate, compare, rag, judge; GET/DELETE jobs/{id};
+endpoints (JSON, under /v1): POST evaluate, compare, rag, judge, synth; GET/DELETE jobs/{id};
 GET jobs, metrics, health, version; OpenAPI at /docs and /openapi.json.
 
 security: with a token in $RAGJUDGE_TOKEN (or --token-env VAR) every request but
@@ -22,10 +22,13 @@ or --api-key-env VAR), never from requests; requests cannot choose the endpoint.
 unless --cors-origin is given.
 
 jobs: /v1/judge and LLM metrics of /v1/rag run in the background; their state is in
-jobs.sqlite beside the cache (--jobs-db). Stopping the server (Ctrl-C, SIGTERM) lets calls in
-flight finish and requeues the job; the next start resumes it without paying again.
+jobs.sqlite beside the cache (--jobs-db; a postgresql:// URL for several servers). Stopping the
+server (Ctrl-C, SIGTERM) lets calls in flight finish and requeues the job; the next start
+resumes it without paying again. The job store is checked before the server listens; while it
+cannot be reached, jobs keep running and job requests get 503 with Retry-After.
 
-exit status: 0 stopped; 2 bad options (e.g. a public --host without a token).
+exit status: 0 stopped; 2 bad options (e.g. a public --host without a token, a job store that
+cannot be opened).
 """
 
 
@@ -44,7 +47,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--workers", type=int, default=1, metavar="N",
                    help="uvicorn worker processes (default 1; jobs are shared through SQLite)")
     p.add_argument("--no-access-log", action="store_true",
-                   help="no line per answered request on stdout (default: one, as uvicorn prints)")
+                   help="no access log (uvicorn's line per answered request on stdout)")
     lim = p.add_argument_group("limits")
     lim.add_argument("--max-body-bytes", type=int, default=32 * 1024 * 1024, metavar="N",
                      help="largest request body (default 32 MiB)")
@@ -59,25 +62,15 @@ def register(subparsers: Any) -> None:
     llm = p.add_argument_group("LLM endpoint of jobs (the server's, never a request's)")
     llm.add_argument("--model", default=os.environ.get("RAGJUDGE_MODEL"), metavar="M",
                      help="default model (or $RAGJUDGE_MODEL); requests may name another")
-    from ..llm.defaults import DEFAULT_CONCURRENCY
-    from ._llm import add_provider_option
+    from ._llm import add_endpoint_options, add_provider_option
 
     add_provider_option(llm, "the model's API (", "; default openai)")
-    llm.add_argument("--base-url", metavar="URL", help="the provider's endpoint (e.g. an OpenAI-compatible server)")
     llm.add_argument("--endpoint", dest="endpoints", action="append", default=[], metavar="URL[,KEY=VALUE...]",
                      help="spread jobs over several endpoints serving the model; repeat (as for judge: "
                           "key_env=, rpm=, tpm=, concurrency=, weight=, provider=)")
-    llm.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
-    llm.add_argument("--azure-endpoint", metavar="URL", help="Azure OpenAI resource endpoint")
-    llm.add_argument("--azure-api-version", metavar="V", help="Azure OpenAI API version")
-    llm.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY, metavar="N",
-                     help=f"requests in flight per job at most (default {DEFAULT_CONCURRENCY})")
-    llm.add_argument("--rpm", type=float, metavar="N", help="requests per minute cap per job")
-    llm.add_argument("--tpm", type=float, metavar="N", help="tokens per minute cap per job")
-    llm.add_argument("--timeout", type=float, default=60.0, metavar="S",
-                     help="timeout of one HTTP attempt (default 60)")
-    llm.add_argument("--max-attempts", type=int, default=6, metavar="N",
-                     help="attempts per request (default 6)")
+    # The endpoint's flags, as every LLM command has them (limits are per job).
+    add_endpoint_options(llm, "endpoint")
+    add_endpoint_options(llm, "limits")
     llm.add_argument("--cache", metavar="PATH",
                      help="SQLite cache file or postgresql:// URL (default $RAGJUDGE_CACHE or "
                           "~/.cache/ragjudge/judgments.sqlite)")
@@ -93,6 +86,10 @@ def register(subparsers: Any) -> None:
                       help="jobs running at once per worker (default 2; the rest wait)")
     jobs.add_argument("--drain-seconds", type=float, default=60.0, metavar="S",
                       help="on stop, wait this long for calls in flight (default 60)")
+    jobs.add_argument("--lease-seconds", type=float, default=10.0, metavar="S",
+                      help="a job whose server has not renewed its lease for this long is taken "
+                           "over by another (default 10; a job store outage shorter than this "
+                           "never moves a job)")
     ui = p.add_argument_group("web page at /ui/ (as ragjudge ui)")
     ui.add_argument("--ui-file", action="append", default=[], metavar="FILE",
                     help="a file the page shows (repeatable; ROLE=PATH forces its role; "
@@ -104,19 +101,17 @@ def register(subparsers: Any) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from ..server import ServerSettings, serve
+    from ._llm import endpoint_fields
 
     settings = ServerSettings(
         host=args.host, port=args.port, token_env=args.token_env, workers=args.workers,
         max_body_bytes=args.max_body_bytes, max_pairs=args.max_pairs,
         client_concurrency=args.client_concurrency, body_seconds=args.body_seconds,
         cors_origins=tuple(args.cors_origin), access_log=not args.no_access_log,
-        model=args.model, provider=args.provider, base_url=args.base_url, endpoints=tuple(args.endpoints),
-        api_key_env=args.api_key_env,
-        azure_endpoint=args.azure_endpoint, azure_api_version=args.azure_api_version,
-        rpm=args.rpm, tpm=args.tpm, timeout=args.timeout, max_attempts=args.max_attempts,
-        concurrency=args.concurrency, cache=args.cache, no_cache=args.no_cache,
+        model=args.model, llm=endpoint_fields(args), endpoints=tuple(args.endpoints),
+        cache=args.cache, no_cache=args.no_cache,
         prices=args.prices, max_cost=args.max_cost, jobs_db=args.jobs_db,
-        max_jobs=args.max_jobs, drain_seconds=args.drain_seconds,
+        max_jobs=args.max_jobs, drain_seconds=args.drain_seconds, lease_seconds=args.lease_seconds,
         ui_files=tuple(args.ui_file), ui_labels=args.ui_labels,
     )
     settings.check()

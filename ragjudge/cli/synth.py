@@ -65,6 +65,7 @@ def register(subparsers: Any) -> None:
                     "a few go into each prompt, InPars-style")
     add_option(gen, SynthOptions, "oversample", type=float, metavar="X")
     add_option(gen, SynthOptions, "min_words", type=int, metavar="N")
+    add_option(gen, SynthOptions, "language", metavar="CODE")
     flt = p.add_argument_group("filters")
     add_option(flt, SynthOptions, "roundtrip_k", type=int, metavar="K",
                help=SynthOptions.help("roundtrip_k").replace("None:", "0:"))

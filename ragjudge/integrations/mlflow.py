@@ -12,11 +12,19 @@ more):
 * params: the settings the numbers rest on (``meta`` / ``settings``: measures and cutoffs,
   test, resamples, seed, alpha, estimand, grading; model and prompt id and sha where an LLM
   graded), flattened with dots;
-* artifacts: ``ragjudge/<Type>.json`` (the full JSON, per query or sample), ``<Type>.txt``
-  (the table) and, when the report can plot and matplotlib is installed, ``<Type>.png``.
+* artifacts: ``ragjudge/<Type>.json`` (the full JSON, per query or sample; what
+  :func:`ragjudge.load_mlflow` reads back), ``<Type>.txt`` (the table), the per-query or
+  per-sample values as an MLflow table (``<Type>_table.json``, shown in the UI's artifact and
+  evaluation views) and, when the report can plot and matplotlib is installed, ``<Type>.png``.
 
-MLflow allows letters, digits and ``_ - . / : space`` in names: ``@`` is written ``_at_`` and
-other characters ``_`` (``ndcg@10`` -> ``ndcg_at_10``); the JSON keeps the exact names.
+Metric names are canonical whatever spelling was asked (``P_10``, ``P@10`` and ``precision@10``
+are all logged as ``precision_at_10``), so runs logged from different scripts line up; file
+paths (``qrels_source``, ``run_source``...) are logged as file names, the full paths staying
+in the JSON artifact. MLflow allows letters, digits and ``_ - . / : space`` in names: ``@`` is
+written ``_at_`` and other characters ``_`` (``ndcg@10`` -> ``ndcg_at_10``); the JSON keeps the
+exact names. A tracking store MLflow refuses (its file store, since MLflow 3.7, unless
+``MLFLOW_ALLOW_FILE_STORE=true``) is one :class:`~ragjudge.errors.InputError` line naming
+``MLFLOW_TRACKING_URI``.
 
 It needs only a result's ``to_dict()`` and imports ``mlflow`` only when called.
 """
@@ -32,7 +40,7 @@ from typing import Any
 
 from ..errors import InputError, RagjudgeError
 
-__all__ = ["log_mlflow", "mlflow_name", "tracking_values"]
+__all__ = ["log_mlflow", "mlflow_name", "tracking_values", "table_values", "read_logged"]
 
 _BAD = re.compile(r"[^\w\-. :/]")
 _MAX_PARAM = 6000
@@ -92,6 +100,8 @@ class _Values:
                 return
             value = ",".join(map(str, value))
         text = value if isinstance(value, str) else json.dumps(value)
+        if name.endswith("_source") and isinstance(value, str) and "/" in value.replace("\\", "/"):
+            text = value.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]  # a file name, not a machine's path
         if len(text) > _MAX_PARAM:
             text = text[: _MAX_PARAM - 3] + "..."
         self.params[mlflow_name(self.prefix + name)] = text
@@ -133,8 +143,9 @@ def tracking_values(data: Mapping[str, Any], prefix: str = "") -> tuple[dict[str
         for r in data["runs"]:
             name = str(r.get("run"))
             ci = r.get("ci") or {}
+            canon = _canonical(r)
             for m, mean in (r.get("mean") or {}).items():
-                v.interval(f"{name}/{m}", mean, ci.get(m))
+                v.interval(f"{name}/{canon(m)}", mean, ci.get(m))
             for m, e in (r.get("ppi") or {}).items():
                 v.estimate(f"{name}/{m}_ppi", e, "mean")
                 v.estimate(f"{name}/{m}_llm_only", e.get("llm_only") or {})
@@ -147,8 +158,9 @@ def tracking_values(data: Mapping[str, Any], prefix: str = "") -> tuple[dict[str
             v.param(f"{name}.run_source", meta.get("run_source"))
             if len(data["runs"]) == 1 or "ppi" in r:
                 v.params_of({k: x for k, x in meta.items() if k not in ("run_source", "ppi")})
+        canon = _canonical(data["runs"][0]) if data["runs"] else str
         for c in data.get("comparisons") or []:
-            base = f"{c['run']}_vs_{c['baseline']}/{c['metric']}"
+            base = f"{c['run']}_vs_{c['baseline']}/{canon(c['metric'])}"
             v.interval(f"{base}_delta", c.get("delta"), c.get("delta_ci"))
             v.metric(f"{base}_p", c.get("p_value"))
             v.metric(f"{base}_p_holm", c.get("p_adjusted"))
@@ -156,8 +168,9 @@ def tracking_values(data: Mapping[str, Any], prefix: str = "") -> tuple[dict[str
         v.params_of(data.get("meta"))
         v.params_of(data.get("settings"))
     elif isinstance(data.get("mean"), Mapping):  # Report
+        canon = _canonical(data)
         for m, mean in data["mean"].items():
-            v.metric(str(m), mean)
+            v.metric(canon(m), mean)
         v.param("run", data.get("run"))
         v.params_of(data.get("meta"))
     else:  # any other result: its numbers and settings
@@ -169,6 +182,86 @@ def tracking_values(data: Mapping[str, Any], prefix: str = "") -> tuple[dict[str
             else:
                 v.metric(str(k), value)
     return v.metrics, v.params
+
+
+def _canonical(report: Mapping[str, Any]) -> Any:
+    """Metric key -> its canonical spec (``P_10`` -> ``precision@10``), from the report's
+    ``meta.measures``; keys without one stay as they are."""
+    specs = (report.get("meta") or {}).get("measures") or {}
+    return lambda key: str(specs.get(key, key))
+
+
+def table_values(data: Mapping[str, Any]) -> dict[str, list[Any]] | None:
+    """The per-query (``run``, ``query``, one column per canonical metric) or per-sample
+    (``sample``, one column per metric, ``<metric>.reason`` for undetermined ones) columns of a
+    report's ``to_dict()``, for ``MlflowClient.log_table``; ``None`` when it has no such rows."""
+    if isinstance(data.get("samples"), list) and data["samples"]:  # RagReport
+        metrics = [str(a["metric"]) for a in data.get("aggregates") or []]
+        cols: dict[str, list[Any]] = {"sample": []}
+        for m in metrics:
+            cols[m] = []
+            cols[f"{m}.reason"] = []
+        for row in data["samples"]:
+            cols["sample"].append(row.get("sample"))
+            for m in metrics:
+                score = (row.get("scores") or {}).get(m) or {}
+                cols[m].append(score.get("value"))
+                cols[f"{m}.reason"].append(score.get("reason"))
+        return cols
+    reports = data["runs"] if isinstance(data.get("runs"), list) else [data]
+    reports = [r for r in reports if isinstance(r.get("per_query"), Mapping) and r["per_query"]]
+    if not reports:
+        return None
+    canon = _canonical(reports[0])
+    keys = list(next(iter(reports[0]["per_query"].values())))
+    cols = {"run": [], "query": [], **{canon(k): [] for k in keys}}
+    for r in reports:
+        for qid, values in r["per_query"].items():
+            cols["run"].append(r.get("run"))
+            cols["query"].append(qid)
+            for k in keys:
+                cols[canon(k)].append(values.get(k))
+    return cols
+
+
+def _refused(exc: Exception, mlflow: Any) -> InputError:
+    """A store MLflow will not use, as one line naming where it is configured."""
+    uri = mlflow.get_tracking_uri()
+    message = " ".join(str(getattr(exc, "message", None) or exc).split())
+    first = message.split(". ", 1)[0].rstrip(".")
+    hint = ""
+    if "filesystem" in message.lower() or "file store" in message.lower():
+        hint = " (use a database store such as sqlite:///mlflow.db, or set MLFLOW_ALLOW_FILE_STORE=true)"
+    return InputError(f"MLflow refused the tracking store {uri}: {first}{hint}",
+                      field="MLFLOW_TRACKING_URI")
+
+
+def read_logged(run_id: str, prefix: str = "") -> tuple[str, dict[str, Any]]:
+    """The report type and the JSON :func:`log_mlflow` logged to MLflow run ``run_id``
+    (under ``prefix`` when several reports share the run)."""
+    mlflow = _mlflow()
+    client = mlflow.MlflowClient()
+    folder = f"{prefix.strip('/')}/ragjudge" if prefix.strip("/") else "ragjudge"
+    try:
+        kind = client.get_run(run_id).data.tags.get(mlflow_name(f"{prefix}ragjudge.report"))
+        if not kind:
+            raise InputError(f"MLflow run {run_id} has no ragjudge report" + (
+                f" under prefix {prefix!r}" if prefix else ""), field="run_id")
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            path = client.download_artifacts(run_id, f"{folder}/{kind}.json", tmp)
+            with open(path, encoding="utf-8") as f:
+                return kind, json.load(f)
+    except InputError:
+        raise
+    except Exception as exc:  # MlflowException: no such run, a refused store...
+        if type(exc).__name__ != "MlflowException":
+            raise
+        if "RESOURCE_DOES_NOT_EXIST" in str(getattr(exc, "error_code", "")) or "not found" in str(exc).lower():
+            raise InputError(f"no MLflow run {run_id!r} with a ragjudge report in "
+                             f"{mlflow.get_tracking_uri()}", field="run_id") from None
+        raise _refused(exc, mlflow) from None
 
 
 def _mlflow() -> Any:
@@ -216,20 +309,24 @@ def log_mlflow(report: Any, run: Any = None, prefix: str = "", *, figures: bool 
         return run_id
     mlflow = _mlflow()
     from mlflow.entities import Metric, Param, RunTag
+    from mlflow.exceptions import MlflowException
 
     text = report.to_json()
     data = json.loads(text)
     metrics, params = tracking_values(data, prefix)
     kind = type(report).__name__
-    client = mlflow.MlflowClient()
     started = None
-    if run is not None:
-        run_id = run if isinstance(run, str) else run.info.run_id
-    elif mlflow.active_run() is not None:
-        run_id = mlflow.active_run().info.run_id
-    else:
-        started = mlflow.start_run()
-        run_id = started.info.run_id
+    try:
+        client = mlflow.MlflowClient()
+        if run is not None:
+            run_id = run if isinstance(run, str) else run.info.run_id
+        elif mlflow.active_run() is not None:
+            run_id = mlflow.active_run().info.run_id
+        else:
+            started = mlflow.start_run()
+            run_id = started.info.run_id
+    except MlflowException as exc:
+        raise _refused(exc, mlflow) from None
     status = "FINISHED"
     try:
         now = int(time.time() * 1000)
@@ -245,6 +342,9 @@ def log_mlflow(report: Any, run: Any = None, prefix: str = "", *, figures: bool 
         folder = f"{prefix.strip('/')}/ragjudge" if prefix.strip("/") else "ragjudge"
         client.log_text(run_id, text, f"{folder}/{kind}.json")
         client.log_text(run_id, str(report), f"{folder}/{kind}.txt")
+        table = table_values(data)
+        if table is not None:
+            client.log_table(run_id, data=table, artifact_file=f"{folder}/{kind}_table.json")
         fig = _figure(report) if figures else None
         if fig is not None:
             import matplotlib.pyplot as plt

@@ -2,7 +2,8 @@
 runs (``qid<TAB>docid<TAB>rank``).
 
 TREC qrels have exactly 4 whitespace-separated columns; TREC runs at least 6 (text after the 6th
-and the rank column are ignored, like trec_eval). Lines whose first non-blank character is ``#``
+and the rank column are ignored, like trec_eval; a run with longer lines says so once, as a
+warning naming the first such line, since a stray column before the score shifts every field). Lines whose first non-blank character is ``#``
 are comments; blank lines are skipped; document ids may contain ``#``. An MS MARCO run has
 exactly 3 columns and no score: the score is ``1 / rank``, so trec_eval's order (score
 descending) is the file's rank order.
@@ -69,9 +70,13 @@ SEGMENT_BLOCKS = 64
 #          value field name, integer values?)
 _KINDS: dict[str, tuple[int, bool, int, int, int, str, bool]] = {
     "qrels": (4, True, 0, 2, 3, "grade", True),
-    "run": (6, False, 0, 2, 4, "score", False),
+    # Runs: the fast scans take exactly 6 columns, so a longer line reaches the exact path, which
+    # reads it as trec_eval does and notes it (see ``_EXTRA_OK``).
+    "run": (6, True, 0, 2, 4, "score", False),
     "msmarco": (3, True, 0, 1, 2, "rank", True),
 }
+#: Kinds whose lines may carry text after the wanted columns (ignored, and warned about once).
+_EXTRA_OK = frozenset({"run"})
 _HEADERS = {
     "qrels": "'qid iter docid grade'",
     "run": "'qid Q0 docid rank score tag'",
@@ -441,8 +446,10 @@ def _scan_native(block: bytes, kind: str, arrow: bool) -> tuple | None:
 
 
 # ============================================================================= exact path
-def _scan_block_exact(block: bytes, first_line: int, kind: str, source: str | None) -> tuple:
-    """Line-by-line parse of one block with the same result as :func:`_scan_block`.
+def _scan_block_exact(block: bytes, first_line: int, kind: str, source: str | None,
+                      longer: list[int] | None = None) -> tuple:
+    """Line-by-line parse of one block with the same result as :func:`_scan_block`; the numbers
+    of lines with more columns than wanted (where the kind allows them) go to ``longer``.
 
     Raises :class:`InputError` naming the first bad line and field.
     """
@@ -460,7 +467,10 @@ def _scan_block_exact(block: bytes, first_line: int, kind: str, source: str | No
         parts = raw.split()
         if not parts or parts[0].startswith(b"#"):
             continue
-        if len(parts) != want if exact_count else len(parts) < want:
+        if len(parts) > want and kind in _EXTRA_OK:
+            if longer is not None:
+                longer.append(lineno)
+        elif len(parts) != want if exact_count else len(parts) < want:
             raise InputError(
                 f"expected {want} columns {_HEADERS[kind]}, got {len(parts)}",
                 source=source,
@@ -489,11 +499,12 @@ def scan_trec(
     the GIL), while line numbering and the exact fallback stay on this thread, in file order."""
     cols = _Columns()
     line = 1
+    longer: list[int] = []
 
     def take(block: bytes, res: tuple | None) -> None:
         nonlocal line
         if res is None:
-            q, d, v, lines = _scan_block_exact(block, line, kind, source)
+            q, d, v, lines = _scan_block_exact(block, line, kind, source, longer)
             nlines = block.count(b"\n")
             if len(lines) != nlines:
                 cols.skipped = True
@@ -548,6 +559,13 @@ def scan_trec(
     if not len(cols):
         what = "judgments" if kind == "qrels" else "ranked documents"
         raise InputError(f"no {what} found: the input is empty or has only comments", source=source)
+    if longer:
+        import warnings
+
+        where = f"{source}:{longer[0]}" if source else f"line {longer[0]}"
+        warnings.warn(f"{where}: {len(longer)} line(s) with more than {_KINDS[kind][0]} columns; "
+                      f"the text after column {_KINDS[kind][0]} is ignored, as trec_eval does",
+                      stacklevel=2)
     return cols.finish()
 
 

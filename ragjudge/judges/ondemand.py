@@ -202,6 +202,7 @@ async def judge_on_demand(
     known: Qrels | None = None
     if pool is not None:
         pool.check_judge(judge.llm.model, _prompt_name(judge))
+        pool.check_scale(judge.prompt.label_values)
         known = pool.qrels()
         if qrels is not None and not all_queries:
             known = known.filter(qrels.query_ids)  # the queries the human qrels cover, as without a pool

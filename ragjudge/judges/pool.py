@@ -160,6 +160,30 @@ class Pool:
                              "use another pool file for another judge", source=self._source(),
                              field="--pool")
 
+    def check_scale(self, grades: Iterable[Any]) -> None:
+        """Refuse a kept label outside the judge's scale (``grades``: the prompt's label
+        values): the file is plain qrels, so a hand-edited or foreign line would otherwise
+        move every mean it enters."""
+        allowed = {int(g) for g in grades if isinstance(g, int) and not isinstance(g, bool)}
+        if not allowed:
+            return  # a prompt without an integer scale: nothing to check against
+        for (q, d), g in self.grades.items():
+            if g not in allowed:
+                raise InputError(f"grade {g} of query {q!r}, document {d!r} is outside the judge's "
+                                 f"scale {sorted(allowed)}", source=self._source(),
+                                 line=self._line_of(q, d), field="grade")
+
+    def _line_of(self, qid: str, docid: str) -> int | None:
+        """The line of the label of (``qid``, ``docid``) in the pool file, for an error."""
+        if self.path is None or not self.path.exists():
+            return None
+        with open(self.path, encoding="utf-8", errors="replace") as f:
+            for lineno, line in enumerate(f, 1):
+                parts = line.split()
+                if len(parts) == 4 and parts[0] == qid and parts[2] == docid:
+                    return lineno
+        return None
+
     def add(self, judgments: Iterable[Any]) -> int:
         """Add the successful judgments the pool lacks (a label already kept wins); returns
         how many were added."""

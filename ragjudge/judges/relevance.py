@@ -28,7 +28,7 @@ from ..llm.session import LLM
 from ..llm.values import DryRun, Outcome
 from ..render import ResultSurface, render_table
 
-__all__ = ["LLMRelevanceJudge", "Judgment", "JudgeResult", "Pair", "pool_pairs", "holes",
+__all__ = ["LLMRelevanceJudge", "Judgment", "JudgeResult", "Pair", "as_pair", "pool_pairs", "holes",
            "qrels_from_judgments"]
 
 T = TypeVar("T")
@@ -238,6 +238,7 @@ class JudgeResult(ResultSurface):
             "calls": self.usage.calls,
             "prompt_tokens": self.usage.prompt_tokens,
             "cached_prompt_tokens": self.usage.cached_tokens,
+            "cache_write_prompt_tokens": self.usage.cache_write_tokens + self.usage.cache_write_1h_tokens,
             "completion_tokens": self.usage.completion_tokens,
             "cost_usd": self.cost,
             "reasoning_dropped": sum(1 for j in self.judgments if j.reasoning_dropped),
@@ -254,7 +255,7 @@ class JudgeResult(ResultSurface):
         grades = Counter(j.grade for j in self.judgments if j.ok)
         rows += [[f"grade {g}", n] for g, n in sorted(grades.items(), key=lambda x: str(x[0]))]
         rows += [[k, d[k]] for k in ("calls", "prompt_tokens", "cached_prompt_tokens",
-                                     "completion_tokens", "cost_usd")]
+                                     "cache_write_prompt_tokens", "completion_tokens", "cost_usd")]
         return ["", "value"], rows
 
     def to_dict(self, *, judgments: bool = True) -> dict[str, Any]:
@@ -384,7 +385,9 @@ def pool_pairs(
     return pairs
 
 
-def _as_pair(item: Any, i: int) -> Pair:
+def as_pair(item: Any, i: int) -> Pair:
+    """One pair as :meth:`LLMRelevanceJudge.judge_many` takes it: a :class:`Pair`, a mapping
+    with ``query`` and ``passage`` (``qid``, ``docid`` optional), or a 2- or 4-tuple."""
     if isinstance(item, Pair):
         return item
     if isinstance(item, Mapping):
@@ -468,7 +471,7 @@ class LLMRelevanceJudge:
     async def judge_many(self, pairs: Iterable[Any], *, progress: bool | None = None) -> list[Judgment]:
         """Grade many pairs concurrently; results in input order. Items: ``(query, passage)``,
         ``(qid, docid, query, passage)``, ``{"qid", "docid", "query", "passage"}`` or :class:`Pair`."""
-        items = [_as_pair(p, i) for i, p in enumerate(pairs)]
+        items = [as_pair(p, i) for i, p in enumerate(pairs)]
         try:
             outs = await self.llm.structured_many(
                 self.prompt,

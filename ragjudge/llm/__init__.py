@@ -16,9 +16,13 @@ Modules, lowest first (each imports only those above it in this list):
 ``redaction.py``  ``redact``: no key or credential-bearing URL leaves the process.
 ``providers/``  the provider seam: ``base.py`` (the ``Provider`` protocol, ``Verdict``,
     ``RateInfo``, ``Completion``), the registry (``__init__.py``), one module per API
-    (``openai.py``; ``anthropic.py``).
-``endpoint.py``  ``Endpoint``: the frozen value of where and how to call (provider, model,
-    URL, key variable, timeout, attempts, patience, concurrency, rpm, tpm).
+    (``openai.py``; ``anthropic.py``), ``function.py`` (a Python function of the prompt and
+    its variables) and one per kind of model object (``langchain.py``, ``llamaindex.py``,
+    ``litellm.py``, ``callable.py``, on ``objects.py``): ``LLM(obj)``.
+``defaults.py``  the endpoint's fields declared once (default, help, flag):
+    ``ENDPOINT_OPTIONS``, read by the CLI without loading the LLM stack.
+``endpoint.py``  ``Endpoint``: the frozen options value of where and how to call (provider,
+    model, URL, key variable, timeout, attempts, patience, concurrency, rpm, tpm, target).
 ``client.py``  ``LLMClient``: the one provider-neutral retry loop (see its docstring).
 ``runner.py``  ``Runner``: concurrency, rpm pacing, tpm budget (``slot``, ``attempt``).
 ``cache.py``  ``Cache``/``NullCache`` (SQLite; successes only), ``cache_key``.
@@ -39,8 +43,9 @@ Modules, lowest first (each imports only those above it in this list):
     ``structured_many``, ``prepare``/``accept`` (batch mode), ``estimate`` (dry run),
     ``embed``, ``client()``, ``cost``/``cost_of``, ``failure``, ``provenance``.
 ``batch.py``  ``run_batch``: the same calls through the OpenAI Batch API, resumable.
-``fake.py``  ``FakeLLM``: an in-process session answering from a function or a mapping (tests
-    and examples of judges, RAG metrics and synth without HTTP).
+``fake.py``  ``FakeLLM``: the session over the ``function`` provider (a function or a mapping
+    of the prompt and its variables) with an in-memory cache store: offline runs, replays,
+    tests and examples of judges, RAG metrics and synth without HTTP.
 
 Judges on top (``ragjudge.judges``): ``LLMRelevanceJudge`` and its Batch API twin
 ``ragjudge.judges.judge_with_batch`` (``judge_with_batch_sync``).

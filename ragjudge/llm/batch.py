@@ -41,6 +41,7 @@ from typing import Any
 import openai
 
 from ..errors import InputError, LLMError
+from ..io.streams import decode_text, open_input
 from .cache import default_cache_path
 from .cachestore import is_postgres_url
 from .client import AttemptDeadline, redact, within_deadline
@@ -266,26 +267,39 @@ def _error_text(obj: Mapping[str, Any]) -> str:
     return "no response"
 
 
-def parse_result_files(*texts: str | None) -> dict[str, BatchResult]:
+def parse_result_files(*texts: str | None, sources: Sequence[str] | None = None) -> dict[str, BatchResult]:
     """Join the output and error files' lines by ``custom_id``.
 
     A line with ``response.status_code == 200`` gives the reply body; anything else gives the
-    error. When a custom id appears in both files, a successful reply wins.
+    error. When a custom id appears in both files, a successful reply wins; a custom id twice
+    in one file, or answered in two, is an error (which answer is the model's cannot be told).
+    With ``sources`` (the files' names) a bad line is an :class:`InputError` naming file, line
+    and field; without, an :class:`LLMError` (a file the Batch API returned).
     """
+
+    def bad(i: int, n: int, message: str, field: str | None = None) -> Exception:
+        if sources is not None:
+            return InputError(message.removeprefix("is "), source=sources[i], line=n, field=field)
+        return LLMError(f"batch result file line {n} {'has no custom_id' if message == 'missing' else message}")
+
     results: dict[str, BatchResult] = {}
-    for text in texts:
+    for i, text in enumerate(texts):
         if not text:
             continue
+        seen: set[str] = set()
         for n, line in enumerate(text.splitlines(), 1):
             if not line.strip():
                 continue
             try:
                 obj = json.loads(line)
             except ValueError:
-                raise LLMError(f"batch result file line {n} is not JSON") from None
+                raise bad(i, n, "is not JSON") from None
             cid = obj.get("custom_id") if isinstance(obj, Mapping) else None
             if not isinstance(cid, str):
-                raise LLMError(f"batch result file line {n} has no custom_id")
+                raise bad(i, n, "missing", "custom_id")
+            if cid in seen:
+                raise bad(i, n, f"has custom_id {redact(cid)!r} a second time in the file", "custom_id")
+            seen.add(cid)
             response = obj.get("response")
             ok = (
                 isinstance(response, Mapping)
@@ -294,6 +308,8 @@ def parse_result_files(*texts: str | None) -> dict[str, BatchResult]:
                 and not obj.get("error")
             )
             if ok:
+                if cid in results and results[cid].body is not None:
+                    raise bad(i, n, f"answers custom_id {redact(cid)!r} a second time (another file answered it)", "custom_id")
                 results[cid] = BatchResult(dict(response["body"]), None)
             elif cid not in results or results[cid].body is None:
                 results[cid] = BatchResult(None, "batch: " + _error_text(obj))
@@ -637,16 +653,14 @@ def import_batch(llm: LLM, prompt: Prompt | str | Path, variables: Iterable[Mapp
     same pairs online later, pays nothing more. An item with no reply in the files fails with
     that reason; a cached item is answered from the cache."""
     prompt = load_prompt(prompt)
-    texts = []
+    texts, sources = [], []
     for path in paths:
-        try:
-            texts.append(Path(path).read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise InputError(f"cannot read the batch results ({exc.strerror or exc})", source=str(path)) from None
-    try:
-        results = parse_result_files(*texts)
-    except LLMError as exc:
-        raise InputError(str(exc), source=", ".join(str(p) for p in paths)) from None
+        # One reading path for every input: .gz by its magic bytes, invalid UTF-8 and unreadable
+        # files as one line naming the file (and the line).
+        with open_input(path) as stream:
+            sources.append(stream.source)
+            texts.append(decode_text(stream.read(), stream.source))
+    results = parse_result_files(*texts, sources=sources)
     done: dict[str, Outcome] = {}
     out: list[Outcome] = []
     for v in variables:

@@ -158,7 +158,8 @@ class CacheStore(metaclass=ABCMeta):
         self._claimed: set[str] = set()
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
-        self._lock = threading.Lock()
+        # Re-entrant: a backend may hold it across a write and what it does when the write fails.
+        self._lock = threading.RLock()
         self.hits = 0
         self.writes = 0
         self.waited = 0  # answers obtained by waiting for another process's claim

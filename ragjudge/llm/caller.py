@@ -258,13 +258,16 @@ class Caller(AccountsView):
         counted here (its worst case when the reply carried none)."""
         messages = body["messages"]
         allowed = int(body.get("max_tokens") or body.get("max_completion_tokens") or 0)
-        worst_prompt = worst_case_prompt_tokens(messages, body.get("response_format"))
+        worst_prompt = worst_case_prompt_tokens(messages, body.get("response_format")) + (
+            self.spec.schema_overhead if body.get("response_format") else 0)
         st = self._state()
         while True:
             changed = st.budget_changed
             # Recomputed on every try: a reply settled meanwhile may have taught the ledger
             # that this server bills more output than it was allowed.
-            worst_usage = Usage(1, worst_prompt, 0, self.budget.worst_output_tokens(allowed))
+            # At worst every prompt token is a (dearer) prompt-cache write.
+            worst_usage = Usage(1, worst_prompt, 0, self.budget.worst_output_tokens(allowed),
+                                cache_write_tokens=worst_prompt)
             worst = (self.cost_of(worst_usage) or 0.0) if self.budget.cap is not None else 0.0
             verdict = self.budget.admit(self.cost or 0.0, worst)
             if verdict is Admission.GO:

@@ -1,11 +1,20 @@
 """Token accounting and prices.
 
-Usage comes from each reply's ``usage`` block (``prompt_tokens`` includes the cached prefix;
-``prompt_tokens_details.cached_tokens`` says how much of it was served from the provider's
-prompt cache and is billed at the cached rate). Prices are USD per million tokens and can be
-overridden from a JSON file ``{"model": {"input": x, "cached_input": y, "output": z}}``.
-A model with no known price (a local server) costs ``None`` -- unknown, not zero -- unless
-the user supplies a price; ``--max-cost`` then refuses to start rather than guess.
+Usage comes from each reply's ``usage`` block. ``prompt_tokens`` counts every prompt token
+once, the cached prefix and the cache writes included; ``cached_tokens`` says how much of it
+was read from the provider's prompt cache (billed at the cached rate), ``cache_write_tokens``
+and ``cache_write_1h_tokens`` how much was written to it (Anthropic: 5-minute and 1-hour
+writes, billed at their own rates).
+
+Prices are USD per million tokens. :meth:`PriceTable.default` looks a model up, in order: the
+prices the user gave (``--prices FILE``: ``{"model": {"input": x, "cached_input": y, "output":
+z, "cache_write": w, "cache_write_1h": v}}``), pydantic's maintained price database
+``genai-prices`` (list prices with their dates, cache reads and writes; imported the first time a
+price is needed), the built-in table below (used where that package is absent or does not know
+the model), and last the longest known prefix of the name (a dated snapshot), said in one line.
+A model with no price (a local server) costs ``None`` -- unknown, not zero -- said in one line
+naming the model and how to give its price; ``--max-cost`` then refuses to start rather than
+guess.
 
 Batch API requests are billed at :data:`BATCH_DISCOUNT` times the online price (OpenAI: 50%,
 input and output alike); ``PriceTable.cost(model, usage, batch=True)`` applies it -- the one
@@ -15,7 +24,9 @@ place that knows about it.
 from __future__ import annotations
 
 import json
+import logging
 import math
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +34,9 @@ from typing import Any
 
 from ..errors import InputError
 
-__all__ = ["Usage", "Price", "PriceTable", "estimate_tokens", "BATCH_DISCOUNT"]
+log = logging.getLogger("ragjudge.llm")
+
+__all__ = ["Usage", "Price", "PriceTable", "estimate_tokens", "BATCH_DISCOUNT", "database_price"]
 
 # OpenAI bills Batch API requests (input, cached input and output) at half the online price.
 BATCH_DISCOUNT = 0.5
@@ -45,6 +58,10 @@ class Usage:
     completion_tokens: int = 0
     reasoning_tokens: int = 0
     unknown: int = 0
+    #: prompt tokens written to the provider's prompt cache (5-minute writes; part of
+    #: ``prompt_tokens``), and those written for one hour
+    cache_write_tokens: int = 0
+    cache_write_1h_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
@@ -58,7 +75,7 @@ class Usage:
 
     def _tuple(self) -> tuple[int, ...]:
         return (self.calls, self.prompt_tokens, self.cached_tokens, self.completion_tokens,
-                self.reasoning_tokens, self.unknown)
+                self.reasoning_tokens, self.unknown, self.cache_write_tokens, self.cache_write_1h_tokens)
 
     @classmethod
     def from_openai(cls, usage: Any) -> Usage:
@@ -98,13 +115,17 @@ class Usage:
             d["reasoning_tokens"] = self.reasoning_tokens
         if self.unknown:
             d["unknown"] = self.unknown
+        if self.cache_write_tokens:
+            d["cache_write_tokens"] = self.cache_write_tokens
+        if self.cache_write_1h_tokens:
+            d["cache_write_1h_tokens"] = self.cache_write_1h_tokens
         return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Usage:
         return cls(*(_count(d.get(k)) or 0 for k in (
             "calls", "prompt_tokens", "cached_tokens", "completion_tokens", "reasoning_tokens",
-            "unknown")))
+            "unknown", "cache_write_tokens", "cache_write_1h_tokens")))
 
 
 def _count(v: Any) -> int | None:
@@ -124,26 +145,37 @@ def _count(v: Any) -> int | None:
 
 @dataclass(frozen=True)
 class Price:
-    """USD per million tokens."""
+    """USD per million tokens. ``cached_input``: a prompt-cache read (None: billed like
+    input); ``cache_write`` / ``cache_write_1h``: a 5-minute / 1-hour prompt-cache write
+    (None: like input / like a 5-minute write)."""
 
     input: float
     output: float
-    cached_input: float | None = None  # None: billed like input
+    cached_input: float | None = None
+    cache_write: float | None = None
+    cache_write_1h: float | None = None
 
     def cost(self, usage: Usage, *, batch: bool = False) -> float:
         """USD for ``usage``; ``batch=True``: billed through the Batch API (discounted)."""
         cached = min(usage.cached_tokens, usage.prompt_tokens)
+        w5 = min(usage.cache_write_tokens, usage.prompt_tokens - cached)
+        w1h = min(usage.cache_write_1h_tokens, usage.prompt_tokens - cached - w5)
         cached_rate = self.input if self.cached_input is None else self.cached_input
+        write_rate = self.input if self.cache_write is None else self.cache_write
+        write_1h_rate = write_rate if self.cache_write_1h is None else self.cache_write_1h
         online = (
-            (usage.prompt_tokens - cached) * self.input
+            (usage.prompt_tokens - cached - w5 - w1h) * self.input
             + cached * cached_rate
+            + w5 * write_rate
+            + w1h * write_1h_rate
             + usage.completion_tokens * self.output
         ) / 1e6
         return online * BATCH_DISCOUNT if batch else online
 
 
-# Public list prices (USD / 1M tokens: input, output, cached input) at the time of writing.
-# They change: users override them with --prices FILE; the report always shows tokens too.
+# Public list prices (USD / 1M tokens: input, output, cached input) at the time of writing: the
+# fallback where the price database (genai-prices) is absent or does not know a model. Users
+# override them with --prices FILE; the report always shows tokens too.
 _DEFAULT_PRICES: dict[str, Price] = {
     "gpt-4o-mini": Price(0.15, 0.60, 0.075),
     "gpt-4o": Price(2.50, 10.00, 1.25),
@@ -160,30 +192,101 @@ _DEFAULT_PRICES: dict[str, Price] = {
     "text-embedding-ada-002": Price(0.10, 0.0),
 }
 
+#: How a price was found (:meth:`PriceTable.source`).
+GIVEN, DATABASE, BUILT_IN, PREFIX, NONE = "given", "genai-prices", "built-in", "prefix", "none"
+
+_HOW_TO_PRICE = ('give its price with --prices FILE ({"<model>": {"input": USD_per_1M, '
+                 '"output": USD_per_1M}})')
+
+_DB_LOCK = threading.Lock()
+_DB: list[Any] = []  # the price database's snapshot once loaded ([None]: the package is absent)
+
+
+def _database() -> Any:
+    """genai-prices' bundled snapshot (imported on first use: it takes ~0.3 s), or None."""
+    with _DB_LOCK:
+        if not _DB:
+            try:
+                from genai_prices import data_snapshot
+                _DB.append(data_snapshot.get_snapshot())
+            except Exception:  # absent or broken: the built-in table is the fallback
+                log.debug("genai-prices unavailable", exc_info=True)
+                _DB.append(None)
+        return _DB[0]
+
+
+def _rate(value: Any) -> float | None:
+    """A database price (a Decimal, or tiers: their base, the rate below the long-context
+    threshold) as a float."""
+    if value is None:
+        return None
+    value = getattr(value, "base", value)
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return out if math.isfinite(out) and out >= 0 else None
+
+
+def database_price(model: str) -> Price | None:
+    """The list price of ``model`` today in genai-prices (None: package absent, model unknown,
+    or no token prices)."""
+    db = _database()
+    if db is None or not model:
+        return None
+    from datetime import datetime, timezone
+
+    try:
+        _provider, info = db.find_provider_model(model, None, None, None)
+        mp = info.get_prices(datetime.now(timezone.utc))
+    except Exception:  # LookupError: unknown model; anything else: treat as unknown too
+        return None
+    inp, out = _rate(getattr(mp, "input_mtok", None)), _rate(getattr(mp, "output_mtok", None))
+    if inp is None:
+        return None
+    write = _rate(getattr(mp, "cache_write_mtok", None))
+    return Price(inp, out or 0.0, _rate(getattr(mp, "cache_read_mtok", None)), write,
+                 _rate(getattr(mp, "cache_write_1h_mtok", None)))
+
 
 class PriceTable:
-    """Model name -> :class:`Price`. A dated snapshot name (``gpt-4o-mini-2024-07-18``) falls
-    back to the longest known prefix."""
+    """Model name -> :class:`Price`, looked up in order: the prices given (this table's own
+    entries, e.g. from ``--prices FILE``), the price database (``genai-prices``, in
+    :meth:`default`), the built-in list prices, then the longest known prefix of the name
+    (``gpt-4o-2099-01-01`` -> ``gpt-4o``), which is said once in one line. An exact name
+    always wins over a prefix, so ``claude-opus-4-6`` never takes ``claude-opus-4``'s price."""
 
-    def __init__(self, prices: Mapping[str, Price] | None = None) -> None:
+    def __init__(self, prices: Mapping[str, Price] | None = None, *,
+                 fallback: Mapping[str, Price] | None = None, database: bool = False) -> None:
         self._prices = dict(prices or {})
+        self._fallback = dict(fallback or {})
+        self._database = database
+        self._found: dict[str, tuple[Price | None, str, str]] = {}
+        #: the lines said about prices (a prefix fallback, a model without a price)
+        self.notes: list[str] = []
 
     @classmethod
     def default(cls) -> PriceTable:
-        return cls(_DEFAULT_PRICES)
+        """The price database with the built-in list prices as its fallback."""
+        return cls(fallback=_DEFAULT_PRICES, database=True)
+
+    def _derive(self, prices: Mapping[str, Price] | None = None,
+                fallback: Mapping[str, Price] | None = None) -> PriceTable:
+        return PriceTable({**self._prices, **(prices or {})}, fallback={**self._fallback, **(fallback or {})},
+                          database=self._database)
 
     @classmethod
     def parse(cls, data: Mapping[str, Any], *, source: str | None = None,
               base: PriceTable | None = None) -> PriceTable:
-        prices = dict(base._prices) if base is not None else {}
+        prices: dict[str, Price] = {}
         for model, spec in data.items():
             if not isinstance(spec, Mapping) or "input" not in spec or "output" not in spec:
                 raise InputError(f"price of {model!r} needs 'input' and 'output' (USD per 1M tokens)",
                                  source=source, field=str(model))
             rates: dict[str, float | None] = {}
-            for name in ("input", "output", "cached_input"):
+            for name in ("input", "output", "cached_input", "cache_write", "cache_write_1h"):
                 raw = spec.get(name)
-                if raw is None and name == "cached_input":
+                if raw is None and name not in ("input", "output"):
                     rates[name] = None
                     continue
                 try:
@@ -196,14 +299,16 @@ class PriceTable:
                     raise InputError(f"price {name!r} of {model!r} must be a finite number >= 0, "
                                      f"got {raw!r}", source=source, field=f"{model}.{name}")
                 rates[name] = value
-            prices[str(model)] = Price(rates["input"], rates["output"], rates["cached_input"])  # type: ignore[arg-type]
-        return cls(prices)
+            prices[str(model)] = Price(**rates)  # type: ignore[arg-type]
+        return base._derive(prices) if base is not None else cls(prices)
 
     @classmethod
     def load(cls, path: str | Path, *, base: PriceTable | None = None) -> PriceTable:
-        """Read a JSON price file; its entries override ``base`` (default: the built-in table)."""
+        """Read a JSON price file; its entries override ``base`` (default: :meth:`default`)."""
         try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
+            from ..io.streams import decode_text  # a BOM is dropped, bad UTF-8 names its line
+
+            data = json.loads(decode_text(Path(path).read_bytes(), str(path)))
         except OSError as exc:
             raise InputError(f"cannot read price file: {exc.strerror}", source=str(path)) from None
         except json.JSONDecodeError as exc:
@@ -213,34 +318,72 @@ class PriceTable:
         return cls.parse(data, source=str(path), base=base if base is not None else cls.default())
 
     def merged(self, prices: Mapping[str, Price]) -> PriceTable:
-        """This table with ``prices`` added (they win over entries of the same name)."""
-        return PriceTable({**self._prices, **prices}) if prices else self
+        """This table with a provider's built-in list ``prices`` added to its fallback (the
+        prices given and the database still win over them)."""
+        return self._derive(fallback=prices) if prices else self
 
     def with_price(self, model: str, price: Price) -> PriceTable:
-        prices = dict(self._prices)
-        prices[model] = price
-        return PriceTable(prices)
+        """This table with ``price`` given for ``model`` (it wins over every other source)."""
+        return self._derive({model: price})
+
+    def source(self, model: str) -> str:
+        """Where the price of ``model`` comes from: :data:`GIVEN`, :data:`DATABASE`,
+        :data:`BUILT_IN`, :data:`PREFIX` or :data:`NONE`."""
+        return self._find(model)[1]
+
+    def _find(self, model: str, *, say: bool = False) -> tuple[Price | None, str]:
+        found = self._found.get(model)
+        if found is None:
+            found = self._found[model] = self._lookup(model)
+        if say and found[1] == PREFIX:
+            self._note(f"no price for model {model!r}: using the price of {found[2]!r} (the "
+                       f"longest known prefix of its name); if that is wrong, {_HOW_TO_PRICE}")
+        elif say and found[1] == NONE and self._database:  # a table of one's own stays quiet
+            self._note(f"no price for model {model!r}: its cost is reported as unknown; {_HOW_TO_PRICE}")
+        return found[0], found[1]
+
+    def _lookup(self, model: str) -> tuple[Price | None, str, str]:
+        if model in self._prices:
+            return self._prices[model], GIVEN, model
+        if self._database and (db := database_price(model)) is not None:
+            return db, DATABASE, model
+        if model in self._fallback:
+            return self._fallback[model], BUILT_IN, model
+        known = {**self._fallback, **self._prices}
+        best = max((n for n in known if model.startswith(n + "-")), key=len, default=None)
+        return (None, NONE, "") if best is None else (known[best], PREFIX, best)
+
+    def _note(self, text: str) -> None:
+        line = f"ragjudge: warning: {text}"
+        if line not in self.notes:
+            self.notes.append(line)
+            log.warning(line)
 
     def get(self, model: str) -> Price | None:
-        if model in self._prices:
-            return self._prices[model]
-        best = None
-        for name in self._prices:
-            if model.startswith(name + "-") and (best is None or len(name) > len(best)):
-                best = name
-        return self._prices[best] if best is not None else None
+        """The price of ``model`` (None: unknown). A price taken from a prefix is said once."""
+        price, how = self._find(model)
+        if how == PREFIX:
+            self._find(model, say=True)
+        return price
 
     def cost(self, model: str, usage: Usage, *, batch: bool = False) -> float | None:
-        """USD, or ``None`` when the model's price is unknown. ``batch=True``: the usage was
-        billed through the Batch API (at :data:`BATCH_DISCOUNT` of the online price)."""
-        price = self.get(model)
+        """USD, or ``None`` when the model's price is unknown (said once, in one line naming
+        the model and how to give its price). ``batch=True``: the usage was billed through the
+        Batch API (at :data:`BATCH_DISCOUNT` of the online price)."""
+        price = self._find(model, say=True)[0]
         return None if price is None else price.cost(usage, batch=batch)
 
 
-def estimate_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
+def estimate_tokens(messages: Sequence[Mapping[str, Any]],
+                    response_format: Mapping[str, Any] | None = None, *, schema_overhead: int = 0) -> int:
     """Rough prompt size without a tokenizer: ~4 characters per token for English text plus
-    a few tokens of chat framing per message. Used only for dry runs and the TPM reservation
-    (settled from the real ``usage`` afterwards)."""
+    a few tokens of chat framing per message, and the response schema the provider adds to the
+    prompt (``schema_overhead``: the tokens it adds around one, e.g. Anthropic's tool-use
+    system prompt for a forced tool). Used only for dry runs and the TPM reservation (settled
+    from the real ``usage`` afterwards)."""
     chars = sum(len(str(m.get("content", ""))) for m in messages)
-    return chars // 4 + 4 * len(messages) + 3
-
+    tokens = chars // 4 + 4 * len(messages) + 3
+    if response_format and response_format.get("type") == "json_schema":
+        tokens += len(json.dumps(response_format.get("json_schema") or {}, separators=(",", ":"))) // 4
+        tokens += schema_overhead
+    return tokens

@@ -11,10 +11,15 @@ SQLite cache's semantics, on two tables of that database (``ragjudge_cache``,
   renewed by the heartbeat thread; expiry is measured on the database's clock, so hosts whose
   clocks disagree still agree on when a claim lapsed; the claim of a dead process on this
   machine (its pid gone) is taken over at once;
-* faults degrade as in SQLite: a read that fails is a miss; a lost connection is reopened once,
-  and if the database cannot be reached, or a write fails (no privilege, disk full, read-only
-  replica), the cache goes read-only for the run with one warning line (claims are then
-  granted: paying beats waiting forever).
+* a lost connection is reopened at once; if the database cannot be reached (a restart, an
+  outage), a background thread keeps trying for the whole run with backoff (:data:`RETRY_FIRST`
+  doubling to :data:`RETRY_MAX` seconds, each try at most :data:`CONNECT_TIMEOUT`; the run's
+  calls never wait on it), one line when it goes and one when it is back. Meanwhile reads are misses, claims are granted (paying beats
+  waiting forever) and answers are kept in memory, then stored when the database is back, so a
+  restart of a few seconds costs only the calls that were in flight;
+* other faults degrade as in SQLite: a read that fails is a miss; a write that fails for
+  another reason (no privilege, disk full, read-only replica) turns the cache read-only for the
+  run with one warning line.
 
 The driver is psycopg 3, an optional extra (``pip install 'ragjudge[postgres]'``), imported when
 a URL is opened. :func:`connect` and :func:`ensure_schema` are shared with the service's job
@@ -23,16 +28,28 @@ store.
 
 from __future__ import annotations
 
+import atexit
 import json
+import logging
 import os
 import re
+import threading
+import time
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import InputError
 from .cachestore import HOST, CacheStore, pid_alive
 
-__all__ = ["PostgresCache", "connect", "ensure_schema", "redact_url", "import_psycopg", "DB_NOW"]
+log = logging.getLogger("ragjudge.llm")
+
+__all__ = ["PostgresCache", "connect", "ensure_schema", "redact_url", "import_psycopg", "DB_NOW",
+           "RETRY_FIRST", "RETRY_MAX", "CONNECT_TIMEOUT"]
+
+#: Seconds before the first try to reach a lost database again, the most between two tries,
+#: and the connect timeout of each try.
+RETRY_FIRST, RETRY_MAX, CONNECT_TIMEOUT = 0.2, 5.0, 3.0
 
 #: The database's clock, as seconds since the epoch (a float8 SQL expression).
 DB_NOW = "EXTRACT(EPOCH FROM clock_timestamp())::float8"
@@ -97,6 +114,30 @@ def _tables_exist(db: Any, names: Sequence[str]) -> bool:
     return bool(row and row[0])
 
 
+def _reconnect_in_background(ref: weakref.ReferenceType[PostgresCache], stop: threading.Event) -> None:
+    """Try to reach a lost database with backoff until it answers or the cache closes."""
+    delay = RETRY_FIRST
+    while not stop.wait(delay):
+        cache = ref()
+        if cache is None:
+            return
+        try:
+            if cache._try_again():
+                return
+        except Exception:  # noqa: BLE001 - the next try may not see it
+            log.debug("cache reconnect failed", exc_info=True)
+        del cache
+        delay = min(delay * 2.0, RETRY_MAX)
+
+
+def _store_kept_at_exit(ref: weakref.ReferenceType[PostgresCache]) -> None:
+    """At exit, a cache still holding answers made while the database was away makes one
+    last try to store them (a run that ended during an outage)."""
+    cache = ref()
+    if cache is not None and cache._pending:
+        cache.close()
+
+
 class PostgresCache(CacheStore):
     """The LLM answer cache in a PostgreSQL database (see the module's docstring)."""
 
@@ -106,7 +147,15 @@ class PostgresCache(CacheStore):
         #: the URL without its password (messages, ``repr``)
         self.path = redact_url(url)
         self._psycopg = import_psycopg()
+        #: answers made while the database could not be reached, stored when it is back
+        self._pending: dict[str, dict[str, Any]] = {}
+        self._down_since: float | None = None
+        self._reconnector: threading.Thread | None = None
+        self._closed = False
+        #: times the database went away during the run
+        self.outages = 0
         self._db: Any = connect(url, what="cache")
+        atexit.register(_store_kept_at_exit, weakref.ref(self))
         try:
             ensure_schema(self._db, _SCHEMA)
         except self._psycopg.Error as exc:
@@ -121,35 +170,110 @@ class PostgresCache(CacheStore):
 
     # -- faults ------------------------------------------------------------------------
     def _lost(self, exc: BaseException) -> bool:
-        """Whether ``exc`` means the connection is gone (worth one reconnect)."""
+        """Whether ``exc`` means the connection is gone (reopen it)."""
         code = getattr(getattr(exc, "diag", None), "sqlstate", None) or ""
         return bool(self._db is None or self._db.closed or self._db.broken
                     or code.startswith("08") or code in ("57P01", "57P02", "57P03"))
+
+    def _drop_connection(self) -> None:
+        if self._db is not None:
+            try:
+                self._db.close()
+            except Exception:  # a broken connection may fail to close: it is gone either way
+                pass
+        self._db = None
+
+    def _connect(self) -> Any:
+        return self._psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT,
+                                     application_name="ragjudge cache")
+
+    def _reconnect(self) -> bool:
+        """Reopen a lost connection now (lock held): once when it drops, and at close."""
+        try:
+            conn = self._connect()
+        except self._psycopg.Error as exc:
+            self._went_down(exc)
+            return False
+        return self._install(conn)
+
+    def _install(self, conn: Any) -> bool:
+        """Use ``conn`` (lock held); after an outage, store the answers kept meanwhile."""
+        self._db = conn
+        if self._down_since is not None:
+            stored = self._flush()
+            if self._db is None:  # lost again while storing: the reconnector keeps trying
+                return False
+            log.warning(f"ragjudge: cache {self.path}: the database is back after "
+                        f"{time.monotonic() - self._down_since:.0f} s; stored the {stored} "
+                        "answers made meanwhile")
+            self._down_since = None
+        return True
+
+    def _went_down(self, exc: BaseException) -> None:
+        """The database cannot be reached (lock held): say so once per outage, and let a
+        background thread try again with backoff (the run's calls never wait on it)."""
+        if self._down_since is None:
+            self._down_since = time.monotonic()
+            self.outages += 1
+            text = (f"ragjudge: warning: cache {self.path}: cannot reach the database "
+                    f"({_reason(exc)}): trying again with backoff; answers made meanwhile are kept "
+                    "and stored when it is back")
+            self.faults.append(text)
+            log.warning(text)
+        if self._reconnector is None or not self._reconnector.is_alive():
+            self._reconnector = threading.Thread(target=_reconnect_in_background,
+                                                 args=(weakref.ref(self), self._stop),
+                                                 name="ragjudge-cache-reconnect", daemon=True)
+            self._reconnector.start()
+
+    def _try_again(self) -> bool:
+        """One try of the reconnector: connect outside the lock, install under it. True when
+        there is nothing more to do (connected, or closed)."""
+        if self._db is not None or self._closed:
+            return True
+        try:
+            conn = self._connect()
+        except self._psycopg.Error:
+            return False
+        with self._lock:
+            if self._db is not None or self._closed:
+                conn.close()
+                return True
+            return self._install(conn)
+
+    def _flush(self) -> int:
+        """Store the answers kept while the database was away (lock held); those it cannot
+        store stay kept."""
+        stored = 0
+        for key, record in list(self._pending.items()):
+            try:
+                self._write(self._db, key, record)
+            except self._psycopg.Error as exc:
+                if self._lost(exc):
+                    self._drop_connection()
+                    self._went_down(exc)
+                return stored
+            del self._pending[key]
+            self.writes += 1
+            stored += 1
+        return stored
 
     def _do(self, work: Callable[[Any], Any], *, writing: bool) -> tuple[bool, Any]:
         """``work(connection)`` under the lock: ``(True, its result)``, or ``(False, None)``
         when the cache could not serve it (a fault, handled: see the module's docstring)."""
         psycopg = self._psycopg
         with self._lock:
+            if self._closed or self._db is None or (writing and not self.writable):
+                return False, None  # away: the reconnector is at it
             for attempt in range(2):
-                if self._db is None or (writing and not self.writable):
-                    return False, None
                 try:
                     return True, work(self._db)
                 except psycopg.Error as exc:
-                    if self._lost(exc) and attempt == 0:
-                        try:
-                            self._db.close()
-                            self._db = psycopg.connect(self.url, autocommit=True, connect_timeout=10,
-                                                       application_name="ragjudge cache")
+                    if self._lost(exc):
+                        self._drop_connection()
+                        if attempt == 0 and self._reconnect():
                             continue  # every operation here may be repeated safely
-                        except psycopg.Error as again:
-                            self._db = None
-                            self.writable = False
-                            self._warn(f"cannot reach the database ({_reason(again)}): continuing "
-                                       "without the cache (the outputs are complete; a rerun "
-                                       "would pay again for what is not stored)")
-                            return False, None
+                        return False, None
                     if writing and self.writable:
                         self.writable = False
                         self._warn(f"cannot write ({_reason(exc)}): continuing without storing new "
@@ -160,6 +284,11 @@ class PostgresCache(CacheStore):
 
     # -- answers -----------------------------------------------------------------------
     def get(self, key: str) -> dict[str, Any] | None:
+        with self._lock:
+            kept = self._pending.get(key)
+        if kept is not None:
+            self.hits += 1
+            return kept
         ok, row = self._do(lambda db: db.execute(
             "SELECT record FROM ragjudge_cache WHERE key = %s", (key,)).fetchone(), writing=False)
         if not ok or row is None:
@@ -173,23 +302,24 @@ class PostgresCache(CacheStore):
         self.hits += 1
         return record
 
-    def put(self, key: str, record: dict[str, Any]) -> None:
+    def _write(self, db: Any, key: str, record: dict[str, Any]) -> None:
         blob = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+        with db.transaction():  # the answer lands and our claim on it goes at once
+            db.execute(
+                "INSERT INTO ragjudge_cache (key, record, model, prompt, created) "
+                f"VALUES (%s, %s, %s, %s, {DB_NOW}) ON CONFLICT (key) DO UPDATE SET "
+                "record = EXCLUDED.record, model = EXCLUDED.model, prompt = EXCLUDED.prompt, "
+                "created = EXCLUDED.created",
+                (key, blob, record.get("model"), record.get("prompt_id")))
+            db.execute("DELETE FROM ragjudge_claims WHERE key = %s AND owner = %s", (key, self.owner))
 
-        def write(db: Any) -> None:
-            with db.transaction():  # the answer lands and our claim on it goes at once
-                db.execute(
-                    "INSERT INTO ragjudge_cache (key, record, model, prompt, created) "
-                    f"VALUES (%s, %s, %s, %s, {DB_NOW}) ON CONFLICT (key) DO UPDATE SET "
-                    "record = EXCLUDED.record, model = EXCLUDED.model, prompt = EXCLUDED.prompt, "
-                    "created = EXCLUDED.created",
-                    (key, blob, record.get("model"), record.get("prompt_id")))
-                db.execute("DELETE FROM ragjudge_claims WHERE key = %s AND owner = %s", (key, self.owner))
-
+    def put(self, key: str, record: dict[str, Any]) -> None:
         with self._lock:
             self._claimed.discard(key)
-        if self._do(write, writing=True)[0]:
-            self.writes += 1
+            if self._do(lambda db: self._write(db, key, record), writing=True)[0]:
+                self.writes += 1
+            elif self._db is None and self.writable and not self._closed:
+                self._pending[key] = record  # stored when the database is back
 
     # -- in-flight claims ---------------------------------------------------------------
     def claim(self, key: str) -> bool:
@@ -246,6 +376,8 @@ class PostgresCache(CacheStore):
                 (float(self.claim_ttl), self.owner)), writing=True)
 
     def __contains__(self, key: str) -> bool:
+        if key in self._pending:
+            return True
         ok, row = self._do(lambda db: db.execute(
             "SELECT 1 FROM ragjudge_cache WHERE key = %s", (key,)).fetchone(), writing=False)
         return bool(ok and row)
@@ -258,6 +390,14 @@ class PostgresCache(CacheStore):
     def close(self) -> None:
         self._stop.set()
         with self._lock:
+            if self._pending and self._db is None:
+                self._reconnect()  # a last try to store what was kept
+            if self._pending:
+                self._warn(f"the database is still unreachable: {len(self._pending)} answers made "
+                           "while it was away are not stored (the outputs are complete; a rerun "
+                           "would pay again for them)")
+                self._pending.clear()
+            self._closed = True
             if self._db is None:
                 return
             try:

@@ -29,6 +29,7 @@ passage cannot close its own delimiter and pose as instructions.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -40,7 +41,7 @@ from typing import Any
 
 from ..errors import InputError
 
-__all__ = ["Prompt", "load_prompt", "parse_prompt", "list_prompts"]
+__all__ = ["Prompt", "load_prompt", "parse_prompt", "list_prompts", "localized_name", "check_language"]
 
 _VAR = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 _ROLE = re.compile(r"^<!--\s*role:\s*(system|user|assistant)\s*-->\s*$", re.MULTILINE)
@@ -386,11 +387,47 @@ def list_prompts() -> list[str]:
         return []
 
 
-def load_prompt(name_or_path: str | Path | Prompt) -> Prompt:
-    """Load a shipped template by name (``"relevance.v1"``) or a user's template file by path."""
+_LANGUAGE = re.compile(r"^[a-z]{2,3}$")
+
+
+def check_language(language: str | None) -> str:
+    """A declared language as a lowercase ISO 639-1/3 code (``"en"`` when none is given)."""
+    code = (language or "en").strip().lower()
+    if not _LANGUAGE.match(code):
+        raise InputError(f"expected a language code such as en, es or fr, got {language!r}",
+                         field="language")
+    return code
+
+
+def localized_name(name: str, language: str | None) -> str:
+    """The shipped variant of prompt ``name`` for ``language``: ``context_recall.v2`` in Spanish
+    is ``context_recall.es.v2`` (an ordinary prompt file, with its own id and sha256) where it
+    is shipped; English, paths and prompts without a variant keep ``name`` (the English prompts
+    ask the model to answer in the data's language, so they still work, only less well tuned)."""
+    code = check_language(language)
+    if code == "en" or "/" in name or "\\" in name or name.endswith(".md"):
+        return name
+    stem, dot, version = name.rpartition(".")
+    if not dot or not version.startswith("v"):
+        return name
+    variant = f"{stem}.{code}.{version}"
+    return variant if variant in _shipped_names() else name
+
+
+@functools.lru_cache(maxsize=1)
+def _shipped_names() -> frozenset[str]:
+    return frozenset(list_prompts())  # shipped files do not change while we run
+
+
+def load_prompt(name_or_path: str | Path | Prompt, *, language: str | None = None) -> Prompt:
+    """Load a shipped template by name (``"relevance.v1"``) or a user's template file by path;
+    with ``language``, the shipped variant for that language where there is one
+    (:func:`localized_name`)."""
     if isinstance(name_or_path, Prompt):
         return name_or_path
     text_name = str(name_or_path)
+    if language is not None and not isinstance(name_or_path, Path):
+        text_name = localized_name(text_name, language)
     path = Path(text_name).expanduser()
     looks_like_path = isinstance(name_or_path, Path) or "/" in text_name or "\\" in text_name \
         or text_name.endswith(".md")

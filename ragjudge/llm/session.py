@@ -30,6 +30,7 @@ from typing import Any
 from ..errors import InputError, LLMError
 from .budget import check_finite, worst_case_prompt_tokens
 from .cache import Cache, NullCache, cache_key, default_cache_path
+from .cachestore import CacheStore
 from .caller import Accounts, AccountsView, Caller, EndpointDown, call_failed_kind, loop_state
 from .client import (
     CallFailed,
@@ -44,7 +45,7 @@ from .endpoint import Endpoint
 from .progress import Progress
 from .prompts import Prompt, load_prompt
 from .provenance import FailureKind, Provenance
-from .providers import provider_spec
+from .providers import provider_spec, recognise_object
 from .replies import (
     Conversation,
     GiveUp,
@@ -101,37 +102,36 @@ class LLM(AccountsView):
 
     def __init__(
         self,
-        model: str | Endpoint | Sequence[Endpoint],
+        model: Any,
         *,
         endpoints: Sequence[Endpoint] | None = None,
-        provider: str | None = None,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        api_key_env: str | None = None,
-        azure_endpoint: str | None = None,
-        azure_api_version: str | None = None,
-        concurrency: int | None = None,
-        rpm: float | None = None,
-        tpm: float | None = None,
-        cache: bool | str | Path | Cache | NullCache = True,
+        cache: bool | str | Path | CacheStore | NullCache | None = True,
         prices: PriceTable | str | Path | None = None,
         max_cost: float | None = None,
         temperature: float = 0.0,
         seed: int | None = 0,
         max_tokens: int | None = None,
-        timeout: float | None = None,
-        max_attempts: int | None = None,
-        backoff_base: float | None = None,
-        patience: float | None = None,
         logprobs: bool = True,
         top_logprobs: int = 5,
         http_client: Any = None,
         check_key: bool = True,
+        **changes: Any,
     ) -> None:
         """``model``: a model name (the endpoint is made from the keyword arguments), an
-        :class:`~ragjudge.llm.endpoint.Endpoint` (keyword arguments given replace its fields), or
-        several endpoints serving the same model (or ``endpoints=``): the work is spread over
-        them (see :meth:`_route`), with one budget and one cache."""
+        :class:`~ragjudge.llm.endpoint.Endpoint` (keyword arguments given replace its fields),
+        several endpoints serving the same model (or ``endpoints=``: the work is spread over
+        them, see :meth:`_route`, with one budget and one cache), or a model object you already
+        have -- a LangChain chat model, a LlamaIndex LLM, LiteLLM's ``acompletion`` (bound to
+        its model with ``functools.partial``) or an async function ``(messages, schema) ->
+        text`` -- called through its provider (see :mod:`.providers`).
+
+        ``**changes`` are the endpoint's fields (``base_url``, ``timeout``, ``max_attempts``,
+        ``patience``, ``concurrency``, ``rpm``... as declared on :class:`Endpoint`, with their
+        defaults there); ``None`` leaves a field as it is."""
+        unknown = sorted(set(changes) - set(Endpoint.names()) - {"model"})
+        if unknown:
+            raise TypeError(f"LLM() got unexpected keyword argument(s) {', '.join(unknown)} "
+                            f"(the endpoint's fields: {', '.join(Endpoint.names())})")
         if endpoints is None and isinstance(model, (list, tuple)):
             model, endpoints = (model[0] if model else ""), model
         if endpoints is not None:
@@ -146,18 +146,17 @@ class LLM(AccountsView):
                 raise InputError(f"model {model!r} is not the endpoints' model {endpoints[0].model!r}",
                                  field="endpoints")
             model = endpoints[0]
-        given = {name: value for name, value in (
-            ("provider", provider), ("base_url", base_url), ("api_key", api_key),
-            ("api_key_env", api_key_env), ("azure_endpoint", azure_endpoint),
-            ("azure_api_version", azure_api_version), ("concurrency", concurrency), ("rpm", rpm),
-            ("tpm", tpm), ("timeout", timeout), ("max_attempts", max_attempts),
-            ("backoff_base", backoff_base), ("patience", patience)) if value is not None}
+        given = {name: value for name, value in changes.items() if value is not None}
         if isinstance(model, Endpoint):
             endpoint = model.replace(**given) if given else model
-        else:
+        elif isinstance(model, str) or model is None:
             if not model:
                 raise InputError("no model given (pass --model)", field="model")
             endpoint = Endpoint(model, **given)
+        else:
+            # A model object of the user's: its provider is told by the object's class.
+            provider, name = recognise_object(model)
+            endpoint = Endpoint(name, **{"provider": provider, **given, "target": model})
         for name, value in (("max_tokens", max_tokens),):
             check_finite(value, name, integer=True)
         check_finite(temperature, "temperature", positive=False)
@@ -173,10 +172,10 @@ class LLM(AccountsView):
             for e in (endpoint, *extra):
                 e.resolve_key()
         if cache is True:
-            self.cache: Cache | NullCache = Cache(default_cache_path())
+            self.cache: CacheStore | NullCache = Cache(default_cache_path())
         elif cache is False or cache is None:
             self.cache = NullCache()
-        elif isinstance(cache, (Cache, NullCache)):
+        elif isinstance(cache, (CacheStore, NullCache)):
             self.cache = cache
         else:
             self.cache = Cache(cache)
@@ -278,8 +277,10 @@ class LLM(AccountsView):
         })
         record = self.cache.get(key)
         cached = self._from_record(record, prompt, key) if record is not None else None
-        return PreparedCall(key, prompt, messages, self._body(prompt, messages, self._format),
-                            estimate_tokens(messages), cached,
+        body = self._body(prompt, messages, self._format)
+        return PreparedCall(key, prompt, messages, body,
+                            estimate_tokens(messages, body.get("response_format"),
+                                            schema_overhead=self.spec.schema_overhead), cached,
                             data=tuple(str(v) for v in variables.values()))
 
     def _body(self, prompt: Prompt, messages: list[dict[str, str]], fmt: int,
@@ -758,12 +759,30 @@ class LLM(AccountsView):
             seen.add(call.key)
             ptoks += call.estimated_prompt_tokens
             worst_ptoks += worst_case_prompt_tokens(call.messages, call.body.get("response_format"))
+            if call.body.get("response_format"):
+                worst_ptoks += self.spec.schema_overhead
         calls = len(seen)
         ctoks = calls * out_tokens
         cost = self.cost_of(Usage(calls, ptoks, 0, ctoks))
-        worst = self.cost_of(Usage(calls, worst_ptoks, 0, calls * max_tokens))
+        worst = self.cost_of(Usage(calls, worst_ptoks, 0, calls * max_tokens, cache_write_tokens=worst_ptoks))
         assumptions = (f"~4 characters per prompt token; {out_tokens} completion tokens per call "
                        f"(the prompt's typical reply; at most {max_tokens}); no repair turns or "
                        "retries; no provider prompt caching")
         return DryRun(pairs, cached, dups, calls, ptoks, ctoks, cost, self.model,
                       worst_cost=worst, assumptions=assumptions)
+
+
+def _signature() -> Any:
+    """``LLM``'s signature with the endpoint's fields as keywords, made from their declarations
+    (``help(LLM)``, notebooks' completion and callers that split keywords read it)."""
+    import inspect
+
+    own = inspect.signature(LLM.__init__)
+    params = [p for p in own.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    taken = {p.name for p in params}
+    params += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None)
+               for name in Endpoint.names() if name not in taken]
+    return own.replace(parameters=params)
+
+
+LLM.__init__.__signature__ = _signature()  # type: ignore[attr-defined]

@@ -28,7 +28,8 @@ _LAZY = {
     "parse_rag_metrics": "metrics",
     "RagReport": "report", "Score": "report", "Summary": "report",
     "Context": "samples", "Sample": "samples", "SampleSet": "samples", "as_samples": "samples",
-    "parse_samples": "samples", "read_samples": "samples", "samples_from_dataframe": "samples",
+    "parse_samples": "samples", "read_samples": "samples", "read_traces": "samples",
+    "span_scores": "traces", "samples_from_dataframe": "samples",
     "samples_from_records": "samples",
 }
 __getattr__, __dir__ = lazy_exports(globals(), _LAZY, lambda m: import_module(f".{m}", __name__))
@@ -53,6 +54,8 @@ __all__ = [
     "as_samples",
     "parse_samples",
     "read_samples",
+    "read_traces",
+    "span_scores",
     "samples_from_dataframe",
     "samples_from_records",
     "parse_rag_metric",

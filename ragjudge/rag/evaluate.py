@@ -152,7 +152,7 @@ async def _score(unit: LLMMetric, m: RagMetric, s: Sample, k: int, setup: Setup,
 def _setup(opts: RagOptions, judge: Any, metrics: Sequence[RagMetric]) -> Setup:
     review = not opts.separate_calls and reviewed(metrics, opts.grading)
     return Setup(opts.grading, getattr(judge, "prompt", None) if judge is not None else None,
-                 opts.embedding_model, review)
+                 opts.embedding_model, review, opts.language)
 
 
 async def evaluate_samples(
@@ -168,6 +168,7 @@ async def evaluate_samples(
     progress: bool = False,
     embedding_model: str | None = _D("embedding_model"),
     separate_calls: bool = _D("separate_calls"),
+    language: str = _D("language"),
 ) -> RagReport:
     """Evaluate RAG samples on ``metrics`` (specs such as ``"faithfulness"``, ``"ndcg@5"``,
     ``"context_precision(threshold=2)"``).
@@ -184,12 +185,15 @@ async def evaluate_samples(
     ``separate_calls``: a run asking both the listwise chunk grades and ``context_recall``
     gets them from one call per sample (``context_review.v3``), whose grader also sees the
     reference; ``True`` asks them in two calls.
+    ``language``: the samples' language (``"es"``...): context recall's sentence rules and the
+    shipped prompt variants for it (English prompts where none is shipped); recorded in the
+    report's settings.
     ``options``: a :class:`RagOptions` carrying these settings instead of the keywords.
     Never raises for a per-sample problem: it becomes an undetermined score with its reason.
     """
     opts = RagOptions.merge(options, grading=grading, match=match, default_k=default_k,
                             skip_invalid=skip_invalid, embedding_model=embedding_model,
-                            separate_calls=separate_calls)
+                            separate_calls=separate_calls, language=language)
     grading, match, default_k = opts.grading, opts.match, opts.default_k
     embedding_model = opts.embedding_model
     data: SampleSet = as_samples(samples, skip_invalid=opts.skip_invalid)
@@ -252,7 +256,8 @@ async def evaluate_samples(
         definitions={str(m): definition(m) for m in parsed},
         usage=usage,
         invalid=[str(e) for e in data.invalid],
-        settings={"grading": grading, "default_k": default_k, "match": match or "auto"},
+        settings={"grading": grading, "default_k": default_k, "match": match or "auto",
+                  "language": opts.language},
         canonical=canonical_metric,
     )
 
@@ -355,6 +360,7 @@ def plan_requests(
     judge: Any = None,
     embedding_model: str | None = _D("embedding_model"),
     separate_calls: bool = _D("separate_calls"),
+    language: str = _D("language"),
     options: RagOptions | None = None,
 ) -> list[tuple[Any, dict[str, str]]]:
     """The ``(prompt, variables)`` of every chat request an evaluation would make, for a dry
@@ -365,7 +371,8 @@ def plan_requests(
     one claim), so that part is approximate. Embeddings requests are not listed.
     """
     opts = RagOptions.merge(options, grading=grading, default_k=default_k,
-                            embedding_model=embedding_model, separate_calls=separate_calls)
+                            embedding_model=embedding_model, separate_calls=separate_calls,
+                            language=language)
     grading, default_k = opts.grading, opts.default_k
     data = as_samples(samples)
     parsed = [m for m in parse_rag_metrics(metrics) if m.needs_llm]

@@ -4,6 +4,7 @@ fields all read their defaults and help from :class:`RagOptions`."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ..errors import InputError
@@ -40,12 +41,18 @@ class RagOptions(OptionsValue):
         False, "grade the chunks and attribute the reference's sentences (context_recall) in "
                "two calls per sample; by default a run asking both makes one call "
                "(context_review.v3), whose grader also sees the reference")
+    language: str = option(
+        "en", "language of the samples (ISO code: en, es, fr...): sentence rules of "
+              "context_recall and the shipped prompt variants for it where there are some")
 
     def validate(self) -> None:
         one_of("grading", self.grading, GRADING_MODES)
         if self.match is not None:
             one_of("match", self.match, MATCH_MODES)
         positive_int("default_k", self.default_k)
+        if not isinstance(self.language, str) or not re.fullmatch(r"[a-z]{2,3}", self.language):
+            raise InputError(f"expected a lowercase language code such as en, es or fr, got "
+                             f"{self.language!r}", field="language")
         for name in ("skip_invalid", "separate_calls"):
             value = getattr(self, name)
             if not isinstance(value, bool):

@@ -42,6 +42,7 @@ from ..errors import InputError
 from ..io.records import csv_dict_reader, jsonl_lines, load_json
 from ..io.streams import decode_text, open_input
 from .options import DEFAULT_K
+from .traces import select_traces, trace_format, trace_records
 
 __all__ = [
     "Context",
@@ -50,6 +51,7 @@ __all__ = [
     "DEFAULT_K",
     "parse_samples",
     "read_samples",
+    "read_traces",
     "samples_from_records",
     "samples_from_dataframe",
     "as_samples",
@@ -332,10 +334,11 @@ def _build(record: Mapping[str, Any], index: int) -> Sample:
             "retrieval_context/retrieved, response/actual_output, reference/expected_output)",
         )
     for name in _ID_FIELDS:
-        if name in record and record[name] is None:
-            # An id given as null is a broken record, not "no id": numbering it silently would
-            # pair its judgments with whatever sample later takes that number.
-            raise _Bad(name, "the sample id is null")
+        if name in record and _missing(record[name]):
+            # An id given as null (or NaN) is a broken record, not "no id": numbering it silently
+            # would pair its judgments with whatever sample later takes that number.
+            raise _Bad(name, "the sample id is null" if record[name] is None
+                       else f"the sample id is {record[name]!r}, not an id")
     name, raw = _first(record, _ID_FIELDS)
     sid = _id(raw, name) if name else str(index)
 
@@ -583,8 +586,44 @@ def read_samples(
     with open_input(path) as stream:  # one pass, no seeking: pipes, stdin and .gz by magic bytes
         p = stream.source
         text = decode_text(stream.read(), p)
+    if format in _TRACE_FORMATS or (format is None and Path(name).suffix.lower() != ".csv"
+                                    and trace_format(text)):
+        return _from_traces(text, p, format, skip_invalid=skip_invalid)
     fmt = format or _EXTENSIONS.get(Path(name).suffix.lower()) or _sniff(text)
     return parse_samples(text, format=fmt, source=p, skip_invalid=skip_invalid)
+
+
+_TRACE_FORMATS = ("otlp", "phoenix", "langfuse")
+
+
+def _from_traces(text: str, source: str, format: str | None, *, fraction: float | None = None,
+                 limit: int | None = None, seed: int = 0, skip_invalid: bool = False) -> SampleSet:
+    got = trace_records(text, source=source, format=format)
+    records = select_traces(got.records, fraction=fraction, limit=limit, seed=seed)
+    if got.without_retriever:
+        warnings.warn(f"{got.without_retriever} of {got.traces} trace(s) in {source} have no "
+                      "retriever span and give no sample", UserWarning, stacklevel=3)
+    if not records and not got.without_retriever:
+        raise InputError("no trace with a retriever span", source=source)
+    return samples_from_records(records, source=source, skip_invalid=skip_invalid)
+
+
+def read_traces(path: str | Path, *, format: str | None = None, fraction: float | None = None,
+                limit: int | None = None, seed: int = 0, skip_invalid: bool = False) -> SampleSet:
+    """RAG samples from exported traces (:mod:`ragjudge.rag.traces`): OTLP JSON with
+    OpenInference attributes, a Phoenix span table, or a Langfuse export, recognised from the
+    content. Each sample keeps its ``trace_id`` and ``span_id`` in ``metadata``, so
+    :func:`~ragjudge.rag.traces.span_scores` can put the scores back on the spans.
+
+    ``fraction`` keeps each trace with that probability (stable per trace id and ``seed``, so a
+    rerun over a grown export picks the same traces and pays only for new ones); ``limit`` keeps
+    the first traces only. Both are the way to evaluate a sample of production traffic.
+    """
+    with open_input(path) as stream:
+        source = stream.source
+        text = decode_text(stream.read(), source)
+    return _from_traces(text, source, format, fraction=fraction, limit=limit, seed=seed,
+                        skip_invalid=skip_invalid)
 
 
 def samples_from_dataframe(df: Any, *, skip_invalid: bool = False) -> SampleSet:

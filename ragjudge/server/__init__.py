@@ -2,8 +2,8 @@
 
 A thin FastAPI layer over the library: ``/v1/evaluate``, ``/v1/compare`` and ``/v1/rag`` return
 the library's own JSON; ``/v1/judge``, ``/v1/synth`` and LLM-graded ``/v1/rag`` run as
-background jobs whose state lives in SQLite beside the LLM cache and that resume after a
-restart without paying again. FastAPI and uvicorn are imported only here, never by the core.
+background jobs whose state lives in a job store (SQLite beside the LLM cache, or a shared
+PostgreSQL database) and that resume after a restart without paying again. FastAPI and uvicorn are imported only here, never by the core.
 
     from ragjudge.server import ServerSettings, create_app
     app = create_app(ServerSettings(model="gpt-4o-mini"))
@@ -37,29 +37,37 @@ def create_app(settings: ServerSettings | None = None) -> Any:
     return _create(settings)
 
 
+def check_job_store(settings: ServerSettings) -> None:
+    """Open the job store and reach it, once: a wrong password, a missing database, no
+    server or an unknown scheme is a one-line :class:`ragjudge.errors.InputError` before the
+    service starts listening."""
+    from ..errors import InputError
+    from .store import StoreUnavailable, open_job_store
+
+    with open_job_store(settings.jobs_path()) as store:
+        try:
+            store.check()
+        except StoreUnavailable as exc:
+            raise InputError(f"cannot reach the job store: {exc.reason}", source=str(store.path),
+                             field="--jobs-db") from None
+
+
 def serve(settings: ServerSettings) -> None:
     """Run the service with uvicorn until interrupted (graceful stop: jobs are requeued)."""
-    import copy
     import os
 
     _require()
-    import uvicorn.config
+    import uvicorn
 
-    from .app import ACCESS_LOG
     from .settings import SETTINGS_ENV
 
     settings.check()
+    check_job_store(settings)
     # Worker processes (and the single-process case alike) build the app from the environment,
     # so every process runs the same settings; secrets stay in their own variables.
     os.environ[SETTINGS_ENV] = settings.to_json()
-    # The access log is the app's (AccessLog: written after each answer is sent), in uvicorn's
-    # format and on its stream; uvicorn's own would write the same line before answering.
-    log_config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
-    log_config["loggers"][ACCESS_LOG] = {
-        "handlers": ["access"], "propagate": False,
-        "level": "INFO" if settings.access_log else "WARNING"}
     uvicorn.run("ragjudge.server.app:app_from_env", factory=True, host=settings.host,
                 port=settings.port, workers=settings.workers, log_level="info",
-                log_config=log_config, access_log=False,
+                access_log=settings.access_log,
                 timeout_graceful_shutdown=max(5, int(settings.drain_seconds)),
                 server_header=False, proxy_headers=False)

@@ -1,69 +1,50 @@
-"""The FastAPI application: routes that translate HTTP to library calls, and the guards.
+"""The FastAPI application, assembled: the guard, the error handlers, the offline API docs,
+the routes (:mod:`ragjudge.server.routes`) and the job manager's life.
 
-Guards (one ASGI middleware, in this order): bearer token (constant-time comparison; every
-path but ``/v1/health`` and the API docs with their assets), request body size (413) and a
-deadline for the whole body (408: a client trickling its body cannot hold the server), then per-client
-concurrency (429 beyond it), counted only while a request is processed. Behind them, valid JSON
-bodies of ``/v1/evaluate`` and ``/v1/compare`` skip FastAPI's request handling (:class:`FastJson`:
-about 2 ms less per request; a small evaluation alone in flight even skips the worker thread);
-anything else takes the routes. Outermost, :class:`AccessLog` writes one access-log line per
-answer after it is sent. Errors: input problems are 400
-(library) or 422 (schema) with the one-line ``field:line: name: message`` text the CLI prints;
-anything unexpected is a bare 500 whose details stay in the server log. CORS is off unless origins are configured. ``/docs`` and
-``/redoc`` load Swagger UI and ReDoc from the installed ``fastapi-offline`` package (served under
-``/docs/assets/``), never from a CDN: the docs work without a network.
+The guard (one ASGI middleware) checks, in this order: the bearer token (constant-time
+comparison; every path but ``/v1/health`` and the API docs with their assets), the request
+body's size (413) and a deadline for the whole body (408: a client trickling its body cannot
+hold the server), then per-client concurrency (429 beyond it), counted only while a request
+is processed. Errors: input problems are 400 (library) or 422 (schema) with the one-line
+``field:line: name: message`` text the CLI prints; a job store that cannot be reached is 503
+with ``Retry-After`` (the store logs one line per outage); anything unexpected is a bare 500
+whose details stay in the server log. CORS is off unless origins are configured. ``/docs``
+and ``/redoc`` load Swagger UI and ReDoc from the installed ``fastapi-offline`` package
+(served under ``/docs/assets/``), never from a CDN: the docs work without a network.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import functools
 import hmac
 import json
 import logging
 import os
-import platform
 import sys
 from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, Union
+from typing import Any
 
-import anyio
-from fastapi import Depends, FastAPI, Path, Query, Request
-from fastapi.concurrency import run_in_threadpool
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, Response
-from fastapi.security import HTTPBearer
-from pydantic import BaseModel
-from pydantic_core import from_json
-from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
+from fastapi.responses import HTMLResponse, JSONResponse
 
 from .. import __version__
 from ..errors import MetricError, RagjudgeError
-from ..measures import split_metric_list
-from .catalog import metric_catalog
-from .jobs import (
-    FINAL, JobManager, JobStore, build_llm, job_view, judge_pairs, rag_inputs, synth_inputs,
-    synth_plan,
-)
-from .models import (
-    CompareBody, CompareRequest, DryRunBody, ErrorBody, EvaluateRequest, Health, JobState,
-    JudgeRequest, MetricInfo, RagReportBody, RagRequest, ReportBody, SynthDryRunBody,
-    SynthRequest, Version,
-)
-from .service import TooLarge, compare_json, evaluate_json
+from .jobs import JobManager
+from .models import ErrorBody
+from .routes import API_VERSION, api_router, health_router
+from .service import TooLarge
 from .settings import SETTINGS_ENV, ServerSettings
+from .store import StoreUnavailable, open_job_store
 from .ui import PAGE_PATHS as UI_PAGE_PATHS
 
-__all__ = ["create_app", "app_from_env", "API_VERSION", "ACCESS_LOG"]
+__all__ = ["create_app", "app_from_env", "API_VERSION", "RETRY_AFTER"]
 
-API_VERSION = "v1"
 log = logging.getLogger("ragjudge.server")
-#: The access log's logger (see :class:`AccessLog`).
-ACCESS_LOG = "ragjudge.server.access"
-access_log = logging.getLogger(ACCESS_LOG)
+#: Seconds a client is asked to wait (``Retry-After``) while the job store is unavailable.
+RETRY_AFTER = 2
 _OPEN_PATHS = frozenset({"/v1/health", "/docs", "/docs/oauth2-redirect", "/openapi.json", "/redoc"}) | UI_PAGE_PATHS
 _DOCS_ASSETS = "/docs/assets"  # Swagger UI / ReDoc files, open like the pages that load them
 _ERRORS: dict[int | str, dict[str, Any]] = {
@@ -73,7 +54,6 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     422: {"model": ErrorBody, "description": "Request does not match the schema"},
     429: {"model": ErrorBody, "description": "Too many concurrent requests from this client"},
 }
-_JOB_ID = Path(pattern=r"^[0-9a-f]{32}$", description="Job id")
 
 
 # ----------------------------------------------------------------------------- guards
@@ -105,14 +85,13 @@ class Guard:
     """Authentication, per-client concurrency and body size, before any route runs."""
 
     def __init__(self, app: Any, *, token: str | None, max_body: int, per_client: int,
-                 body_seconds: float = 30.0, active: Counter[str] | None = None) -> None:
+                 body_seconds: float = 30.0) -> None:
         self.app = app
         self.token = token.encode() if token else None
         self.max_body = max_body
         self.per_client = per_client
         self.body_seconds = body_seconds
-        # requests being processed, by client address (shared with the app when it passes one)
-        self.active: Counter[str] = Counter() if active is None else active
+        self.active: Counter[str] = Counter()  # requests being processed, by client address
 
     def _authorized(self, scope: Any) -> bool:
         path = scope["path"]
@@ -212,145 +191,6 @@ class Guard:
         return replay
 
 
-class AccessLog:
-    """One line per answered HTTP request on the :data:`ACCESS_LOG` logger, with uvicorn's
-    access-log arguments (so uvicorn's access formatter prints the same line), written once the
-    answer has been handed to the transport. uvicorn's own access log writes its line before it
-    sends the status line, which put the formatting and the write on every answer's path (see
-    the design notes); ``ragjudge serve`` turns that one off and configures
-    this logger.
-
-    A request whose handler raises before answering is logged as 500 (the status the app's
-    outermost error handler then sends); one the app never answered (its client went away
-    while the body arrived) is not logged.
-    """
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or not access_log.isEnabledFor(logging.INFO):
-            await self.app(scope, receive, send)
-            return
-        status = 0
-
-        async def sending(message: Any) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, sending)
-        except Exception:
-            status = status or 500
-            raise
-        finally:
-            if status:  # the arguments uvicorn's own access log gives, built by its helpers
-                access_log.info('%s - "%s %s HTTP/%s" %d', get_client_addr(scope),
-                                scope["method"], get_path_with_query_string(scope),
-                                scope.get("http_version", "1.1"), status)
-
-
-class FastJson:
-    """``POST`` of a JSON body to a synchronous route, answered without FastAPI's per-request
-    machinery: the body is decoded (pydantic-core's parser, several times the speed of
-    :mod:`json`), validated and processed on the app's CPU slots.
-
-    Only the plain success path is taken here. A body that is not ``application/json``, does
-    not decode, or fails the schema goes on to the FastAPI route unchanged, so every such error
-    (and the OpenAPI document) is FastAPI's own, byte for byte; library errors get the app's
-    handlers. ``routes`` maps a path to its request model, ``fn(request) -> JSON`` and
-    ``light(request) -> bool``: the work is small enough for the event loop itself when the
-    request is the only one in flight (``run`` decides; see ``create_app``).
-    """
-
-    def __init__(self, app: Any, *, routes: dict[str, tuple[type[BaseModel], Any, Any]],
-                 run: Any, handle: Any) -> None:
-        self.app = app
-        self.routes = routes
-        self.run = run  # async (fn, *args, light=bool) -> result: the app's CPU slots
-        self.handle = handle  # async (request, RagjudgeError) -> Response
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        route = self.routes.get(scope["path"]) if scope["type"] == "http" else None
-        if route is None or scope["method"] != "POST" or scope.get("root_path") \
-                or not _is_json(scope):
-            await self.app(scope, receive, send)
-            return
-        messages: list[Any] = []
-        while True:  # the Guard has read the whole body already: one message as a rule
-            message = await receive()
-            messages.append(message)
-            if message["type"] != "http.request" or not message.get("more_body", False):
-                break
-        body = b"".join(m.get("body", b"") for m in messages if m["type"] == "http.request")
-        model, fn, light = route
-        try:
-            if len(body) <= _SMALL_BODY:
-                # decoding takes well under a millisecond here: cheaper than a thread trip
-                req = _decode(model, body)
-                text = None if req is None else await self.run(fn, req, light=light(req))
-            else:  # decoding a large body would stall the loop: all of it in one thread trip
-                text = await self.run(_decode_and_call, model, fn, body)
-        except RagjudgeError as exc:
-            response = await self.handle(Request(scope), exc)
-            await response(scope, receive, send)
-            return
-        if text is not None:
-            await _json(text)(scope, receive, send)
-            return
-
-        async def replay() -> Any:  # FastAPI reads the same body and explains the problem
-            return messages.pop(0) if messages else await receive()
-
-        await self.app(scope, replay, send)
-
-
-#: Bodies up to this size are decoded on the event loop, and a light request among them may
-#: be answered there too (about 5 ms of evaluation at most; see ``create_app``).
-_SMALL_BODY = 256 * 1024
-
-
-def _is_json(scope: Any) -> bool:
-    """The content type is ``application/json`` (FastAPI would decode the body as JSON)."""
-    for name, value in scope.get("headers", ()):
-        if name == b"content-type":
-            return value.partition(b";")[0].strip().lower() == b"application/json"
-    return False
-
-
-def _decode(model: type[BaseModel], body: bytes) -> BaseModel | None:
-    """The request, or ``None`` when the body does not decode or validate (the caller then
-    lets FastAPI report it). pydantic-core refuses what :func:`json.loads` accepts beyond
-    standard JSON (NaN, lone surrogates, a BOM): those bodies take FastAPI's path too, so a
-    request means the same on both."""
-    try:
-        # (model_validate_json is no faster for a body of a few long strings, and it takes NaN)
-        return model.model_validate(from_json(body, allow_inf_nan=False))
-    except ValueError:  # bad JSON, or a pydantic ValidationError (a ValueError too)
-        return None
-
-
-def _decode_and_call(model: type[BaseModel], fn: Any, body: bytes) -> str | None:
-    """``fn(request)``, or ``None`` as for :func:`_decode`."""
-    req = _decode(model, body)
-    return None if req is None else fn(req)
-
-
-def _light_evaluation(req: EvaluateRequest) -> bool:
-    """One run and at most 8 measures, counted as the evaluation expands them (``all_trec``
-    or ``P.5,10,...`` is many): the work then grows with the (small) body alone."""
-    if len(req.runs) != 1:
-        return False
-    if req.metrics is None:
-        return True
-    try:
-        return sum(len(split_metric_list(m)) for m in req.metrics) <= 8
-    except MetricError:  # the thread path reports it
-        return False
-
-
 # ----------------------------------------------------------------------------- errors
 def _loc(loc: Any) -> str:
     parts = [str(p) for p in loc if p != "body"]
@@ -391,6 +231,12 @@ async def _too_large(request: Request, exc: TooLarge) -> JSONResponse:
     return JSONResponse({"detail": str(exc)}, status_code=413)
 
 
+async def _store_unavailable(request: Request, exc: StoreUnavailable) -> JSONResponse:
+    return JSONResponse({"detail": f"the job store is unavailable ({_redact(exc.reason)}); "
+                         f"retry in a few seconds"}, status_code=503,
+                        headers={"Retry-After": str(RETRY_AFTER)})
+
+
 async def _internal(request: Request, exc: Exception) -> JSONResponse:
     log.exception("internal error on %s %s", request.method, request.url.path)
     return JSONResponse({"detail": "internal error (see the server log)"}, status_code=500)
@@ -405,7 +251,9 @@ def _offline_docs(app: FastAPI) -> None:
 
     import fastapi_offline
     from fastapi.openapi.docs import (
-        get_redoc_html, get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html,
+        get_redoc_html,
+        get_swagger_ui_html,
+        get_swagger_ui_oauth2_redirect_html,
     )
     from fastapi.staticfiles import StaticFiles
 
@@ -439,17 +287,13 @@ def _offline_docs(app: FastAPI) -> None:
 
 
 # ----------------------------------------------------------------------------- the app
-def _json(text: str, status: int = 200) -> Response:
-    return Response(content=text, media_type="application/json", status_code=status)
-
-
 def create_app(settings: ServerSettings | None = None) -> FastAPI:
     """The service as an ASGI app (``uvicorn.run(create_app(settings))``)."""
     settings = settings or ServerSettings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        store = JobStore(settings.jobs_path())
+        store = open_job_store(settings.jobs_path())
         manager = JobManager(store, settings)
         app.state.store, app.state.manager = store, manager
         manager.start()
@@ -473,174 +317,22 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(RagjudgeError, _library_error)  # type: ignore[arg-type]
     app.add_exception_handler(TooLarge, _too_large)  # type: ignore[arg-type]
+    app.add_exception_handler(StoreUnavailable, _store_unavailable)  # type: ignore[arg-type]
     app.add_exception_handler(Exception, _internal)
-    limit = settings.max_pairs
-    # CPU-bound evaluations run in threads, at most one per core at a time: more threads only
-    # fight over the GIL and turn a queue into uniformly slow answers (worse p99, same req/s).
-    cpu_slots = anyio.Semaphore(os.cpu_count() or 1)
-
-    slots = cpu_slots.value
-    active: Counter[str] = Counter()  # requests being processed (the Guard counts them)
-
-    async def _cpu(fn: Any, *args: Any, light: bool = False) -> Any:
-        # Light work of the only request being processed is done right here on the event
-        # loop: the trip to a worker thread and back (~0.2-0.3 ms) is 5-8% of such a request.
-        # The price is paid by a request arriving meanwhile: it waits for that work (bounded:
-        # a body <= 256 KiB, one run, a few metrics; ~4-5 ms for the 179 KiB example) where a
-        # worker thread would have let the loop answer it at once (the evaluation releases
-        # the GIL often enough). Whenever another request is in flight, work goes to a thread.
-        if light and cpu_slots.value == slots and sum(active.values()) == 1:
-            return fn(*args)
-        async with cpu_slots:
-            return await run_in_threadpool(fn, *args)
-
-    async def _handle(request: Request, exc: RagjudgeError) -> Response:
-        return await (_too_large if isinstance(exc, TooLarge) else _library_error)(request, exc)
-
-    # Innermost middleware (added first): behind the Guard's checks and inside CORS.
-    app.add_middleware(FastJson, run=_cpu, handle=_handle, routes={
-        "/v1/evaluate": (EvaluateRequest, functools.partial(evaluate_json, limit=limit),
-                         _light_evaluation),
-        # resamples make a small comparison long: never on the loop
-        "/v1/compare": (CompareRequest, functools.partial(compare_json, limit=limit),
-                        lambda req: False)})
     app.add_middleware(Guard, token=settings.token(), max_body=settings.max_body_bytes,
-                       per_client=settings.client_concurrency, body_seconds=settings.body_seconds,
-                       active=active)
+                       per_client=settings.client_concurrency, body_seconds=settings.body_seconds)
     if settings.cors_origins:  # outside the guard: a browser's preflight carries no token
         from fastapi.middleware.cors import CORSMiddleware
 
         app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
                            allow_methods=["GET", "POST", "DELETE"],
                            allow_headers=["Authorization", "Content-Type", "Idempotency-Key"])
-    app.add_middleware(AccessLog)  # outermost: every answer, the guards' and CORS's too
-    # Documents the bearer scheme in OpenAPI (the /docs "Authorize" button); Guard enforces it.
-    bearer = [Depends(HTTPBearer(auto_error=False, description="Authorization: Bearer <token> "
-                                 "(when the server has a token)"))]
-
-    @app.post("/v1/evaluate", dependencies=bearer, response_model=None, tags=["ranking"],
-              responses={200: {"model": Union[ReportBody, list[ReportBody]],
-                               "description": "One run: its report; several: a list"}})
-    async def evaluate(req: EvaluateRequest) -> Response:
-        """Score runs against qrels: exactly what `ragjudge evaluate --no-stats --format json`
-        prints (one object for one run, a list for several)."""
-        return _json(await _cpu(evaluate_json, req, limit))
-
-    @app.post("/v1/compare", dependencies=bearer, response_model=None, tags=["ranking"],
-              responses={200: {"model": CompareBody}})
-    async def compare(req: CompareRequest) -> Response:
-        """Compare runs (paired tests, Holm correction, bootstrap intervals): exactly what
-        `ragjudge compare --format json` prints."""
-        return _json(await _cpu(compare_json, req, limit))
-
-    @app.post("/v1/rag", dependencies=bearer, response_model=None, tags=["rag"], status_code=200,
-              responses={200: {"model": RagReportBody, "description": "No LLM metric: the report"},
-                         202: {"model": JobState, "description": "LLM metrics: a job"}})
-    async def rag(req: RagRequest, request: Request) -> Response:
-        """RAG metrics on samples. Deterministic metrics answer at once (the report of
-        `ragjudge rag --format json`); LLM metrics start a job (202) whose result is that report."""
-        samples, metrics, options = await _cpu(rag_inputs, req, limit)
-        if not any(m.needs_llm for m in metrics):
-            from ..rag import evaluate_samples_sync
-
-            report = await _cpu(lambda: evaluate_samples_sync(samples, metrics, options=options))
-            return _json(report.render("json", per_sample=req.per_sample))
-        # model, key and budget are checked before accepting; the model is pinned in the job
-        req.settings.model = build_llm(settings, req.settings).model
-        return _new_job(request, "rag", req, 0)
-
-    @app.post("/v1/judge", dependencies=bearer, response_model=None, status_code=202,
-              tags=["jobs"], responses={202: {"model": JobState, "description": "The job"},
-                                        200: {"model": DryRunBody, "description": "dry_run"}})
-    async def judge(req: JudgeRequest, request: Request) -> Response:
-        """Start a judge job: grade the pooled top-`depth` documents of runs (or explicit
-        pairs) with the server's LLM; the result holds the qrels, every judgment and a summary.
-        With `dry_run`: the estimate only (200)."""
-        pairs = await _cpu(judge_pairs, req, limit)
-        llm = build_llm(settings, req.settings, check_key=not req.dry_run)
-        if req.dry_run:
-            est = await _cpu(llm.estimate, req.prompt,
-                             [{"query": p.query, "passage": p.passage} for p in pairs])
-            return _json(json.dumps({**dataclasses.asdict(est), "description": est.describe()}))
-        req.settings.model = llm.model  # a restart with another --model must not switch models
-        return _new_job(request, "judge", req, len(pairs))
-
-    @app.post("/v1/synth", dependencies=bearer, response_model=None, status_code=202,
-              tags=["jobs"], responses={202: {"model": JobState, "description": "The job"},
-                                        200: {"model": SynthDryRunBody, "description": "dry_run"}})
-    async def synth(req: SynthRequest, request: Request) -> Response:
-        """Start a synth job: `n` filtered synthetic queries from the corpus alone, as
-        `ragjudge synth`; the result holds the queries, qrels (TREC text), RAG samples, every
-        candidate and the accounting. With `dry_run`: the estimate only (200)."""
-        options = synth_inputs(req, limit)
-        llm = build_llm(settings, req.settings, check_key=not req.dry_run)
-        plan = await _cpu(synth_plan, req, options, llm)  # checks every input; sends nothing
-        if req.dry_run:
-            return _json(json.dumps({**dataclasses.asdict(plan), "calls": plan.calls,
-                                     "cost": plan.cost, "description": plan.describe()}))
-        req.settings.model = llm.model  # a restart with another --model must not switch models
-        total = sum(d.pairs for d in plan.generation.values()) + plan.judge.pairs
-        return _new_job(request, "synth", req, total)
-
-    def _new_job(request: Request, kind: str, req: Any, total: int) -> Response:
-        store: JobStore = request.app.state.store
-        job_id = store.create(kind, req.model_dump(mode="json"), total,
-                              idempotency_key=request.headers.get("idempotency-key"))
-        request.app.state.manager.wake()
-        row = store.get(job_id)
-        return _json(json.dumps(job_view(row)), 202)
-
-    @app.get("/v1/jobs", dependencies=bearer, response_model=list[JobState], tags=["jobs"])
-    async def jobs(request: Request) -> Any:
-        """The 100 most recent jobs (without results)."""
-        return [job_view(r, with_result=False) for r in request.app.state.store.list()]
-
-    @app.get("/v1/jobs/{job_id}", dependencies=bearer, response_model=JobState, tags=["jobs"],
-             responses={404: {"model": ErrorBody}})
-    async def job(request: Request, job_id: str = _JOB_ID,
-                  result: bool = Query(True, description="Include the result (false: state only)")
-                  ) -> Any:
-        """Status, progress, counts, cost so far; the result when done."""
-        row = request.app.state.store.get(job_id)
-        if row is None:
-            return JSONResponse({"detail": f"job_id: no job {job_id}"}, status_code=404)
-        return job_view(row, with_result=result)
-
-    @app.delete("/v1/jobs/{job_id}", dependencies=bearer, response_model=JobState, tags=["jobs"],
-                responses={404: {"model": ErrorBody}, 409: {"model": ErrorBody}})
-    async def cancel(request: Request, job_id: str = _JOB_ID) -> Any:
-        """Cancel a job, keeping what is judged (the partial result is in the job when it
-        stops; `status` becomes `cancelled`)."""
-        store: JobStore = request.app.state.store
-        row = store.get(job_id)
-        if row is None:
-            return JSONResponse({"detail": f"job_id: no job {job_id}"}, status_code=404)
-        if row["status"] in FINAL:
-            return JSONResponse({"detail": f"job_id: job {job_id} is already {row['status']}"},
-                                status_code=409)
-        row = store.request_cancel(job_id)
-        request.app.state.manager.wake()
-        return job_view(row)
-
-    @app.get("/v1/metrics", dependencies=bearer, response_model=list[MetricInfo], tags=["meta"])
-    def metrics() -> Any:
-        """Every metric spec with its definition and parameters."""
-        return metric_catalog()
-
-    @app.get("/v1/health", response_model=Health, tags=["meta"])
-    async def health(request: Request) -> Any:
-        """Liveness (no authentication)."""
-        return {"status": "ok", "jobs_running": len(request.app.state.manager.running)}
-
+    app.include_router(api_router(settings))
+    app.include_router(health_router())
     if settings.ui_files:  # the web page over the operator's files (ragjudge ui, --ui-file)
         from .ui.routes import ui_router
 
         app.include_router(ui_router(settings.ui_files, settings.ui_labels))
-
-    @app.get("/v1/version", dependencies=bearer, response_model=Version, tags=["meta"])
-    async def version() -> Any:
-        return {"ragjudge": __version__, "api": API_VERSION, "python": platform.python_version()}
-
     return app
 
 

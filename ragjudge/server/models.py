@@ -132,6 +132,8 @@ class RagRequest(_Request):
                                            description=_R.help("grading"))
     skip_invalid: bool = Field(default=_R.default("skip_invalid"), description=_R.help("skip_invalid"))
     separate_calls: bool = Field(default=_R.default("separate_calls"), description=_R.help("separate_calls"))
+    language: str = Field(default=_R.default("language"), pattern=r"^[a-z]{2,3}$",
+                          description=_R.help("language"))
     per_sample: bool = True
     embedding_model: Optional[str] = Field(default=_R.default("embedding_model"), max_length=200,
                                            description=_R.help("embedding_model"))
@@ -164,6 +166,8 @@ class SynthRequest(_Request):
                            description=_S.help("copy_span"))
     min_words: int = Field(default=_S.default("min_words"), ge=0, le=100_000,
                            description=_S.help("min_words"))
+    language: str = Field(default=_S.default("language"), pattern=r"^[a-z]{2,3}$",
+                          description=_S.help("language"))
     settings: ModelSettings = Field(default_factory=ModelSettings)
     dry_run: bool = Field(default=False, description=(
         "Only estimate: calls, tokens and cost (upper bounds); nothing is sent, no job."))
@@ -270,7 +274,8 @@ class MetricInfo(BaseModel):
 
 
 class Health(BaseModel):
-    status: Literal["ok"]
+    status: Literal["ok", "degraded"] = Field(description="degraded: the job store cannot be reached")
+    store: str = Field(description="The job store: ok, or unavailable with the reason")
     jobs_running: int
 
 

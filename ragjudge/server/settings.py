@@ -10,12 +10,12 @@ import ipaddress
 import json
 import math
 import os
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from ..llm.endpoint import DEFAULT_CONCURRENCY
 
 __all__ = ["ServerSettings", "is_loopback", "SETTINGS_ENV"]
 
@@ -62,22 +62,15 @@ class ServerSettings:
     client_concurrency: int = 16
     body_seconds: float = 30.0  # a request body must arrive within this (408 after)
     cors_origins: tuple[str, ...] = ()
-    access_log: bool = True  # one line per answered request on stdout (ragjudge serve)
+    access_log: bool = True  # uvicorn's line per answered request on stdout (ragjudge serve)
     # the LLM endpoint: only ever from the server's configuration, never from a request
     model: str | None = None
-    provider: str = "openai"
-    base_url: str | None = None
+    #: the endpoint's fields but the model (``provider``, ``base_url``, ``timeout``,
+    #: ``patience``, ``concurrency``...: :class:`ragjudge.llm.Endpoint`'s, with its defaults)
+    llm: Mapping[str, Any] = field(default_factory=dict)
     #: several endpoints serving the model (``URL[,key_env=VAR][,rpm=N]...`` each, as
     #: ``--endpoint``); empty: the one at ``base_url``
     endpoints: tuple[str, ...] = ()
-    api_key_env: str | None = None
-    azure_endpoint: str | None = None
-    azure_api_version: str | None = None
-    rpm: float | None = None
-    tpm: float | None = None
-    timeout: float = 60.0
-    max_attempts: int = 6
-    concurrency: int = DEFAULT_CONCURRENCY
     cache: str | None = None  # None: $RAGJUDGE_CACHE or ~/.cache/ragjudge/judgments.sqlite
     no_cache: bool = False
     prices: str | None = None
@@ -109,14 +102,12 @@ class ServerSettings:
         for flag, value in (("--workers", self.workers),
                             ("--max-body-bytes", self.max_body_bytes), ("--max-pairs", self.max_pairs),
                             ("--client-concurrency", self.client_concurrency),
-                            ("--concurrency", self.concurrency), ("--max-jobs", self.max_jobs),
-                            ("--max-attempts", self.max_attempts)):
+                            ("--max-jobs", self.max_jobs)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InputError(f"must be an integer of at least 1, got {value!r}", field=flag)
         # NaN passes every "<= 0" test and infinity disables a limit: both are refused.
         for flag, fvalue, optional, zero_ok in (
-                ("--rpm", self.rpm, True, False), ("--tpm", self.tpm, True, False),
-                ("--timeout", self.timeout, False, False), ("--max-cost", self.max_cost, True, False),
+                ("--max-cost", self.max_cost, True, False),
                 ("--body-seconds", self.body_seconds, False, False),
                 ("--drain-seconds", self.drain_seconds, False, True),
                 ("--lease-seconds", self.lease_seconds, False, False)):
@@ -128,22 +119,19 @@ class ServerSettings:
                                  field=flag)
         if self.no_cache and self.cache:
             raise InputError("--cache and --no-cache contradict each other", field="--no-cache")
-        from ..llm.providers import provider_spec
+        from ..llm.endpoint import Endpoint, parse_endpoint
 
-        if self.endpoints and self.base_url:
+        try:  # the endpoint's own checks, each error naming its flag
+            base = Endpoint(self.model or "model", **self.llm)
+        except InputError as exc:
+            raise InputError(exc.message, field="--" + (exc.field or "model").replace("_", "-")) from None
+        if self.endpoints and base.base_url:
             raise InputError("give either --base-url or --endpoint (repeated), not both", field="--endpoint")
         for spec in self.endpoints:  # checked now, not at the first job
-            from ..llm.endpoint import Endpoint, parse_endpoint
-
             try:
-                parse_endpoint(spec, Endpoint(self.model or "model", provider=self.provider))
+                parse_endpoint(spec, base)
             except InputError as exc:
                 raise InputError(exc.message, field="--endpoint") from None
-
-        try:
-            provider_spec(self.provider)
-        except InputError as exc:
-            raise InputError(str(exc.args[0]) if exc.args else str(exc), field="--provider") from None
         for spec in self.ui_files:
             role, sep, rest = spec.partition("=")
             path = rest if sep and rest and role.isalpha() else spec
@@ -152,6 +140,10 @@ class ServerSettings:
         if self.ui_labels and Path(self.ui_labels).is_dir():
             raise InputError(f"is a directory; give a file name, got {self.ui_labels!r}",
                              field="--ui-labels")
+        if self.jobs_db:
+            from .store import check_target
+
+            check_target(self.jobs_db)
         for flag, path in (("--jobs-db", self.jobs_db), ("--cache", self.cache), ("--prices", None)):
             if path and not _is_url(path) and Path(path).expanduser().is_dir():
                 raise InputError(f"is a directory; give a file name, got {path!r}", field=flag)
@@ -165,10 +157,8 @@ class ServerSettings:
         entry (each taking the server's limits unless it sets its own)."""
         from ..llm.endpoint import Endpoint, parse_endpoint
 
-        base = Endpoint(model, provider=self.provider, base_url=self.base_url, api_key_env=self.api_key_env,
-                        azure_endpoint=self.azure_endpoint, azure_api_version=self.azure_api_version,
-                        concurrency=min(concurrency or self.concurrency, self.concurrency),
-                        rpm=self.rpm, tpm=self.tpm, timeout=self.timeout, max_attempts=self.max_attempts)
+        base = Endpoint(model, **self.llm)
+        base = base.replace(concurrency=min(concurrency or base.concurrency, base.concurrency))
         return [parse_endpoint(spec, base) for spec in self.endpoints] or [base]
 
     def cache_path(self) -> Path | str | None:
@@ -182,8 +172,8 @@ class ServerSettings:
     def jobs_path(self) -> Path | str:
         """Job state lives beside the cache (or in the cache's default folder); with a
         Postgres cache, in the same database; ``--jobs-db`` may be a ``postgresql://`` URL."""
-        if self.jobs_db:
-            return self.jobs_db if _is_url(self.jobs_db) else Path(self.jobs_db).expanduser()
+        if self.jobs_db:  # a URL stays a string (a path would fold its "//")
+            return self.jobs_db.strip() if "://" in self.jobs_db else Path(self.jobs_db).expanduser()
         cache = self.cache_path()
         if cache is None:
             cache = _default_cache()
@@ -200,4 +190,5 @@ class ServerSettings:
         data["cors_origins"] = tuple(data.get("cors_origins") or ())
         data["endpoints"] = tuple(data.get("endpoints") or ())
         data["ui_files"] = tuple(data.get("ui_files") or ())
+        data["llm"] = dict(data.get("llm") or {})
         return cls(**data)

@@ -146,10 +146,12 @@ def _reply_shape(schema: Any) -> int | None | bool:
     return False
 
 
-def _styles(weights: Mapping[str, float], prompts: Mapping[str, Any]) -> dict[str, _Style]:
+def _styles(weights: Mapping[str, float], prompts: Mapping[str, Any], language: str = "en") -> dict[str, _Style]:
     out = {}
     for name in weights:
-        prompt = load_prompt(prompts.get(name, STYLE_PROMPTS.get(name, "")))
+        # the user's own prompt as given; a shipped one in the corpus's language where shipped
+        prompt = (load_prompt(prompts[name]) if name in prompts
+                  else load_prompt(STYLE_PROMPTS.get(name, ""), language=language))
         got = set(prompt.variables)
         two = "passage_a" in got or "passage_b" in got
         need = set(_TWO if two else _ONE)
@@ -303,7 +305,7 @@ def _prepare(corpus: Mapping[str, str] | str | Path, n: int, llm: LLM, opts: Syn
     if unused:
         raise InputError(f"a prompt is given for style(s) not in the mix: {', '.join(unused)}",
                          field="prompts")
-    style_map = _styles(weights, prompts)
+    style_map = _styles(weights, prompts, opts.language)
     if isinstance(examples, (str, Path)):
         ex = read_examples(examples)
     else:
@@ -329,6 +331,7 @@ def _prepare(corpus: Mapping[str, str] | str | Path, n: int, llm: LLM, opts: Syn
         "min_grade": opts.min_grade, "min_confidence": opts.min_confidence,
         "max_passage_chars": max_passage_chars,
         "examples": len(ex),
+        "language": opts.language,
         "prompts": {k: {"prompt_id": s.prompt.id, "prompt_version": s.prompt.version,
                         "prompt_sha": s.prompt.sha256} for k, s in style_map.items()},
     }
@@ -610,6 +613,7 @@ async def synthesize(
     judge_pool: Run | Sequence[Run] | None = None,
     depth: int = _D("depth"),
     max_passage_chars: int = _D("max_passage_chars"),
+    language: str = _D("language"),
     progress: bool = True,
     **llm_options: Any,
 ) -> SynthResult:
@@ -633,10 +637,10 @@ async def synthesize(
         options, styles=styles, prompts=prompts, examples=examples, oversample=oversample, seed=seed,
         min_words=min_words, copy_span=copy_span, roundtrip_k=roundtrip_k, min_grade=min_grade,
         min_confidence=min_confidence, judge_prompt=judge_prompt, depth=depth,
-        max_passage_chars=max_passage_chars)
+        max_passage_chars=max_passage_chars, language=language)
     llm = _llm(llm, model, llm_options)
     job = _prepare(corpus, n, llm, opts)
-    judge = _judge_for(llm, opts.judge_prompt, opts.min_grade, progress)
+    judge = _judge_for(llm, opts.judge_prompt, opts.min_grade, progress, opts.language)
     job.params["judge_prompt"] = {"prompt_id": judge.prompt.id, "prompt_version": judge.prompt.version,
                                   "prompt_sha": judge.prompt.sha256}
     width = max(3, len(str(n)))
@@ -663,8 +667,9 @@ async def synthesize(
                        model=llm.model, params=job.params, pool=pool_summary)
 
 
-def _judge_for(llm: LLM, prompt: str | Path | Prompt, min_grade: int, progress: bool) -> LLMRelevanceJudge:
-    judge = LLMRelevanceJudge(llm=llm, prompt=prompt, progress=progress)
+def _judge_for(llm: LLM, prompt: str | Path | Prompt, min_grade: int, progress: bool,
+               language: str = "en") -> LLMRelevanceJudge:
+    judge = LLMRelevanceJudge(llm=llm, prompt=load_prompt(prompt, language=language), progress=progress)
     grades = sorted(int(g) for g in judge.prompt.labels or {})
     if not grades or not grades[0] <= min_grade <= grades[-1]:
         raise InputError(f"must be one of the judge's grades {grades}, got {min_grade}", field="min_grade")
@@ -719,7 +724,7 @@ def estimate_synth(
     opts = SynthOptions.merge(options, **kwargs)
     llm = _llm(llm, model, session)
     job = _prepare(corpus, n, llm, opts)
-    judge = _judge_for(llm, opts.judge_prompt, opts.min_grade, False)
+    judge = _judge_for(llm, opts.judge_prompt, opts.min_grade, False, opts.language)
     live = [d for d in job.draws if d.cands[0].pending]
     gen = {style: llm.estimate(st.prompt, [d.variables for d in live if d.style == style])
            for style, st in job.styles.items()}

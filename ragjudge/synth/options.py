@@ -5,6 +5,7 @@ request fields all read their defaults and help from :class:`SynthOptions`."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,9 @@ class SynthOptions(OptionsValue):
         "relevance.v1", "relevance prompt of the answerability judge (name or file)")
     depth: int = option(20, "pool depth of the judge pool's runs")
     max_passage_chars: int = option(4000, "passages are cut to this many characters in prompts")
+    language: str = option(
+        "en", "language of the corpus (ISO code: en, es, fr...): the shipped prompt variants "
+              "for it where there are some (the English prompts write in the passage's language)")
 
     def validate(self) -> None:
         number_at_least("oversample", self.oversample, 1)
@@ -62,6 +66,9 @@ class SynthOptions(OptionsValue):
         unit_interval("min_confidence", self.min_confidence, optional=True)
         positive_int("depth", self.depth)
         positive_int("max_passage_chars", self.max_passage_chars)
+        if not isinstance(self.language, str) or not re.fullmatch(r"[a-z]{2,3}", self.language):
+            raise InputError(f"expected a lowercase language code such as en, es or fr, got "
+                             f"{self.language!r}", field="language")
         if self.styles is not None and not isinstance(self.styles, (str, Mapping)):
             raise InputError(f"must be a spec such as {_SPEC!r} or a mapping, got "
                              f"{type(self.styles).__name__}", field="styles")

@@ -33,28 +33,84 @@ _SEP = "\x1f"  # joins a query id and a world index; cannot occur in TREC ids (w
 
 
 def read_judgments(path: str) -> list[Any]:
-    """The :class:`ragjudge.judges.Judgment` records of a ``ragjudge judge --judgments`` file."""
+    """The :class:`ragjudge.judges.Judgment` records of a ``ragjudge judge --judgments`` file.
+
+    A grade (or a probability's grade) outside the scale of the prompt the record names, a
+    grade its own distribution rules out, and a pair given twice with different labels are
+    errors naming the line: each would move the expected values without a word."""
     from ..judges import Judgment  # the judge brings the openai client (~2 s): only when reading judgments
 
+    from ..io.streams import decode_text, open_input
+
     out = []
-    try:
-        with open(path, encoding="utf-8") as f:
-            for i, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    j = Judgment.from_dict(json.loads(line))
-                except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
-                    raise InputError(f"not a judgment record ({exc})", source=path, line=i) from None
-                why = _bad_probs(j.probs)
-                if why:
-                    raise InputError(why, source=path, line=i, field="probs")
-                out.append(j)
-    except OSError as exc:
-        raise InputError(exc.strerror or "cannot read", source=path) from None
+    seen: dict[tuple[str, str], tuple[int, Any]] = {}
+    scales: dict[tuple[str, str], set[int] | None] = {}
+    with open_input(path) as stream:  # .gz by its magic bytes; unreadable: one line
+        text = decode_text(stream.read(), stream.source)  # a BOM is dropped, bad UTF-8 names its line
+    for i, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            j = Judgment.from_dict(json.loads(line))
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise InputError(f"not a judgment record ({exc})", source=path, line=i) from None
+        why = _bad_probs(j.probs)
+        if why:
+            raise InputError(why, source=path, line=i, field="probs")
+        field, why = _off_scale(j, scales)
+        if why:
+            raise InputError(why, source=path, line=i, field=field)
+        key = (j.qid, j.docid)
+        label = (j.grade, j.probs, j.error is None)
+        if key in seen:
+            first, before = seen[key]
+            if before != label:
+                raise InputError(f"query {j.qid!r}, document {j.docid!r} is judged on line "
+                                 f"{first} already, with another label", source=path,
+                                 line=i, field="docid")
+            continue  # the same label again (a file appended to twice): counted once
+        seen[key] = (i, label)
+        out.append(j)
     if not out:
         raise InputError("no judgments in the file", source=path)
     return out
+
+
+def _off_scale(j: Any, scales: dict[tuple[str, str], set[int] | None]) -> tuple[str, str | None]:
+    """(field, why) when ``j``'s grade or probabilities leave its prompt's scale, or its grade
+    has no probability in its own distribution; (``""``, ``None``) when it is fine."""
+    if j.error is not None:
+        return "", None
+    prov = j.provenance
+    key = (prov.prompt_id, str(prov.prompt_version))
+    if key not in scales:
+        scales[key] = _prompt_scale(*key)
+    scale = scales[key]
+    if j.grade is not None and (isinstance(j.grade, bool) or not isinstance(j.grade, int)):
+        return "grade", f"grade {j.grade!r} is not an integer"
+    if scale is not None:
+        if j.grade is not None and j.grade not in scale:
+            return "grade", f"grade {j.grade} is outside the scale {sorted(scale)} of prompt {prov.prompt_id!r}"
+        off = sorted(int(g) for g in (j.probs or {}) if int(g) not in scale)
+        if off:
+            return "probs", f"grade {off[0]} is outside the scale {sorted(scale)} of prompt {prov.prompt_id!r}"
+    if j.grade is not None and j.probs and float(j.probs.get(str(j.grade), j.probs.get(j.grade, 0.0))) <= 0.0:
+        return "grade", f"grade {j.grade} has no probability in the record's own probs"
+    return "", None
+
+
+def _prompt_scale(prompt_id: str, version: str) -> set[int] | None:
+    """The integer labels of a shipped prompt (``None`` when it is not one, or has none)."""
+    if not prompt_id:
+        return None
+    from ..llm.prompts import list_prompts, load_prompt
+
+    name = f"{prompt_id}.v{version}" if version else prompt_id
+    if name not in list_prompts():
+        return None
+    values = load_prompt(name).label_values
+    ints = {v for v in values if isinstance(v, int) and not isinstance(v, bool)}
+    return ints or None
 
 
 #: How far a grade distribution may sum from 1 (the judge writes them normalised; rounding

@@ -130,3 +130,192 @@ def test_resamples_beyond_memory_are_one_line(monkeypatch: pytest.MonkeyPatch,
     assert err.startswith("ragjudge: error: resamples: 2000000000 bootstrap resamples") and "\n" not in err
     # Within memory, the same call works.
     assert bootstrap_cis([[0.1, 0.2, 0.3]], n_resamples=1000)[0][0] <= 0.2
+
+
+# ----------------------------------------------------------------------------- malformed inputs, item by item
+def _one_line(err: str) -> str:
+    lines = [ln for ln in err.splitlines() if ln.startswith("ragjudge: error:")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def test_a_run_line_with_a_seventh_column_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "q").write_text(QRELS)
+    (tmp_path / "r").write_text(RUN.replace("q2 Q0 d3 1 1.0 r", "q2 Q0 d3 1 1.0 r 0.5"))
+    assert main(["evaluate", str(tmp_path / "q"), str(tmp_path / "r"), "-m", "map"]) == 0
+    err = capsys.readouterr().err
+    # Read as trec_eval reads it, and said once, naming the first such line.
+    assert err.strip() == (f"ragjudge: warning: {tmp_path / 'r'}:3: 1 line(s) with more than 6 columns; "
+                           "the text after column 6 is ignored, as trec_eval does")
+
+
+def test_a_nan_sample_id_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    s = tmp_path / "s.jsonl"
+    good = json.dumps({"id": "a", "user_input": "q", "retrieved_contexts": ["a"], "response": "r"})
+    s.write_text(good + "\n" + good.replace('"a"', "NaN", 1) + "\n")
+    assert main(["rag", str(s), "-m", "hit@1"]) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert f"{s}:2: id:" in line and "nan" in line
+
+
+def _judgment(docid: str, grade: int, probs: dict[str, float] | None = None, prompt: str = "relevance") -> str:
+    return json.dumps({"qid": "q1", "docid": docid, "grade": grade, "probs": probs, "error": None,
+                       "prompt_id": prompt, "prompt_version": "1"}) + "\n"
+
+
+@pytest.mark.parametrize("lines, where", [
+    # outside the scale of the prompt the record names
+    ([_judgment("d1", 1), _judgment("d2", 9)], ":2: grade: grade 9 is outside the scale [0, 1, 2, 3]"),
+    ([_judgment("d1", 1, {"0": 0.5, "9": 0.5}, prompt="relevance")], ":1: probs: grade 9 is outside"),
+    # a foreign prompt: its own distribution rules the grade out
+    ([_judgment("d1", 9, {"0": 0.25, "1": 0.75}, prompt="mine")], ":1: grade: grade 9 has no probability"),
+    # the same pair twice with different labels
+    ([_judgment("d1", 1), _judgment("d2", 0), _judgment("d1", 3)], ":3: docid: query 'q1', document 'd1' is judged on line 1"),
+])
+def test_soft_labels_off_scale_or_twice_are_refused(tmp_path: Path, lines: list[str], where: str,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    soft = tmp_path / "j.jsonl"
+    soft.write_text("".join(lines))
+    (tmp_path / "r").write_text(RUN)
+    assert main(["evaluate", "none", str(tmp_path / "r"), "--soft", str(soft), "-m", "p@2"]) == 2
+    assert f"{soft}{where}" in _one_line(capsys.readouterr().err)
+
+
+def test_the_same_soft_label_twice_counts_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    once, twice = tmp_path / "once.jsonl", tmp_path / "twice.jsonl"
+    once.write_text(_judgment("d1", 1, {"0": 0.5, "1": 0.5}) + _judgment("d2", 0))
+    twice.write_text(_judgment("d1", 1, {"0": 0.5, "1": 0.5}) + _judgment("d2", 0) + _judgment("d1", 1, {"0": 0.5, "1": 0.5}))
+    (tmp_path / "r").write_text(RUN)
+    outs = []
+    for f in (once, twice):
+        assert main(["evaluate", "none", str(tmp_path / "r"), "--soft", str(f), "-m", "p@2", "-f", "json"]) == 0
+        outs.append(json.loads(capsys.readouterr().out)["mean"])
+    assert outs[0] == outs[1]
+
+
+def test_a_pool_label_outside_the_judge_scale_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-used")
+    pool = tmp_path / "pool.qrels"
+    pool.write_text("q01 0 volc-01 2\nq01 0 volc-02 9\n")
+    code = main(["evaluate", "none", str(EX / "runs" / "bm25_raw.run"), "--judge", "m", "--queries",
+                 str(EX / "queries.jsonl"), "--corpus", str(EX / "corpus.jsonl"), "--base-url",
+                 "http://127.0.0.1:9/v1", "--no-cache", "--no-progress", "--pool", str(pool), "-m", "p@2"])
+    assert code == 2
+    assert f"{pool}:2: grade: grade 9 of query 'q01', document 'volc-02' is outside the judge's scale" \
+        in _one_line(capsys.readouterr().err)
+
+
+def test_an_endpoint_option_given_twice_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["judge", "--queries", str(EX / "queries.jsonl"), "--corpus", str(EX / "corpus.jsonl"),
+                 "--run", str(EX / "runs" / "bm25_raw.run"), "--model", "m", "--dry-run", "--no-cache",
+                 "--endpoint", "http://127.0.0.1:9/v1,rpm=5,rpm=7"])
+    assert code == 2
+    assert "endpoint: rpm is given twice in 'http://127.0.0.1:9/v1,rpm=5,rpm=7'" in _one_line(capsys.readouterr().err)
+
+
+def _batch_args(tmp: Path, *extra: str) -> list[str]:
+    return ["judge", "--queries", str(EX / "queries.jsonl"), "--corpus", str(EX / "corpus.jsonl"),
+            "--run", str(EX / "runs" / "bm25_raw.run"), "--depth", "1", "--model", "judge-model",
+            "--base-url", "http://127.0.0.1:9/v1", "--cache", str(tmp / "c.sqlite"), "--no-progress",
+            "-o", str(tmp / "q.txt"), *extra]
+
+
+def _batch_lines(tmp: Path) -> list[dict[str, object]]:
+    from _llm_fakes import grade_reply
+
+    req = tmp / "req.jsonl"
+    assert main(_batch_args(tmp, "--export-batch", str(req))) == 0
+    return [{"custom_id": json.loads(x)["custom_id"], "response": {"status_code": 200, "body": grade_reply(2)}}
+            for x in req.read_text().splitlines()]
+
+
+def test_a_custom_id_answered_twice_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from _llm_fakes import grade_reply
+
+    lines = _batch_lines(tmp_path)
+    again = {"custom_id": lines[0]["custom_id"], "response": {"status_code": 200, "body": grade_reply(0)}}
+    res = tmp_path / "res.jsonl"
+    res.write_text("".join(json.dumps(x) + "\n" for x in [*lines, again]))
+    capsys.readouterr()
+    assert main(_batch_args(tmp_path, "--import-batch", str(res))) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert f"{res}:{len(lines) + 1}: custom_id:" in line and "a second time" in line
+    assert not (tmp_path / "q.txt").exists()
+    # Answered in the output file and again in a second one: refused too.
+    one, two = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
+    one.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    two.write_text(json.dumps(again) + "\n")
+    assert main(_batch_args(tmp_path, "--import-batch", str(one), str(two))) == 2
+    assert f"{two}:1: custom_id:" in _one_line(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("kind", ["latin1", "gzip", "gzip-latin1"])
+def test_import_batch_of_odd_bytes(tmp_path: Path, kind: str, capsys: pytest.CaptureFixture[str]) -> None:
+    import gzip
+
+    lines = _batch_lines(tmp_path)
+    capsys.readouterr()
+    text = "".join(json.dumps(x) + "\n" for x in lines).encode()
+    res = tmp_path / "res.jsonl"
+    if kind == "gzip":  # a gzip file is read as such (its magic bytes), whatever its name
+        res.write_bytes(gzip.compress(text))
+        assert main(_batch_args(tmp_path, "--import-batch", str(res))) == 0
+        assert len(read_qrels(tmp_path / "q.txt")) == len(lines)
+        return
+    bad = text + b'{"custom_id": "caf\xe9"}\n'
+    res.write_bytes(gzip.compress(bad) if kind == "gzip-latin1" else bad)
+    assert main(_batch_args(tmp_path, "--import-batch", str(res))) == 2
+    assert f"{res}:{len(lines) + 1}: invalid UTF-8" in _one_line(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("role", ["", "result="])
+@pytest.mark.parametrize("text, where", [
+    ('{"runs": [{"run": "a", "mean": {"map": 0.1}}\n', ":2: json: not valid JSON"),
+    ('{"runs": [{"run": "a", "mean": 5}]}', ": result: not a result"),
+])
+def test_ui_with_a_broken_result_json(tmp_path: Path, role: str, text: str, where: str,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from ragjudge.server.ui.workspace import Workspace
+
+    res = tmp_path / "res.json"
+    res.write_text(text)
+    if not role and where.startswith(": result"):
+        where = ": JSON that is neither"  # the sniffer names what it found
+    if not role and "json:" in where:
+        where = ":1: json: not valid JSON"  # the sniffer reads a broken document's first line
+    with pytest.raises(InputError) as info:
+        Workspace([role + str(res)])
+    assert str(info.value).startswith(f"{res}{where}"), str(info.value)
+
+
+def test_a_soft_judgments_file_with_a_bom_or_gzip_is_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import gzip
+
+    text = _judgment("d1", 1, {"0": 0.5, "1": 0.5}) + _judgment("d2", 0)
+    (tmp_path / "r").write_text(RUN)
+    (tmp_path / "plain.jsonl").write_text(text)
+    (tmp_path / "bom.jsonl").write_bytes(b"\xef\xbb\xbf" + text.encode())
+    (tmp_path / "z.jsonl.gz").write_bytes(gzip.compress(text.encode()))
+    means = []
+    for name in ("plain.jsonl", "bom.jsonl", "z.jsonl.gz"):
+        assert main(["evaluate", "none", str(tmp_path / "r"), "--soft", str(tmp_path / name), "-m", "p@2",
+                     "-f", "json"]) == 0, capsys.readouterr().err
+        means.append(json.loads(capsys.readouterr().out)["mean"])
+    assert means[0] == means[1] == means[2]
+    (tmp_path / "bad.jsonl").write_bytes(text.encode() + b'{"qid": "caf\xe9"}\n')
+    assert main(["evaluate", "none", str(tmp_path / "r"), "--soft", str(tmp_path / "bad.jsonl"), "-m", "p@2"]) == 2
+    assert f"{tmp_path / 'bad.jsonl'}:3: invalid UTF-8" in _one_line(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("data", [b'{"m": {"input": 1, "output": 2}}'.replace(b"m", b"caf\xe9"),
+                                  '{"m": 1}'.encode("utf-16")])
+def test_a_prices_file_that_is_not_utf8_is_one_line(tmp_path: Path, data: bytes,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    prices = tmp_path / "prices.json"
+    prices.write_bytes(data)
+    code = main(["judge", "--queries", str(EX / "queries.jsonl"), "--corpus", str(EX / "corpus.jsonl"),
+                 "--run", str(EX / "runs" / "bm25_raw.run"), "--model", "m", "--dry-run", "--no-cache",
+                 "--prices", str(prices)])
+    assert code == 2
+    assert f"{prices}:1: invalid UTF-8" in _one_line(capsys.readouterr().err)

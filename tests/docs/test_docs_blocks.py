@@ -48,7 +48,8 @@ def test_the_venv_is_activated_once_and_used_alike() -> None:
     # the first steps activate the venv; every other guide then types bare commands
     start = (ROOT / "docs" / "getting-started.md").read_text("utf-8")
     assert "source .venv/bin/activate" in start
-    others = [p for p in PAGES if p.name != "getting-started.md"]
+    others = [p for p in PAGES if p.name != "getting-started.md"
+              and p.relative_to(ROOT / "docs").as_posix() not in PENDING]
     assert [str(p) for p in others if ".venv/bin/" in p.read_text("utf-8")] == []
 
 

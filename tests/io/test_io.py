@@ -258,15 +258,17 @@ def test_fast_path_equals_exact_path(data):
 
 
 def test_fast_path_is_taken_on_regular_input():
-    block = b"q1 Q0 d1 1 2.5 s\n# c\n\nq1 Q0 d2 2 1 s x y\r\n"
+    block = b"q1 Q0 d1 1 2.5 s\n# c\n\nq1 Q0 d2 2 1 s\r\n"
     assert trec._scan_block(block, "run") is not None
+    # A line longer than 6 columns goes to the exact path, which reads it and warns.
+    assert trec._scan_block(b"q1 Q0 d1 1 2.5 s x\n", "run") is None
     assert trec._scan_block(b"q 0 d 1\n", "qrels") is not None
     assert trec._scan_block(b"q 0 d 1.5\n", "qrels") is None
     uniform = trec._scan_block(b"q Q0 d 1 2 s\r\nq\tQ0 e 2 1 s\n", "run")
     assert uniform is not None and uniform[3] is None and uniform[4] == 2
     assert uniform[1].tolist() == [b"d", b"e"] and uniform[2].tolist() == [2.0, 1.0]
-    # 7 tokens on each line, but one line is a comment: the general path must skip it.
-    mixed = trec._scan_block(b"# a b c d e f\nq Q0 d 1 2 s x\n", "run")
+    # 6 tokens on each line, but one line is a comment: the general path must skip it.
+    mixed = trec._scan_block(b"# a b c d e\nq Q0 d 1 2 s\n", "run")
     assert mixed is not None and mixed[3].tolist() == [1]
 
 

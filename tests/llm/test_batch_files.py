@@ -66,4 +66,4 @@ def test_import_needs_no_key_and_bad_results_are_one_line(tmp_path: Path, capsys
     bad.write_text("not json\n")
     assert main(_args(tmp_path, "--import-batch", str(bad), "-o", str(tmp_path / "q.txt"))) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "bad.jsonl" in err and "line 1" in err
+    assert err.count("\n") == 1 and "bad.jsonl:1: not JSON" in err

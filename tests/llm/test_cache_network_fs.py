@@ -76,9 +76,9 @@ def test_the_cli_exits_2_with_one_line(tmp_path: Path, monkeypatch: pytest.Monke
 
 def test_a_sqlite_job_store_on_nfs_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("fastapi", reason="the server extra")
-    from ragjudge.server.jobs import JobStore
+    from ragjudge.server.store import open_job_store
 
     monkeypatch.setattr(cachestore, "read_mounts", lambda: _mounts(tmp_path, "lustre"))
     monkeypatch.delenv("RAGJUDGE_ALLOW_NETWORK_SQLITE", raising=False)
     with pytest.raises(InputError, match=r"SQLite job store on a network filesystem \(lustre\).*--jobs-db"):
-        JobStore(tmp_path / "shared" / "jobs.sqlite")
+        open_job_store(tmp_path / "shared" / "jobs.sqlite")

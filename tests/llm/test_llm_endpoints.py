@@ -119,7 +119,7 @@ def test_the_service_builds_its_jobs_sessions_over_the_endpoints_it_was_given() 
     from ragjudge.server.settings import ServerSettings
 
     settings = ServerSettings(model="m", endpoints=("http://a/v1,rpm=60", "http://b/v1,weight=2,concurrency=4"),
-                              concurrency=8, no_cache=True)
+                              llm={"concurrency": 8}, no_cache=True)
     settings.check()
     llm = build_llm(settings, ModelSettings(), check_key=False)
     assert [c.endpoint.base_url for c in llm.callers] == ["http://a/v1", "http://b/v1"]

@@ -74,17 +74,22 @@ def test_the_judge_through_the_fake() -> None:
     assert js[1].error == "refusal: fruit" and js[1].model == "fake-model"
     # a refusal is billed, a transport failure is not
     assert js[1].usage.calls == 1 and js[2].usage.calls == 0
-    assert fake.stats.failed == 4 and fake.stats.calls == 4
+    # the real repair policy: each unusable reply is asked again once, and the same answer
+    # again fails it (two calls each)
+    assert fake.stats.failed == 4 and fake.stats.calls == 6 and fake.stats.repaired == 2
+    assert [c.variables["passage"] for c in fake.calls].count("Junk") == 2
 
 
-def test_the_validator_decides_invalid() -> None:
+def test_the_validator_refusal_goes_through_the_repair_policy() -> None:
     fake = FakeLLM({"relevance": {"reasoning": "r", "grade": 2}})
 
     def picky(obj: Any) -> int:
         raise ValueError("no twos")
 
     out = asyncio.run(fake.structured("relevance.v1", {"query": "q", "passage": "p"}, validate=picky))
-    assert out.failure is FailureKind.INVALID and out.error == "invalid reply: no twos"
+    # the real repair policy: a reply the validator refuses is asked again, then fails
+    assert out.failure is FailureKind.UNPARSABLE and out.error.endswith("no twos") and out.repaired
+    assert len(fake.calls) == 2
 
 
 def test_returned_exception_fails_raised_llm_error_stops() -> None:
@@ -207,3 +212,40 @@ def test_rag_metrics_through_the_fake() -> None:
     rep = evaluate_samples_sync([sample], ["answer_relevance", "faithfulness"], judge=fake)
     assert rep.mean("answer_relevance") == pytest.approx(2 / 3) and rep.mean("faithfulness") == 0.5
     assert rep.usage["calls"] == 3 == fake.stats.calls
+
+
+# ----------------------------------------------------------------------------- the real session
+def test_the_fake_is_the_real_session_over_the_function_provider() -> None:
+    from ragjudge.llm import LLM
+    from ragjudge.llm.cachestore import CacheStore
+    from ragjudge.llm.providers import provider_names
+
+    fake = FakeLLM(grade_by_word, cache=True)
+    assert isinstance(fake, LLM) and fake.endpoint.provider == "function" and "function" in provider_names()
+    assert isinstance(fake.cache, CacheStore)
+    out = asyncio.run(fake.structured("relevance.v1", {"query": "q", "passage": "Paris"}))
+    assert out.provenance.system_fingerprint == "function" and out.provenance.response_format == "json_schema"
+    # the real estimate, with its own assumptions
+    plan = fake.estimate("relevance.v1", [{"query": "q", "passage": "Rome"}])
+    assert plan.calls == 1 and "characters per prompt token" in plan.assumptions
+
+
+def test_the_real_budget_stops_the_fake() -> None:
+    # each call reserves its worst case: with a cap of about two calls, the rest are skipped
+    fake = FakeLLM(grade_by_word, prices=PriceTable({"fake-model": Price(1000.0, 1000.0)}), concurrency=1,
+                   max_cost=2.5)
+    outs = asyncio.run(fake.structured_many("relevance.v1", [{"query": "q", "passage": f"p{i}"} for i in range(6)],
+                                            progress=False))
+    skipped = [o for o in outs if o.failure is FailureKind.BUDGET]
+    assert skipped and len(fake.calls) == 6 - len(skipped) and fake.stats.skipped == len(skipped)
+    assert fake.cost is not None and fake.cost <= 2.5
+
+
+def test_truncated_and_malformed_answers_take_the_real_policy() -> None:
+    cut = FakeLLM(lambda p, v: Failure("truncated", "cut"))
+    out = asyncio.run(cut.structured("relevance.v1", {"query": "q", "passage": "p"}))
+    assert out.failure is FailureKind.TRUNCATED and len(cut.calls) > 1  # asked again as a cut reply is
+    assert cut.usage.calls == len(cut.calls)  # each cut reply is billed
+    bad = FakeLLM(lambda p, v: Failure(FailureKind.MALFORMED, "not a completion"), max_attempts=3)
+    out = asyncio.run(bad.structured("relevance.v1", {"query": "q", "passage": "p"}))
+    assert out.failure is FailureKind.MALFORMED and len(bad.calls) == 3 and bad.usage.calls == 3

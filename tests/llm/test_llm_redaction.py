@@ -140,3 +140,84 @@ def test_a_server_quoting_the_url_does_not_make_the_run_print_the_key(tmp_path: 
     assert "/***/v1" in proc.stderr + "".join(p.read_text() for p in tmp_path.glob("j.jsonl"))
     for text in (proc.stdout, proc.stderr, *(p.read_text() for p in tmp_path.iterdir() if p.is_file())):
         assert key not in text
+
+
+# ----------------------------------------------------------------------------- every URL, one redaction
+@pytest.mark.parametrize("url, kept", [
+    ("http://h.test/v1?subscription-key=abcdef123", "http://h.test/v1?subscription-key=***"),
+    ("http://h.test/v1?api_token=tok999", "http://h.test/v1?api_token=***"),
+    ("http://h.test/v1?x=1&client_secret=xyz789&y=2", "http://h.test/v1?x=1&client_secret=***&y=2"),
+    ("http://h.test/v1#key=secret123", "http://h.test/v1#key=***"),
+    ("http://h.test/v1#a=1&access_token=qq", "http://h.test/v1#a=1&access_token=***"),
+    ("http://h.test/v1;key=abc/chat", "http://h.test/v1;key=***/chat"),
+    ("http://h.test/v1?X-Amz-Signature=abc&X-Amz-Date=2024", "http://h.test/v1?X-Amz-Signature=***&X-Amz-Date=2024"),
+    # short random path segments
+    ("http://gw.test/s3cr3tK3y/v1", "http://gw.test/***/v1"),
+    ("http://gw.test/aB3xY9/v1", "http://gw.test/***/v1"),
+    ("http://gw.test/a8k2p9q3/v1", "http://gw.test/***/v1"),
+    ("http://gw.test/sk-abc123/v1", "http://gw.test/***/v1"),
+    # names stay readable
+    ("https://h.test/openai/deployments/gpt-4o/chat?api-version=2024-02-01",
+     "https://h.test/openai/deployments/gpt-4o/chat?api-version=2024-02-01"),
+    ("http://h.test/models/Qwen2.5-7B-Instruct/v1", "http://h.test/models/Qwen2.5-7B-Instruct/v1"),
+    ("http://h.test/meta-llama/Llama-3.1-8B-Instruct/v1", "http://h.test/meta-llama/Llama-3.1-8B-Instruct/v1"),
+])
+def test_key_like_parameters_fragments_and_short_segments(url: str, kept: str) -> None:
+    assert redact_url(url) == kept
+    assert redact(f"see {url}, then") == f"see {kept}, then"
+
+
+def test_a_configured_short_path_key_is_redacted_however_short() -> None:
+    from ragjudge.llm.endpoint import Endpoint
+
+    Endpoint("m", base_url="http://gw-short.test/KEY7/v1")  # configured: its odd segments are secrets
+    assert redact("POST http://gw-short.test/KEY7/v1/chat/completions failed") == \
+        "POST http://gw-short.test/***/v1/chat/completions failed"
+    assert redact("upstream said: no route for /KEY7/v1/chat") == "upstream said: no route for /***/v1/chat"
+    # A word elsewhere is left alone.
+    assert redact("KEY7 is a word here") == "KEY7 is a word here"
+
+
+def test_an_endpoint_spec_error_does_not_print_its_key(capsys: pytest.CaptureFixture[str]) -> None:
+    from ragjudge.cli import main
+
+    ex = Path(__file__).resolve().parents[2] / "examples"
+    spec = "http://gw-spec.test/Zk4/v1?api_token=tok12345,bogus=1"
+    assert main(["judge", "--queries", str(ex / "queries.jsonl"), "--corpus", str(ex / "corpus.jsonl"),
+                 "--run", str(ex / "runs" / "bm25_raw.run"), "--model", "m", "--dry-run", "--no-cache",
+                 "--endpoint", spec]) == 2
+    err = capsys.readouterr().err
+    assert "bogus=1" in err and "Zk4" not in err and "tok12345" not in err
+
+
+def test_a_short_path_key_is_not_in_messages_records_or_debug_logs(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from ragjudge.cli import main
+
+    (tmp_path / "q.jsonl").write_text('{"_id": "q1", "text": "what is x"}\n')
+    (tmp_path / "c.jsonl").write_text('{"_id": "d1", "text": "x is y"}\n')
+    (tmp_path / "run").write_text("q1 Q0 d1 1 2.0 r\n")
+    env_key = "sk-envkey-0123456789abcdef"
+    monkeypatch.setenv("OPENAI_API_KEY", env_key)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), type("Echo", (_Echo,), {"status": 500}))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    key = "Ky7"
+    caplog.set_level("DEBUG")
+    try:
+        code = main(["judge", "--run", str(tmp_path / "run"), "--queries", str(tmp_path / "q.jsonl"),
+                     "--corpus", str(tmp_path / "c.jsonl"), "--model", "m", "--base-url",
+                     f"http://127.0.0.1:{server.server_port}/{key}/v1?subscription-key=sub98765",
+                     "--max-attempts", "1", "--no-cache", "--judgments", str(tmp_path / "j.jsonl"),
+                     "-o", str(tmp_path / "out.qrels"), "--no-progress"])
+    finally:
+        server.shutdown()
+        thread.join(10)
+    out = capsys.readouterr()
+    assert code != 0
+    logs = "\n".join(r.getMessage() for r in caplog.records)
+    assert "HTTP Request" in logs or "Request options" in logs  # the HTTP stack did log
+    files = [p.read_text() for p in tmp_path.iterdir() if p.is_file()]
+    for text in (out.out, out.err, logs, *files):
+        assert f"/{key}/" not in text and "sub98765" not in text and env_key not in text

@@ -18,7 +18,7 @@ import pytest
 pytest.importorskip("fastapi", reason="the server tests need the server extra")
 
 from ragjudge.errors import InputError  # noqa: E402
-from ragjudge.server.jobs import JobStore  # noqa: E402
+from ragjudge.server.store import JobStore, open_job_store  # noqa: E402
 
 SNAP = {"done": 1, "total": 3, "counts": {"judged": 1}, "cost": 0.5, "usage": {"calls": 1}}
 
@@ -33,15 +33,15 @@ def target(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
 
 
 def test_two_stores_share_jobs_and_one_claims_each(target: Any) -> None:
-    a, b = JobStore(target), JobStore(target)
+    a, b = open_job_store(target), open_job_store(target)
     if isinstance(target, str):
         assert type(a).__name__ == "PostgresJobStore" and isinstance(a, JobStore)
     job = a.create("judge", {"pairs": [1, 2, 3]}, 3)
     row = b.get(job)
     assert row["status"] == "queued" and row["kind"] == "judge" and int(row["total"]) == 3
-    got = b.claim("B", time.time() - 10)
+    got = b.claim("B", 10)
     assert got is not None and got["id"] == job and got["owner"] == "B" and got["status"] == "running"
-    assert a.claim("A", time.time() - 10) is None  # B holds a fresh lease
+    assert a.claim("A", 10) is None  # B holds a fresh lease
     assert b.heartbeat(job, "B", SNAP) is False and a.heartbeat(job, "A", SNAP) is None
     b.add_judgment(job, 0, {"grade": 2})
     b.add_judgment(job, 0, {"grade": 3})  # a retried pair appears twice, in order
@@ -58,31 +58,31 @@ def test_two_stores_share_jobs_and_one_claims_each(target: Any) -> None:
 
 
 def test_a_lease_that_is_not_renewed_is_taken_over(target: Any) -> None:
-    a, b = JobStore(target), JobStore(target)
+    a, b = open_job_store(target), open_job_store(target)
     job = a.create("judge", {}, 3)
-    assert a.claim("A", time.time() - 0.3)["id"] == job
-    assert b.claim("B", time.time() - 0.3) is None
+    assert a.claim("A", 0.3)["id"] == job
+    assert b.claim("B", 0.3) is None
     time.sleep(0.6)  # A was killed: no heartbeat for longer than the lease
-    taken = b.claim("B", time.time() - 0.3)
+    taken = b.claim("B", 0.3)
     assert taken is not None and taken["id"] == job and taken["owner"] == "B"
     assert a.heartbeat(job, "A", SNAP) is None  # A (if it comes back) learns it lost the job
     a.finish(job, "A", "done", SNAP)  # and cannot finish it
     assert b.get(job)["status"] == "running"
     b.release(job, "B", SNAP)  # a graceful stop queues it again
-    assert a.get(job)["status"] == "queued" and a.claim("A", time.time() - 0.3)["id"] == job
+    assert a.get(job)["status"] == "queued" and a.claim("A", 0.3)["id"] == job
     a.close()
     b.close()
 
 
 def test_concurrent_claims_never_hand_a_job_out_twice(target: Any) -> None:
-    stores = [JobStore(target) for _ in range(4)]
+    stores = [open_job_store(target) for _ in range(4)]
     jobs = {stores[0].create("judge", {"n": i}, 1) for i in range(20)}
     claimed: list[str] = []
     lock = threading.Lock()
 
     def worker(n: int) -> None:
         while True:
-            row = stores[n].claim(f"w{n}", time.time() - 60)
+            row = stores[n].claim(f"w{n}", 60)
             if row is None:
                 return
             with lock:
@@ -99,7 +99,7 @@ def test_concurrent_claims_never_hand_a_job_out_twice(target: Any) -> None:
 
 
 def test_an_idempotency_key_returns_the_existing_job(target: Any) -> None:
-    a, b = JobStore(target), JobStore(target)
+    a, b = open_job_store(target), open_job_store(target)
     first = a.create("judge", {"depth": 2}, 10, idempotency_key="req-42")
     assert b.create("judge", {"depth": 2}, 10, idempotency_key="req-42") == first
     assert len(a.list()) == 1
@@ -118,7 +118,7 @@ def test_an_idempotency_key_returns_the_existing_job(target: Any) -> None:
     ids: list[str] = []
 
     def submit() -> None:
-        s = JobStore(target)
+        s = open_job_store(target)
         ids.append(s.create("judge", {"race": True}, 1, idempotency_key="race"))
         s.close()
 
@@ -145,7 +145,7 @@ def test_a_store_made_before_idempotency_keys_is_upgraded(tmp_path: Path) -> Non
     """)
     db.commit()
     db.close()
-    store = JobStore(path)
+    store = open_job_store(path)
     assert store.get("old")["status"] == "done" and store.get("old")["idem_key"] is None
     job = store.create("judge", {}, 1, idempotency_key="k")
     assert store.create("judge", {}, 1, idempotency_key="k") == job
@@ -221,3 +221,52 @@ def _owner_pid(url: str, job: str) -> int:
     with psycopg.connect(url) as db:
         owner = db.execute("SELECT owner FROM ragjudge_jobs WHERE id = %s", (job,)).fetchone()[0]
     return int(owner.split("-")[0])
+
+
+@pytest.mark.slow
+def test_a_killed_replicas_spending_counts_against_the_jobs_cap(tmp_path: Path) -> None:
+    """Two replicas on one store; the one running a capped job is killed mid-job. The other
+    takes over with what the dead one paid (and may have had in flight) counted: the true
+    spend stays under the cap and the reported cost is at least the true spend."""
+    import json
+
+    from _loopback import simulator_thread
+    from _server import ServerProcess, wait_job
+
+    price, cap = 100.0, 2.0
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"sim-model": {"input": price, "output": price}}))
+    shared = ["--jobs-db", str(tmp_path / "jobs.sqlite"), "--cache", str(tmp_path / "cache.sqlite")]
+    pairs = [{"qid": f"q{i // 5}", "docid": f"d{i}", "query": f"query {i // 5}", "passage": f"passage {i}"}
+             for i in range(80)]
+    with simulator_thread(latency=0.2, api_key=None) as sim:
+        def server(name: str, max_cost: str) -> ServerProcess:
+            (tmp_path / name).mkdir()
+            return ServerProcess(tmp_path / name, "--base-url", sim.base_url, "--model", "sim-model",
+                                 "--concurrency", "2", "--prices", str(prices), "--max-cost", max_cost,
+                                 "--lease-seconds", "2", *shared, env={"OPENAI_API_KEY": "sk-sim"})
+
+        a = server("a", str(cap)).start()  # accepts the job with its $2 ceiling
+        b = server("b", "10").start()
+        try:
+            with a.client() as ca:
+                job = ca.post("/v1/judge", json={"pairs": pairs}).json()["id"]
+                wait_job(ca, job, until=lambda s: s["progress"]["done"] >= 8, timeout=60)
+            db = sqlite3.connect(tmp_path / "jobs.sqlite")
+            owner = db.execute("SELECT owner FROM jobs WHERE id = ?", (job,)).fetchone()[0]
+            db.close()
+            runner, other = (a, b) if int(owner.split("-")[0]) == a.proc.pid else (b, a)
+            runner.stop(signal.SIGKILL)
+            with other.client() as c:
+                final = wait_job(c, job, timeout=120)
+        finally:
+            a.stop()
+            b.stop()
+        stats = sim.stats()
+    true_spend = (stats["prompt_tokens"] + stats["completion_tokens"]) * price / 1e6
+    assert final["status"] == "done", final
+    assert final["result"]["summary"]["skipped_budget"] > 0  # the cap bound the job
+    assert true_spend <= cap
+    assert final["cost_usd"] >= true_spend - 1e-9  # every paid call reported
+    print(f"paid twice: {stats['duplicate_paid']}, true ${true_spend:.4f}, "
+          f"reported ${final['cost_usd']:.4f}, cap ${cap}")

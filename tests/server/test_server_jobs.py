@@ -77,9 +77,9 @@ def test_judge_job_matches_the_library(tmp_path: Path) -> None:
         assert all(j["result"] is None for j in listed)
         assert c.delete(f"/v1/jobs/{job['id']}").status_code == 409  # already done
         db = sqlite3.connect(tmp_path / "jobs.sqlite")
-        stored = json.loads(db.execute("SELECT request FROM jobs WHERE id = ?", (job["id"],)).fetchone()[0])
+        spec = json.loads(db.execute("SELECT spec FROM jobs WHERE id = ?", (job["id"],)).fetchone()[0])
         db.close()
-        assert stored["settings"]["model"] == "sim-model"  # pinned: a restart cannot switch it
+        assert spec["model"] == "sim-model"  # the job's own: a restart cannot switch it
 
 
 def test_explicit_pairs_and_failures_never_leak_the_key(tmp_path: Path) -> None:
@@ -331,9 +331,9 @@ def test_synth_job_matches_the_library(tmp_path: Path) -> None:
         assert again["counts"]["calls"] == 0 and again["counts"]["cache_hits"] == paid
         assert again["result"]["queries"] == res["queries"]
         db = sqlite3.connect(tmp_path / "jobs.sqlite")
-        stored = json.loads(db.execute("SELECT request FROM jobs WHERE id = ?", (job["id"],)).fetchone()[0])
+        spec = json.loads(db.execute("SELECT spec FROM jobs WHERE id = ?", (job["id"],)).fetchone()[0])
         db.close()
-        assert stored["settings"]["model"] == "sim-model"
+        assert spec["model"] == "sim-model"  # the job's own: a restart cannot switch it
 
 
 def test_synth_dry_run_sends_nothing_and_starts_no_job(tmp_path: Path) -> None:

@@ -197,9 +197,11 @@ def test_rounds_overlap_so_wall_time_is_close_to_calls_at_the_rate() -> None:
     # a pipelined run is allowed one gap more. Rounds -- generate, filter, judge, size the next
     # round -- leave the server idle for a latency at each round's end (the rounds design took
     # 83 s for its 77 calls here, against a floor of 79). The clock is the loop's own
-    # (virtual): no real time passes, and a busy machine cannot fail the test.
+    # (virtual): no real time passes, and a busy machine cannot fail the test. The session's
+    # runner sends the very first request alone (its reply's headers set the pace): one more
+    # latency at the start.
     gap, latency = 1.0, 3.0
     result, server, wall = _paced_run(30, gap, latency)
     assert result.ok and len(result.kept) == 30
     assert server.most >= 3  # the server was kept full
-    assert wall <= server.calls * gap + latency, (wall, server.calls)
+    assert wall <= server.calls * gap + 2 * latency, (wall, server.calls)

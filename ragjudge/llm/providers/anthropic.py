@@ -7,18 +7,29 @@ Requests
     one tool whose ``input_schema`` is the prompt's schema, forced with ``tool_choice``, so the
     reply is the tool's input (structured output); ``json_object`` and ``text`` send the prompt
     alone (it asks for JSON). There are no logprobs and no seed (``features``), so grades carry
-    no probabilities and the session never sends those fields.
+    no probabilities and the session never sends those fields. A forced tool costs the tool
+    definition plus Anthropic's tool-use system prompt (:data:`TOOL_PROMPT_TOKENS`, counted by
+    the dry run). Prompt caching: when the shared prefix (the tool and the system prompt, the
+    same for every call of a prompt) is at least the model's minimum cacheable length
+    (:func:`min_cacheable_tokens`), the system block carries a ``cache_control`` breakpoint, so
+    later calls read that prefix at a tenth of the input price.
 Replies
     The ``tool_use`` block's input (or the text blocks) is the completion text. ``stop_reason``
     ``max_tokens`` is a truncated reply, ``refusal`` a refusal. Usage: ``input_tokens`` plus the
-    prompt-cache reads and writes are the prompt; cache reads are the cached part (billed at
-    the cached rate); a cache write is billed at 1.25 times the input rate, so each written
-    token is counted as 1.25 prompt tokens (rounded up): the cost is exact and never low.
+    prompt-cache reads and writes are the prompt (each token counted once); cache reads are the
+    cached part, cache writes the 5-minute and 1-hour written parts (``cache_creation``), each
+    billed at its own rate (:class:`~ragjudge.llm.cost.Price`).
 Errors (:meth:`AnthropicProvider.classify`)
     Retried: 408, 409, 429 (the pair's patience, not its attempts), 5xx and 529 ``overloaded``
-    (the runner's adaptive concurrency backs off on it), timeouts and connection errors. A 400
-    saying the prompt is too long, or a 413, fails the item; a 400 about tools lets the session
-    fall back to plain JSON; 401/403/404 and other 4xx stop the run.
+    (the runner's adaptive concurrency backs off on it), timeouts and connection errors. A 429
+    without ``retry-after`` saying the account's spend or usage limit is reached is not a rate
+    limit: it stops the run at once, like a revoked key. A 400 saying the prompt is too long,
+    or a 413, fails the item; a 400 about tools lets the session fall back to plain JSON;
+    401/403/404 and other 4xx stop the run.
+Models
+    :meth:`AnthropicProvider.models` reads every page of ``/v1/models`` and adds each dated
+    id's aliases (``claude-haiku-4-5`` for ``claude-haiku-4-5-20251001``, ``...-latest``,
+    ``...-0``), so the model check accepts the names the API accepts.
 Rate limits (:meth:`AnthropicProvider.rate_info`)
     ``anthropic-ratelimit-requests-*`` and ``anthropic-ratelimit-tokens-*`` (``limit``,
     ``remaining``, ``reset`` as an RFC 3339 time), and ``retry-after``.
@@ -29,13 +40,14 @@ from __future__ import annotations
 import inspect
 import json
 import math
+import re
 import time
 from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ...errors import LLMError
-from ..cost import Price, Usage
+from ..cost import Price, Usage, estimate_tokens
 from ..redaction import redact, remember_secret, remember_url_secrets
 from .base import (
     SDKProvider,
@@ -63,28 +75,54 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..endpoint import Endpoint
 
 __all__ = ["SPEC", "AnthropicProvider", "rate_info", "to_messages_request", "from_messages_reply",
-           "messages_usage"]
+           "messages_usage", "model_aliases", "min_cacheable_tokens", "spend_limit_reached"]
 
 API_VERSION = "2023-06-01"
 RETRY_STATUS = frozenset({408, 409, 429, 529})
-#: A cache write costs this many times the input rate (5-minute cache).
-CACHE_WRITE_RATE = 1.25
+#: Prompt tokens Anthropic adds for a forced tool (its tool-use system prompt with
+#: ``tool_choice`` ``tool``: 235-340 by model in its docs; the largest is counted).
+TOOL_PROMPT_TOKENS = 340
+#: Words of a 429 saying the account's spend or usage limit is reached (no wait helps).
+SPEND_LIMIT_WORDS = ("spend limit", "spending limit", "usage limit", "regain access", "credit balance",
+                     "billing", "spend_limit")
 FEATURE_WORDS = (("tool_choice", "response_format"), ("tools", "response_format"),
                  ("input_schema", "response_format"), ("temperature", "temperature"))
 PROMPT_TOO_LONG = ("prompt is too long", "too many tokens", "context window", "context length")
 
-# Public list prices (USD / 1M tokens: input, output, cached input = cache reads) at the time of
-# writing. They change: override them with --prices FILE; the report always shows tokens too.
+
+
+def _list_price(inp: float, out: float) -> Price:
+    """Anthropic's price structure: cache reads at 0.1x input, 5-minute writes at 1.25x,
+    1-hour writes at 2x."""
+    return Price(inp, out, round(inp * 0.1, 6), round(inp * 1.25, 6), inp * 2)
+
+
+# Public list prices (USD / 1M tokens: input, output) at the time of writing: the fallback
+# where the price database (genai-prices) is absent or does not know a model. They change:
+# override them with --prices FILE; the report always shows tokens too.
 PRICES: dict[str, Price] = {
-    "claude-opus-4-1": Price(15.00, 75.00, 1.50),
-    "claude-opus-4": Price(15.00, 75.00, 1.50),
-    "claude-opus-4-5": Price(5.00, 25.00, 0.50),
-    "claude-sonnet-4-5": Price(3.00, 15.00, 0.30),
-    "claude-sonnet-4": Price(3.00, 15.00, 0.30),
-    "claude-haiku-4-5": Price(1.00, 5.00, 0.10),
-    "claude-3-5-haiku": Price(0.80, 4.00, 0.08),
-    "claude-3-haiku": Price(0.25, 1.25, 0.03),
+    "claude-opus-4-6": _list_price(5.00, 25.00),
+    "claude-opus-4-5": _list_price(5.00, 25.00),
+    "claude-opus-4-1": _list_price(15.00, 75.00),
+    "claude-opus-4": _list_price(15.00, 75.00),
+    "claude-opus-4-0": _list_price(15.00, 75.00),
+    "claude-sonnet-4-6": _list_price(3.00, 15.00),
+    "claude-sonnet-4-5": _list_price(3.00, 15.00),
+    "claude-sonnet-4": _list_price(3.00, 15.00),
+    "claude-sonnet-4-0": _list_price(3.00, 15.00),
+    "claude-3-7-sonnet": _list_price(3.00, 15.00),
+    "claude-3-5-sonnet": _list_price(3.00, 15.00),
+    "claude-3-opus": _list_price(15.00, 75.00),
+    "claude-haiku-4-5": _list_price(1.00, 5.00),
+    "claude-3-5-haiku": _list_price(0.80, 4.00),
+    "claude-3-haiku": Price(0.25, 1.25, 0.03, 0.30, 0.50),
 }
+
+# Minimum cacheable prompt length (tokens) by model-name prefix, from Anthropic's prompt-caching
+# documentation; a shorter prefix is never cached, so no breakpoint is sent for it.
+_MIN_CACHEABLE = (("claude-opus-4-6", 4096), ("claude-opus-4-5", 4096), ("claude-haiku-4-5", 4096),
+                  ("claude-3-5-haiku", 2048), ("claude-3-haiku", 2048), ("claude-haiku", 2048))
+_DATED = re.compile(r"^(?P<base>.+)-(?P<date>20\d{6})$")
 
 SPEC = ProviderSpec(
     name="anthropic",
@@ -92,6 +130,7 @@ SPEC = ProviderSpec(
     key_env="ANTHROPIC_API_KEY", base_url_env="ANTHROPIC_BASE_URL",
     features=frozenset({"json_schema"}),
     prices=PRICES,
+    schema_overhead=TOOL_PROMPT_TOKENS,
     extra="anthropic",
 )
 
@@ -123,6 +162,28 @@ def rate_info(headers: Mapping[str, str]) -> RateInfo:
     )
 
 
+def model_aliases(model_id: str) -> list[str]:
+    """The names the API also accepts for a listed model id: a dated id
+    (``claude-haiku-4-5-20251001``) answers to its undated name, ``...-latest`` and, for a
+    bare major version (``claude-opus-4-20250514``), ``...-0``."""
+    m = _DATED.match(model_id)
+    if m is None:
+        return []
+    base = m.group("base")
+    out = [base, base + "-latest"]
+    if re.search(r"-\d$", base):
+        out.append(base + "-0")
+    return out
+
+
+def min_cacheable_tokens(model: str) -> int:
+    """The shortest prompt prefix ``model`` caches (1024 tokens unless its docs say more)."""
+    for prefix, tokens in _MIN_CACHEABLE:
+        if model.startswith(prefix):
+            return tokens
+    return 1024
+
+
 def to_messages_request(body: Mapping[str, Any]) -> dict[str, Any]:
     """The Messages API request for a neutral (OpenAI-shaped) chat body."""
     system = [str(m.get("content") or "") for m in body.get("messages", ()) if m.get("role") == "system"]
@@ -133,8 +194,6 @@ def to_messages_request(body: Mapping[str, Any]) -> dict[str, Any]:
         "messages": messages,
         "max_tokens": int(body.get("max_tokens") or body.get("max_completion_tokens") or 1024),
     }
-    if system:
-        req["system"] = "\n\n".join(system)
     if "temperature" in body:
         req["temperature"] = body["temperature"]
     rf = body.get("response_format") or {}
@@ -144,7 +203,27 @@ def to_messages_request(body: Mapping[str, Any]) -> dict[str, Any]:
         req["tools"] = [{"name": name, "description": "Record the answer in this exact structure.",
                          "input_schema": spec.get("schema") or {"type": "object"}}]
         req["tool_choice"] = {"type": "tool", "name": name}
+    if system:
+        text = "\n\n".join(system)
+        # The tool and the system prompt are the prefix every call of a prompt shares (the API
+        # caches tools, then system, then messages): mark it when it is long enough to be
+        # cached. A prefix shorter than the minimum would not be cached anyway.
+        prefix = estimate_tokens([{"content": text}], rf if req.get("tools") else None,
+                                 schema_overhead=TOOL_PROMPT_TOKENS)
+        if prefix >= min_cacheable_tokens(str(body["model"])):
+            req["system"] = [{"type": "text", "text": text, "cache_control": {"type": "ephemeral"}}]
+        else:
+            req["system"] = text
     return req
+
+
+def spend_limit_reached(exc: BaseException) -> bool:
+    """Whether a 429 says the account's spend or usage limit is reached (no retry-after, and
+    an error code or message saying so): waiting within a run does not lift it."""
+    if status_of(exc) != 429 or retry_after_seconds(headers_of(exc)) is not None:
+        return False
+    text = f"{error_code(exc)} {server_message(exc)}".lower()
+    return any(w in text for w in SPEND_LIMIT_WORDS)
 
 
 def _count(value: Any) -> int | None:
@@ -156,7 +235,10 @@ def _count(value: Any) -> int | None:
 
 
 def messages_usage(usage: Any) -> Usage:
-    """Usage of a Messages reply (``Usage(calls=1, unknown=1)`` when it states none)."""
+    """Usage of a Messages reply (``Usage(calls=1, unknown=1)`` when it states none). Every
+    prompt token is counted once: ``input_tokens`` plus cache reads plus cache writes; the
+    writes are split into 5-minute and 1-hour ones by ``cache_creation`` (a part it does not
+    place is counted at the dearer 1-hour rate)."""
     if not isinstance(usage, Mapping):
         return Usage(calls=1, unknown=1)
     inp, out = _count(usage.get("input_tokens")), _count(usage.get("output_tokens"))
@@ -164,8 +246,16 @@ def messages_usage(usage: Any) -> Usage:
         return Usage(calls=1, unknown=1)
     read = _count(usage.get("cache_read_input_tokens")) or 0
     write = _count(usage.get("cache_creation_input_tokens")) or 0
-    return Usage(calls=1, prompt_tokens=inp + read + math.ceil(CACHE_WRITE_RATE * write),
-                 cached_tokens=read, completion_tokens=out)
+    split = usage.get("cache_creation")
+    if isinstance(split, Mapping):
+        w5 = _count(split.get("ephemeral_5m_input_tokens")) or 0
+        w1h = _count(split.get("ephemeral_1h_input_tokens")) or 0
+        w1h += max(0, write - w5 - w1h)
+        write = w5 + w1h
+    else:
+        w5, w1h = write, 0
+    return Usage(calls=1, prompt_tokens=inp + read + write, cached_tokens=read, completion_tokens=out,
+                 cache_write_tokens=w5, cache_write_1h_tokens=w1h)
 
 
 def from_messages_reply(d: Mapping[str, Any], *, latency: float = 0.0, attempts: int = 1) -> Completion:
@@ -247,6 +337,14 @@ class AnthropicProvider(SDKProvider):
     def rate_info(self, headers: Mapping[str, str]) -> RateInfo:
         return rate_info(headers)
 
+    async def models(self) -> list[str]:
+        """Every model id ``/v1/models`` lists (all its pages), with their aliases."""
+        out: list[str] = []
+        async for m in self.sdk.models.list(limit=1000):
+            out.append(m.id)
+            out.extend(model_aliases(m.id))
+        return list(dict.fromkeys(out))
+
     def classify(self, exc: BaseException) -> Verdict:
         failure = failure_of(exc)
         status = status_of(exc)
@@ -255,6 +353,14 @@ class AnthropicProvider(SDKProvider):
         retry = status in RETRY_STATUS or (status >= 500 and status not in PERMANENT_STATUS)
         message = redact(server_message(exc))
         code = error_code(exc)
+        if spend_limit_reached(exc):
+            # Not a rate limit: no wait within a run lifts it, so the run stops now, like a
+            # revoked key, and writes what it has.
+            return Verdict(failure, retry=False, status=status, reason=f"HTTP 429 {code}: {message}",
+                           rate=rate_info(headers_of(exc)), final=LLMError(
+                               f"spend limit reached at {self.endpoint} (HTTP 429 {code}): {message} "
+                               "-- raise the limit or wait for it to reset, then rerun (answers so far "
+                               "are kept)"))
         return Verdict(
             failure, retry=retry, free=status == 429, status=status,
             reason=f"HTTP {status}{' ' + code if code else ''}: {message}",

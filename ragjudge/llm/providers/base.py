@@ -642,7 +642,8 @@ class ProviderSpec:
     set); ``base_url_env``: the variable that may hold its base URL; ``features``: what its
     requests can carry (``logprobs``, ``seed``, ``embeddings``, ``batch``, ``json_schema``);
     ``prices``: its models' list prices (USD per 1M tokens), merged under ``--prices``;
-    ``extra``: the pip extra that installs its SDK."""
+    ``extra``: the pip extra that installs its SDK; ``schema_overhead``: prompt tokens it adds
+    to a request carrying a response schema (besides the schema itself)."""
 
     name: str
     about: str
@@ -652,6 +653,7 @@ class ProviderSpec:
     features: frozenset[str] = frozenset()
     prices: Mapping[str, Price] = field(default_factory=dict)
     extra: str | None = None
+    schema_overhead: int = 0
 
 
 class SDKProvider:

@@ -89,12 +89,12 @@ class AnswerRelevance(LLMMetric):
             return missing_text("response", s.response)
         q, r = s.question or "", s.response or ""
         if m.get("by") != "embedding":
-            p = prompt(_GRADE_PROMPT)
+            p = setup.prompt(_GRADE_PROMPT)
             field = p.label_field or "grade"
             return [chat("grade", "answer_relevance", p, {"question": q, "response": r},
                          lambda obj: int(obj[field]))]
         if "questions" not in got:
-            return [chat("questions", "answer questions", prompt(_QUESTIONS_PROMPT), {"response": r},
+            return [chat("questions", "answer questions", setup.prompt(_QUESTIONS_PROMPT), {"response": r},
                          _questions)]
         # The embeddings request is not in a dry run's count (tiny next to the chat calls).
         return [Request("vectors", "embedding", embed=(q, *got["questions"]), model=setup.embedding_model)]
@@ -102,7 +102,7 @@ class AnswerRelevance(LLMMetric):
     def score(self, m: RagMetric, s: Sample, k: int, setup: Setup, got: Mapping[str, Any]) -> Score:
         if m.get("by") != "embedding":
             grade = got["grade"]
-            return Score(grade / top_grade(prompt(_GRADE_PROMPT)), detail={"grade": grade})
+            return Score(grade / top_grade(setup.prompt(_GRADE_PROMPT)), detail={"grade": grade})
         vectors, questions = got["vectors"], got["questions"]
         try:
             value = mean_cosine(vectors[0], vectors[1:])

@@ -90,17 +90,18 @@ class RagMetric:
 _SIZED: dict[tuple[str, str, int], Any] = {}
 
 
-def prompt(name: str) -> Any:
-    """A shipped prompt template by name (``"faithfulness_claims.v2"``)."""
+def prompt(name: str, language: str = "en") -> Any:
+    """A shipped prompt template by name (``"faithfulness_claims.v2"``), in its ``language``
+    variant where one is shipped (``faithfulness_claims.es.v2``)."""
     from ...llm.prompts import load_prompt  # the llm package loads openai (~2 s): only for LLM metrics
 
-    return load_prompt(name)
+    return load_prompt(name, language=language)
 
 
-def sized(name: str, array: str, n: int) -> Any:
+def sized(name: str, array: str, n: int, language: str = "en") -> Any:
     """The prompt with its reply array ``array`` pinned to exactly ``n`` items (``minItems`` =
     ``maxItems``), so strict structured output and local validation both enforce the count."""
-    p = prompt(name)
+    p = prompt(name, language)
     key = (p.sha256, array, n)
     got = _SIZED.get(key)
     if got is None:
@@ -125,6 +126,8 @@ class Setup:
     judge_prompt: Any = None
     embedding_model: str | None = None
     review: bool = False
+    #: The samples' language: sentence rules (:func:`split_sentences`) and prompt variants.
+    language: str = "en"
 
     #: Prompts of the two chunk-grading modes.
     LISTWISE: ClassVar[str] = "relevance_listwise.v1"
@@ -135,11 +138,23 @@ class Setup:
     #: Chunks per call of a listwise grading (a longer list is split, and is not reviewed).
     WINDOW: ClassVar[int] = 20
 
+    def prompt(self, name: str) -> Any:
+        """Shipped prompt ``name`` in this run's language."""
+        return prompt(name, self.language)
+
+    def sized(self, name: str, array: str, n: int) -> Any:
+        """:func:`sized` in this run's language."""
+        return sized(name, array, n, self.language)
+
+    def sentences(self, text: str) -> list[str]:
+        """:func:`split_sentences` with this run's language rules."""
+        return split_sentences(text, self.language)
+
     @property
     def grading_prompt(self) -> Any:
         if self.grading == "pointwise":
-            return self.judge_prompt if self.judge_prompt is not None else prompt(self.POINTWISE)
-        return prompt(self.LISTWISE)
+            return self.judge_prompt if self.judge_prompt is not None else self.prompt(self.POINTWISE)
+        return self.prompt(self.LISTWISE)
 
     @property
     def top_grade(self) -> int:
@@ -336,11 +351,11 @@ def reviewed(metrics: Sequence[RagMetric], grading: str) -> bool:
     return grading == "listwise" and REVIEWABLE <= got
 
 
-def _review_prompt(n: int, m: int) -> Any:
+def _review_prompt(n: int, m: int, language: str = "en") -> Any:
     """The review prompt for ``n`` passages and ``m`` reference sentences: exactly ``n``
     grades and ``m`` source lists of passage numbers 1..n (so strict structured output and
     local validation both enforce them)."""
-    p = sized(Setup.REVIEW, "grades", n)
+    p = sized(Setup.REVIEW, "grades", n, language)
     key = (p.sha256, "sources", n, m)
     got = _SIZED.get(key)
     if got is None:
@@ -367,7 +382,7 @@ def review_request(s: Sample, setup: Setup) -> Request | None:
             or not present(s.question) or not present(s.reference)):
         return None
     n = len(texts)
-    sentences = split_sentences(s.reference or "")
+    sentences = setup.sentences(s.reference or "")
 
     def parse(obj: Any) -> dict[str, Any]:
         grades = [int(g) for g in obj["grades"]]
@@ -377,7 +392,7 @@ def review_request(s: Sample, setup: Setup) -> Request | None:
             raise ValueError(f"sources must be passage numbers 1-{n}, got {bad[0]}")
         return {"grades": grades, "statements": list(zip(sentences, cited, strict=True))}
 
-    return chat("review", "context review", _review_prompt(n, len(sentences)),
+    return chat("review", "context review", _review_prompt(n, len(sentences), setup.language),
                 {"question": s.question or "", "reference": format_numbered(sentences),
                  "passages": format_passages(texts), "count": str(n),
                  "sentences": str(len(sentences))}, parse)
@@ -412,16 +427,18 @@ def format_numbered(items: Sequence[str]) -> str:
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d{1,2}[.)])\s+")
 
 
-def split_sentences(text: str) -> list[str]:
+def split_sentences(text: str, language: str = "en") -> list[str]:
     """The sentences of ``text``, deterministically: each line on its own (a list marker
-    dropped), cut by sentencex's English rules (abbreviations, initials, decimals, quotes;
-    CJK full stops too). Whitespace is collapsed; a piece without a letter or digit is
-    dropped, and a text of only such pieces is one sentence. Context recall's units."""
+    dropped), cut by sentencex's rules for ``language`` (abbreviations such as Spanish "Sra.",
+    initials, decimals, quotes; CJK full stops too; a language sentencex does not know falls
+    back along its own language chain to English). Whitespace is collapsed; a piece without a
+    letter or digit is dropped, and a text of only such pieces is one sentence. Context
+    recall's units."""
     from sentencex import segment  # only context recall needs it
 
     out: list[str] = []
     for line in text.splitlines():
-        out.extend(segment("en", _BULLET.sub("", line)))
+        out.extend(segment(language, _BULLET.sub("", line)))
     kept = [" ".join(p.split()) for p in out if any(ch.isalnum() for ch in p)]
     return kept or ([" ".join(text.split())] if text.strip() else [])
 

@@ -110,7 +110,7 @@ def grade_requests(s: Sample, setup: Setup) -> list[Request] | str:
         out = []
         for i in range(0, len(texts), LISTWISE_WINDOW):
             w = texts[i : i + LISTWISE_WINDOW]
-            out.append(chat(f"grades{i:06d}", "grading", sized(Setup.LISTWISE, "grades", len(w)),
+            out.append(chat(f"grades{i:06d}", "grading", setup.sized(Setup.LISTWISE, "grades", len(w)),
                             {"query": q, "passages": format_passages(w), "count": str(len(w))},
                             _int_list))
         return out
@@ -220,7 +220,7 @@ class ContextPrecision(_Graded):
             return "no retrieved texts"
         if not present(s.reference):
             return "no reference"
-        return [chat("useful", "usefulness", sized("context_usefulness.v1", "useful", len(texts)),
+        return [chat("useful", "usefulness", setup.sized("context_usefulness.v1", "useful", len(texts)),
                      {"question": s.question or "", "reference": s.reference or "",
                       "passages": format_passages(texts), "count": str(len(texts))},
                      lambda obj: [bool(u) for u in obj["useful"]])]

@@ -72,7 +72,7 @@ class AnswerCorrectness(LLMMetric):
             return missing_text("response", s.response)
         if not present(s.reference):
             return missing_text("reference", s.reference)
-        out = [chat("statements", "answer_correctness", prompt("answer_correctness.v1"),
+        out = [chat("statements", "answer_correctness", setup.prompt("answer_correctness.v1"),
                     {"question": s.question or "", "response": s.response or "",
                      "reference": s.reference or ""}, _lists)]
         if m.get("similarity"):

@@ -39,21 +39,21 @@ class Faithfulness(LLMMetric):
         if not texts:
             return "no retrieved texts"
         if m.get("steps", 2) == 1:
-            return [chat("checked", "claim check", prompt("faithfulness_check.v1"),
+            return [chat("checked", "claim check", setup.prompt("faithfulness_check.v1"),
                          {"question": s.question or "", "response": s.response or "",
                           "contexts": format_passages(texts)},
                          lambda obj: [(c["claim"].strip(), bool(c["supported"]))
                                       for c in obj["claims"] if c["claim"].strip()])]
         if "claims" not in got:
             # Unknown to a dry run until answered: the response stands in for one claim.
-            return [chat("claims", "claim extraction", prompt("faithfulness_claims.v2"),
+            return [chat("claims", "claim extraction", setup.prompt("faithfulness_claims.v2"),
                          {"question": s.question or "", "response": s.response or ""},
                          lambda obj: [c.strip() for c in obj["claims"] if c.strip()],
                          assume=[s.response])]
         claims = got["claims"]
         if not claims:
             return "no claims in the response"
-        return [chat("verdicts", "claim verification", sized("faithfulness_verify.v2", "verdicts", len(claims)),
+        return [chat("verdicts", "claim verification", setup.sized("faithfulness_verify.v2", "verdicts", len(claims)),
                      {"contexts": format_context(texts), "claims": format_numbered(claims),
                       "count": str(len(claims))},
                      lambda obj: [bool(v) for v in obj["verdicts"]])]

@@ -44,9 +44,9 @@ class ContextRecall(LLMMetric):
         review = review_request(s, setup)
         if review is not None:
             return [review]
-        sentences = split_sentences(s.reference or "")
+        sentences = setup.sentences(s.reference or "")
         # The verdicts never cite a passage: the contexts go unnumbered.
-        return [chat("statements", "context_recall", sized("context_recall.v2", "attributed", len(sentences)),
+        return [chat("statements", "context_recall", setup.sized("context_recall.v2", "attributed", len(sentences)),
                      {"question": s.question or "", "reference": format_numbered(sentences),
                       "contexts": format_context(texts[:k]), "count": str(len(sentences))},
                      lambda obj: list(zip(sentences, (bool(a) for a in obj["attributed"]), strict=True)))]

@@ -55,6 +55,16 @@ def _is_result(obj: Any) -> bool:
     return isinstance(obj, list) and bool(obj) and all(one(r) for r in obj)
 
 
+def _json(text: str, path: str, line_offset: int = 0) -> Any:
+    """``text`` as JSON; a broken document is one line naming the file and the line."""
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        msg = getattr(exc, "msg", None) or "nested too deeply"
+        raise InputError(f"not valid JSON ({msg})", source=path,
+                         line=getattr(exc, "lineno", 0) + line_offset or None, field="json") from None
+
+
 def sniff_role(path: str, text: str) -> str:
     """What a file holds, from its content (the name breaks ties between queries and corpus)."""
     name = Path(path).name.lower()
@@ -72,7 +82,7 @@ def sniff_role(path: str, text: str) -> str:
                 return "qrels" if all(isinstance(x, int) for x in values) else "run"
             raise InputError("JSON that is neither a result of evaluate/compare -f json nor "
                              "qrels/run JSON", source=path)
-        first = json.loads(stripped.splitlines()[0])
+        first = _json(stripped.splitlines()[0], path)
         if not isinstance(first, dict):
             raise InputError("JSONL whose first line is not an object", source=path)
         if first.get("kind") == "meta":
@@ -82,8 +92,9 @@ def sniff_role(path: str, text: str) -> str:
         if "qid" in first and "docid" in first:
             return "judgments"
         if "_id" in first:
-            return _texts_role(name, [str(json.loads(line).get("text", ""))
-                                      for line in stripped.splitlines()[:50] if line.strip()])
+            rows = [_json(line, path) for line in stripped.splitlines()[:50] if line.strip()]
+            return _texts_role(name, [str(r.get("text", "")) if isinstance(r, dict) else ""
+                                      for r in rows])
         raise InputError("JSONL of an unknown kind (not judgments, a to-label file, queries or "
                          "a corpus)", source=path)
     lines = [ln for ln in stripped.splitlines() if ln.strip() and not ln.startswith("#")][:50]
@@ -153,7 +164,11 @@ class Workspace:
             name = Path(path).name
             info: dict[str, Any] = {}
             if role == "result":
-                res = _result_runs(json.loads(text))
+                whole = _json(text.lstrip("\ufeff"), path)
+                if not _is_result(whole):
+                    raise InputError("not a result of evaluate/compare -f json (runs with a 'run' "
+                                     "and a 'mean' object)", source=path, field="result")
+                res = _result_runs(whole)
                 res["name"] = name
                 self.results.append(res)
                 info = {"runs": len(res["runs"])}
