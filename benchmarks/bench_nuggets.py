@@ -34,7 +34,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-from simulator import SimConfig, SimulatorThread, estimate_tokens
+from ragjudge.testing.simulator import SimConfig, SimulatorThread, estimate_tokens
 
 from ragjudge.llm import LLM
 from ragjudge.nuggets import (

@@ -28,7 +28,7 @@ try:
 except ImportError:  # running from a checkout without `pip install -e .`
     sys.path.insert(0, str(HERE.parent))
 
-from simulator import SimConfig, SimulatorThread  # noqa: E402
+from ragjudge.testing.simulator import SimConfig, SimulatorThread  # noqa: E402
 
 from ragjudge import read_corpus, read_queries, read_run  # noqa: E402
 from ragjudge.judges import LLMRelevanceJudge, evaluate_with_judge_sync  # noqa: E402

@@ -78,7 +78,7 @@ def make_samples(n: int, contexts: int = 5, seed: int = 0) -> list[dict]:
 
 
 def _sim(p_5xx: float, p_malformed: float):  # noqa: ANN202
-    from simulator import SimConfig, SimulatorThread
+    from ragjudge.testing.simulator import SimConfig, SimulatorThread
 
     cfg = SimConfig(latency=0.3, rpm=600, p_5xx=p_5xx, p_malformed=p_malformed, max_lifetime=900.0, seed=1)
     return SimulatorThread(cfg)

@@ -45,7 +45,7 @@ try:
 except ImportError:  # running from a checkout without `pip install -e .`
     sys.path.insert(0, str(HERE.parent))
 
-from simulator import SimConfig, SimulatorThread  # noqa: E402
+from ragjudge.testing.simulator import SimConfig, SimulatorThread  # noqa: E402
 
 from ragjudge.judges import LLMRelevanceJudge  # noqa: E402
 from ragjudge.llm import LLM, Endpoint  # noqa: E402

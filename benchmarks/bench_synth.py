@@ -379,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
         url = base_url
         if url is None:  # one loopback simulator per simulated judge
             if judge not in sims:
-                from simulator import SimConfig, SimulatorThread
+                from ragjudge.testing.simulator import SimConfig, SimulatorThread
 
                 sims[judge] = SimulatorThread(SimConfig(latency=args.latency, rpm=int(args.rpm),
                                                         max_lifetime=3600, judge=judge))

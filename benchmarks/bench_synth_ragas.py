@@ -69,7 +69,7 @@ from ragas.testset.persona import generate_personas_from_kg
 from ragas.testset.transforms import Parallel, apply_transforms, default_transforms_for_prechunked
 from ragas.tokenizers import BaseTokenizer
 
-from simulator import SimConfig, SimulatorThread, estimate_tokens
+from ragjudge.testing.simulator import SimConfig, SimulatorThread, estimate_tokens
 
 warnings.filterwarnings("ignore", category=DeprecationWarning)  # LangchainLLMWrapper et al.
 CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "corpus.jsonl")

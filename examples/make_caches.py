@@ -1,6 +1,6 @@
 """Regenerate the LLM answer caches the example notebooks replay (``examples/cache/*.jsonl.gz``).
 
-The answers come from the project's simulator (``benchmarks/simulator.py``): a local
+The answers come from the project's simulator (``ragjudge.testing.simulator``): a local
 OpenAI-compatible server whose replies are valid, deterministic -- and meaningless -- instances
 of each prompt's JSON schema. They let the notebooks show the whole LLM path offline, with no
 API key, at zero cost; the LLM numbers they print say nothing about the examples' quality. To
@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 import ragjudge  # noqa: E402
 from ragjudge.rag import evaluate_samples_sync  # noqa: E402
 from ragjudge.llm import LLM, NullCache  # noqa: E402
-from simulator import SimConfig, SimulatorThread  # noqa: E402
+from ragjudge.testing.simulator import SimConfig, SimulatorThread  # noqa: E402
 
 EX = ROOT / "examples"
 MODEL = "sim-model"

@@ -1,7 +1,7 @@
 """Execute the example notebooks in place, storing their outputs (what is committed).
 
 ``python examples/run_notebooks.py [NAME.ipynb ...]`` from the repository root; the kernel is
-``python3`` of this interpreter (``pip install -e '.[dev,plot,pandas]'`` first). LLM answers come
+``python3`` of this interpreter (``pip install -e '.[plot,pandas]' ipykernel nbclient`` first). LLM answers come
 from ``examples/cache/``: no API key, no network. The figure of a cell whose metadata has
 ``"figure": "NAME.png"`` is also written to ``examples/figures/NAME.png`` (the README shows them).
 """
@@ -9,6 +9,7 @@ from ``examples/cache/``: no API key, no network. The figure of a cell whose met
 from __future__ import annotations
 
 import base64
+import re
 import sys
 import time
 from pathlib import Path
@@ -35,6 +36,17 @@ def _export_figure(cell: nbformat.NotebookNode) -> None:
         (EX / "figures" / name).write_bytes(base64.b64decode(images[-1]))
 
 
+# A warning in a cell's stderr names the kernel's temporary file ("/tmp/ipykernel_1/2.py:3:
+# EvaluationWarning: ...") and repeats the source line: kept as the one line that matters.
+_WARNING = re.compile(r"^\S+:\d+: (\w+Warning: .*)\n(?:  .*\n)?", re.M)
+
+
+def _tidy(cell: nbformat.NotebookNode) -> None:
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "stream" and out.get("name") == "stderr":
+            out["text"] = _WARNING.sub(r"\1\n", out["text"])
+
+
 def main(argv: list[str]) -> int:
     paths = [EX / a for a in argv] if argv else sorted(EX.glob("*.ipynb"))
     for path in paths:
@@ -42,6 +54,7 @@ def main(argv: list[str]) -> int:
         nb = execute(path)
         for cell in nb.cells:  # execution metadata changes on every run: keep diffs small
             cell.get("metadata", {}).pop("execution", None)
+            _tidy(cell)
             _export_figure(cell)
         nbformat.write(nb, path)
         print(f"{path.name}: {time.perf_counter() - start:.1f} s")

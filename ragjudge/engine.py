@@ -65,9 +65,10 @@ def _positions(grp: np.ndarray, toff: np.ndarray) -> np.ndarray:
     return pos
 
 
-def _layout(qrels: Qrels, run: Run, targets: np.ndarray, depth: int | None) -> Layout:
+def _layout(qrels: Qrels, run: Run, targets: np.ndarray, depth: int | None,
+            notes: dict[str, int] | None = None, cutoff: int | None = None) -> Layout:
     qq, qoff, qdoc, qgr = qrels.arrays
-    rq, roff, rdoc, _ = run.arrays
+    rq, roff, rdoc, rsc = run.arrays
     nt = len(targets)
 
     qi, qfound = locate(targets, qq)
@@ -92,7 +93,8 @@ def _layout(qrels: Qrels, run: Run, targets: np.ndarray, depth: int | None) -> L
         and bool((ri == np.arange(nt)).all())
         and bool((rlen == full).all())
     )
-    r_ids = rdoc if whole else rdoc[(roff[:-1][ri] if len(roff) > 1 else ri)[grp] + pos]
+    gather = None if whole else (roff[:-1][ri] if len(roff) > 1 else ri)[grp] + pos
+    r_ids = rdoc if gather is None else rdoc[gather]
 
     q_ids = qdoc if qrows is None else qdoc[qrows]
     q_lab = qgr if qrows is None else qgr[qrows]
@@ -101,10 +103,51 @@ def _layout(qrels: Qrels, run: Run, targets: np.ndarray, depth: int | None) -> L
     jud[rows] = True
     lab = np.zeros(len(grp), dtype=np.int64)
     lab[rows] = q_lab[qrow]
+    if notes is not None:
+        _diagnose(notes, run, ri, rfound, full, rlen, rsc if gather is None else rsc[gather],
+                  grp, lab, rows, nt, cutoff)
     return Layout(
         nt=nt, grp=grp, pos=pos, toff=toff, nret=rlen.astype(np.int64), lab=lab, jud=jud,
         qgrp=qgrp, qlab=np.asarray(q_lab), qrels_max_grade=qrels.max_grade,
     )
+
+
+def _diagnose(notes: dict[str, int], run: Run, ri: np.ndarray, found: np.ndarray,
+              full: np.ndarray, rlen: np.ndarray, scores: np.ndarray, grp: np.ndarray,
+              lab: np.ndarray, rows: np.ndarray, nt: int, cutoff: int | None) -> None:
+    """Counts that say when a number may mislead, from the columns the layout already built:
+    rankings that meet no judged document, rankings shorter than the deepest cutoff, and ties
+    (equal scores are rare in most runs, so the work past one comparison is on few rows)."""
+    _, roff, _, rsc = run.arrays
+    notes["queries_ranked"] = int(np.count_nonzero(full))
+    notes["rows_judged"] = len(rows)  # the ranked rows the join found in the qrels
+    notes["queries_meeting_qrels"] = (int(np.count_nonzero(np.bincount(grp[rows], minlength=nt)))
+                                      if len(rows) else 0)
+    if cutoff is not None:
+        notes["cutoff"] = cutoff
+        notes["queries_short"] = int(np.count_nonzero(found & (full < cutoff)))
+    # Queries with any tie in their whole ranking.
+    at_run = at = np.flatnonzero(rsc[1:] == rsc[:-1])
+    tied_any = np.zeros(0, dtype=np.int64)
+    if len(at):
+        q = np.searchsorted(roff, at, side="right") - 1
+        q = q[roff[q + 1] > at + 1]  # both rows in one query
+        evaluated = np.zeros(max(len(roff) - 1, 0), dtype=bool)
+        evaluated[ri[found]] = True
+        tied_any = np.unique(q[evaluated[q]])
+    notes["queries_tied_any"] = len(tied_any)
+    if not len(tied_any):
+        notes["queries_tied"] = 0
+        return
+    # Ties whose order decides a value: within the evaluated ranks between different grades,
+    # or across the deepest rank evaluated (which document is in decides).
+    at = at_run if scores is rsc else np.flatnonzero(scores[1:] == scores[:-1])
+    at = at[(grp[at] == grp[at + 1]) & (lab[at] != lab[at + 1])]
+    cut = np.flatnonzero(found & (rlen < full) & (rlen > 0))
+    if len(cut):
+        last = roff[:-1][ri[cut]] + rlen[cut] - 1
+        cut = cut[rsc[last] == rsc[last + 1]]
+    notes["queries_tied"] = len(np.union1d(grp[at], cut))
 
 
 # ----------------------------------------------------------------------------- API
@@ -115,6 +158,7 @@ def compute(
     *,
     qids: Iterable[str] | None = None,
     judged_only: bool = False,
+    notes: dict[str, int] | None = None,
 ) -> dict[Measure, np.ndarray]:
     """Per-query values of every measure: ``{Measure: float64 array aligned with the queries}``.
 
@@ -122,7 +166,8 @@ def compute(
     A query absent from the run gets the value of an empty ranking (trec_eval ``-c``); run queries
     outside the evaluated set are ignored. Measures may be given as specs (``"ndcg@10"``).
     ``judged_only`` (trec_eval ``-J``) first removes from every ranking the documents without a
-    qrels entry or with a negative label; the others move up.
+    qrels entry or with a negative label; the others move up. ``notes``, when given, is
+    filled with counts that say when a value may mislead (see :func:`_diagnose`).
     """
     if not isinstance(qrels, Qrels) or not isinstance(run, Run):
         raise InputError("compute() needs a Qrels and a Run")
@@ -137,11 +182,13 @@ def compute(
             ms.append(mm)
     targets = target_ids(qids, qrels.arrays[0])
     depth = _depth(qrels, ms)
+    cutoffs = [m.k for m in ms if m.k is not None and spec_of(m).cutoff]
+    cutoff = max(cutoffs) if cutoffs else None
     if judged_only:
         # Cutoffs count judged documents only: lay out everything, drop, then cut.
-        L = _judged_only(_layout(qrels, run, targets, None), depth)
+        L = _judged_only(_layout(qrels, run, targets, None, notes, cutoff), depth)
     else:
-        L = _layout(qrels, run, targets, depth)
+        L = _layout(qrels, run, targets, depth, notes, cutoff)
     return {m: spec_of(m).batch(L, m) for m in ms}
 
 

@@ -15,6 +15,7 @@ Query semantics (the same as ``trec_eval -c``):
 
 from __future__ import annotations
 
+import inspect
 import math
 import os
 import warnings
@@ -34,6 +35,7 @@ from .stats import bootstrap_cis, cohens_dz, holm, paired_t_test, randomization_
 from .engine import compute
 
 __all__ = [
+    "EvaluationWarning",
     "DEFAULT_METRICS",
     "DEFAULT_LIST_METRICS",
     "evaluate",
@@ -61,14 +63,66 @@ TESTS: tuple[str, ...] = ("randomization", "t")
 
 
 # ----------------------------------------------------------------------------- inputs
+def _not_awaited(value: Any, field: str) -> None:
+    """A coroutine where a value belongs is an async call without ``await``: say which."""
+    if inspect.iscoroutine(value):
+        fn = getattr(value, "__qualname__", "the function")
+        value.close()  # never awaited, on purpose: no "never awaited" warning on top
+        raise InputError(f"{field} is a coroutine: {fn}() is async; write `await {fn}(...)`, or "
+                         f"call {fn}_sync(...) in blocking code", field=field)
+
+
 def _load_qrels(qrels: QrelsLike, dedup: Dedup) -> Qrels:
     # Qrels, path, dict, DataFrame, ranx Qrels or ir_measures Qrel iterable: see io.coerce.
+    _not_awaited(qrels, "qrels")
     return as_qrels(qrels, dedup=dedup)
 
 
 def _load_run(run: RunLike, dedup: Dedup, name: str | None = None) -> Run:
     # Run, path, dict, DataFrame, ranx Run or ir_measures ScoredDoc iterable: see io.coerce.
+    _not_awaited(run, "run")
+    if isinstance(run, Mapping):
+        _check_run_dict(run, name)
     return as_run(run, dedup=dedup, name=name)
+
+
+_RUN_SHAPES = ("a Run, a path, a {qid: {docid: score}} dict, a DataFrame, a ranx Run, or several "
+               "runs as {name: run} or [run, ...]")
+
+
+def _check_run_dict(run: Mapping[Any, Any], name: str | None) -> None:
+    """A dict run is ``{qid: {docid: score}}``; anything else is one line saying so."""
+    where = f"run {name!r}" if name else "run"
+    for qid, docs in run.items():
+        if not isinstance(docs, Mapping):
+            raise InputError(f"{where}: query {qid!r} maps to a {type(docs).__name__}, not "
+                             f"{{docid: score}}; a run must be {_RUN_SHAPES}", field="run")
+        for doc, score in docs.items():
+            if isinstance(score, bool) or not isinstance(score, (int, float, np.number)):
+                raise InputError(f"{where}: query {qid!r}, document {doc!r}: score is a "
+                                 f"{type(score).__name__}, not a number; a run must be "
+                                 f"{_RUN_SHAPES}", field="run")
+            break
+
+
+def _is_one_run(value: Any) -> bool:
+    """Whether ``value`` can be one run among several (a mapping's value, a list's item)."""
+    if isinstance(value, (Run, str, os.PathLike)):
+        return True
+    if isinstance(value, Mapping):  # {qid: {docid: score}}: its values are mappings
+        return bool(value) and all(isinstance(v, Mapping) for v in value.values())
+    return hasattr(value, "columns") or type(value).__module__.startswith("ranx")
+
+
+def several_runs(run: Any) -> bool:
+    """Whether ``run`` holds several runs: ``{name: run}`` (its values are runs, paths or
+    ``{qid: {docid: score}}`` dicts, not ``{docid: score}``) or a list/tuple of runs (not of
+    ir_measures ``ScoredDoc`` records)."""
+    if isinstance(run, Mapping):
+        return bool(run) and all(_is_one_run(v) for v in run.values())
+    if isinstance(run, (list, tuple)):
+        return bool(run) and all(_is_one_run(v) for v in run)
+    return False
 
 
 def _metric_keys(metrics: MetricsArg, rel: int | None) -> dict[str, Measure]:
@@ -130,6 +184,45 @@ def _refuse_judging(options: Mapping[str, Any]) -> None:
     raise TypeError(f"evaluate() got an unexpected keyword argument {next(iter(options))!r}")
 
 
+# ----------------------------------------------------------------------------- sanity
+class EvaluationWarning(UserWarning):
+    """A number computed as asked that may still mislead (ids that never meet the qrels,
+    rankings shorter than the cutoff, ties that decide a value); also in ``meta["warnings"]``."""
+
+
+#: Below this share of ranked queries meeting a judged document, the ids probably differ.
+FEW_MEETING = 0.1
+
+
+def sanity_warnings(notes: Mapping[str, int], run: str, measures: Mapping[str, Measure]) -> list[str]:
+    """One line per thing that may make ``run``'s numbers mislead, from the engine's counts."""
+    out: list[str] = []
+    ranked = notes.get("queries_ranked", 0)
+    if not ranked:
+        return out  # no evaluated query is in the run: the query accounting says so
+    meeting = notes.get("queries_meeting_qrels", 0)
+    if meeting == 0:
+        out.append(f"run {run}: none of its document ids is in the qrels ({ranked} queries "
+                   "ranked): its scores are 0; check the document ids (e.g. the corpus ids, not "
+                   "content hashes)")
+    elif meeting < FEW_MEETING * ranked:
+        out.append(f"run {run}: only {meeting} of {ranked} queries rank any judged document; "
+                   "check the document ids match the qrels")
+    short, cutoff = notes.get("queries_short", 0), notes.get("cutoff")
+    if cutoff is not None and short * 2 > ranked:
+        deep = [key for key, m in measures.items() if m.k == cutoff]
+        out.append(f"run {run}: {short} of {ranked} queries have fewer than {cutoff} documents "
+                   f"({', '.join(deep)} counts the missing ranks as non-relevant); retrieve at "
+                   f"least {cutoff} per query")
+    tied = notes.get("queries_tied", 0)
+    if tied:
+        out.append(f"run {run}: {notes.get('queries_tied_any', tied)} of {ranked} queries have "
+                   f"tied scores, {tied} between documents of different grades, where the order "
+                   "decides the value: ragjudge keeps trec_eval's (document id descending); "
+                   "tools that order ties otherwise differ")
+    return out
+
+
 # ----------------------------------------------------------------------------- evaluate
 def _member(keys: np.ndarray, table: np.ndarray) -> np.ndarray:
     """Whether each of ``keys`` is in the sorted unique byte column ``table``."""
@@ -180,7 +273,8 @@ def _evaluate_loaded(
     unique = list(dict.fromkeys(measures.values()))
     if max_depth is not None:
         run = run.top(max_depth)
-    computed = compute(qrels, run, unique, qids=compute_qids, judged_only=judged_only)
+    notes: dict[str, int] = {}
+    computed = compute(qrels, run, unique, qids=compute_qids, judged_only=judged_only, notes=notes)
     values = {key: np.asarray(computed[m], dtype=np.float64) for key, m in measures.items()}
     meta: dict[str, Any] = {
         "num_q": len(qids),
@@ -201,6 +295,11 @@ def _evaluate_loaded(
         "run_source": run.source,
         "ragjudge_version": __version__,
     }
+    found = sanity_warnings(notes, run.name, measures)
+    if found:
+        meta["warnings"] = found
+        for text in found:
+            warnings.warn(text, EvaluationWarning, stacklevel=3)
     kinds = {key: spec_of(m).aggregate for key, m in measures.items()}
     return Report(run.name, qids, values, meta,
                   summed=[k for k, a in kinds.items() if a == "sum"],
@@ -219,8 +318,12 @@ def evaluate(
     dedup: Dedup = "error",
     name: str | None = None,
     **judging: Any,
-) -> Report:
+) -> Report | CompareReport:
     """Evaluate one run: ``evaluate(qrels, run, ["ndcg@10", "map"]) -> Report``.
+
+    Several runs, ``{name: run}`` or ``[run, ...]``, are compared as the CLI compares several
+    files: ``evaluate(qrels, {"bm25": a, "dense": b})`` is ``compare(qrels, {...})`` with its
+    defaults (a :class:`CompareReport`; the first run is the baseline).
 
     ``qrels`` / ``run``: :class:`Qrels` / :class:`Run`, pytrec_eval-style dicts, or file paths
     (read with :func:`ragjudge.io.read_qrels` / :func:`~ragjudge.io.read_run`, ``dedup``
@@ -238,6 +341,15 @@ def evaluate(
     """
     if judging:
         _refuse_judging(judging)
+    if several_runs(run):
+        if name is not None:
+            raise InputError("name= renames one run; several runs are named by their keys",
+                             field="name")
+        runs = _named_runs(run, dedup)
+        if len(runs) > 1:  # as the CLI does with several runs: compared, with statistics
+            return compare(qrels, runs, metrics, rel=rel, skip_missing=skip_missing,
+                           judged_only=judged_only, max_depth=max_depth, dedup=dedup)
+        run = next(iter(runs.values()))
     _check_rel(rel)
     _check_max_depth(max_depth)
     measures = _metric_keys(metrics, rel)
@@ -254,8 +366,10 @@ def _named_runs(runs: Mapping[str, RunLike] | Sequence[RunLike], dedup: Dedup) -
         pairs = [(str(k), _load_run(v, dedup, str(k))) for k, v in runs.items()]
     elif isinstance(runs, (str, os.PathLike, Run)):
         pairs = [(None, _load_run(runs, dedup))]  # type: ignore[list-item]
-    else:
+    elif isinstance(runs, (list, tuple)) and all(_is_one_run(v) for v in runs):
         pairs = [(None, _load_run(v, dedup)) for v in runs]  # type: ignore[misc]
+    else:
+        pairs = [(None, _load_run(runs, dedup))]
     for _, run in pairs:
         if run.name in out:
             raise InputError(
@@ -455,6 +569,9 @@ def compare_reports(
         "ci_method": "percentile bootstrap",
         **(meta or {}),
     }
+    found = [text for rep in reports.values() for text in rep.meta.get("warnings", ())]
+    if found:
+        meta["warnings"] = found
     return CompareReport(reports, baseline, ci, comparisons, meta)
 
 

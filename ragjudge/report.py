@@ -10,7 +10,6 @@ and pandas is imported only by ``to_dataframe()``.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -24,9 +23,11 @@ from .render import (
     FORMATS,
     ResultSurface,
     TREC_FORMAT,
+    Table,
     html_note,
     format_value,
     latex_escape,
+    dumps,
     plain,
     render_table,
     render_trec,
@@ -135,15 +136,14 @@ class Report(ResultSurface):
 
     def to_dict(self, *, per_query: bool = True) -> dict[str, Any]:
         """``{"run", "mean", "per_query", "meta"}`` -- plain JSON-ready Python values."""
-        out: dict[str, Any] = {"run": self.run, "mean": dict(self.mean)}
+        out: dict[str, Any] = {"run": self.run, "mean": plain(self.mean)}
         if per_query:
             out["per_query"] = self.per_query
         out["meta"] = plain(self.meta)
         return out
 
     def to_json(self, *, per_query: bool = True, indent: int | None = 2) -> str:
-        return json.dumps(plain(self.to_dict(per_query=per_query)), indent=indent,
-                          ensure_ascii=False, allow_nan=False)
+        return dumps(self.to_dict(per_query=per_query), indent=indent)
 
     def to_dataframe(self, *, per_query: bool = False) -> Any:
         """A pandas DataFrame: one row (index = run name) of means, or one row per query."""
@@ -223,7 +223,7 @@ def render_reports(
         data: Any = [r.to_dict() for r in reports]
         if len(reports) == 1:
             data = data[0]
-        return json.dumps(plain(data), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+        return dumps(data) + "\n"  # to_dict() is plain already: no second walk
     if fmt == TREC_FORMAT:
         return "".join(
             render_trec(r.mean, r.per_query if per_query else None, runid=r.run,
@@ -239,7 +239,19 @@ def render_reports(
             raise ValueError("reports with different metrics cannot be rendered in one table")
         headers = h
         rows.extend(rr)
-    return render_table(headers, rows, fmt, digits=digits)
+    text = render_table(headers, rows, fmt, digits=digits)
+    if fmt == "table" and max(map(len, text.splitlines())) > WIDE:
+        # Many metrics (-m all_trec): a line per metric (and query) reads; 100 columns do not.
+        if per_query:
+            long = [[r[0], r[1], h, v] for r in rows for h, v in zip(headers[2:], r[2:])]
+            return render_table(["run", "qid", "metric", "value"], long, fmt, digits=digits)
+        by_metric = [[h, *(r[j] for r in rows)] for j, h in enumerate(headers[1:], 1)]
+        return render_table(["metric", *(str(r[0]) for r in rows)], by_metric, fmt, digits=digits)
+    return text
+
+
+#: A text table wider than this many characters is shown a metric per line.
+WIDE = 160
 
 
 # ----------------------------------------------------------------------------- comparison
@@ -347,10 +359,9 @@ class CompareReport(ResultSurface):
         }
 
     def to_json(self, *, per_query: bool = True, indent: int | None = 2) -> str:
-        return json.dumps(self.to_dict(per_query=per_query), indent=indent, ensure_ascii=False,
-                          allow_nan=False)
+        return dumps(self.to_dict(per_query=per_query), indent=indent)
 
-    def table(self) -> tuple[list[str], list[list[Any]]]:
+    def table(self) -> Table:
         """Long table. Baseline mode: one row per (run, metric) with mean, CI, delta vs baseline,
         its interval, p, Holm p, significance, Cohen's d_z and win/tie/loss counts. All-pairs
         mode: :meth:`pairs_table` (the means and their intervals are :meth:`means_table`)."""
@@ -359,31 +370,32 @@ class CompareReport(ResultSurface):
         headers = ["run", "metric", "mean", "ci_low", "ci_high", "delta", "delta_low",
                    "delta_high", "p", "p_holm", "sig", "d_z", "wins", "ties", "losses"]
         rows: list[list[Any]] = []
-        for (name, m, *cells) in self.means_table()[1]:
+        for (name, m, *cells) in self.means_table().rows:
             row: list[Any] = [name, m, *cells]
             if name == self.baseline:
                 row += [None, None, None, None, None, "baseline", None, None, None, None]
             else:
                 row += _comparison_cells(self.comparison(name, m))
             rows.append(row)
-        return headers, rows
+        return Table(headers, rows)
 
-    def means_table(self) -> tuple[list[str], list[list[Any]]]:
-        """One row per (run, metric): mean and its bootstrap interval."""
+    def means_table(self) -> Table:
+        """One row per (run, metric): mean and its bootstrap interval (a :class:`~ragjudge.render.Table`)."""
         rows: list[list[Any]] = []
         for name, r in self.reports.items():
             for m in self.metrics:
                 ci = self.ci[name].get(m)
                 rows.append([name, m, r.mean[m], ci[0] if ci else None, ci[1] if ci else None])
-        return ["run", "metric", "mean", "ci_low", "ci_high"], rows
+        return Table(["run", "metric", "mean", "ci_low", "ci_high"], rows)
 
-    def pairs_table(self) -> tuple[list[str], list[list[Any]]]:
+    def pairs_table(self) -> Table:
         """One row per test (metric, run, vs): delta = mean(run - vs), its interval, p, Holm p,
-        significance, Cohen's d_z and win/tie/loss counts of run against vs."""
+        significance, Cohen's d_z and win/tie/loss counts of run against vs, as a
+        :class:`~ragjudge.render.Table` (``records()``, ``to_dataframe()``, ``render(fmt)``)."""
         headers = ["metric", "run", "vs", "delta", "delta_low", "delta_high", "p", "p_holm",
                    "sig", "d_z", "wins", "ties", "losses"]
         rows = [[c.metric, c.run, c.baseline, *_comparison_cells(c)] for c in self.comparisons]
-        return headers, rows
+        return Table(headers, rows)
 
     def to_dataframe(self) -> Any:
         """:meth:`table` as a pandas DataFrame (all-pairs: one row per tested pair)."""
@@ -465,8 +477,7 @@ class CompareReport(ResultSurface):
         ``per_query`` adds per-query values to json and trec output.
         """
         if fmt == "json":
-            return json.dumps(self.to_dict(per_query=per_query), indent=2, ensure_ascii=False,
-                              allow_nan=False) + "\n"
+            return dumps(self.to_dict(per_query=per_query)) + "\n"
         if fmt == TREC_FORMAT:
             return render_reports(list(self.reports.values()), fmt, per_query=per_query)
         if fmt == "latex":

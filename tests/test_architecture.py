@@ -25,9 +25,7 @@ LAYERS: dict[str, int] = {
     "ragjudge.judges": 4,
     "ragjudge.rag": 5, "ragjudge.trust": 5, "ragjudge.synth": 5, "ragjudge.retrieve": 5, "ragjudge.ray": 5,
     "ragjudge.nuggets": 5,
-    # integrations: retrievers and pipelines are applications; the MLflow writer needs only a
-    # report's to_dict(), so ResultSurface (layer 1) can offer log_mlflow.
-    "ragjudge.integrations": 5, "ragjudge.integrations.mlflow": 1,
+    "ragjudge.integrations": 5,
     "ragjudge.testing": 6,
     "ragjudge.cli": 7, "ragjudge.server": 7, "ragjudge.server.ui": 7, "ragjudge.__main__": 7, "ragjudge": 7,
 }

@@ -344,3 +344,98 @@ def test_judging_options_point_to_evaluate_with_judge() -> None:
         assert "\n" not in str(exc.value)
     with pytest.raises(TypeError, match="unexpected keyword argument 'no_such'"):
         evaluate({"q": {"d": 1}}, {"q": {"d": 1.0}}, "map", no_such=1)
+
+
+# ----------------------------------------------------------------------------- several runs
+def test_evaluate_takes_a_mapping_or_a_list_of_runs_as_the_cli_does(tmp_path: Path) -> None:
+    from ragjudge.cli import main
+
+    other = {"q1": {"d3": 2.0, "d1": 1.0}, "q2": {"d4": 1.0}}
+    by_mapping = evaluate(QRELS, {"a": Run.from_dict(RUN), "b": other}, ["P_1", "mrr"])
+    assert isinstance(by_mapping, CompareReport) and by_mapping.runs == ["a", "b"]
+    by_list = evaluate(QRELS, [Run.from_dict(RUN, name="a"), Run.from_dict(other, name="b")],
+                       ["P_1", "mrr"])
+    assert by_list.to_dict()["comparisons"] == by_mapping.to_dict()["comparisons"]
+    assert compare(QRELS, {"a": RUN, "b": other}, ["P_1", "mrr"]).mean == by_mapping.mean
+    one = evaluate(QRELS, {"a": RUN}, ["P_1"])
+    assert isinstance(one, Report) and one.run == "a"
+    # the same numbers as the CLI with two files
+    for name, data in (("a", RUN), ("b", other)):
+        (tmp_path / f"{name}.run").write_text("".join(
+            f"{q} Q0 {d} 0 {s} {name}\n" for q, docs in data.items() for d, s in docs.items()))
+    (tmp_path / "qrels").write_text("".join(
+        f"{q} 0 {d} {g}\n" for q, docs in QRELS.items() for d, g in docs.items()))
+    out = tmp_path / "out.json"
+    assert main(["evaluate", str(tmp_path / "qrels"), str(tmp_path / "a.run"),
+                 str(tmp_path / "b.run"), "-m", "P_1,mrr", "-f", "json", "-o", str(out)]) == 0
+    cli = json.loads(out.read_text())
+    assert cli["comparisons"] == by_mapping.to_dict()["comparisons"]
+
+
+@pytest.mark.parametrize("bad", [42, {"q1": [("d1", 1.0)]}, {"q1": {"d1": "high"}},
+                                 {"a": {"q1": {"d1": "high"}}}, [object()]])
+def test_any_other_run_shape_is_a_one_line_input_error(bad: object) -> None:
+    with pytest.raises(InputError) as info:
+        evaluate(QRELS, bad)
+    assert "\n" not in str(info.value)
+
+
+# ----------------------------------------------------------------------------- sanity checks
+def test_ids_that_never_meet_the_qrels_warn_in_meta_and_on_stderr() -> None:
+    hashed = {q: {f"sha-{d}": s for d, s in docs.items()} for q, docs in RUN.items()}
+    with pytest.warns(UserWarning, match="none of its document ids is in the qrels"):
+        r = evaluate(QRELS, hashed, ["ndcg@10"])
+    assert r.mean["ndcg@10"] == 0.0
+    assert any("none of its document ids" in w for w in r.to_dict()["meta"]["warnings"])
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        clean = evaluate(QRELS, RUN, ["mrr"])
+    assert "warnings" not in clean.meta
+
+
+def test_few_ids_meeting_the_qrels_warn() -> None:
+    qrels = {f"q{i}": {"d1": 1} for i in range(20)}
+    run = {f"q{i}": {("d1" if i == 0 else "x1"): 1.0} for i in range(20)}
+    with pytest.warns(UserWarning, match="only 1 of 20 queries rank any judged document"):
+        evaluate(qrels, run, ["mrr"])
+
+
+def test_rankings_shorter_than_the_deepest_cutoff_warn() -> None:
+    qrels = {f"q{i}": {"d1": 1} for i in range(4)}
+    run = {f"q{i}": {f"d{j}": float(-j) for j in range(1, 5)} for i in range(4)}
+    with pytest.warns(UserWarning, match=r"4 of 4 queries have fewer than 100 documents \(recall@100"):
+        r = evaluate(qrels, run, ["recall@100", "ndcg@10"])
+    assert any("fewer than 100" in w for w in r.meta["warnings"])
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        evaluate(qrels, run, ["recall@4", "P_2"])  # deep enough: no warning
+
+
+def test_ties_that_decide_a_value_are_counted_and_said() -> None:
+    qrels = {"q1": {"a": 1}, "q2": {"a": 1}, "q3": {"a": 1}}
+    # q1: a relevant and an unjudged document tie (the order decides P_1); q2: a tie between
+    # two unjudged documents (decides nothing); q3: no tie
+    run = {"q1": {"a": 1.0, "b": 1.0}, "q2": {"a": 2.0, "b": 1.0, "c": 1.0},
+           "q3": {"a": 2.0, "b": 1.0}}
+    with pytest.warns(UserWarning, match="2 of 3 queries have tied scores, 1 between documents "
+                                         "of different grades.*trec_eval"):
+        r = evaluate(qrels, run, ["P_1"])
+    assert r.per_query["q1"]["P_1"] == 0.0  # trec_eval's order: b before a
+    assert len(r.meta["warnings"]) == 1
+    cr = compare(qrels, {"x": run, "y": run}, ["P_1"])
+    assert len(cr.to_dict()["meta"]["warnings"]) == 2
+
+
+def test_the_cli_prints_each_warning_as_one_line(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from ragjudge.cli import main
+
+    (tmp_path / "qrels").write_text("q1 0 d1 1\nq2 0 d1 1\n")
+    (tmp_path / "r.run").write_text("q1 Q0 x 1 1.0 r\nq2 Q0 y 1 1.0 r\n")
+    assert main(["evaluate", str(tmp_path / "qrels"), str(tmp_path / "r.run"), "-m", "mrr"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("ragjudge: warning: run r: none of its document ids")

@@ -70,3 +70,29 @@ def test_notebook_executes_offline(path: Path, monkeypatch: pytest.MonkeyPatch) 
     client.execute()  # raises CellExecutionError on the first failing cell
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
+
+
+def test_committed_outputs_are_what_the_code_prints_today() -> None:
+    # a comparison table in a committed output has today's columns (effect size, wins/ties/losses)
+    from ragjudge.evaluate import compare
+
+    headers = compare({"q": {"d": 1}}, {"a": {"q": {"d": 1.0}}, "b": {"q": {"d": 2.0}}},
+                      ["P_1"]).table().headers
+    text = json.dumps(json.loads((EX / "quickstart.ipynb").read_text("utf-8"))["cells"])
+    assert "CompareReport" in text and all(h in text for h in headers)
+
+
+def test_the_synthetic_notebook_needs_no_other_retrieval_toolkit() -> None:
+    nb = json.loads((EX / "synthetic.ipynb").read_text("utf-8"))
+    code = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+    assert "retrieve_bm25" in code and "make_dataset" not in code and "rank_bm25" not in code
+
+
+def test_the_notebooks_page_names_what_they_need() -> None:
+    page = (ROOT / "docs" / "how-to" / "plots.md").read_text("utf-8")
+    assert "pip install -e '.[plot,pandas]' ipykernel" in page
+
+
+def test_ci_regenerates_the_notebooks_before_building_the_site() -> None:
+    ci = (ROOT / ".ci" / "run").read_text("utf-8")
+    assert ci.index("examples/run_notebooks.py") < ci.index("mkdocs build")

@@ -286,3 +286,55 @@ def test_compare_per_query_csv_is_one_table() -> None:
     assert rows[0] == ["run", "qid", "mrr"]
     assert all(len(r) == 3 for r in rows) and len(rows) == 1 + 2 * 3
     assert ["a", "all", "0.5"] in rows and ["b", "q2", "1.0"] in rows
+
+
+# ----------------------------------------------------------------------------- tables as values
+def test_pairs_and_means_tables_are_table_values() -> None:
+    from ragjudge.evaluate import compare
+    from ragjudge.render import Table
+
+    qrels = {"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"a": 1}}
+    runs = {"x": {"q1": {"a": 1.0}, "q2": {"a": 1.0}, "q3": {"a": 1.0}},
+            "y": {"q1": {"b": 1.0}, "q2": {"b": 1.0}, "q3": {"b": 1.0}},
+            "z": {"q1": {"a": 1.0}, "q2": {"b": 1.0}, "q3": {"c": 1.0}}}
+    cr = compare(qrels, runs, ["P_1"], all_pairs=True, n_resamples=200)
+    pairs = cr.pairs_table()
+    assert isinstance(pairs, Table) and len(pairs.rows) == 3
+    assert pairs.records()[0]["metric"] == "P_1" and set(pairs.records()[0]) == set(pairs.headers)
+    headers, rows = pairs  # still unpacks as the pair it replaced
+    assert headers == pairs.headers and rows == pairs.rows and pairs == (headers, rows)
+    assert "vs" in str(pairs) and pairs.render("csv").startswith("metric,run,vs,")
+    assert isinstance(cr.means_table(), Table) and cr.means_table().headers[:2] == ["run", "metric"]
+
+
+def test_a_wide_table_is_a_metric_per_line() -> None:
+    from ragjudge.evaluate import evaluate
+
+    qrels = {"q1": {"a": 1, "b": 0}, "q2": {"b": 2}}
+    run = {"q1": {"a": 2.0, "b": 1.0}, "q2": {"b": 1.0, "c": 0.5}}
+    r = evaluate(qrels, run, ["all_trec"])
+    text = r.render("table")
+    assert max(map(len, text.splitlines())) < 80
+    assert text.splitlines()[0].split() == ["metric", "run"] and len(text.splitlines()) > 50
+    pq = r.render("table", per_query=True)
+    assert max(map(len, pq.splitlines())) < 80 and pq.splitlines()[0].split() == ["run", "qid", "metric", "value"]
+    narrow = evaluate(qrels, run, ["map", "P_1"]).render("table")
+    assert narrow.splitlines()[0].split() == ["run", "map", "P_1"]
+
+
+def test_json_through_orjson_or_the_standard_library_is_the_same_data(monkeypatch) -> None:
+    import sys
+
+    from ragjudge.evaluate import evaluate
+
+    orjson = pytest.importorskip("orjson")
+    r = evaluate({"q1": {"a": 1}, "q2": {"b": 1}}, {"q1": {"a": 1.0}, "q2": {"c": 1.0}},
+                 ["map", "P_1", "num_ret"])
+    used = []
+    real = orjson.dumps
+    monkeypatch.setattr(orjson, "dumps", lambda *a, **k: used.append(1) or real(*a, **k))
+    fast = r.render("json")
+    assert used  # the encoder made for large documents wrote it
+    monkeypatch.setitem(sys.modules, "orjson", None)  # as if not installed
+    slow = r.render("json")
+    assert json.loads(fast) == json.loads(slow) and fast.endswith("\n")

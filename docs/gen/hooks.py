@@ -73,6 +73,28 @@ def _gen_on_path() -> None:
         sys.path.insert(0, here)
 
 
-def on_page_markdown(markdown: str, **kwargs: Any) -> str:
+def on_config(config: Any) -> Any:
+    """The build's own caches (matplotlib, Jupyter, IPython) in a temporary folder: building
+    the site writes nothing in the home folder."""
+    import os
+    import tempfile
+
+    home = Path(tempfile.mkdtemp(prefix="ragjudge-docs-home-"))
+    for var, sub in (("MPLCONFIGDIR", "matplotlib"), ("XDG_CACHE_HOME", "cache"),
+                     ("IPYTHONDIR", "ipython")):
+        os.environ[var] = str(home / sub)
+    return config
+
+
+def on_page_markdown(markdown: str, page: Any = None, **kwargs: Any) -> str:
     _gen_on_path()  # the pages' executed blocks import ``shell`` from here
+    import blocks
+
+    src = getattr(getattr(page, "file", None), "abs_src_path", None)
+    if src and Path(src).resolve() in {p.resolve() for p in blocks.guide_pages()}:
+        # every shell and Python block of a guide runs as written, or says why not
+        found = blocks.problems(Path(src))
+        if found and Path(src).resolve().relative_to(blocks.DOCS).as_posix() not in blocks.PENDING:
+            raise RuntimeError("\n".join(found))
+        blocks.run_page(Path(src))
     return markdown

@@ -31,12 +31,22 @@ def workdir(session: str) -> Path:
     return _DIRS[session]
 
 
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "RAGJUDGE_"))}
-    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
-    env["RAGJUDGE_CACHE"] = str(workdir("cache") / "judgments.sqlite")
-    env["COLUMNS"] = "200"
-    return env
+def env() -> dict[str, str]:
+    """What a reader's shell has after activating the venv (its ``bin`` first on ``PATH``),
+    with ``HOME`` and the caches in the build's own folders: the build writes nothing in the
+    home folder."""
+    out = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "RAGJUDGE_"))}
+    out["PATH"] = f"{BIN}{os.pathsep}{out.get('PATH', '')}"
+    out["VIRTUAL_ENV"] = str(BIN.parent)
+    out["RAGJUDGE_CACHE"] = str(workdir("cache") / "judgments.sqlite")
+    out["HOME"] = str(workdir("home"))
+    out["MPLCONFIGDIR"] = str(workdir("home") / ".matplotlib")
+    out["XDG_CACHE_HOME"] = str(workdir("home") / ".cache")
+    out["COLUMNS"] = "200"
+    return out
+
+
+_env = env
 
 
 def sh(command: str, session: str = "docs", *, shown: str | None = None, stderr: bool = True,
@@ -61,9 +71,10 @@ def simulator(port: int = 8765) -> str:
     url = f"http://127.0.0.1:{port}/v1"
     if any(getattr(p, "port", None) == port for p in _PROCS):
         return url
-    proc = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "simulator.py"), "--port",
+    # the command "Try the LLM features offline" gives a reader
+    proc = subprocess.Popen([sys.executable, "-m", "ragjudge.testing.simulator", "--port",
                              str(port), "--latency", "0.01"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+                            stderr=subprocess.DEVNULL, env=env())
     proc.port = port  # type: ignore[attr-defined]
     _PROCS.append(proc)
     deadline = time.monotonic() + 30

@@ -3,7 +3,7 @@
     python examples/synth/make_synth.py            # rewrites the files of examples/synth/
     python examples/synth/make_synth.py --check    # exits 1 if the kept queries on disk differ
 
-MADE WITH THE PROJECT'S DETERMINISTIC SIMULATOR (``benchmarks/simulator.py``), NOT A REAL
+MADE WITH THE PROJECT'S DETERMINISTIC SIMULATOR (``ragjudge.testing.simulator``), NOT A REAL
 MODEL: its "queries" are a few words of the passage in a question template (three per call,
 with the shipped ``synth_*.v2`` prompts) and its relevance judge grades by the share of the
 query's words found in the passage, with 15% of grades moved one step at random
@@ -42,7 +42,7 @@ N, OVERSAMPLE, RAG_DEPTH = 40, 1.5, 5
 
 
 def build(out: Path) -> dict[str, str]:
-    from simulator import SimConfig, SimulatorThread
+    from ragjudge.testing.simulator import SimConfig, SimulatorThread
 
     corpus = read_corpus(EX / "corpus.jsonl")
     with SimulatorThread(SimConfig(latency=0.0, max_lifetime=300, judge="overlap")) as sim:

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
 from ..errors import InputError, MetricError
-from ..evaluate import DEFAULT_METRICS, TESTS, compare, evaluate
+from ..evaluate import DEFAULT_METRICS, TESTS, EvaluationWarning, compare, evaluate
 from ..data import Run
 from ..render import html_note
 from ..io import check_output_path, read_run
@@ -449,32 +450,35 @@ def _run(args: argparse.Namespace) -> int:
     qrels = beir.qrels if beir is not None else read_qrels_arg(args.qrels, args, dedup=args.dedup)
 
     result: Report | CompareReport | list[Report]
-    if len(args.runs) > 1 and not getattr(args, "no_stats", False):
-        result = compare(
-            qrels,
-            {name: _read(name, path, args, early) for name, path in zip(names, args.runs)},
-            metrics,
-            baseline=baseline,
-            test=args.test,
-            n_resamples=args.resamples,
-            seed=args.seed,
-            alpha=args.alpha,
-            rel=args.rel,
-            skip_missing=args.skip_missing,
-            judged_only=args.judged_only,
-            max_depth=args.max_depth,
-            dedup=args.dedup,
-            all_pairs=args.all_pairs,
-        )
-        reports = list(result.reports.values())
-    else:
-        reports = [
-            evaluate(qrels, _read(name, path, args, early), metrics,
-                     rel=args.rel, skip_missing=args.skip_missing, judged_only=args.judged_only,
-                     max_depth=args.max_depth, dedup=args.dedup, name=name)
-            for name, path in zip(names, args.runs)
-        ]
-        result = reports[0] if len(reports) == 1 else reports
+    # The reports carry their warnings (meta["warnings"]), printed once each below.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EvaluationWarning)
+        if len(args.runs) > 1 and not getattr(args, "no_stats", False):
+            result = compare(
+                qrels,
+                {name: _read(name, path, args, early) for name, path in zip(names, args.runs)},
+                metrics,
+                baseline=baseline,
+                test=args.test,
+                n_resamples=args.resamples,
+                seed=args.seed,
+                alpha=args.alpha,
+                rel=args.rel,
+                skip_missing=args.skip_missing,
+                judged_only=args.judged_only,
+                max_depth=args.max_depth,
+                dedup=args.dedup,
+                all_pairs=args.all_pairs,
+            )
+            reports = list(result.reports.values())
+        else:
+            reports = [
+                evaluate(qrels, _read(name, path, args, early), metrics,
+                         rel=args.rel, skip_missing=args.skip_missing, judged_only=args.judged_only,
+                         max_depth=args.max_depth, dedup=args.dedup, name=name)
+                for name, path in zip(names, args.runs)
+            ]
+            result = reports[0] if len(reports) == 1 else reports
     write_output(_render(result, args), args.output)
     if args.mlflow:
         from ..integrations.mlflow import log_mlflow
@@ -486,6 +490,8 @@ def _run(args: argparse.Namespace) -> int:
             # Almost always mismatched query ids (e.g. "q1" vs "1"), not a system scoring 0.
             print(f"ragjudge: warning: no query of run {r.run} is in the qrels; check the query ids",
                   file=sys.stderr)
+        for text in r.meta.get("warnings", ()):
+            print(f"ragjudge: warning: {text}", file=sys.stderr)
     junit = JUnitReport(args.command) if args.junit else None
     status = report_failures("--fail-under", _check_gates(reports, gates, gate_keys), junit)
     if args.fail_if_worse is not None and isinstance(result, CompareReport):

@@ -167,7 +167,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.span_scores:
         _write_span_scores(report, samples, args.span_scores)
     if args.mlflow:
-        print(f"ragjudge: logged to MLflow run {report.log_mlflow()}", file=sys.stderr)
+        from ..integrations.mlflow import log_mlflow
+
+        print(f"ragjudge: logged to MLflow run {log_mlflow(report)}", file=sys.stderr)
     if report.usage:
         u = report.usage
         n = max(1, len(report.sample_ids))

@@ -5,7 +5,7 @@
 * :func:`collect_samples` (:mod:`.pipelines`): RAG samples from a function, a LangChain chain,
   a LlamaIndex query engine or a Haystack pipeline;
 * :func:`log_mlflow` (:mod:`.mlflow`): a report's metrics, intervals, settings and JSON in an
-  MLflow run (also ``report.log_mlflow()``).
+  MLflow run.
 
 Nothing here imports a framework until it is handed one of its objects; the names load on
 first use.

@@ -1,4 +1,4 @@
-"""A report in MLflow: :func:`log_mlflow` (also ``report.log_mlflow()`` on every result).
+"""A report in MLflow: :func:`log_mlflow` (``ragjudge.log_mlflow(result)``, any result).
 
 What is logged, read from the report's own ``to_dict()`` (so it is the JSON output, nothing
 more):
@@ -26,8 +26,7 @@ exact names. A tracking store MLflow refuses (its file store, since MLflow 3.7, 
 ``MLFLOW_ALLOW_FILE_STORE=true``) is one :class:`~ragjudge.errors.InputError` line naming
 ``MLFLOW_TRACKING_URI``.
 
-This module imports nothing from ragjudge above :mod:`ragjudge.errors` (it is in layer 1, so
-that ``ResultSurface.log_mlflow`` can call it) and imports ``mlflow`` only when called.
+It needs only a result's ``to_dict()`` and imports ``mlflow`` only when called.
 """
 
 from __future__ import annotations

@@ -26,7 +26,9 @@ the run of the others).
 
 from __future__ import annotations
 
+import copy
 import inspect
+import warnings
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -47,7 +49,7 @@ from .frameworks import (
     overrides,
 )
 
-__all__ = ["RetrievalError", "RetrievedRun", "run_retriever", "run_retriever_sync"]
+__all__ = ["RetrievalError", "RetrievalWarning", "RetrievedRun", "run_retriever", "run_retriever_sync"]
 
 
 class RetrievedRun(Run):
@@ -83,12 +85,51 @@ def _plain(run: Run) -> Run:
     return Run(*run.arrays, name=run.name, source=run.source)
 
 
+class RetrievalWarning(UserWarning):
+    """The retriever returned fewer than ``k`` documents for most queries."""
+
+
 class RetrievalError(RagjudgeError):
     """Most queries (or questions) failed. ``partial`` is what the others gave (the
     :class:`RetrievedRun`, or the collected samples) with its ``failed``; the message gives
     the commonest reason."""
 
     partial: Any = None
+
+
+def with_k(retriever: Any, k: int) -> tuple[Any, str | None]:
+    """A copy of ``retriever`` asked for ``k`` results where the framework has a setting for it
+    (LangChain ``k`` or ``search_kwargs["k"]``, LlamaIndex ``similarity_top_k``), and the name
+    of the setting; the caller's object is never changed. Haystack takes ``top_k`` per call."""
+    kind = framework(retriever)
+    if kind == "langchain":
+        if isinstance(getattr(retriever, "k", None), int):
+            return _copied(retriever, "k", k), "k"
+        kwargs = getattr(retriever, "search_kwargs", None)
+        if isinstance(kwargs, dict):
+            return _copied(retriever, "search_kwargs", {**kwargs, "k": k}), "search_kwargs['k']"
+    if kind == "llamaindex" and isinstance(getattr(retriever, "similarity_top_k", None), int):
+        return _copied(retriever, "similarity_top_k", k), "similarity_top_k"
+    if kind == "haystack" and hasattr(retriever, "run"):
+        try:
+            takes = "top_k" in inspect.signature(getattr(retriever, "run_async", None) or retriever.run).parameters
+        except (TypeError, ValueError):
+            takes = False
+        return retriever, ("top_k" if takes else None)
+    return retriever, None
+
+
+def _copied(obj: Any, field: str, value: Any) -> Any:
+    """A shallow copy of ``obj`` with ``field`` set (pydantic's ``model_copy`` when it has one:
+    LangChain retrievers are pydantic models)."""
+    if hasattr(obj, "model_copy"):
+        try:
+            return obj.model_copy(update={field: value})
+        except Exception:  # noqa: BLE001 - a model that refuses the update: copy and set
+            pass
+    out = copy.copy(obj)
+    setattr(out, field, value)
+    return out
 
 
 def _caller(retriever: Any, k: int) -> tuple[Any, bool, str]:
@@ -188,9 +229,10 @@ async def run_retriever(
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise InputError(f"k must be a positive integer, got {k!r}", field="k")
     texts = read_texts(queries, "queries")
-    call, is_async, who = _caller(retriever, k)
     if name is None:
         name = getattr(retriever, "__name__", None) or type(retriever).__name__
+    retriever, setting = with_k(retriever, k)
+    call, is_async, who = _caller(retriever, k)
     qids = list(texts)
 
     bar: Any = None
@@ -226,6 +268,14 @@ async def run_retriever(
         q_col.extend([qid] * len(docs))
         d_col.extend(docs)
         s_col.extend(scores)
+    answered = len(qids) - len(failed)
+    short = sum(1 for r in results if not isinstance(r, Failure) and len(r[0]) < k)
+    if answered and short * 2 > answered:
+        asked = (f"asked with {setting}={k}" if setting else
+                 "ragjudge knows no k setting of it: set it on the retriever")
+        warnings.warn(f"{who} returned fewer than k={k} documents for {short} of {answered} "
+                      f"queries ({asked}); metrics at deeper cutoffs count the missing ranks as "
+                      "non-relevant", RetrievalWarning, stacklevel=3)
     run = RetrievedRun.from_arrays(q_col, d_col, s_col, name=name, source=who)
     run.failed = failed
     run.retriever = who

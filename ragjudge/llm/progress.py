@@ -85,7 +85,8 @@ class Progress:
     def _line(self) -> None:
         pct = 100 * self.done // self.total
         extra = f" ({self.status})" if self.status else ""
-        print(f"{self.desc}: {self.done}/{self.total} {self.unit}s, {pct}%{extra}",
+        units = self.unit[:-1] + "ies" if self.unit.endswith("y") else self.unit + "s"  # queries
+        print(f"{self.desc}: {self.done}/{self.total} {units}, {pct}%{extra}",
               file=self._stream, flush=True)
 
     def close(self) -> None:

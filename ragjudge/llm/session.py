@@ -710,8 +710,9 @@ class LLM(AccountsView):
         prompt = load_prompt(prompt)
         items = list(variables)
         results: list[Outcome | None] = [None] * len(items)
-        bar = Progress(len(items), desc or prompt.name, unit="call", enabled=progress)
-        failed = 0
+        # Items, not calls: a cache hit is no call (the status line counts hits apart).
+        bar = Progress(len(items), desc or prompt.name, unit="item", enabled=progress)
+        failed = cached = 0
         await self._check_models()
         n = len(self.callers)
         # One queue (and its workers) per endpoint: a slow or rate-limited endpoint holds up
@@ -738,7 +739,7 @@ class LLM(AccountsView):
             return queues[busiest].pop() if queues[busiest] else None
 
         async def worker(k: int) -> None:
-            nonlocal failed, changed
+            nonlocal failed, cached, changed
             caller = self.callers[k]
             if n > 1:
                 _PREFER.set(caller)  # this task's own context: its requests go to its endpoint
@@ -763,8 +764,9 @@ class LLM(AccountsView):
                     changed = asyncio.Event()
                 results[i] = out
                 failed += not out.ok
+                cached += out.cached
                 cost = self.cost
-                bar.update(1, status=f"failed={failed} tokens={self.usage.total_tokens} "
+                bar.update(1, status=f"cached={cached} failed={failed} tokens={self.usage.total_tokens} "
                                      + ("cost=?" if cost is None else f"cost=${cost:.4f}"))
 
         # More workers than slots: cache hits and deduplicated waits must not idle the runner.

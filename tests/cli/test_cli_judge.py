@@ -354,7 +354,11 @@ def test_redirected_progress_is_a_few_plain_lines(
     err = capsys.readouterr().err
     progress = [line for line in err.splitlines() if line.startswith("judging (")]
     assert "\r" not in err and 1 <= len(progress) <= 11
-    assert progress[-1].startswith("judging (judge-model): 5/5 calls, 100%")
+    assert progress[-1].startswith("judging (judge-model): 5/5 items, 100% (cached=0 failed=0")
+    # run again: every item is a cache hit, counted as such, not as a call
+    assert main(args) == 0
+    again = [line for line in capsys.readouterr().err.splitlines() if line.startswith("judging (")]
+    assert again[-1].startswith("judging (judge-model): 5/5 items, 100% (cached=5 failed=0")
 
 
 def test_replies_without_usage_are_reported_and_costed(

@@ -66,7 +66,11 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     pytest.importorskip("mkdocs", reason="the docs extra builds the site (pip install -e '.[docs]')")
     pytest.importorskip("aiohttp", reason="pages run the loopback simulator (aiohttp)")
     site = tmp_path / "site"
-    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    home = tmp_path / "home"  # the build must leave nothing in the home folder
+    home.mkdir()
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "HOME": str(home)}
+    for var in ("MPLCONFIGDIR", "XDG_CACHE_HOME", "IPYTHONDIR", "RAGJUDGE_CACHE"):
+        env.pop(var, None)
     proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -79,6 +83,7 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     for nb in ("quickstart", "label_free", "rag", "synthetic"):
         assert (site / "notebooks" / nb / "index.html").is_file()
     assert not list(site.rglob("*.ipynb"))
+    assert sorted(p.relative_to(home).as_posix() for p in home.rglob("*")) == []
 
 
 def test_the_formats_page_names_runs_as_the_reader_does(tmp_path: Path) -> None:
@@ -120,3 +125,13 @@ def test_benchmark_figures_are_recorded_runs_not_typed() -> None:
         assert not machine.search(path.read_text("utf-8")), (name, machine.search(path.read_text("utf-8")))
     perf = (ROOT / "docs" / "benchmarks.md").read_text("utf-8")
     assert not [line for line in perf.splitlines() if line.startswith("|")], "a typed table on the performance page"
+
+
+def test_the_readme_names_every_core_dependency() -> None:
+    import tomllib
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]["dependencies"]
+    names = [re.split(r"[<>=!~;\[ ]", d, maxsplit=1)[0] for d in deps]
+    text = (ROOT / "README.md").read_text("utf-8")
+    para = text[text.index("Core dependencies:"):].split("\n\n", 1)[0]
+    assert [n for n in names if n not in para] == []

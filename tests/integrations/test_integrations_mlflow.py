@@ -1,4 +1,4 @@
-"""report.log_mlflow() and --mlflow against a real MLflow tracking store (sqlite under tmp_path)."""
+"""log_mlflow(report) and --mlflow against a real MLflow tracking store (sqlite under tmp_path)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import ragjudge
-from ragjudge.integrations.mlflow import mlflow_name, table_values, tracking_values
+from ragjudge.integrations.mlflow import log_mlflow, mlflow_name, table_values, tracking_values
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -56,7 +56,7 @@ def test_reports_logged_with_intervals_params_and_artifacts(tracking) -> None:
     qrels = ragjudge.read_qrels(EXAMPLES / "qrels.txt")
     runs = {p.stem: ragjudge.read_run(p) for p in sorted((EXAMPLES / "runs").glob("*.run"))[:2]}
     report = ragjudge.compare(qrels, runs, ["ndcg@10", "map"], n_resamples=500)
-    run_id = report.log_mlflow()
+    run_id = log_mlflow(report)
     got = mlflow.get_run(run_id)
     a, b = runs
     m = got.data.metrics
@@ -76,9 +76,9 @@ def test_reports_logged_with_intervals_params_and_artifacts(tracking) -> None:
     # into the active run, two reports side by side with prefixes
     with mlflow.start_run() as active:
         single = ragjudge.evaluate(qrels, runs[a], ["P@5"])
-        assert single.log_mlflow(prefix="dev/") == active.info.run_id
+        assert log_mlflow(single, prefix="dev/") == active.info.run_id
         rag = ragjudge.evaluate_samples_sync(EXAMPLES / "rag_samples.jsonl", ["hit@5"], progress=False)
-        rag.log_mlflow(prefix="rag/")
+        log_mlflow(rag, prefix="rag/")
     data = mlflow.get_run(active.info.run_id).data
     assert data.metrics["dev/precision_at_5"] == pytest.approx(single.mean["P@5"])
     assert "rag/hit_at_5_ci_low" in data.metrics and data.params["rag/default_k"] == "5"
@@ -90,7 +90,7 @@ def test_agreement_and_ppi_reports(tracking) -> None:
     human = ragjudge.Qrels.from_dict({f"q{i}": {"a": i % 2, "b": 1, "c": 0} for i in range(8)})
     llm = ragjudge.Qrels.from_dict({f"q{i}": {"a": 1, "b": 1, "c": int(i % 3 == 0)} for i in range(8)})
     agreement = ragjudge.label_agreement(human, llm)
-    data = mlflow.get_run(agreement.log_mlflow()).data
+    data = mlflow.get_run(log_mlflow(agreement)).data
     key = next(k for k in data.metrics if k.endswith("_ci_low"))
     assert key[: -len("_ci_low")] in data.metrics
 
@@ -109,7 +109,7 @@ def test_missing_mlflow_is_one_line(monkeypatch) -> None:
     report = ragjudge.evaluate(ragjudge.Qrels.from_dict({"q": {"a": 1}}),
                                ragjudge.Run.from_dict({"q": {"a": 1.0}}), ["map"])
     with pytest.raises(ragjudge.InputError, match=r"^log_mlflow needs mlflow: pip install 'ragjudge\[mlflow\]'$"):
-        report.log_mlflow()
+        log_mlflow(report)
 
 
 @pytest.mark.slow
@@ -135,7 +135,7 @@ def test_reports_round_trip_with_their_tables(tracking) -> None:
     qrels = ragjudge.read_qrels(EXAMPLES / "qrels.txt")
     runs = {p.stem: ragjudge.read_run(p) for p in sorted((EXAMPLES / "runs").glob("*.run"))[:2]}
     report = ragjudge.compare(qrels, runs, ["ndcg@10", "num_ret"], n_resamples=300)
-    back = ragjudge.load_mlflow(report.log_mlflow())
+    back = ragjudge.load_mlflow(log_mlflow(report))
     assert isinstance(back, ragjudge.CompareReport) and back.baseline == report.baseline
     assert back.mean == report.mean  # the summed num_ret included
     for name in runs:
@@ -145,7 +145,7 @@ def test_reports_round_trip_with_their_tables(tracking) -> None:
     assert back.render("csv") == report.render("csv")
 
     rag = ragjudge.evaluate_samples_sync(EXAMPLES / "rag_samples.jsonl", ["hit@5", "mrr"])
-    run_id = rag.log_mlflow()
+    run_id = log_mlflow(rag)
     files = {f.path for f in mlflow.MlflowClient().list_artifacts(run_id, "ragjudge")}
     assert "ragjudge/RagReport_table.json" in files
     path = mlflow.MlflowClient().download_artifacts(run_id, "ragjudge/RagReport_table.json")
@@ -169,7 +169,7 @@ def test_a_refused_store_is_one_line(tmp_path, monkeypatch, capsys) -> None:
         report = ragjudge.evaluate(ragjudge.Qrels.from_dict({"q": {"a": 1}}),
                                    ragjudge.Run.from_dict({"q": {"a": 1.0}}), ["map"])
         try:
-            report.log_mlflow()
+            log_mlflow(report)
         except ragjudge.InputError as exc:  # MLflow versions that refuse the file store
             assert str(exc).startswith("MLFLOW_TRACKING_URI: MLflow refused the tracking store file:")
             assert "\n" not in str(exc) and "sqlite:///mlflow.db" in str(exc)

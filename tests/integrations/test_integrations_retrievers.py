@@ -205,3 +205,80 @@ def test_haystack_component() -> None:
 
     run = run_retriever_sync(ContentIds(), QUERIES, progress=False)
     assert list(run.get("q1")) == [Document(content="same text").id]  # Haystack's own id
+
+
+# ----------------------------------------------------------------------------- k reaches the retriever
+def test_k_reaches_langchain_retrievers_without_changing_the_callers_object() -> None:
+    pytest.importorskip("langchain_core")
+    from langchain_core.documents import Document
+    from langchain_core.retrievers import BaseRetriever
+
+    class WithK(BaseRetriever):  # as LangChain's BM25Retriever: its own default of 4
+        k: int = 4
+
+        def _get_relevant_documents(self, query, *, run_manager):  # type: ignore[no-untyped-def]
+            return [Document(page_content="x", id=f"d{i}") for i in range(self.k)]
+
+    class WithSearchKwargs(BaseRetriever):  # as a VectorStoreRetriever
+        search_kwargs: dict = {"k": 4, "filter": "x"}
+
+        def _get_relevant_documents(self, query, *, run_manager):  # type: ignore[no-untyped-def]
+            assert self.search_kwargs["filter"] == "x"
+            return [Document(page_content="x", id=f"d{i}") for i in range(self.search_kwargs["k"])]
+
+    for retriever in (WithK(), WithSearchKwargs()):
+        run = run_retriever_sync(retriever, QUERIES, k=7, progress=False)
+        assert [len(run.get(q)) for q in QUERIES] == [7, 7, 7]
+    mine = WithK()
+    run_retriever_sync(mine, QUERIES, k=7, progress=False)
+    assert mine.k == 4
+
+
+def test_k_reaches_llamaindex_similarity_top_k() -> None:
+    pytest.importorskip("llama_index.core")
+    from llama_index.core.retrievers import BaseRetriever
+    from llama_index.core.schema import NodeWithScore, TextNode
+
+    class TopK(BaseRetriever):
+        def __init__(self) -> None:
+            super().__init__()
+            self.similarity_top_k = 2
+
+        def _retrieve(self, query_bundle):  # type: ignore[no-untyped-def]
+            return [NodeWithScore(node=TextNode(text="x", id_=f"d{i}"), score=1.0 / (i + 1))
+                    for i in range(self.similarity_top_k)]
+
+    run = run_retriever_sync(TopK(), QUERIES, k=5, progress=False)
+    assert [len(run.get(q)) for q in QUERIES] == [5, 5, 5]
+
+
+def test_fewer_than_k_for_most_queries_warns() -> None:
+    def four(text: str) -> list[str]:
+        return ["d1", "d2", "d3", "d4"]
+
+    with pytest.warns(UserWarning, match=r"fewer than k=100 documents for 3 of 3 queries .*knows no k"):
+        run_retriever_sync(four, QUERIES, k=100, progress=False)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run_retriever_sync(four, QUERIES, k=4, progress=False)
+
+
+def test_run_retriever_without_await_hints_at_the_sync_twin() -> None:
+    def ids(text: str) -> list[str]:
+        return ["d1"]
+
+    pending = run_retriever(ids, QUERIES)
+    with pytest.raises(InputError, match=r"run_retriever\(\) is async; write `await "
+                                         r"run_retriever\(...\)`, or call run_retriever_sync"):
+        evaluate({"q1": {"d1": 1}}, pending)
+
+
+def test_progress_lines_spell_queries(capsys: pytest.CaptureFixture[str]) -> None:
+    def ids(text: str) -> list[str]:
+        return ["d1"]
+
+    run_retriever_sync(ids, QUERIES, k=1, progress=True)
+    err = capsys.readouterr().err
+    assert "3/3 queries, 100%" in err and "querys" not in err

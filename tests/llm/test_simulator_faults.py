@@ -213,13 +213,12 @@ def test_standalone_simulator_prints_its_url_and_serves() -> None:
     import subprocess
     import sys
 
-    from _loopback import SIMULATOR_PATH
-
     simulator_module()  # skips without aiohttp
     proc = subprocess.Popen(
         [
             sys.executable,
-            str(SIMULATOR_PATH),
+            "-m",
+            "ragjudge.testing.simulator",  # the documented command
             "--port",
             "0",
             "--latency",

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from typing import Any
-from .evaluate import compare, evaluate
+from ..evaluate import compare, evaluate
 
 __all__ = ["assert_metric", "assert_not_worse"]
 

@@ -1,0 +1,208 @@
+"""A loopback fake of Anthropic's Messages API, for tests of code that judges with Claude.
+
+It answers ``POST /v1/messages`` as the real API does where a client can tell: the key in
+``x-api-key`` or as a bearer token, ``anthropic-version`` required, a ``tool_use`` reply for a
+forced tool (how structured output is asked), ``anthropic-ratelimit-*`` headers, errors as
+``{"type": "error", "error": {"type", "message"}}`` (529 ``overloaded_error`` included). Each
+reply's content comes from the OpenAI-compatible simulator (:mod:`ragjudge.testing.simulator`),
+so every prompt (relevance, RAG, synth) is answered as the simulator would: deterministic,
+valid for the schema, plumbing rather than quality. ``script`` queues faults: each entry is a
+status (429, 529, 500, 401, 400) or ``"cache"`` (a good reply whose usage reports prompt-cache
+reads and writes).
+
+In-process::
+
+    with AnthropicFakeThread() as fake:
+        LLM("claude-x", provider="anthropic", base_url=fake.base_url, api_key=fake.api_key)
+
+As a command (prints the base URL on its first stdout line)::
+
+    python -m ragjudge.testing.anthropic --port 8766
+
+Only ever listens on 127.0.0.1. Needs aiohttp.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from .simulator import HOST, SimConfig, SimulatorThread
+
+__all__ = ["FakeAnthropic", "AnthropicFakeThread", "main"]
+
+#: The key the fake accepts unless told another.
+DEFAULT_KEY = "sk-ant-test-key-0123456789"
+
+_ERRORS = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error",
+           500: "api_error", 529: "overloaded_error"}
+
+
+@dataclass
+class FakeAnthropic:
+    """The request handler: ``sim_url`` is the simulator's base URL (``.../v1``); ``requests``
+    the bodies received; ``billed`` the replies that carried usage."""
+
+    sim_url: str
+    api_key: str = DEFAULT_KEY
+    script: deque[Any] = field(default_factory=deque)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    billed: int = 0
+    url: str = ""
+
+    async def handle(self, request: Any) -> Any:
+        from aiohttp import ClientSession, web
+
+        def error(status: int, message: str, headers: dict[str, str] | None = None) -> Any:
+            return web.json_response({"type": "error", "error": {"type": _ERRORS.get(status, "api_error"),
+                                                                 "message": message}},
+                                     status=status, headers=headers or {})
+
+        # Older SDKs send the key as x-api-key, newer ones as a bearer token.
+        bearer = request.headers.get("authorization", "").removeprefix("Bearer ")
+        if self.api_key not in (request.headers.get("x-api-key"), bearer):
+            return error(401, "invalid x-api-key")
+        if not request.headers.get("anthropic-version"):
+            return error(400, "anthropic-version header is required")
+        body = await request.json()
+        self.requests.append(body)
+        step = self.script.popleft() if self.script else None
+        if step == 429:
+            return error(429, "Number of requests has exceeded your rate limit",
+                         {"retry-after": "0.05", "anthropic-ratelimit-requests-remaining": "0"})
+        if isinstance(step, int):
+            return error(step, {529: "Overloaded", 500: "Internal server error", 401: "invalid x-api-key",
+                                400: "prompt is too long: 250000 tokens > 200000 maximum"}.get(step, "error"))
+        if not isinstance(body.get("max_tokens"), int) or not body.get("messages"):
+            return error(400, "max_tokens and messages are required")
+        messages = ([{"role": "system", "content": body["system"]}] if body.get("system") else []) + body["messages"]
+        chat: dict[str, Any] = {"model": body["model"], "messages": messages, "max_tokens": body["max_tokens"]}
+        tool = (body.get("tools") or [None])[0]
+        if tool is not None:
+            chat["response_format"] = {"type": "json_schema",
+                                       "json_schema": {"name": tool["name"], "schema": tool["input_schema"]}}
+        async with ClientSession() as s:
+            async with s.post(self.sim_url + "/chat/completions", json=chat,
+                              headers={"authorization": "Bearer x"}) as r:
+                reply = await r.json()
+        if "choices" not in reply:
+            return error(500, "upstream error")
+        self.billed += 1
+        choice = reply["choices"][0]
+        text = choice["message"].get("content") or ""
+        usage = reply.get("usage") or {}
+        content: list[dict[str, Any]]
+        if tool is not None:
+            try:
+                content = [{"type": "tool_use", "id": "toolu_1", "name": tool["name"], "input": json.loads(text)}]
+            except ValueError:
+                content = [{"type": "text", "text": text}]
+        else:
+            content = [{"type": "text", "text": text}]
+        out_usage: dict[str, Any] = {"input_tokens": usage.get("prompt_tokens", 10),
+                                     "output_tokens": usage.get("completion_tokens", 5)}
+        if step == "cache":
+            out_usage.update(cache_read_input_tokens=1000, cache_creation_input_tokens=200)
+        reset = (datetime.now(timezone.utc) + timedelta(seconds=30)).isoformat().replace("+00:00", "Z")
+        return web.json_response(
+            {"id": "msg_1", "type": "message", "role": "assistant", "model": body["model"] + "-20251001",
+             "content": content, "stop_reason": {"length": "max_tokens"}.get(choice.get("finish_reason"), "end_turn"),
+             "stop_sequence": None, "usage": out_usage},
+            headers={"anthropic-ratelimit-requests-limit": "4000", "anthropic-ratelimit-requests-remaining": "3999",
+                     "anthropic-ratelimit-requests-reset": reset,
+                     "anthropic-ratelimit-tokens-limit": "400000", "anthropic-ratelimit-tokens-remaining": "399000",
+                     "anthropic-ratelimit-tokens-reset": reset})
+
+
+class AnthropicFakeThread:
+    """The fake and its simulator on their own event loops in daemon threads:
+    ``with AnthropicFakeThread() as fake: fake.base_url, fake.api_key, fake.fake.script``.
+    ``sim`` holds :class:`~ragjudge.testing.simulator.SimConfig` fields (``latency``, faults, ...)."""
+
+    def __init__(self, *, api_key: str = DEFAULT_KEY, port: int = 0, **sim: Any) -> None:
+        sim.setdefault("latency", 0.01)
+        self.simulator = SimulatorThread(SimConfig(**sim))
+        self.api_key = api_key
+        self._port = port
+        self.fake: FakeAnthropic | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        """The URL to pass as ``base_url`` (``--base-url``)."""
+        assert self.fake is not None, "not started"
+        return self.fake.url
+
+    def start(self) -> AnthropicFakeThread:
+        from aiohttp import web
+
+        self.simulator.start()
+        fake = FakeAnthropic(self.simulator.base_url.rstrip("/"), api_key=self.api_key)
+        loop = asyncio.new_event_loop()
+        ready = threading.Event()
+
+        def run() -> None:
+            asyncio.set_event_loop(loop)
+            app = web.Application()
+            app.router.add_post("/v1/messages", fake.handle)
+            runner = web.AppRunner(app)
+            loop.run_until_complete(runner.setup())
+            site = web.TCPSite(runner, HOST, self._port)
+            loop.run_until_complete(site.start())
+            port = runner.addresses[0][1]
+            fake.url = f"http://{HOST}:{port}"
+            ready.set()
+            loop.run_forever()
+            loop.run_until_complete(runner.cleanup())
+            loop.close()
+
+        self._loop, self.fake = loop, fake
+        self._thread = threading.Thread(target=run, name="ragjudge-anthropic-fake", daemon=True)
+        self._thread.start()
+        if not ready.wait(10):
+            raise RuntimeError("the Anthropic fake did not start in time")
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None and self._thread is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+            self._loop = self._thread = None
+        self.simulator.stop()
+
+    def __enter__(self) -> AnthropicFakeThread:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m ragjudge.testing.anthropic [--port N] [--api-key K] [--latency S]``: serve
+    until interrupted; the base URL on the first stdout line."""
+    p = argparse.ArgumentParser(prog="python -m ragjudge.testing.anthropic",
+                                description="A loopback fake of Anthropic's Messages API.")
+    p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: any free one)")
+    p.add_argument("--api-key", default=DEFAULT_KEY, help="the key it accepts")
+    p.add_argument("--latency", type=float, default=0.01, help="seconds per reply")
+    args = p.parse_args(argv)
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    with AnthropicFakeThread(api_key=args.api_key, port=args.port, latency=args.latency) as fake:
+        print(fake.base_url, flush=True)
+        done.wait()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
