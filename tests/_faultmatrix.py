@@ -200,8 +200,12 @@ def _service_job(tmp: Path, inputs: dict[str, Path], flags: list[str], result: d
     lines += [json.dumps({"qid": f"skipped{k}", "docid": "-", "grade": None, "error": "budget"})
               for k in range(skipped)]
     (tmp / "j.jsonl").write_text("".join(x + "\n" for x in lines))
-    result["code"] = 0 if state["status"] == "done" else 3
+    # The job's view is its exit status: done with nothing skipped is 0; cut by the budget is
+    # the CLI's 4 (the counts say how many pairs); failed is 3, its error the run's reason.
+    result["code"] = (4 if skipped else 0) if state["status"] == "done" else 3
     result["reported"] = state.get("cost_usd")
+    if state["status"] != "done":
+        result["stopped"] = f"ragjudge: error: job {state['status']}: {state.get('error')}"
 
 
 @dataclass(frozen=True)
@@ -272,7 +276,14 @@ class CellResult:
         out = []
         if self.code is None:
             out.append(f"bound: still running after {self.bound:.0f} s")
-        if self.items.problems or self.items.lost:
+        # A run that stopped as a whole (non-zero exit and one error line: every call to its
+        # only endpoint failing, a revoked key) accounts for the items it has no output for
+        # with that line; items it did write must still each be graded or failed.
+        stopped = self.code not in (None, 0) and "ragjudge: error:" in self.stderr
+        if stopped and (not self.items.problems or all(p.startswith("no ") for p in self.items.problems)) \
+                and not self.items.graded:
+            pass
+        elif self.items.problems or self.items.lost:
             out.append(f"items: {self.items.lost} lost of {self.items.expected}"
                        + (f"; {self.items.problems[:2]}" if self.items.problems else ""))
         if self.paid_twice:
@@ -390,7 +401,7 @@ def run_cell(command: str, mode: str, endpoints: str, store: str, tmp: Path) -> 
         sum(s.spend for s in servers), reported, cap, sum(s.paid_twice for s in servers),
         sum(s.billed_calls for s in servers), n,
         (sum(s.outcomes.get("other_model", 0) for s in servers), sum(s.refused_other for s in servers)),
-        err.getvalue()[-4000:])
+        err.getvalue()[-4000:] + (result.get("stopped") or ""))
 
 
 def table(rows: list[dict[str, Any]]) -> str:

@@ -33,9 +33,19 @@ HANG = "bound: with --max-cost and several endpoints the run stops sending after
 LLM_COMMANDS = ("judge", "rag", "evaluate --judge", "synth")
 
 
+HANG = ("bound: with --max-cost and several endpoints the run stops sending after a few calls "
+        "and does not end (found by this matrix; open)")
+SERVICE_NOTICE = ("other_model: the service takes a renaming server's first name with one line in "
+                  "the server's log, which this harness does not read")
+
+
 def _known(command: str, mode: str, endpoints: str) -> tuple[str, bool] | None:
-    """(why, strict) for a cell that breaks an invariant today (none once the runtime fixes
-    landed; a cell that breaks again is named here with its reason)."""
+    """(why, strict) for a cell that breaks an invariant today; not strict where the outcome
+    depends on timing (when the budget binds against the calls in flight)."""
+    if mode == "mix + cap" and endpoints == "several":
+        return HANG, False
+    if command == "service judge" and mode == "other model":
+        return SERVICE_NOTICE, False
     return None
 
 

@@ -20,8 +20,8 @@ def test_a_missing_driver_is_one_line_naming_the_extra(monkeypatch: pytest.Monke
     monkeypatch.setitem(sys.modules, "psycopg", None)  # import psycopg -> ImportError
     with pytest.raises(InputError) as err:
         Cache(URL)
-    assert str(err.value) == ("a postgresql:// store needs the psycopg driver: "
-                              "pip install 'ragjudge[postgres]'")
+    assert str(err.value) == ("a postgresql:// store needs psycopg: pip install -e '.[postgres]' "
+                              "in the ragjudge checkout")
 
 
 def test_the_cli_exits_2_without_the_driver(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
@@ -37,7 +37,7 @@ def test_the_cli_exits_2_without_the_driver(monkeypatch: pytest.MonkeyPatch, tmp
                  "--run", str(tmp_path / "r.trec"), "--model", "m", "-o", str(tmp_path / "o.qrels"),
                  "--cache", URL, "--no-progress"])
     err = capsys.readouterr().err.strip()
-    assert code == 2 and len(err.splitlines()) == 1 and "pip install 'ragjudge[postgres]'" in err, err
+    assert code == 2 and len(err.splitlines()) == 1 and "pip install -e '.[postgres]'" in err, err
 
 
 def test_passwords_are_redacted() -> None:
@@ -66,5 +66,5 @@ def test_server_settings_keep_urls(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     monkeypatch.setenv("RAGJUDGE_CACHE", URL)
     assert ServerSettings().cache_path() == URL and ServerSettings().jobs_path() == URL
     monkeypatch.setitem(sys.modules, "psycopg", None)
-    with pytest.raises(InputError, match=r"ragjudge\[postgres\]"):
+    with pytest.raises(InputError, match=r"pip install -e '\.\[postgres\]'"):
         ServerSettings(jobs_db=URL).check()  # before the server starts
