@@ -25,6 +25,7 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
+from ._lazy import optional
 from .errors import InputError
 from .ids import (
     break_ties,
@@ -230,12 +231,7 @@ class _Columnar:
         return np.repeat(self._qids, np.diff(self._offsets))
 
     def _frame(self, value_col: str) -> Any:
-        try:
-            import pandas as pd  # optional dependency, imported only here
-        except ImportError:
-            raise ImportError("to_dataframe() needs pandas: pip install -e '.[pandas]' in the "
-                              "ragjudge checkout (ragjudge on the package index is another "
-                              "project)") from None
+        pd = optional("pandas", extra="pandas", what="to_dataframe()")
 
         return pd.DataFrame(
             {

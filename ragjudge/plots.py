@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from ._lazy import optional
 from .errors import InputError, MetricError
 from .measures import parse_measure
 
@@ -64,13 +65,7 @@ MAX_PANELS = 24
 
 
 def _pyplot() -> Any:
-    try:
-        import matplotlib.pyplot as plt  # optional dependency: only plotting needs it
-    except ImportError:  # pragma: no cover - depends on the environment
-        raise InputError(
-            "plotting needs matplotlib: pip install -e '.[plot]' (from the ragjudge checkout)"
-        ) from None
-    return plt
+    return optional("matplotlib.pyplot", extra="plot", what="plotting")
 
 
 def _axes(ax: Any, figsize: tuple[float, float]) -> Any:

@@ -31,6 +31,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ._lazy import optional
 from .data import Qrels
 from .errors import InputError, LLMError
 from .judges.relevance import JudgeResult, Judgment, LLMRelevanceJudge, Pair, as_pair
@@ -157,11 +158,7 @@ def vllm_judgment(judge: LLMRelevanceJudge, row: Mapping[str, Any]) -> dict[str,
 
 # ----------------------------------------------------------------------------- the pipeline
 def _ray(address: str | None) -> Any:
-    try:
-        import ray
-    except ImportError:
-        raise InputError("the ray engine needs Ray Data: pip install -e '.[ray]' in the ragjudge "
-                         "checkout", field="engine") from None
+    ray = optional("ray", extra="ray", what="the ray engine")
     if not ray.is_initialized():
         ray.init(address=address, include_dashboard=False, log_to_driver=False,
                  logging_level=logging.WARNING)

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .errors import InputError
+from ._lazy import optional
 
 __all__ = [
     "ResultSurface",
@@ -385,11 +386,8 @@ class ResultSurface:
         return render_table(headers, rows, "html", title=type(self).__name__)
 
     def to_dataframe(self) -> Any:
-        """The table as a pandas DataFrame (needs pandas: ``pip install -e '.[pandas]'`` in the ragjudge checkout)."""
-        try:
-            import pandas as pd
-        except ImportError:
-            raise InputError("to_dataframe needs pandas: pip install -e '.[pandas]' in the ragjudge checkout") from None
+        """The table as a pandas DataFrame (needs the ``pandas`` extra)."""
+        pd = optional("pandas", extra="pandas", what="to_dataframe()")
         headers, rows = self._surface_table()
         return pd.DataFrame([[plain(c) for c in r] for r in rows], columns=headers)
 

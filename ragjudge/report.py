@@ -33,6 +33,7 @@ from .render import (
     render_trec,
 )
 from . import plots
+from ._lazy import optional
 
 __all__ = [
     "FORMATS",
@@ -47,11 +48,7 @@ __all__ = [
 ]
 
 def _pandas() -> Any:
-    try:
-        import pandas
-    except ImportError:  # pragma: no cover - depends on the environment
-        raise ImportError("to_dataframe() needs pandas: pip install -e '.[pandas]' in the ragjudge checkout") from None
-    return pandas
+    return optional("pandas", extra="pandas", what="to_dataframe()")
 
 
 def _value_or_none(x: float) -> float | None:

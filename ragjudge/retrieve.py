@@ -31,6 +31,7 @@ import numpy as np
 
 from ._sync import run_sync
 from .data import Run
+from ._lazy import optional
 from .errors import InputError, LLMError
 from .fuse import FUSION_METHODS, fuse
 
@@ -135,7 +136,7 @@ def analyzer(stemmer: str | Callable[[str], str] | None = None,
     :func:`ragjudge.synth.text.tokens` (lower-cased, NFKC, CJK characters one by one), minus
     ``stopwords`` (``"en"``: the English list shipped with ``bm25s``, NLTK's; or your own
     words), stemmed by ``stemmer`` (``"english"`` or another Snowball language through
-    PyStemmer, ``pip install 'ragjudge[stem]'``; or any ``word -> stem`` function)."""
+    PyStemmer, the ``stem`` extra; or any ``word -> stem`` function)."""
     stop: frozenset[str] = frozenset()
     if stopwords is not None:
         if isinstance(stopwords, str):
@@ -153,11 +154,7 @@ def analyzer(stemmer: str | Callable[[str], str] | None = None,
     elif callable(stemmer):
         stem = stemmer
     elif isinstance(stemmer, str):
-        try:
-            import Stemmer  # PyStemmer: Snowball stemmers in C
-        except ImportError:
-            raise InputError(f"stemmer {stemmer!r} needs PyStemmer: pip install 'ragjudge[stem]'",
-                             field="stemmer") from None
+        Stemmer = optional("Stemmer", extra="stem", what=f"stemmer {stemmer!r}")  # PyStemmer (Snowball, C)
         try:
             stem = Stemmer.Stemmer(stemmer.lower()).stemWord
         except KeyError:

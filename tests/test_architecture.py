@@ -135,7 +135,9 @@ def test_no_private_attribute_of_another_module_and_no_importlib() -> None:
                 # Allowed only for a package loading its own submodules (by ``__name__``):
                 # those share its layer, so the layer check loses nothing.
                 own = any("__name__" in ast.unparse(a) for a in node.args)
-                if fn in ("importlib.import_module", "import_module", "__import__") and not own:
+                # ``_lazy.optional`` imports third-party extras only (it refuses ragjudge's own).
+                if fn in ("importlib.import_module", "import_module", "__import__") and not own \
+                        and name != "ragjudge._lazy":
                     bad.append(f"{name}: {ast.unparse(node)}")
     assert bad == []
 
@@ -218,3 +220,48 @@ def test_the_files_read_at_run_time_ship_in_the_wheel() -> None:
         assert files, (package, pattern)
         excluded = setuptools.get("exclude-package-data", {}).get(package, [])
         assert not [f for f in files for x in excluded if fnmatch.fnmatch(f, x)], (package, excluded)
+
+
+#: Where each heavy or optional library may be imported: one module (or the few of one
+#: concern), at the point of first use; an extra goes through ``ragjudge._lazy.optional``,
+#: which names the extra to install (pandas and matplotlib appear nowhere for that reason).
+HEAVY = {
+    "aiohttp": {"ragjudge.testing.anthropic", "ragjudge.testing.simulator"},
+    "anthropic": {"ragjudge.llm.providers.anthropic"},
+    "bm25s": {"ragjudge.retrieve", "ragjudge.synth.lexical"},
+    "fastapi": {"ragjudge.server", "ragjudge.server.app", "ragjudge.server.routes", "ragjudge.server.ui.routes"},
+    "fastapi_offline": {"ragjudge.server", "ragjudge.server.app"},
+    "genai_prices": {"ragjudge.llm.cost"},
+    "haystack": set(), "langchain_core": set(), "litellm": set(),  # recognised by module name only
+    "llama_index": {"ragjudge.llm.providers.llamaindex"},
+    "matplotlib": {"ragjudge.integrations.mlflow"},  # closes the figure it logged
+    "mlflow": {"ragjudge.integrations.mlflow"},
+    "openai": {"ragjudge.llm.batch", "ragjudge.llm.providers.openai"},
+    "orjson": {"ragjudge.render"},
+    "pandas": set(), "scipy": set(), "Stemmer": set(),
+    "psycopg": {"ragjudge.server.store"},  # its row factory, after llm.postgres loaded the driver
+    "pyarrow": {"ragjudge.ids", "ragjudge.io.trec"},
+    "ray": {"ragjudge.ray"},
+    "sentencex": {"ragjudge.rag.metrics.base"},
+    "tenacity": {"ragjudge.llm.client"},
+    "tqdm": {"ragjudge.llm.progress"},
+    "uvicorn": {"ragjudge.server"},
+}
+
+
+def test_heavy_libraries_are_imported_in_one_place() -> None:
+    found: dict[str, set[str]] = {}
+    for module, (path, _) in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                if top in HEAVY:
+                    found.setdefault(top, set()).add(module)
+    stray = {lib: sorted(mods - HEAVY[lib]) for lib, mods in found.items() if mods - HEAVY[lib]}
+    assert not stray, f"heavy libraries imported outside their one place: {stray}"

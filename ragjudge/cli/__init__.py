@@ -89,7 +89,8 @@ class _Notices(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            print(f"ragjudge: {record.getMessage()}", file=sys.stderr)
+            text = record.getMessage()
+            print(text if text.startswith("ragjudge:") else f"ragjudge: {text}", file=sys.stderr)
         except Exception:  # noqa: BLE001 -- a notice never breaks the run
             self.handleError(record)
 

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from .._lazy import optional
 from ..errors import InputError
 from ..io import check_output_path
 
@@ -40,11 +41,7 @@ def write_plot(args: argparse.Namespace, draw: Callable[[Any], Any]) -> None:
     """Draw with ``draw(plots_module)`` (it returns the Axes) and save it to ``args.plot``."""
     if getattr(args, "plot", None) is None:
         return
-    try:
-        import matplotlib
-    except ImportError:
-        raise InputError("--plot needs matplotlib: pip install -e '.[plot]' (from the ragjudge "
-                         "checkout)", field="--plot") from None
+    matplotlib = optional("matplotlib", extra="plot", what="--plot")
     matplotlib.use("Agg")  # files only: never open a window from the shell
     from .. import plots
 

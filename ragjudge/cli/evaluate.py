@@ -89,7 +89,7 @@ def _add_arguments(p: argparse.ArgumentParser, *, min_runs: int) -> None:
     p.add_argument("--mlflow", action="store_true",
                    help="also log the result to MLflow (metrics with intervals, settings, JSON) at the "
                         "tracking URI MLflow is configured with (MLFLOW_TRACKING_URI); needs "
-                        "pip install 'ragjudge[mlflow]'")
+                        "pip install -e '.[mlflow]' in the ragjudge checkout")
     p.add_argument("--digits", type=int, default=4, metavar="N",
                    help="decimals in human formats (default 4)")
     p.add_argument("--baseline", metavar="NAME",

@@ -88,7 +88,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--mlflow", action="store_true",
                    help="also log the report to MLflow (metrics with intervals, settings, JSON) at the "
                         "tracking URI MLflow is configured with (MLFLOW_TRACKING_URI); needs "
-                        "pip install 'ragjudge[mlflow]'")
+                        "pip install -e '.[mlflow]' in the ragjudge checkout")
     p.add_argument("--fail-under", action="append", default=[], metavar="METRIC=VALUE",
                    help="exit 1 when METRIC's mean is below VALUE (or not determined); repeatable; "
                    "a metric not given with -m is evaluated too")

@@ -38,6 +38,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .._lazy import optional
 from ..errors import InputError, RagjudgeError
 
 __all__ = ["log_mlflow", "mlflow_name", "tracking_values", "table_values", "read_logged"]
@@ -265,11 +266,7 @@ def read_logged(run_id: str, prefix: str = "") -> tuple[str, dict[str, Any]]:
 
 
 def _mlflow() -> Any:
-    try:
-        import mlflow
-    except ImportError:
-        raise InputError("log_mlflow needs mlflow: pip install 'ragjudge[mlflow]'") from None
-    return mlflow
+    return optional("mlflow", extra="mlflow", what="log_mlflow")
 
 
 def _chunks(items: list[Any], size: int) -> Iterable[list[Any]]:

@@ -27,6 +27,7 @@ from ..llm.provenance import FailureKind, Provenance, Traced
 from ..llm.session import LLM
 from ..llm.values import DryRun, Outcome
 from ..render import ResultSurface, render_table
+from .._lazy import optional
 
 __all__ = ["LLMRelevanceJudge", "Judgment", "JudgeResult", "Pair", "as_pair", "pool_pairs", "holes",
            "qrels_from_judgments"]
@@ -267,11 +268,8 @@ class JudgeResult(ResultSurface):
 
     def to_dataframe(self) -> Any:
         """One row per judgment (the ``--judgments`` record: qid, docid, grade, failure, model,
-        prompt, usage, latency, cached, ...). Needs pandas (``pip install ragjudge[pandas]``)."""
-        try:
-            import pandas as pd
-        except ImportError:  # pragma: no cover - depends on the environment
-            raise ImportError("to_dataframe() needs pandas: pip install 'ragjudge[pandas]'") from None
+        prompt, usage, latency, cached, ...). Needs the ``pandas`` extra."""
+        pd = optional("pandas", extra="pandas", what="to_dataframe()")
         columns = ["qid", "docid", "grade", "failure", "error", "cached", "latency"]
         rows = [j.to_dict() for j in self.judgments]
         df = pd.DataFrame(rows) if rows else pd.DataFrame(columns=columns)

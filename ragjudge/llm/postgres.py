@@ -21,7 +21,7 @@ SQLite cache's semantics, on two tables of that database (``ragjudge_cache``,
   another reason (no privilege, disk full, read-only replica) turns the cache read-only for the
   run with one warning line.
 
-The driver is psycopg 3, an optional extra (``pip install 'ragjudge[postgres]'``), imported when
+The driver is psycopg 3, an optional extra (``postgres``), imported when
 a URL is opened. :func:`connect` and :func:`ensure_schema` are shared with the service's job
 store.
 """
@@ -39,6 +39,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .._lazy import optional
 from ..errors import InputError
 from .cachestore import HOST, CacheStore, pid_alive
 
@@ -70,12 +71,7 @@ _SCHEMA = (
 
 def import_psycopg() -> Any:
     """The psycopg (3) module, or a one-line :class:`InputError` naming the extra."""
-    try:
-        import psycopg
-    except ImportError:
-        raise InputError("a postgresql:// store needs the psycopg driver: "
-                         "pip install 'ragjudge[postgres]'") from None
-    return psycopg
+    return optional("psycopg", extra="postgres", what="a postgresql:// store")
 
 
 def redact_url(url: str) -> str:

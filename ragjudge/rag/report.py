@@ -16,6 +16,7 @@ from ..errors import InputError, MetricError
 from ..render import ResultSurface, html_note, render_table
 from .. import plots
 from ..stats import bootstrap_ci
+from .._lazy import optional
 
 if TYPE_CHECKING:  # a type only: importing the llm package loads openai (~2 s)
     from ..llm.provenance import FailureKind
@@ -210,13 +211,8 @@ class RagReport(ResultSurface):
 
     def to_dataframe(self, *, per_sample: bool = True) -> Any:
         """pandas DataFrame: one row per sample (value columns + ``<metric>.reason``), or the
-        aggregates with ``per_sample=False``. Needs pandas (``pip install -e '.[pandas]' in the ragjudge checkout``)."""
-        try:
-            import pandas as pd
-        except ImportError:  # pragma: no cover - depends on the environment
-            from ..errors import RagjudgeError
-
-            raise RagjudgeError("to_dataframe() needs pandas: pip install -e '.[pandas]' in the ragjudge checkout") from None
+        aggregates with ``per_sample=False``. Needs the ``pandas`` extra."""
+        pd = optional("pandas", extra="pandas", what="to_dataframe()")
         if not per_sample:
             headers, rows = self.aggregate_rows()
             return pd.DataFrame(rows, columns=headers)

@@ -16,6 +16,7 @@ from ..llm.cost import Usage
 from ..render import ResultSurface
 from .filters import Candidate, FilterLine, accounting
 from .sampling import SamplingReport
+from .._lazy import optional
 
 __all__ = ["SynthResult", "OUTPUT_FILES"]
 
@@ -160,11 +161,7 @@ class SynthResult(ResultSurface):
     def to_dataframe(self) -> Any:
         """One row per candidate, kept or dropped: id, qid, status, style, query, reference,
         sources, the filter that dropped it and why, and its filter scores (``score.*``)."""
-        try:
-            import pandas as pd
-        except ModuleNotFoundError:
-            raise ImportError("to_dataframe() needs pandas: pip install -e '.[pandas]' in the "
-                              "ragjudge checkout") from None
+        pd = optional("pandas", extra="pandas", what="to_dataframe()")
         rows = []
         for c in self.candidates:
             d = c.to_dict()

@@ -7,8 +7,21 @@ forced tool (how structured output is asked), ``anthropic-ratelimit-*`` headers,
 reply's content comes from the OpenAI-compatible simulator (:mod:`ragjudge.testing.simulator`),
 so every prompt (relevance, RAG, synth) is answered as the simulator would: deterministic,
 valid for the schema, plumbing rather than quality. ``script`` queues faults: each entry is a
-status (429, 529, 500, 401, 400) or ``"cache"`` (a good reply whose usage reports prompt-cache
-reads and writes).
+status (429, 529, 500, 401, 400), ``"spend"`` (the 429 of a reached monthly spend limit: no
+``retry-after``, and every later request gets it too) or ``"cache"`` (a good reply whose usage
+reports prompt-cache reads and writes).
+
+Prompt caching follows the docs: a request whose ``system`` text blocks carry ``cache_control``
+(``{"type": "ephemeral"}``, ``ttl`` ``"5m"`` or ``"1h"``) writes its prefix (tools + system) on
+first sight -- ``cache_creation_input_tokens``, split by TTL in ``cache_creation`` -- and reads
+it afterwards (``cache_read_input_tokens``); ``input_tokens`` is then only the part after the
+breakpoint.
+
+``GET /v1/models`` lists ``models`` (dated ids, newest first, as the API lists them: a client
+that accepts an alias such as ``claude-haiku-4-5`` must know it from the dated id) in pages of
+``limit`` (default 20, 1 to 1000) with ``has_more`` / ``first_id`` / ``last_id`` and the
+``after_id`` / ``before_id`` cursors; ``page_size`` caps a page lower, so a client's paging
+can be tested with a short list. ``/v1/messages`` accepts any model name.
 
 In-process::
 
@@ -26,7 +39,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
+import re
 import signal
 import sys
 import threading
@@ -37,19 +52,50 @@ from typing import Any
 
 from .simulator import HOST, SimConfig, SimulatorThread
 
-__all__ = ["FakeAnthropic", "AnthropicFakeThread", "main"]
+__all__ = ["MODELS", "AnthropicFakeThread", "FakeAnthropic", "main"]
 
 #: The key the fake accepts unless told another.
 DEFAULT_KEY = "sk-ant-test-key-0123456789"
 
-_ERRORS = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error",
-           500: "api_error", 529: "overloaded_error"}
+#: What ``GET /v1/models`` lists unless told another: dated ids, the most recent first.
+MODELS = ("claude-haiku-4-5-20251001", "claude-sonnet-4-5-20250929", "claude-opus-4-1-20250805",
+          "claude-opus-4-20250514", "claude-sonnet-4-20250514", "claude-3-7-sonnet-20250219",
+          "claude-3-5-haiku-20241022")
+
+_ERRORS = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
+           429: "rate_limit_error", 500: "api_error", 529: "overloaded_error"}
+_DATE = re.compile(r"-(\d{4})(\d{2})(\d{2})$")
+
+
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> Any:
+    from aiohttp import web
+
+    return web.json_response({"type": "error", "error": {"type": _ERRORS.get(status, "api_error"),
+                                                         "message": message}},
+                             status=status, headers=headers or {})
+
+
+def _refused(request: Any, api_key: str) -> Any:
+    """The error for a request without the key or ``anthropic-version`` (None: neither missing)."""
+    # Older SDKs send the key as x-api-key, newer ones as a bearer token.
+    bearer = request.headers.get("authorization", "").removeprefix("Bearer ")
+    if api_key not in (request.headers.get("x-api-key"), bearer):
+        return _error(401, "invalid x-api-key")
+    if not request.headers.get("anthropic-version"):
+        return _error(400, "anthropic-version header is required")
+    return None
+
+
+def _created_at(model_id: str) -> str:
+    m = _DATE.search(model_id)
+    return f"{m[1]}-{m[2]}-{m[3]}T00:00:00Z" if m else "2025-01-01T00:00:00Z"
 
 
 @dataclass
 class FakeAnthropic:
-    """The request handler: ``sim_url`` is the simulator's base URL (``.../v1``); ``requests``
-    the bodies received; ``billed`` the replies that carried usage."""
+    """The request handlers: ``sim_url`` is the simulator's base URL (``.../v1``); ``requests``
+    the message bodies received; ``billed`` the replies that carried usage; ``model_pages`` the
+    ``/v1/models`` pages served; ``cached_prefixes`` the prompt-cache keys written."""
 
     sim_url: str
     api_key: str = DEFAULT_KEY
@@ -57,33 +103,80 @@ class FakeAnthropic:
     requests: list[dict[str, Any]] = field(default_factory=list)
     billed: int = 0
     url: str = ""
+    models: tuple[str, ...] = MODELS
+    page_size: int = 1000
+    model_pages: int = 0
+    cached_prefixes: set[str] = field(default_factory=set)
+
+    async def list_models(self, request: Any) -> Any:
+        from aiohttp import web
+
+        refused = _refused(request, self.api_key)
+        if refused is not None:
+            return refused
+        try:
+            limit = int(request.query.get("limit", "20"))
+        except ValueError:
+            limit = 0
+        if not 1 <= limit <= 1000:
+            return _error(400, "limit: must be an integer from 1 to 1000")
+        after, before = request.query.get("after_id"), request.query.get("before_id")
+        for cursor in (after, before):
+            if cursor is not None and cursor not in self.models:
+                return _error(400, f"no model with id {cursor!r} to page from")
+        limit = min(limit, max(1, self.page_size))
+        if before is not None:
+            end = self.models.index(before)
+            start = max(0, end - limit)
+        else:
+            start = self.models.index(after) + 1 if after is not None else 0
+            end = min(len(self.models), start + limit)
+        page = self.models[start:end]
+        self.model_pages += 1
+        return web.json_response({
+            "data": [{"type": "model", "id": m, "display_name": m, "created_at": _created_at(m)}
+                     for m in page],
+            "has_more": start > 0 if before is not None else end < len(self.models),
+            "first_id": page[0] if page else None, "last_id": page[-1] if page else None})
 
     async def handle(self, request: Any) -> Any:
         from aiohttp import ClientSession, web
 
-        def error(status: int, message: str, headers: dict[str, str] | None = None) -> Any:
-            return web.json_response({"type": "error", "error": {"type": _ERRORS.get(status, "api_error"),
-                                                                 "message": message}},
-                                     status=status, headers=headers or {})
-
-        # Older SDKs send the key as x-api-key, newer ones as a bearer token.
-        bearer = request.headers.get("authorization", "").removeprefix("Bearer ")
-        if self.api_key not in (request.headers.get("x-api-key"), bearer):
-            return error(401, "invalid x-api-key")
-        if not request.headers.get("anthropic-version"):
-            return error(400, "anthropic-version header is required")
+        refused = _refused(request, self.api_key)
+        if refused is not None:
+            return refused
         body = await request.json()
         self.requests.append(body)
         step = self.script.popleft() if self.script else None
         if step == 429:
-            return error(429, "Number of requests has exceeded your rate limit",
+            return _error(429, "Number of requests has exceeded your rate limit",
                          {"retry-after": "0.05", "anthropic-ratelimit-requests-remaining": "0"})
+        if step == "spend":
+            self.script.appendleft("spend")  # the limit holds until the month ends
+            return _error(429, "You have reached your specified API usage limits. You will regain "
+                              "access on 2026-12-01 at 00:00 UTC.")
         if isinstance(step, int):
-            return error(step, {529: "Overloaded", 500: "Internal server error", 401: "invalid x-api-key",
+            return _error(step, {529: "Overloaded", 500: "Internal server error", 401: "invalid x-api-key",
                                 400: "prompt is too long: 250000 tokens > 200000 maximum"}.get(step, "error"))
         if not isinstance(body.get("max_tokens"), int) or not body.get("messages"):
-            return error(400, "max_tokens and messages are required")
-        messages = ([{"role": "system", "content": body["system"]}] if body.get("system") else []) + body["messages"]
+            return _error(400, "max_tokens and messages are required")
+        system = body.get("system")
+        breakpoint_ = None
+        ttl = "5m"
+        if isinstance(system, list):  # text blocks, perhaps with a cache_control breakpoint
+            if any(not isinstance(b, dict) or b.get("type") != "text" for b in system):
+                return _error(400, "system: blocks must be text blocks")
+            if any("cache_control" in b for b in system):
+                for b in system:
+                    cc = b.get("cache_control")
+                    if cc is not None and (not isinstance(cc, dict) or cc.get("type") != "ephemeral"
+                                           or cc.get("ttl", "5m") not in ("5m", "1h")):
+                        return _error(400, "system: cache_control must be {'type': 'ephemeral'}")
+                    if cc is not None:
+                        ttl = cc.get("ttl", "5m")
+                breakpoint_ = json.dumps([body.get("tools"), system], sort_keys=True)
+            system = "\n\n".join(b["text"] for b in system)
+        messages = ([{"role": "system", "content": system}] if system else []) + body["messages"]
         chat: dict[str, Any] = {"model": body["model"], "messages": messages, "max_tokens": body["max_tokens"]}
         tool = (body.get("tools") or [None])[0]
         if tool is not None:
@@ -94,7 +187,7 @@ class FakeAnthropic:
                               headers={"authorization": "Bearer x"}) as r:
                 reply = await r.json()
         if "choices" not in reply:
-            return error(500, "upstream error")
+            return _error(500, "upstream error")
         self.billed += 1
         choice = reply["choices"][0]
         text = choice["message"].get("content") or ""
@@ -111,6 +204,18 @@ class FakeAnthropic:
                                      "output_tokens": usage.get("completion_tokens", 5)}
         if step == "cache":
             out_usage.update(cache_read_input_tokens=1000, cache_creation_input_tokens=200)
+        elif breakpoint_ is not None:
+            # The prefix's share of the prompt: its characters / 4 (the simulator's own measure).
+            prefix = len(breakpoint_) // 4
+            out_usage["input_tokens"] = max(1, out_usage["input_tokens"] - prefix)
+            key = hashlib.sha256(breakpoint_.encode()).hexdigest()
+            if key in self.cached_prefixes:
+                out_usage.update(cache_read_input_tokens=prefix, cache_creation_input_tokens=0)
+            else:
+                self.cached_prefixes.add(key)
+                out_usage.update(cache_read_input_tokens=0, cache_creation_input_tokens=prefix,
+                                 cache_creation={"ephemeral_5m_input_tokens": prefix if ttl == "5m" else 0,
+                                                 "ephemeral_1h_input_tokens": prefix if ttl == "1h" else 0})
         reset = (datetime.now(timezone.utc) + timedelta(seconds=30)).isoformat().replace("+00:00", "Z")
         return web.json_response(
             {"id": "msg_1", "type": "message", "role": "assistant", "model": body["model"] + "-20251001",
@@ -122,15 +227,20 @@ class FakeAnthropic:
                      "anthropic-ratelimit-tokens-reset": reset})
 
 
+
 class AnthropicFakeThread:
     """The fake and its simulator on their own event loops in daemon threads:
     ``with AnthropicFakeThread() as fake: fake.base_url, fake.api_key, fake.fake.script``.
-    ``sim`` holds :class:`~ragjudge.testing.simulator.SimConfig` fields (``latency``, faults, ...)."""
+    ``models`` and ``page_size`` are :class:`FakeAnthropic`'s; ``sim`` holds
+    :class:`~ragjudge.testing.simulator.SimConfig` fields (``latency``, faults, ...)."""
 
-    def __init__(self, *, api_key: str = DEFAULT_KEY, port: int = 0, **sim: Any) -> None:
+    def __init__(self, *, api_key: str = DEFAULT_KEY, port: int = 0, models: tuple[str, ...] = MODELS,
+                 page_size: int = 1000, **sim: Any) -> None:
         sim.setdefault("latency", 0.01)
         self.simulator = SimulatorThread(SimConfig(**sim))
         self.api_key = api_key
+        self._models = models
+        self._page_size = page_size
         self._port = port
         self.fake: FakeAnthropic | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -146,7 +256,8 @@ class AnthropicFakeThread:
         from aiohttp import web
 
         self.simulator.start()
-        fake = FakeAnthropic(self.simulator.base_url.rstrip("/"), api_key=self.api_key)
+        fake = FakeAnthropic(self.simulator.base_url.rstrip("/"), api_key=self.api_key,
+                             models=self._models, page_size=self._page_size)
         loop = asyncio.new_event_loop()
         ready = threading.Event()
 
@@ -154,6 +265,7 @@ class AnthropicFakeThread:
             asyncio.set_event_loop(loop)
             app = web.Application()
             app.router.add_post("/v1/messages", fake.handle)
+            app.router.add_get("/v1/models", fake.list_models)
             runner = web.AppRunner(app)
             loop.run_until_complete(runner.setup())
             site = web.TCPSite(runner, HOST, self._port)

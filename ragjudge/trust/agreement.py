@@ -49,6 +49,7 @@ from ..render import ResultSurface, format_value, html_note, render_table
 from ..stats import holm, paired_t_test, randomization_tests
 from .resample import Interval, percentile_interval, resampled_sums
 from ..evaluate import evaluate
+from .._lazy import optional
 
 __all__ = [
     "AgreementReport",
@@ -451,10 +452,7 @@ class AgreementReport(ResultSurface):
     def to_dataframe(self) -> Any:
         """A long DataFrame, one row per statistic: ``level`` (label / ranking), ``metric``
         (empty for label statistics), ``statistic``, ``value``, ``ci_low``, ``ci_high``."""
-        try:
-            import pandas as pd
-        except ModuleNotFoundError:
-            raise ImportError("to_dataframe() needs pandas: pip install -e '.[pandas]' in the ragjudge checkout") from None
+        pd = optional("pandas", extra="pandas", what="to_dataframe()")
         rows = [("label", "", k, *iv) for k, iv in self.stats.items()]
         rows += [("label", "", f"leniency@{g}", *iv) for g, iv in self.leniency_by_grade.items()]
         rows += [("ranking", m, k, *iv) for m, s in self.ranking.items() for k, iv in s.items()]

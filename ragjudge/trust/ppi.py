@@ -70,6 +70,7 @@ from ..render import ResultSurface, render_table
 from ..stats import t_two_sided_p
 from .resample import Interval
 from ..evaluate import evaluate
+from .._lazy import optional
 
 __all__ = [
     "METHODS",
@@ -637,10 +638,7 @@ class PPIReport(ResultSurface):
 
     def to_dataframe(self) -> Any:
         """One row per (run or difference, metric), the columns of the table."""
-        try:
-            import pandas as pd
-        except ModuleNotFoundError:
-            raise ImportError("to_dataframe() needs pandas: pip install -e '.[pandas]' in the ragjudge checkout") from None
+        pd = optional("pandas", extra="pandas", what="to_dataframe()")
         h, r = self.table()
         return pd.DataFrame(r, columns=h)
 

@@ -108,7 +108,7 @@ def test_missing_mlflow_is_one_line(monkeypatch) -> None:
     monkeypatch.setattr(builtins, "__import__", no_mlflow)
     report = ragjudge.evaluate(ragjudge.Qrels.from_dict({"q": {"a": 1}}),
                                ragjudge.Run.from_dict({"q": {"a": 1.0}}), ["map"])
-    with pytest.raises(ragjudge.InputError, match=r"^log_mlflow needs mlflow: pip install 'ragjudge\[mlflow\]'$"):
+    with pytest.raises(ragjudge.InputError, match=r"^log_mlflow needs mlflow: pip install -e '\.\[mlflow\]' in the ragjudge checkout$"):
         log_mlflow(report)
 
 

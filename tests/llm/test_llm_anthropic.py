@@ -1,6 +1,7 @@
 """The anthropic provider: request/reply translation, its errors and rate-limit headers, and
 ``judge``, ``rag``, ``synth`` and ``evaluate --judge`` through it, against a loopback fake of
-the Messages API (``tests/_anthropic_fake.py``) whose content comes from the simulator."""
+the Messages API (``ragjudge.testing.anthropic``, started by ``tests/_anthropic_fake.py``)
+whose content comes from the simulator."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Anthropic's Messages API (Claude models), through the official ``anthropic`` SDK
-(``pip install 'ragjudge[anthropic]'``; imported when a client opens).
+(the ``anthropic`` extra; imported when a client opens).
 
 Requests
     The neutral chat body is translated: system messages become ``system``; ``max_tokens``
@@ -126,7 +126,7 @@ _DATED = re.compile(r"^(?P<base>.+)-(?P<date>20\d{6})$")
 
 SPEC = ProviderSpec(
     name="anthropic",
-    about="Anthropic's Messages API (Claude; pip install 'ragjudge[anthropic]')",
+    about="Anthropic's Messages API (Claude; the anthropic extra)",
     key_env="ANTHROPIC_API_KEY", base_url_env="ANTHROPIC_BASE_URL",
     features=frozenset({"json_schema"}),
     prices=PRICES,
@@ -294,7 +294,8 @@ class AnthropicProvider(SDKProvider):
         try:
             import anthropic
         except ImportError:
-            raise LLMError("the anthropic provider needs the anthropic SDK: pip install 'ragjudge[anthropic]'") from None
+            raise LLMError("the anthropic provider needs the anthropic SDK: pip install -e '.[anthropic]' "
+                           "in the ragjudge checkout") from None
         self.config = endpoint
         key = endpoint.resolve_key()
         remember_secret(key)
