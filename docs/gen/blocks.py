@@ -29,10 +29,6 @@ ROOT = shell.ROOT
 DOCS = ROOT / "docs"
 #: The pages whose blocks a reader types: every tutorial and how-to, and the first steps.
 GUIDES = ("getting-started.md", "tutorials", "how-to")
-#: Guides rewritten on other branches at the time of writing, whose blocks are marked there:
-#: the build runs their marked blocks but does not yet refuse their unmarked ones.
-PENDING = {"tutorials/label-free.md", "tutorials/service.md", "tutorials/nuggets.md",
-           "how-to/ray.md", "how-to/traces.md"}
 SHELL = {"sh", "bash", "console", "shell"}
 PYTHON = {"python", "py", "pycon"}
 

@@ -29,13 +29,7 @@ def test_the_check_finds_an_unmarked_block() -> None:
     assert blocks.problems(ROOT / "docs" / "x.md", ok) == []
 
 
-PENDING = blocks.PENDING
-
-
-@pytest.mark.parametrize("page", [
-    pytest.param(p, marks=pytest.mark.xfail(reason="marked on its own branch", strict=False))
-    if p.relative_to(ROOT / "docs").as_posix() in PENDING else p for p in PAGES
-], ids=lambda p: p.relative_to(ROOT / "docs").as_posix())
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT / "docs").as_posix())
 def test_every_block_of_a_guide_runs_or_says_why_not(page: Path) -> None:
     assert blocks.problems(page) == []
 
@@ -51,8 +45,7 @@ def test_the_venv_is_activated_once_and_used_alike() -> None:
     # the first steps activate the venv; every other guide then types bare commands
     start = (ROOT / "docs" / "getting-started.md").read_text("utf-8")
     assert "source .venv/bin/activate" in start
-    others = [p for p in PAGES if p.name != "getting-started.md"
-              and p.relative_to(ROOT / "docs").as_posix() not in PENDING]
+    others = [p for p in PAGES if p.name != "getting-started.md"]
     assert [str(p) for p in others if ".venv/bin/" in p.read_text("utf-8")] == []
 
 
@@ -61,8 +54,6 @@ def test_the_offline_page_starts_the_simulator_and_every_llm_tutorial_links_it()
     assert "python -m ragjudge.testing.simulator" in offline.read_text("utf-8")
     for name in ("llm-judge", "rag-metrics", "synthetic", "label-free"):
         text = (ROOT / "docs" / "tutorials" / f"{name}.md").read_text("utf-8")
-        if name == "label-free":
-            continue  # another page's owner links it
         assert "../how-to/offline.md" in text, name
 
 
