@@ -67,6 +67,21 @@ class Accounts:
         #: Embedding requests, per embedding model (priced by that model).
         self.embedding_usage: dict[str, Usage] = {}
         self.stats = Stats()
+        # Requests waiting for the budget, per event loop: one event for every endpoint of the
+        # session, since a reservation settled on one endpoint frees the budget for all of them
+        # (a waiter woken only by its own endpoint's replies waited forever when another held
+        # the reservations).
+        self._budget_events: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[asyncio.Event]] = (
+            weakref.WeakKeyDictionary())
+
+    def budget_changed(self) -> asyncio.Event:
+        """The event the running loop's budget waiters wait on (set when a reservation settles)."""
+        return loop_state(self._budget_events, lambda: [asyncio.Event()])[0]
+
+    def wake_budget_waiters(self) -> None:
+        box = loop_state(self._budget_events, lambda: [asyncio.Event()])
+        box[0].set()
+        box[0] = asyncio.Event()
 
     def cost_of(self, usage: Usage, *, batch: bool = False) -> float | None:
         """USD of ``usage`` at the model's price (``None``: price unknown)."""
@@ -163,15 +178,10 @@ def loop_state(states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, S], 
 
 
 class _LoopState:
-    """What is bound to one event loop: the provider's client and the budget's waiters."""
+    """What is bound to one event loop: the provider's client."""
 
     def __init__(self) -> None:
         self.client: LLMClient | None = None
-        self.budget_changed = asyncio.Event()
-
-    def wake_budget_waiters(self) -> None:
-        self.budget_changed.set()
-        self.budget_changed = asyncio.Event()
 
 
 class Caller(AccountsView):
@@ -256,9 +266,8 @@ class Caller(AccountsView):
 
     async def _admit(self, worst: float) -> Admission:
         """Wait until the budget can reserve ``worst`` (GO) or never will (SKIP)."""
-        st = self._state()
         while True:
-            changed = st.budget_changed
+            changed = self.accounts.budget_changed()
             verdict = self.budget.admit(self.cost or 0.0, worst)
             if verdict is not Admission.WAIT:
                 return verdict
@@ -266,7 +275,7 @@ class Caller(AccountsView):
 
     def _released(self, worst: float, **settled: Any) -> None:
         self.budget.release(worst, **settled)
-        self._state().wake_budget_waiters()
+        self.accounts.wake_budget_waiters()
 
     # -- chat ------------------------------------------------------------------------------
     async def chat(self, body: dict[str, Any], *, wait: bool = False) -> Completion | None:
@@ -279,9 +288,8 @@ class Caller(AccountsView):
         allowed = int(body.get("max_tokens") or body.get("max_completion_tokens") or 0)
         worst_prompt = worst_case_prompt_tokens(messages, body.get("response_format")) + (
             self.spec.schema_overhead if body.get("response_format") else 0)
-        st = self._state()
         while True:
-            changed = st.budget_changed
+            changed = self.accounts.budget_changed()
             # Recomputed on every try: a reply settled meanwhile may have taught the ledger
             # that this server bills more output than it was allowed.
             # At worst every prompt token is a (dearer) prompt-cache write.
