@@ -96,16 +96,10 @@ def test_agreement_and_ppi_reports(tracking) -> None:
 
 
 def test_missing_mlflow_is_one_line(monkeypatch) -> None:
-    import builtins
+    import sys
 
-    real = builtins.__import__
-
-    def no_mlflow(name, *args, **kwargs):  # type: ignore[no-untyped-def]
-        if name == "mlflow" or name.startswith("mlflow."):
-            raise ImportError("No module named 'mlflow'")
-        return real(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_mlflow)
+    # an entry of None makes every import of it fail, whether or not an earlier test loaded it
+    monkeypatch.setitem(sys.modules, "mlflow", None)
     report = ragjudge.evaluate(ragjudge.Qrels.from_dict({"q": {"a": 1}}),
                                ragjudge.Run.from_dict({"q": {"a": 1.0}}), ["map"])
     with pytest.raises(ragjudge.InputError, match=r"^log_mlflow needs mlflow: pip install -e '\.\[mlflow\]' in the ragjudge checkout$"):
