@@ -49,6 +49,7 @@ from .progress import Progress
 from .prompts import Prompt, load_prompt
 from .provenance import FailureKind, Provenance
 from .providers import provider_spec, recognise_object
+from .providers.openai import parse_completion
 from .replies import (
     Conversation,
     GiveUp,
@@ -820,7 +821,7 @@ class LLM(AccountsView):
         the Batch API and is costed at the batch price."""
         worst = self._worst_reply(call)
         try:
-            comp = Completion.parse(completion)
+            comp = parse_completion(completion)
         except RejectedReply as exc:
             # Billed though unusable: counted at what it says, or the worst case.
             self._count(exc.usage if exc.usage is not None else worst, batch=batch)
