@@ -296,11 +296,8 @@ class Caller(AccountsView):
             # At worst every prompt token is a (dearer) prompt-cache write.
             worst_usage = Usage(1, worst_prompt, 0, self.budget.worst_output_tokens(allowed),
                                 cache_write_tokens=worst_prompt)
-            # Without a cap nothing is priced here: no price lookup per request, and the price
-            # database is not loaded before the first call.
-            capped = self.budget.cap is not None
-            worst = (self.cost_of(worst_usage) or 0.0) if capped else 0.0
-            verdict = self.budget.admit((self.cost or 0.0) if capped else 0.0, worst)
+            worst = (self.cost_of(worst_usage) or 0.0) if self.budget.cap is not None else 0.0
+            verdict = self.budget.admit(self.cost or 0.0, worst)
             if verdict is Admission.GO:
                 break
             if verdict is Admission.SKIP:

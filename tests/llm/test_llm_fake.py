@@ -251,25 +251,3 @@ def test_truncated_and_malformed_answers_take_the_real_policy() -> None:
     bad = FakeLLM(lambda p, v: Failure(FailureKind.MALFORMED, "not a completion"), max_attempts=3)
     out = asyncio.run(bad.structured("relevance.v1", {"query": "q", "passage": "p"}))
     assert out.failure is FailureKind.MALFORMED and len(bad.calls) == 3 and bad.usage.calls == 3
-
-
-def test_without_a_cap_requests_look_up_no_price(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The spend only matters against a cap: without one, no request prices anything (and the
-    # price database is not loaded before the first call).
-    looked_up: list[str] = []
-    real = PriceTable.cost
-
-    def cost(self: PriceTable, model: str, *a: Any, **k: Any) -> Any:
-        looked_up.append(model)
-        return real(self, model, *a, **k)
-
-    monkeypatch.setattr(PriceTable, "cost", cost)
-    prices = PriceTable({"fake-model": Price(1.0, 1.0)})
-
-    async def ask(llm: FakeLLM) -> bool:
-        outs = [await llm.structured("relevance.v1", {"query": "q", "passage": f"p{i}"}) for i in range(3)]
-        return all(o.ok for o in outs)
-
-    assert asyncio.run(ask(FakeLLM(grade_by_word, prices=prices))) and looked_up == []
-    assert asyncio.run(ask(FakeLLM(grade_by_word, prices=prices, max_cost=10.0)))
-    assert looked_up  # with a cap, each request is priced against it
