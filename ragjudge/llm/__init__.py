@@ -43,6 +43,8 @@ Modules, lowest first (each imports only those above it in this list):
 ``caller.py``  ``Caller``: everything between a ready request and a counted reply for one
     endpoint: the provider's client per event loop, the runner, the budget (worst case
     reserved before sending) and the accounting of every billed reply.
+``routing.py``  work across endpoints: ``route`` (weighted rendezvous hashing over the
+    healthy ones), ``weight``, ``room`` and ``WorkQueues`` (an idle endpoint takes queued work).
 ``session.py``  ``LLM``: the session over the caller (render -> cache -> claims -> dedup ->
     caller -> repair policy -> strict parse -> cache write). ``structured``,
     ``structured_many``, ``prepare``/``accept`` (batch mode), ``estimate`` (dry run),
