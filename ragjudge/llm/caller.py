@@ -73,15 +73,25 @@ class Accounts:
         # the reservations).
         self._budget_events: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[asyncio.Event]] = (
             weakref.WeakKeyDictionary())
+        self._settle_listeners: list[Callable[[], None]] = []
+
+    def on_settle(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` whenever a call's reservation settles (its cost is then in
+        :attr:`cost`), from the thread of the loop that made the call. A service job stores
+        its account then, so a replica killed between heartbeats has left what it paid."""
+        self._settle_listeners.append(listener)
 
     def budget_changed(self) -> asyncio.Event:
         """The event the running loop's budget waiters wait on (set when a reservation settles)."""
         return loop_state(self._budget_events, lambda: [asyncio.Event()])[0]
 
-    def wake_budget_waiters(self) -> None:
+    def settled(self) -> None:
+        """A reservation settled: wake the budget's waiters, tell the listeners."""
         box = loop_state(self._budget_events, lambda: [asyncio.Event()])
         box[0].set()
         box[0] = asyncio.Event()
+        for listener in self._settle_listeners:
+            listener()
 
     def cost_of(self, usage: Usage, *, batch: bool = False) -> float | None:
         """USD of ``usage`` at the model's price (``None``: price unknown)."""
@@ -275,7 +285,7 @@ class Caller(AccountsView):
 
     def _released(self, worst: float, **settled: Any) -> None:
         self.budget.release(worst, **settled)
-        self.accounts.wake_budget_waiters()
+        self.accounts.settled()
 
     # -- chat ------------------------------------------------------------------------------
     async def chat(self, body: dict[str, Any], *, wait: bool = False) -> Completion | None:
@@ -295,7 +305,7 @@ class Caller(AccountsView):
             # At worst every prompt token is a (dearer) prompt-cache write.
             worst_usage = Usage(1, worst_prompt, 0, self.budget.worst_output_tokens(allowed),
                                 cache_write_tokens=worst_prompt)
-            worst = (self.cost_of(worst_usage) or 0.0) if self.budget.cap is not None else 0.0
+            worst = self.cost_of(worst_usage) or 0.0
             verdict = self.budget.admit(self.cost or 0.0, worst)
             if verdict is Admission.GO:
                 break
@@ -393,8 +403,7 @@ class Caller(AccountsView):
         tokens = sum(len(t) for t in texts) // 4 + len(texts)
         worst_tokens = sum(len(t.encode("utf-8")) + 2 for t in texts)
         worst_usage = Usage(1, worst_tokens, 0, 0, unknown=1)
-        worst = (self.prices.cost(model, Usage(1, worst_tokens, 0, 0)) or 0.0) \
-            if self.budget.cap is not None else 0.0
+        worst = self.prices.cost(model, Usage(1, worst_tokens, 0, 0)) or 0.0
         billed = Usage()
         rejected = 0
         sent = [False]  # an attempt is with the server right now
