@@ -115,6 +115,7 @@ class Accounts:
 
     def count(self, usage: Usage, *, batch: bool = False) -> None:
         """Account one billed reply (``batch``: answered through the Batch API)."""
+        self.prices.check_request(self.model, usage)
         self.usage = self.usage + usage
         if batch:
             self.batch_usage = self.batch_usage + usage
