@@ -74,6 +74,21 @@ class Accounts:
         self._budget_events: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[asyncio.Event]] = (
             weakref.WeakKeyDictionary())
         self._settle_listeners: list[Callable[[], None]] = []
+        #: What a user must know about this run's numbers (a renamed model...), each said once
+        #: on the log; services put them in their results.
+        self.notices: list[str] = []
+
+    def notice(self, text: str) -> None:
+        """Say ``text`` once (a warning on the log) and keep it in :attr:`notices`."""
+        if text not in self.notices:
+            self.notices.append(text)
+            log.warning(text)
+
+    def all_notices(self) -> list[str]:
+        """This run's notices and its price table's about its model (priced by a prefix, or
+        unpriced; a table may be shared by runs of other models)."""
+        return self.notices + [n.removeprefix("ragjudge: warning: ") for n in self.prices.notes
+                               if repr(self.model) in n]
 
     def on_settle(self, listener: Callable[[], None]) -> None:
         """Call ``listener()`` whenever a call's reservation settles (its cost is then in
@@ -387,8 +402,8 @@ class Caller(AccountsView):
             return None
         if self._renamed is None and not self._named_asked and not (self.listed and asked in self.listed):
             self._renamed = served
-            log.warning("%s answers model %r as %r: taken as the server's name for it (every answer "
-                        "records the name it was served under)", self.where(), asked, served)
+            self.accounts.notice(f"{self.where()} answers model {asked!r} as {served!r}: taken as the "
+                                 "server's name for it (every answer records the name it was served under)")
             return None
         if served == self._renamed:
             return None

@@ -196,6 +196,14 @@ class _Job:
             llm.accounts.on_settle(self._mark_account)
         return llm
 
+    def with_notices(self, result: Any) -> Any:
+        """``result`` with what the run said about its numbers (a server that renamed the model,
+        a price taken from a prefix) under ``warnings``: a client reads the JSON, not our log."""
+        notes = self.llm.accounts.all_notices() if self.llm is not None else []
+        if not notes or not isinstance(result, dict):
+            return result
+        return {**result, "warnings": [*result.get("warnings", ()), *notes]}
+
     def _mark_account(self) -> None:
         try:
             self._loop.call_soon_threadsafe(self.account_dirty.set)  # type: ignore[union-attr]
@@ -573,7 +581,7 @@ class JobManager:
                 return "cancelled", {"result": self._partial(job)}
             if job.interrupted:
                 return None
-            return "done", {"result": result}
+            return "done", {"result": job.with_notices(result)}
         except asyncio.CancelledError:
             if job.cancelling or job.cancel_at_start:
                 return "cancelled", {"result": self._partial(job)}

@@ -279,3 +279,16 @@ def test_a_one_call_job_stores_its_account_as_each_call_settles(tmp_path: Path,
     assert seen, "no account was stored while the job ran"
     assert all(held >= paid - 1e-9 for paid, held in seen), seen
     assert any(paid > 0 for paid, _ in seen)
+
+
+def test_a_job_result_says_what_the_run_said_about_its_numbers(tmp_path: Path) -> None:
+    """A price taken from a prefix of the model's name is a warning in the job's result (the
+    client reads the JSON, not the server's log)."""
+    from _loopback import simulator_thread
+
+    with simulator_thread(latency=0.0, api_key=None) as sim, \
+            _app(_settings(tmp_path, sim, model="sim-model-2026", prices=_prices(tmp_path))) as c:
+        state = _wait(c, c.post("/v1/judge", json=_pairs(4)).json()["id"])
+    assert state["status"] == "done", state
+    warnings = state["result"]["warnings"]
+    assert len(warnings) == 1 and "'sim-model-2026'" in warnings[0] and "'sim-model'" in warnings[0]
