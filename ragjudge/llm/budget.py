@@ -66,7 +66,9 @@ def worst_case_prompt_tokens(messages: Sequence[Mapping[str, Any]],
 
 
 class Budget:
-    """Reservations against a USD cap (``cap=None``: no cap, every call goes)."""
+    """Reservations against a USD cap (``cap=None``: no cap, every call goes). The worst case
+    of the calls in flight is held in ``reserved`` with or without a cap, so a run cut off
+    mid-call (a killed service replica) can still be counted at its worst case."""
 
     def __init__(self, cap: float | None) -> None:
         check_finite(cap, "max_cost", positive=False)
@@ -81,6 +83,7 @@ class Budget:
     def admit(self, spent: float, worst: float) -> Admission:
         """May a call whose worst case is ``worst`` USD start, given ``spent`` so far?"""
         if self.cap is None:
+            self.reserved += worst
             self.in_flight += 1
             return Admission.GO
         if spent + worst > self.cap:
@@ -96,8 +99,7 @@ class Budget:
         """A call admitted with ``worst`` ended (its real cost is now counted as spent).
         ``completion_tokens``/``allowed_tokens`` teach the output factor."""
         self.in_flight = max(0, self.in_flight - 1)
-        if self.cap is not None:
-            self.reserved = max(0.0, self.reserved - worst)
+        self.reserved = max(0.0, self.reserved - worst)
         if completion_tokens is not None:
             self.settled += 1
             if allowed_tokens and completion_tokens > allowed_tokens:

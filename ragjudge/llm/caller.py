@@ -74,15 +74,40 @@ class Accounts:
         # the reservations).
         self._budget_events: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[asyncio.Event]] = (
             weakref.WeakKeyDictionary())
+        self._settle_listeners: list[Callable[[], None]] = []
+        #: What a user must know about this run's numbers (a renamed model...), each said once
+        #: on the log; services put them in their results.
+        self.notices: list[str] = []
+
+    def notice(self, text: str) -> None:
+        """Say ``text`` once (a warning on the log) and keep it in :attr:`notices`."""
+        if text not in self.notices:
+            self.notices.append(text)
+            log.warning(text)
+
+    def all_notices(self) -> list[str]:
+        """This run's notices and its price table's about its model (priced by a prefix, or
+        unpriced; a table may be shared by runs of other models)."""
+        return self.notices + [n.removeprefix("ragjudge: warning: ") for n in self.prices.notes
+                               if repr(self.model) in n]
+
+    def on_settle(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` whenever a call's reservation settles (its cost is then in
+        :attr:`cost`), from the thread of the loop that made the call. A service job stores
+        its account then, so a replica killed between heartbeats has left what it paid."""
+        self._settle_listeners.append(listener)
 
     def budget_changed(self) -> asyncio.Event:
         """The event the running loop's budget waiters wait on (set when a reservation settles)."""
         return loop_state(self._budget_events, lambda: [asyncio.Event()])[0]
 
-    def wake_budget_waiters(self) -> None:
+    def settled(self) -> None:
+        """A reservation settled: wake the budget's waiters, tell the listeners."""
         box = loop_state(self._budget_events, lambda: [asyncio.Event()])
         box[0].set()
         box[0] = asyncio.Event()
+        for listener in self._settle_listeners:
+            listener()
 
     def cost_of(self, usage: Usage, *, batch: bool = False) -> float | None:
         """USD of ``usage`` at the model's price (``None``: price unknown)."""
@@ -106,6 +131,7 @@ class Accounts:
 
     def count(self, usage: Usage, *, batch: bool = False) -> None:
         """Account one billed reply (``batch``: answered through the Batch API)."""
+        self.prices.check_request(self.model, usage)
         self.usage = self.usage + usage
         if batch:
             self.batch_usage = self.batch_usage + usage
@@ -276,7 +302,7 @@ class Caller(AccountsView):
 
     def _released(self, worst: float, **settled: Any) -> None:
         self.budget.release(worst, **settled)
-        self.accounts.wake_budget_waiters()
+        self.accounts.settled()
 
     # -- chat ------------------------------------------------------------------------------
     async def chat(self, body: dict[str, Any], *, wait: bool = False) -> Completion | None:
@@ -296,7 +322,7 @@ class Caller(AccountsView):
             # At worst every prompt token is a (dearer) prompt-cache write.
             worst_usage = Usage(1, worst_prompt, 0, self.budget.worst_output_tokens(allowed),
                                 cache_write_tokens=worst_prompt)
-            worst = (self.cost_of(worst_usage) or 0.0) if self.budget.cap is not None else 0.0
+            worst = self.cost_of(worst_usage) or 0.0
             verdict = self.budget.admit(self.cost or 0.0, worst)
             if verdict is Admission.GO:
                 break
@@ -377,8 +403,8 @@ class Caller(AccountsView):
             return None
         if self._renamed is None and not self._named_asked and not (self.listed and asked in self.listed):
             self._renamed = served
-            log.warning("%s answers model %r as %r: taken as the server's name for it (every answer "
-                        "records the name it was served under)", self.where(), asked, served)
+            self.accounts.notice(f"{self.where()} answers model {asked!r} as {served!r}: taken as the "
+                                 "server's name for it (every answer records the name it was served under)")
             return None
         if served == self._renamed:
             return None
@@ -394,8 +420,7 @@ class Caller(AccountsView):
         tokens = sum(len(t) for t in texts) // 4 + len(texts)
         worst_tokens = sum(len(t.encode("utf-8")) + 2 for t in texts)
         worst_usage = Usage(1, worst_tokens, 0, 0, unknown=1)
-        worst = (self.prices.cost(model, Usage(1, worst_tokens, 0, 0)) or 0.0) \
-            if self.budget.cap is not None else 0.0
+        worst = self.prices.cost(model, Usage(1, worst_tokens, 0, 0)) or 0.0
         billed = Usage()
         rejected = 0
         sent = [False]  # an attempt is with the server right now

@@ -152,13 +152,16 @@ def _count(v: Any) -> int | None:
 class Price:
     """USD per million tokens. ``cached_input``: a prompt-cache read (None: billed like
     input); ``cache_write`` / ``cache_write_1h``: a 5-minute / 1-hour prompt-cache write
-    (None: like input / like a 5-minute write)."""
+    (None: like input / like a 5-minute write). ``long_context_above``: the provider bills a
+    request whose prompt is longer than this many tokens at a higher rate, which these rates
+    are not (such a request is said, see :meth:`PriceTable.check_request`)."""
 
     input: float
     output: float
     cached_input: float | None = None
     cache_write: float | None = None
     cache_write_1h: float | None = None
+    long_context_above: int | None = None
 
     def cost(self, usage: Usage, *, batch: bool = False) -> float:
         """USD for ``usage``; ``batch=True``: billed through the Batch API (discounted)."""
@@ -250,8 +253,10 @@ def database_price(model: str) -> Price | None:
     if inp is None:
         return None
     write = _rate(getattr(mp, "cache_write_mtok", None))
+    tiers = getattr(getattr(mp, "input_mtok", None), "tiers", None) or ()
+    above = min((t.start for t in tiers if isinstance(getattr(t, "start", None), int)), default=None)
     return Price(inp, out or 0.0, _rate(getattr(mp, "cache_read_mtok", None)), write,
-                 _rate(getattr(mp, "cache_write_1h_mtok", None)))
+                 _rate(getattr(mp, "cache_write_1h_mtok", None)), long_context_above=above)
 
 
 class PriceTable:
@@ -372,6 +377,17 @@ class PriceTable:
         if how == PREFIX:
             self._find(model, say=True)
         return price
+
+    def check_request(self, model: str, usage: Usage) -> None:
+        """Say once when one request's prompt passed the model's long-context threshold: the
+        provider bills it at a higher rate than the one counted."""
+        price = self._find(model)[0]
+        above = price.long_context_above if price is not None else None
+        if above is not None and usage.prompt_tokens > above:
+            self._note(f"model {model!r} bills requests with more than {above:,} prompt tokens at a "
+                       f"higher long-context rate, and this run sent such requests; the reported "
+                       f"cost and --max-cost count the base rate, so they are low for such "
+                       f"requests; to count the higher rate, give it with --prices FILE")
 
     def cost(self, model: str, usage: Usage, *, batch: bool = False) -> float | None:
         """USD, or ``None`` when the model's price is unknown (said once, in one line naming

@@ -152,6 +152,15 @@ class _Job:
         self.task: asyncio.Task[Any] | None = None
         self.cancel_at_start = bool(row["cancel"])
         self._write_lock = asyncio.Lock()
+        # Set (from whichever thread the calls run on) when a call's cost settled: one library
+        # call's job stores its account then, not only at heartbeats, so a replica killed
+        # between two heartbeats has left every call it paid for in the store.
+        self.account_dirty = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        try:
+            self._loop = asyncio.get_running_loop()
+        except RuntimeError:  # made outside a loop (tests): accounts are written at heartbeats
+            pass
 
     def load(self) -> None:
         """What earlier runs paid: every other run's account, its calls that may have been in
@@ -182,7 +191,35 @@ class _Job:
         return None
 
     def make_llm(self) -> Any:
-        return build_llm(self.settings, self.ms, spec=self.spec, spent=self.prior_cost or 0.0)
+        llm = build_llm(self.settings, self.ms, spec=self.spec, spent=self.prior_cost or 0.0)
+        if self.atomic and self._loop is not None:
+            llm.accounts.on_settle(self._mark_account)
+        return llm
+
+    def with_notices(self, result: Any) -> Any:
+        """``result`` with what the run said about its numbers (a server that renamed the model,
+        a price taken from a prefix) under ``warnings``: a client reads the JSON, not our log."""
+        notes = self.llm.accounts.all_notices() if self.llm is not None else []
+        if not notes or not isinstance(result, dict):
+            return result
+        return {**result, "warnings": [*result.get("warnings", ()), *notes]}
+
+    def _mark_account(self) -> None:
+        try:
+            self._loop.call_soon_threadsafe(self.account_dirty.set)  # type: ignore[union-attr]
+        except RuntimeError:  # the server's loop has closed (shutting down)
+            pass
+
+    async def write_accounts(self) -> None:
+        """Store this run's account whenever a call's cost settled (writes coalesce: one at a
+        time, each with the latest figures) until cancelled."""
+        while True:
+            await self.account_dirty.wait()
+            self.account_dirty.clear()
+            try:
+                await self.flush()
+            except StoreUnavailable:  # the heartbeat writes it once the store is back
+                pass
 
     def _cost(self) -> float | None:
         if self.llm is None:
@@ -533,15 +570,18 @@ class JobManager:
             if job.cancel_at_start:
                 raise asyncio.CancelledError
             job.calling = True
+            writer = asyncio.create_task(job.write_accounts()) if job.atomic else None
             try:
                 result = await job.run()
             finally:
                 job.calling = False
+                if writer is not None:
+                    writer.cancel()
             if job.cancelling:
                 return "cancelled", {"result": self._partial(job)}
             if job.interrupted:
                 return None
-            return "done", {"result": result}
+            return "done", {"result": job.with_notices(result)}
         except asyncio.CancelledError:
             if job.cancelling or job.cancel_at_start:
                 return "cancelled", {"result": self._partial(job)}

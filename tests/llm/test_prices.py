@@ -131,3 +131,20 @@ def _has_database() -> bool:
     except ImportError:
         return False
     return True
+
+
+def test_a_request_past_the_long_context_threshold_is_said_once(table: PriceTable,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    from ragjudge.llm.caller import Accounts
+
+    if table.source("claude-sonnet-4-5") != cost_mod.DATABASE:
+        pytest.skip("the long-context threshold comes from the price database")
+    assert table.get("claude-sonnet-4-5").long_context_above == 200_000  # from the database's tiers
+    accounts = Accounts("claude-sonnet-4-5", table, None)
+    caplog.set_level(logging.WARNING)
+    accounts.count(Usage(1, 150_000, 0, 100))
+    assert not [r for r in caplog.records if "long-context" in r.getMessage()]
+    accounts.count(Usage(1, 250_000, 0, 100))
+    accounts.count(Usage(1, 260_000, 0, 100))
+    lines = [r.getMessage() for r in caplog.records if "long-context" in r.getMessage()]
+    assert len(lines) == 1 and "200,000" in lines[0] and "--prices" in lines[0]

@@ -244,3 +244,51 @@ def test_serve_refuses_a_store_it_cannot_open(tmp_path: Path, monkeypatch: pytes
     err = capsys.readouterr().err.strip()
     assert "cannot open the job store" in err and len(err.splitlines()) == 1
     assert "secret" not in err and "Traceback" not in err
+
+
+def test_a_one_call_job_stores_its_account_as_each_call_settles(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A RAG job (one library call) with no cap: its account in the store follows every settled
+    call, not only the heartbeat, and holds the calls in flight at their worst case, so a
+    replica killed between heartbeats leaves every call it paid for counted."""
+    from _loopback import simulator_thread
+
+    from ragjudge.server.jobs import JobManager
+
+    # Heartbeats renew leases but store no account here: what is stored comes from the calls.
+    monkeypatch.setattr(JobManager, "_beat",
+                        lambda self, job, snap: self.store.heartbeat(job.id, self.owner, snap))
+    samples = [json.loads(line) for line in
+               (Path(__file__).parents[2] / "examples" / "rag_samples.jsonl").read_text().splitlines()
+               if line][:6]
+    store = open_job_store(tmp_path / "jobs.sqlite")
+    with simulator_thread(latency=0.15, api_key=None) as sim, \
+            _app(_settings(tmp_path, sim, prices=_prices(tmp_path))) as c:
+        job = c.post("/v1/rag", json={"samples": samples, "metrics": ["faithfulness"]}).json()["id"]
+        deadline = time.monotonic() + 60
+        seen = []
+        while time.monotonic() < deadline and c.get(f"/v1/jobs/{job}").json()["status"] != "done":
+            paid_before = _true_spend(sim)
+            accounts = store.accounts(job)
+            if accounts and sim.stats()["paid"] >= 2:
+                # what the store holds covers what was paid before it was read
+                seen.append((paid_before, sum(a["spent"] + a["reserved"] for a in accounts)))
+            time.sleep(0.05)
+        assert c.get(f"/v1/jobs/{job}").json()["status"] == "done"
+    store.close()
+    assert seen, "no account was stored while the job ran"
+    assert all(held >= paid - 1e-9 for paid, held in seen), seen
+    assert any(paid > 0 for paid, _ in seen)
+
+
+def test_a_job_result_says_what_the_run_said_about_its_numbers(tmp_path: Path) -> None:
+    """A price taken from a prefix of the model's name is a warning in the job's result (the
+    client reads the JSON, not the server's log)."""
+    from _loopback import simulator_thread
+
+    with simulator_thread(latency=0.0, api_key=None) as sim, \
+            _app(_settings(tmp_path, sim, model="sim-model-2026", prices=_prices(tmp_path))) as c:
+        state = _wait(c, c.post("/v1/judge", json=_pairs(4)).json()["id"])
+    assert state["status"] == "done", state
+    warnings = state["result"]["warnings"]
+    assert len(warnings) == 1 and "'sim-model-2026'" in warnings[0] and "'sim-model'" in warnings[0]
