@@ -24,7 +24,12 @@ Modules, lowest first (each imports only those above it in this list):
 ``endpoint.py``  ``Endpoint``: the frozen options value of where and how to call (provider,
     model, URL, key variable, timeout, attempts, patience, concurrency, rpm, tpm, target).
 ``client.py``  ``LLMClient``: the one provider-neutral retry loop (see its docstring).
-``runner.py``  ``Runner``: concurrency, rpm pacing, tpm budget (``slot``, ``attempt``).
+``rate.py``, ``health.py``, ``concurrency.py``, ``looplag.py``  the runner's parts, each pure
+    bookkeeping under a clock passed in: ``RateLearner`` (the rpm learned from 429s),
+    ``CircuitBreaker``/``EndpointDown``/``Slowdown`` (an endpoint's health),
+    ``ConcurrencyLimit`` (the adaptive in-flight limit), ``LoopLag`` (our own loop's lateness).
+``runner.py``  ``Runner``: concurrency, rpm pacing, tpm budget (``slot``, ``attempt``),
+    admitting each attempt through its parts and feeding them its end.
 ``cache.py``  ``Cache``/``NullCache`` (SQLite; successes only), ``cache_key``.
 ``budget.py``  ``Budget``: the ``--max-cost`` ledger (worst case of every call reserved
     before it is sent); ``check_finite`` for limits.
@@ -38,6 +43,8 @@ Modules, lowest first (each imports only those above it in this list):
 ``caller.py``  ``Caller``: everything between a ready request and a counted reply for one
     endpoint: the provider's client per event loop, the runner, the budget (worst case
     reserved before sending) and the accounting of every billed reply.
+``routing.py``  work across endpoints: ``route`` (weighted rendezvous hashing over the
+    healthy ones), ``weight``, ``room`` and ``WorkQueues`` (an idle endpoint takes queued work).
 ``session.py``  ``LLM``: the session over the caller (render -> cache -> claims -> dedup ->
     caller -> repair policy -> strict parse -> cache write). ``structured``,
     ``structured_many``, ``prepare``/``accept`` (batch mode), ``estimate`` (dry run),

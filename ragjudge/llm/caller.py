@@ -32,11 +32,12 @@ from .client import (
 )
 from .cost import PriceTable, Usage, estimate_tokens
 from .endpoint import Endpoint
+from .health import EndpointDown
 from .provenance import FailureKind
 from .providers import provider_spec
 from .redaction import redact_url
 from .replies import describe_exc
-from .runner import EndpointDown, Runner
+from .runner import Runner
 from .values import BUDGET_REASON, Stats
 
 log = logging.getLogger("ragjudge.llm")

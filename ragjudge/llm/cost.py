@@ -316,7 +316,9 @@ class PriceTable:
     def load(cls, path: str | Path, *, base: PriceTable | None = None) -> PriceTable:
         """Read a JSON price file; its entries override ``base`` (default: :meth:`default`)."""
         try:
-            from ..io.streams import decode_text  # a BOM is dropped, bad UTF-8 names its line
+            # A BOM is dropped, bad UTF-8 names its line. Imported here: the io package loads
+            # numpy, which a command that reads no price file should not pay for.
+            from ..io.streams import decode_text
 
             data = json.loads(decode_text(Path(path).read_bytes(), str(path)))
         except OSError as exc:

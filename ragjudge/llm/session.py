@@ -17,14 +17,9 @@ reply parsing and the policy in :mod:`.replies`, the cost cap in :mod:`.budget`.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
-import math
-import contextvars
 import re
-import time
 import weakref
-from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -49,6 +44,7 @@ from .progress import Progress
 from .prompts import Prompt, load_prompt
 from .provenance import FailureKind, Provenance
 from .providers import provider_spec, recognise_object
+from .providers.openai import parse_completion
 from .replies import (
     Conversation,
     GiveUp,
@@ -57,6 +53,7 @@ from .replies import (
     describe_exc,
     label_probs,
 )
+from .routing import PREFER, WorkQueues, room, route
 from .runner import Runner
 from .values import (
     BUDGET_REASON,
@@ -78,8 +75,6 @@ __all__ = ["LLM", "embedding_key", "FORMATS", "EMBED_BATCH"]
 FORMATS = ("json_schema", "json_schema_basic", "json_object", "text")
 #: Texts per ``/embeddings`` request (OpenAI accepts up to 2,048 inputs per request).
 EMBED_BATCH = 256
-# The endpoint a worker of structured_many serves (see LLM._route).
-_PREFER: contextvars.ContextVar[Caller | None] = contextvars.ContextVar("ragjudge_endpoint", default=None)
 # A 400 naming one of these rejects the schema's length/pattern keywords, not json_schema.
 _SCHEMA_KEYWORDS = re.compile(r"maxlength|minlength|pattern", re.IGNORECASE)
 
@@ -125,7 +120,7 @@ class LLM(AccountsView):
         """``model``: a model name (the endpoint is made from the keyword arguments), an
         :class:`~ragjudge.llm.endpoint.Endpoint` (keyword arguments given replace its fields),
         several endpoints serving the same model (or ``endpoints=``: the work is spread over
-        them, see :meth:`_route`, with one budget and one cache), or a model object you already
+        them, see :func:`.routing.route`, with one budget and one cache), or a model object you already
         have -- a LangChain chat model, a LlamaIndex LLM, LiteLLM's ``acompletion`` (bound to
         its model with ``functools.partial``) or an async function ``(messages, schema) ->
         text`` -- called through its provider (see :mod:`.providers`).
@@ -400,7 +395,7 @@ class LLM(AccountsView):
         # the real usage when the call ends.
         tokens = call.estimated_prompt_tokens + self.params(call.prompt)["max_tokens"]
         # The slot (concurrency, tokens per minute) of the endpoint the call will go to.
-        runner = self._route(call.data[0] if call.data else call.key).runner
+        runner = route(self.callers, call.data[0] if call.data else call.key).runner
         async with runner.slot(tokens) as reservation:
             outcome = await self._converse(call, validate)
             reservation.settle(outcome.usage.total_tokens)
@@ -413,45 +408,6 @@ class LLM(AccountsView):
         return outcome
 
     # -- several endpoints ---------------------------------------------------------------
-    def _weight(self, c: Caller) -> float:
-        """An endpoint's share of the queries: its ``weight=``, else its rate (``rpm=``, or the
-        limit its replies or 429s taught), else the median of the known ones (1 when none)."""
-        def own(x: Caller) -> float | None:
-            return x.endpoint.weight or x.endpoint.rpm or x.runner.rpm
-
-        mine = own(c)
-        if mine:
-            return mine
-        known = sorted(w for w in (own(x) for x in self.callers) if w)
-        return known[len(known) // 2] if known else 1.0
-
-    def _route(self, key: str) -> Caller:
-        """The endpoint for requests keyed ``key`` (a prompt's first variable: the query).
-
-        The endpoint a worker of :meth:`structured_many` serves, while it is healthy; else
-        rendezvous hashing weighted by :meth:`_weight`: every request of one query goes to the
-        same endpoint while it is healthy (its server reuses the prompt prefix it cached: a
-        preference, not a rule), shares follow the endpoints' capacities, and when one is
-        down only its own queries move, to their next choice. An endpoint in an outage is
-        healthy again when its probe is due, so a short outage does not lose it."""
-        if len(self.callers) == 1:
-            return self.caller
-        now = time.monotonic()
-        prefer = _PREFER.get()
-        if prefer is not None and prefer.healthy(now):
-            return prefer
-        live = [c for c in self.callers if c.healthy(now)] or [c for c in self.callers if c.drained is None]
-        if not live:
-            reasons = "; ".join(f"{c.where()}: {c.drained}" for c in self.callers)
-            raise LLMError(f"every endpoint is drained ({reasons})")
-
-        def score(c: Caller) -> float:
-            digest = hashlib.sha256(f"{c.where()}\x00{key}".encode()).digest()
-            u = (int.from_bytes(digest[:8], "big") + 1) / (2**64 + 2)  # in (0, 1)
-            return self._weight(c) / -math.log(u)
-
-        return max(live, key=score)
-
     def _drain(self, caller: Caller, exc: Exception) -> None:
         """Stop sending to ``caller`` for good (it refused the session: a key, a model)."""
         if caller.drained is None:
@@ -486,7 +442,7 @@ class LLM(AccountsView):
             self._checked_models = True
 
     async def _chat(self, body: dict[str, Any], key: str) -> tuple[Completion | None, Caller]:
-        """One chat request on the endpoint :meth:`_route` picks. With several endpoints, one
+        """One chat request on the endpoint :func:`.routing.route` picks. With several endpoints, one
         that is down (nothing was sent: :class:`EndpointDown`) passes the request on; one that
         refuses the session (an :class:`LLMError`) is drained for good; a request that used up
         its retries on one (5xx, timeouts: nothing billed) goes to another it has not tried.
@@ -494,7 +450,7 @@ class LLM(AccountsView):
         (the breaker's patience then stops the run). Nothing billed is sent twice."""
         tried: set[int] = set()
         while True:
-            caller = self._route(key)
+            caller = route(self.callers, key)
             several = len(self.callers) > 1
             wait = several and not any(c.healthy() for c in self.callers if c is not caller) \
                 and caller.down()
@@ -668,7 +624,7 @@ class LLM(AccountsView):
         for i in range(0, len(todo), EMBED_BATCH):
             chunk = todo[i : i + EMBED_BATCH]
             while True:
-                caller = self._route(model)
+                caller = route(self.callers, model)
                 try:
                     reply, billed, failure = await caller.embeddings(model, chunk)
                     break
@@ -715,44 +671,35 @@ class LLM(AccountsView):
         failed = cached = 0
         await self._check_models()
         n = len(self.callers)
-        # One queue (and its workers) per endpoint: a slow or rate-limited endpoint holds up
-        # only its own queries. Each endpoint's workers take a query only when it can start it
-        # soon (:meth:`_room`), and one whose queue is empty takes queued queries from the
-        # busiest other (from the tail: the queries it would reach last), so the work follows
-        # the capacity the endpoints show, whatever their weights said at the start.
-        queues: list[deque[int]] = [deque() for _ in self.callers]
+        # One queue (and its workers) per endpoint (routing.WorkQueues). Each endpoint's
+        # workers take a query only when it can start it soon (routing.room); one whose queue
+        # is empty takes queued queries from the busiest other.
+        work = WorkQueues(n)
         index = {id(c): k for k, c in enumerate(self.callers)}
         for i, item in enumerate(items):
             k = 0
             if n > 1:
                 key = next(iter(item.values()), "") if isinstance(item, Mapping) else ""
-                k = index[id(self._route(str(key)))]
-            queues[k].append(i)
+                k = index[id(route(self.callers, str(key)))]
+            work.put(k, i)
         held = [0] * n
         changed = asyncio.Event()
         gates = [asyncio.Lock() for _ in self.callers]
-
-        def take(k: int) -> int | None:
-            if queues[k]:
-                return queues[k].popleft()
-            busiest = max(range(n), key=lambda j: len(queues[j]))
-            return queues[busiest].pop() if queues[busiest] else None
 
         async def worker(k: int) -> None:
             nonlocal failed, cached, changed
             caller = self.callers[k]
             if n > 1:
-                _PREFER.set(caller)  # this task's own context: its requests go to its endpoint
+                PREFER.set(caller)  # this task's own context: its requests go to its endpoint
             while True:
                 async with gates[k]:  # one worker per endpoint waits for room, the others queue
-                    while n > 1 and (held[k] >= self._room(caller) or not caller.healthy()) \
-                            and any(queues):
+                    while n > 1 and (held[k] >= room(caller) or not caller.healthy()) and work:
                         wake = changed
                         try:
                             await asyncio.wait_for(wake.wait(), 0.25)
                         except asyncio.TimeoutError:
                             pass
-                    i = take(k)
+                    i = work.take(k)
                     if i is None:
                         return
                     held[k] += 1
@@ -781,19 +728,6 @@ class LLM(AccountsView):
         return results  # type: ignore[return-value]
 
     @staticmethod
-    def _room(caller: Caller) -> int:
-        """Queries an endpoint may hold at once (in flight or about to start): what its
-        adaptive limit lets fly, and with a known rate, no more than it starts in its
-        latency plus a second -- the rest stay queued, free for an idle endpoint to take."""
-        runner = caller.runner
-        room = runner.concurrency_limit
-        rpm = runner.rpm
-        if rpm is not None:
-            latency = runner.limiter.wall if runner.limiter is not None and runner.limiter.wall else 1.0
-            room = min(room, math.ceil(rpm / 60.0 * (latency + 1.0)) + 1)
-        return max(1, room)
-
-    @staticmethod
     def _worst_reply(call: PreparedCall | None) -> Usage:
         """The stand-in for a billed reply to ``call`` whose usage cannot be read: its worst
         case (with no call to measure, one call of unknown size)."""
@@ -820,7 +754,7 @@ class LLM(AccountsView):
         the Batch API and is costed at the batch price."""
         worst = self._worst_reply(call)
         try:
-            comp = Completion.parse(completion)
+            comp = parse_completion(completion)
         except RejectedReply as exc:
             # Billed though unusable: counted at what it says, or the worst case.
             self._count(exc.usage if exc.usage is not None else worst, batch=batch)

@@ -17,6 +17,7 @@ from _llm_fakes import BASE, SECRET, URL, completion, error, grade_reply, ok
 from ragjudge.errors import LLMError
 from ragjudge.llm import LLM, ClientConfig, LLMClient
 from ragjudge.llm.client import retry_after_seconds
+from ragjudge.llm.providers.openai import completion_from_dict
 
 
 def make_llm(tmp_path: Path, **kw: Any) -> LLM:
@@ -260,11 +261,9 @@ def test_credentials_in_base_url_never_reach_a_message(httpx2_mock: respx.Router
 
 @pytest.mark.parametrize("odd", ["-0.1x", None, "NaN", {"v": 1}, float("nan")])
 def test_unreadable_logprobs_are_dropped_not_raised(odd: Any) -> None:
-    from ragjudge.llm.client import Completion
-
     body = grade_reply(2)
     body["choices"][0]["logprobs"] = {"content": [{"token": "2", "logprob": odd, "top_logprobs": 5}]}
-    comp = Completion.from_dict(body)
+    comp = completion_from_dict(body)
     assert comp.logprobs is None and comp.text is not None
     # An odd alternative is read only where it matters, at the label's token: no probabilities.
     from ragjudge.llm.prompts import load_prompt
@@ -275,7 +274,7 @@ def test_unreadable_logprobs_are_dropped_not_raised(odd: Any) -> None:
         {"token": "2", "logprob": -0.1,
          "top_logprobs": [{"token": "2", "logprob": -0.1}, {"token": "3", "logprob": odd}]},
         {"token": "}", "logprob": -0.1, "top_logprobs": []}]}
-    comp = Completion.from_dict(body)
+    comp = completion_from_dict(body)
     assert label_probs(comp.logprobs, comp.text, load_prompt("relevance.v1"), 2) == (None, None)
     comp.logprobs[1]["top_logprobs"]["3"] = -2.0  # readable: probabilities again
     probs, _ = label_probs(comp.logprobs, comp.text, load_prompt("relevance.v1"), 2)
@@ -341,21 +340,17 @@ def test_requests_leave_no_garbage_for_the_cycle_collector(httpx2_mock: respx.Ro
     assert all(o.ok and o.probs is not None for o in outs)
     assert found < 20, f"{found} objects in reference cycles after 20 requests"
 
-    from ragjudge.llm.client import Completion
-
-    comp = Completion.from_dict(body)
+    comp = completion_from_dict(body)
     assert comp.logprobs and not any(gc.is_tracked(t["top_logprobs"]) for t in comp.logprobs)
     assert comp.logprobs[1]["top_logprobs"] == pytest.approx({"2": math.log(0.7), "3": math.log(0.2),
                                                               "1": math.log(0.1)})
 
 
 def test_logprob_alternatives_merge_and_fall_back_as_the_server_meant() -> None:
-    from ragjudge.llm.client import Completion
-
     def tokens(*alts: Any, own: float = -0.1) -> Any:
         body = grade_reply(2)
         body["choices"][0]["logprobs"] = {"content": [{"token": "2", "logprob": own, "top_logprobs": list(alts)}]}
-        return Completion.from_dict(body).logprobs[0]["top_logprobs"]
+        return completion_from_dict(body).logprobs[0]["top_logprobs"]
 
     # two alternatives with the same text hold their summed probability, even far in the tail
     assert tokens({"token": "2", "logprob": math.log(0.3)}, {"token": "2", "logprob": math.log(0.2)}) \

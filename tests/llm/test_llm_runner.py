@@ -13,7 +13,8 @@ from _llm_fakes import BASE, SECRET, URL, error, grade_reply, ok
 from ragjudge.llm.providers.openai import rate_info
 from ragjudge.llm import LLM, Runner
 from ragjudge.llm.endpoint import DEFAULT_CONCURRENCY
-from ragjudge.llm.runner import HEADROOM, parse_duration
+from ragjudge.llm.providers.openai import parse_duration
+from ragjudge.llm.runner import HEADROOM
 
 
 @pytest.mark.parametrize(

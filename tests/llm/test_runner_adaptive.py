@@ -2,7 +2,7 @@
 breaker, and the adaptive concurrency limit (on the server's time, not our loop's; Little's
 floor; backing off on 429s, timeouts and overload).
 
-Pure tests of :class:`ragjudge.llm.runner.RateLearner` under a fake clock (every method takes
+Pure tests of :class:`ragjudge.llm.rate.RateLearner` under a fake clock (every method takes
 ``now``), a deterministic discrete-event model of the runner's pacer against sliding-window
 servers, and one loopback run of the real judge. Nothing asserts on wall time: the loopback test
 compares what the simulator admitted with its own ceiling over its own admission span.
@@ -22,8 +22,12 @@ from _loopback import simulator_thread
 
 from ragjudge.judges import LLMRelevanceJudge
 from ragjudge.llm import LLM
+from ragjudge.llm.concurrency import ConcurrencyLimit
+from ragjudge.llm.health import CircuitBreaker, Slowdown
+from ragjudge.llm.looplag import LoopLag
 from ragjudge.llm.providers.base import RateInfo
-from ragjudge.llm.runner import CircuitBreaker, ConcurrencyLimit, LoopLag, RateLearner, Runner, Slowdown
+from ragjudge.llm.rate import RateLearner
+from ragjudge.llm.runner import Runner
 
 EPS = 0.001  # a 429 reply arrives this long after its request started
 

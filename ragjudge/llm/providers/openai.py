@@ -17,35 +17,41 @@ How its errors read (:meth:`OpenAIProvider.classify`)
 Rate limits (:meth:`OpenAIProvider.rate_info`)
     ``x-ratelimit-limit|remaining|reset-requests|tokens`` (resets as ``6m0s``) and
     ``retry-after-ms`` / ``Retry-After``.
+Replies (:func:`completion_from_dict`, :func:`embedding_reply_from_dict`)
+    A chat completion's text, finish reason, refusal, usage, logprobs (as the neutral
+    :class:`~.base.Completion` holds them) and an embeddings reply's vectors; a Batch API result
+    line is read by :func:`parse_completion`.
 """
 
 from __future__ import annotations
 
+import gc
+import math
 import os
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..cost import MAX_COUNT, Usage
 from ..redaction import redact, remember_secret, remember_url_secrets
 from .base import (
-    SDKProvider,
     PERMANENT_STATUS,
     BadBody,
-    CollectorPaused,
-    ReplyHeaders,
-    ProviderSpec,
     Completion,
     EmbeddingReply,
+    ProviderSpec,
     RateInfo,
+    RejectedReply,
+    ReplyHeaders,
+    SDKProvider,
     Sent,
     Verdict,
-    embedding_tokens,
     error_code,
     failure_of,
-    headers_of,
     final_for_status,
+    headers_of,
     int_header,
     json_object,
-    parse_duration,
     retry_after_seconds,
     server_message,
     status_of,
@@ -53,14 +59,14 @@ from .base import (
     usage_in,
     watch_reply_headers,
 )
-from ..cost import Usage
 
 if TYPE_CHECKING:  # pragma: no cover
     import openai
 
     from ..endpoint import Endpoint
 
-__all__ = ["SPEC", "OpenAIProvider", "rate_info", "RETRY_STATUS", "FEATURE_WORDS"]
+__all__ = ["SPEC", "OpenAIProvider", "rate_info", "RETRY_STATUS", "FEATURE_WORDS", "parse_duration",
+           "parse_completion", "completion_from_dict", "embedding_reply_from_dict", "embedding_tokens"]
 
 SPEC = ProviderSpec(
     name="openai",
@@ -86,6 +92,211 @@ FEATURE_WORDS = (
 )
 
 
+# -- OpenAI's wire format: what its replies and headers say ------------------------------
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+
+
+def parse_duration(text: str | None) -> float | None:
+    """``"1s"``, ``"6m0s"``, ``"20ms"``, ``"1h2m3.5s"`` or plain seconds -> seconds."""
+    if not text:
+        return None
+    text = text.strip()
+    try:
+        return max(0.0, float(text))
+    except ValueError:
+        pass
+    total = 0.0
+    pos = 0
+    for m in _DURATION.finditer(text):
+        if m.start() != pos:
+            return None
+        value, unit = float(m.group(1)), m.group(2)
+        total += value * {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}[unit]
+        pos = m.end()
+    return total if pos == len(text) and pos > 0 else None
+
+
+def parse_completion(d: Any) -> Completion:
+    """A chat completion obtained elsewhere (a Batch API result line): an unusable body raises
+    :class:`RejectedReply` carrying the usage it states, so it is still counted."""
+    if not isinstance(d, Mapping):
+        raise RejectedReply("malformed reply body (not a JSON object)", usage=None)
+    try:
+        return completion_from_dict(d)
+    except BadBody as exc:
+        raise RejectedReply(f"malformed reply body ({exc})", usage=exc.usage) from None
+
+
+def completion_from_dict(d: Mapping[str, Any], *, latency: float = 0.0, attempts: int = 1) -> Completion:
+    """From the JSON of a ``/chat/completions`` reply (``BadBody`` when it is not one)."""
+    choices = d.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
+        raise BadBody("reply has no choices", usage_in(d))
+    choice = choices[0]
+    message = choice.get("message") or {}
+    if not isinstance(message, Mapping):
+        raise BadBody("reply choice has no message", usage_in(d))
+    content = message.get("content")
+    if content is not None and not isinstance(content, str):
+        raise BadBody("reply content is not text", usage_in(d))
+    refusal = message.get("refusal")
+    return Completion(
+        text=content,
+        finish_reason=_text_or_none(choice.get("finish_reason")),
+        refusal=None if refusal is None or refusal == "" else str(refusal),
+        usage=Usage.from_openai(d.get("usage")),
+        logprobs=_read_logprobs(choice.get("logprobs")),
+        system_fingerprint=_text_or_none(d.get("system_fingerprint")),
+        model=_text_or_none(d.get("model")),
+        latency=latency,
+        attempts=attempts,
+    )
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _logprob(value: Any) -> float:
+    """A finite log probability, else ``ValueError`` (strings, null, NaN, objects)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"logprob {value!r} is not a number")
+    return float(value)
+
+
+def _read_logprobs(lp: Any) -> list[dict[str, Any]] | None:
+    """``choices[0].logprobs.content`` as plain dicts: each token's text, its float logprob
+    and its alternatives (``top_logprobs``) as ``{text: logprob}``; ``None`` (no
+    probabilities, the grade is kept) when a token or its logprob cannot be read.
+
+    An alternative's logprob is ``None`` when it cannot be read (not a number, positive, not
+    finite, or the alternative is not an object): only the label's token uses alternatives,
+    and one unreadable there leaves that label without probabilities. Two alternatives with
+    the same text (byte-fallback tokens) hold their summed probability; a token without
+    alternatives is its own only one.
+
+    A dict of strings and floats is not tracked by Python's cycle collector: a reply's
+    ~250 alternatives kept as the server's objects (a dict and a byte list each) made the
+    collector run every few replies and, with the objects still alive, promote them, so it
+    paused the event loop for whole-heap passes (~0.5 ms of a ~5 ms judgment, pauses of
+    100+ ms)."""
+    if not isinstance(lp, Mapping) or not isinstance(lp.get("content"), list):
+        return None
+    try:
+        tokens = []
+        for t in lp["content"]:
+            alts = t.get("top_logprobs") or []
+            if not isinstance(alts, list):
+                raise ValueError("top_logprobs is not a list")
+            token, own = str(t.get("token", "")), _logprob(t.get("logprob"))
+            # no alternatives: the token itself is the only one
+            tokens.append({"token": token, "logprob": own,
+                           "top_logprobs": _alternatives(alts) or {token: _alternative_logprob(own)}})
+    except (AttributeError, TypeError, ValueError):
+        return None
+    return tokens
+
+
+def _alternatives(alts: list[Any]) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    for alt in alts:
+        if isinstance(alt, Mapping):
+            text, lp = str(alt.get("token", "")), _alternative_logprob(alt.get("logprob"))
+        else:
+            text, lp = "", None
+        if text in out:
+            seen = out[text]
+            # log(exp(seen) + exp(lp)), without underflowing when both are very negative
+            lp = None if seen is None or lp is None else \
+                max(seen, lp) + math.log1p(math.exp(-abs(seen - lp)))
+        out[text] = lp
+    return out
+
+
+def _alternative_logprob(value: Any) -> float | None:
+    """An alternative's logprob: a number or numeric text, finite and <= 0; else ``None``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    try:
+        lp = float(value)
+    except ValueError:
+        return None
+    return lp if math.isfinite(lp) and lp <= 0.0 else None
+
+
+def embedding_reply_from_dict(d: Mapping[str, Any], *, expected: int, latency: float = 0.0,
+                              attempts: int = 1) -> EmbeddingReply:
+    """From the JSON of an ``/embeddings`` reply; a body that is not one (wrong count,
+    non-numeric vector) is a :class:`BadBody` (billed, like a malformed chat reply)."""
+    u = d.get("usage") or {}
+    tokens = embedding_tokens(u)
+    billed = Usage(calls=1, prompt_tokens=tokens) if tokens is not None else None
+    items = d.get("data")
+    if not isinstance(items, list) or len(items) != expected:
+        raise BadBody(f"embeddings reply has {len(items) if isinstance(items, list) else 'no'} "
+                       f"vectors for {expected} inputs", billed)
+    vectors: list[list[float] | None] = [None] * expected
+    for pos, item in enumerate(items):
+        if not isinstance(item, Mapping):
+            raise BadBody("embeddings reply item is not an object", billed)
+        index = item.get("index", pos)
+        emb = item.get("embedding")
+        if isinstance(emb, str):  # base64 little-endian float32 (encoding_format=base64)
+            import base64
+
+            import numpy as np
+
+            emb = np.frombuffer(base64.b64decode(emb), dtype="<f4").astype(float).tolist()
+        if (not isinstance(index, int) or not 0 <= index < expected or vectors[index] is not None
+                or not isinstance(emb, list) or not emb
+                or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                           and math.isfinite(x) for x in emb)):
+            raise BadBody("embeddings reply has a malformed vector", billed)
+        vectors[index] = [float(x) for x in emb]
+    # No readable count: unknown, and the session counts the worst case (never zero).
+    usage = billed if billed is not None else Usage(calls=1, unknown=1)
+    return EmbeddingReply([v for v in vectors if v is not None], usage, d.get("model"), latency, attempts)
+
+
+def embedding_tokens(usage: Any) -> int | None:
+    """The input tokens an ``/embeddings`` reply states (``prompt_tokens`` or
+    ``total_tokens``), ``None`` when it states no readable count."""
+    if not isinstance(usage, Mapping):
+        return None
+    for name in ("prompt_tokens", "total_tokens"):
+        value = usage.get(name)
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, str) and value.strip().isdigit() and len(value.strip()) <= 13:
+            value = int(value.strip())
+        if isinstance(value, int) and 0 <= value <= MAX_COUNT:
+            return value
+        if isinstance(value, float) and math.isfinite(value) and 0 <= value <= MAX_COUNT and value == int(value):
+            return int(value)
+    return None
+
+
+class CollectorPaused:
+    """``with CollectorPaused():`` no cyclic garbage collection inside the block (unless it
+    was off already). For reading a reply: its JSON tree is hundreds of containers that live
+    only while it is read, and each would count toward the next collection; a collection
+    started midway finds them alive and promotes them, so old-generation passes (whole-heap,
+    100+ ms on a busy machine, with the event loop stalled) came every few hundred replies.
+    Freed inside the block, they are never counted at all."""
+
+    __slots__ = ("_was_on",)
+
+    def __enter__(self) -> None:
+        self._was_on = gc.isenabled()
+        if self._was_on:
+            gc.disable()
+
+    def __exit__(self, *exc: object) -> None:
+        if self._was_on:
+            gc.enable()
+
+
 def rate_info(headers: Mapping[str, str]) -> RateInfo:
     """What OpenAI-style ``x-ratelimit-*``, ``Retry-After`` and ``openai-processing-ms`` headers
     state."""
@@ -101,6 +312,8 @@ def rate_info(headers: Mapping[str, str]) -> RateInfo:
         server_time=None if processing is None or processing < 0 else processing / 1000.0,
     )
 
+
+# -- the provider ---------------------------------------------------------------------------
 
 class OpenAIProvider(SDKProvider):
     """The OpenAI (and OpenAI-compatible) provider."""
@@ -166,7 +379,7 @@ class OpenAIProvider(SDKProvider):
     def _chat_reply(content: bytes, latency: float, attempts: int) -> Completion:
         data = json_object(content)
         try:
-            return Completion.from_dict(data, latency=latency, attempts=attempts)
+            return completion_from_dict(data, latency=latency, attempts=attempts)
         except BadBody:
             raise
         except Exception as exc:  # a 200 read this far is billed: never an uncounted crash
@@ -175,7 +388,7 @@ class OpenAIProvider(SDKProvider):
     def embed_reply(self, sent: Sent, *, expected: int, attempts: int) -> EmbeddingReply:
         data = json_object(sent.content)
         try:
-            return EmbeddingReply.from_dict(data, expected=expected, latency=sent.latency, attempts=attempts)
+            return embedding_reply_from_dict(data, expected=expected, latency=sent.latency, attempts=attempts)
         except BadBody:
             raise
         except Exception as exc:  # e.g. base64 that is not a vector: billed all the same

@@ -1,0 +1,210 @@
+"""The requests-per-minute rate learned from 429s alone, for servers that state no limit in
+their headers (:class:`RateLearner`). Pure bookkeeping under a clock passed in; the runner
+(:mod:`ragjudge.llm.runner`) paces starts at the rate it learns."""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+__all__ = ["RateLearner", "WINDOW"]
+
+#: Seconds of the rate-limit window a limit per minute counts over.
+WINDOW = 60.0
+
+
+class RateLearner:
+    """The requests-per-minute rate learned from 429s alone, for servers that send no
+    ``x-ratelimit-*`` headers (AIMD: multiplicative decrease on a 429, fast then careful increase).
+
+    Pure bookkeeping: every method takes the monotonic time ``now``, so it runs under a fake
+    clock in tests. ``rpm`` is ``None`` until the first 429 (unthrottled).
+
+    *Decrease.* A 429 means the server's window is full. What it let through tells its capacity
+    ``est``: the starts it accepted since the oldest start of the last minute, over that span
+    **plus the Retry-After** (the window takes nothing more before then). Measuring over the time
+    actually observed matters: a run a few seconds old has far fewer successes than a minute's
+    worth, and dividing by a full minute (the old rule) read a 600 rpm server as ~10 rpm. Adding
+    the Retry-After makes one formula fit every window length: 600 rpm per 1 s window, a probe
+    then a burst of 16 -> 10 accepted in 0.3 s, Retry-After 0.7 s -> 600 rpm; per 60 s window ->
+    600 accepted in 12 s, Retry-After 48 s -> 600 rpm. The span ends when the rejected attempt
+    *started* (about when the server judged it), not when its reply arrived. Then:
+
+    * unthrottled (the first burst filled the window): ``est`` is the capacity; rate = 90% of it;
+    * paced at R and rejected: R is about an upper bound of the capacity and ``est`` a lower one:
+      rate = min(90% of R, est) -- AIMD, and straight down to what got through when a probe
+      overshot far or another client shares the quota -- but never below half of R in one
+      episode (an ``est`` measured while demand was low must not collapse the rate).
+
+    All 429s of attempts started before the cut are one episode: they refine its measurement
+    (in-flight starts count as accepted until their 429 arrives) instead of compounding cuts.
+
+    *Burst residue.* The first cut follows an unthrottled burst whose accepted starts stay in the
+    server's window after the Retry-After; pacing at the new rate from then on would overrun it
+    (per 1 s window: 9 of the burst's starts leave 0.3 s after the first slot frees). So after
+    that cut the k-th new start waits until the k-th accepted start has left the window, whose
+    length the 429 told us (observed span + Retry-After, +0.1 s for connection setup). That
+    length also sets ``window``, the probe interval past the known limit (below).
+
+    *Increase.* After each quiet probe interval (``PROBE_EVERY`` = 5 s, or ``PROBE_STARTS``
+    starts' worth at low rates) in which the pacer was binding (demand used >= 80% of the rate:
+    raising a rate nobody uses learns nothing and allows a later burst), the rate halves its gap
+    to the rate that last failed (x1.25 at most per step): 90% -> 95% -> 97.5% -> 98.75% in 15 s.
+    Within 2% of it, it holds ``HOLD`` s (or one server window), then forgets it and probes past
+    it by x1.1 per server ``window`` (>= 5 s; 60 s for a minute window, which only answers an
+    overrun once its minute is full) until a 429 says where the limit is now -- it may have been
+    raised, or the first measurement was low. Near the ceiling that costs one small 429 episode
+    per probe cycle; each 429 is retried by the client, nothing is lost.
+    """
+
+    BETA = 0.9
+    MAX_CUT = 0.5
+    PROBE_EVERY = 5.0
+    PROBE_STARTS = 5
+    FAST = 1.25
+    BEYOND = 1.1
+    EDGE = 0.98
+    HOLD = 30.0
+    BINDING = 0.8
+    MIN_SPAN = 1.0  # seconds: no server enforces a limit on a window shorter than this
+    EPISODE = 2.0  # without start times: 429s this close to a cut belong to its episode
+    RELEASE_MARGIN = 0.1  # seconds: see on_limit
+
+    def __init__(self) -> None:
+        self.rpm: float | None = None
+        self.cuts = 0  # episodes (one per burst of 429s)
+        self.raises = 0
+        self._starts: deque[list[float]] = deque()  # [start time, 1.0 accepted | 0.0 rejected]
+        self._ok: deque[float] = deque()  # times of successful replies
+        self._cut_at = -math.inf
+        self._base: float | None = None  # the rate in force when the current episode began
+        self._bad: float | None = None  # the rate that last failed (None: unknown / forgotten)
+        self._resume_at = -math.inf  # start of the current probe interval
+        self._edge_since: float | None = None
+        self._release: deque[float] = deque()
+        # Length of the server's window, as the first (unthrottled) 429 showed it: probing past
+        # the known limit waits this long for the verdict (a 60 s window answers an overrun
+        # only once its minute is full; probing every 5 s would overshoot by x1.1^12 first).
+        self.window = self.PROBE_EVERY
+
+    def _prune(self, now: float) -> None:
+        while self._starts and now - self._starts[0][0] > WINDOW:
+            self._starts.popleft()
+        while self._ok and now - self._ok[0] > WINDOW:
+            self._ok.popleft()
+
+    # -- events ----------------------------------------------------------------------
+    def on_start(self, now: float) -> list[float]:
+        """Record an attempt's start; the returned record is passed to :meth:`on_rejected`."""
+        entry = [now, 1.0]
+        self._starts.append(entry)
+        self._prune(now)
+        return entry
+
+    def on_success(self, now: float) -> None:
+        self._ok.append(now)
+        self._prune(now)
+
+    @staticmethod
+    def on_rejected(entry: list[float]) -> None:
+        """Any 429: the server did not count that start."""
+        entry[1] = 0.0
+
+    def capacity(self, now: float, retry_after: float, at: float | None = None) -> tuple[float, float, float]:
+        """(rpm the server let through, observed span + Retry-After, start of the span).
+
+        ``at``: when the rejected attempt started, i.e. about when the server counted its window
+        and computed Retry-After (``now`` would add the reply's trip back and our own queueing,
+        ~7% of a 1 s window on a loaded machine); defaults to ``now``."""
+        self._prune(now)
+        firsts = [q for q in (self._starts[0][0] if self._starts else None,
+                              self._ok[0] if self._ok else None) if q is not None]
+        since = min(firsts) if firsts else now
+        accepted = sum(e[1] for e in self._starts)
+        # Successes are a lower bound of what was accepted (replies observed without starts).
+        accepted = max(accepted, float(len(self._ok)), 1.0)
+        end = now if at is None else min(max(at, since), now)
+        span = max((end - since) + max(retry_after, 0.0), self.MIN_SPAN)
+        return accepted / span * 60.0, span, since
+
+    def on_limit(self, now: float, *, retry_after: float, current: float | None,
+                 started_at: float | None = None) -> None:
+        """A 429 that reflects the account's limit. ``current``: the rate in force (None:
+        unthrottled); ``started_at``: when the rejected attempt started, if known."""
+        if started_at is not None:
+            same = started_at < self._cut_at
+        else:
+            same = now - self._cut_at < self.EPISODE
+        if not same:
+            self.cuts += 1
+            self._cut_at = now
+            self._base = current
+            self._edge_since = None
+        est, span, _ = self.capacity(now, retry_after, started_at)
+        base = self._base
+        if base is None:
+            # Unthrottled: the burst filled the window, so `est` is the capacity itself.
+            target = self.BETA * est
+        else:
+            # Paced at `base` and rejected: `base` is about an upper bound of the capacity and
+            # `est`, what got through, about a lower one. Cut below the upper bound (AIMD), and
+            # to `est` if that is lower still (a probe that overshot far, a quota shared with
+            # another client) -- but never by more than half in one episode.
+            target = max(min(self.BETA * base, est), self.MAX_CUT * base)
+        if same and self.rpm is not None:
+            target = min(self.rpm, target)
+        self.rpm = target
+        # The rate that failed: the one in force, or -- unthrottled -- what the server took.
+        if base is not None:
+            self._bad = base
+        else:
+            self._bad = est if not same or self._bad is None else min(self._bad, est)
+        self._resume_at = max(self._resume_at, now + retry_after)
+        if base is None:
+            self.window = min(max(self.PROBE_EVERY, span), WINDOW)
+            # Burst residue: the k-th accepted start leaves the window at its time + span. The
+            # margin covers what our start times miss: a burst opens new connections, so the
+            # server counted its starts tens of ms after we recorded them (measured: a 1%
+            # margin still let a loaded machine overrun the 1 s window right after the cut).
+            free = span + self.RELEASE_MARGIN
+            self._release = deque(e[0] + free for e in self._starts if e[1] > 0.0 and e[0] + free > now)
+        else:
+            self._release.clear()
+
+    def next_release(self, now: float) -> float:
+        """Earliest time the next start may go (burst residue); each start takes one slot."""
+        return max(now, self._release.popleft()) if self._release else now
+
+    def maybe_raise(self, now: float) -> None:
+        """Raise the rate after a quiet, binding probe interval (see the class docstring)."""
+        if self.rpm is None or now < self._resume_at:
+            return
+        elapsed = now - self._resume_at
+        interval = max(self.PROBE_EVERY, self.PROBE_STARTS * 60.0 / self.rpm)
+        bad = self._bad
+        beyond = bad is None or self.rpm >= self.EDGE * bad
+        if beyond:
+            # Past the rate known to fail: one step per server window (see `window`).
+            interval = max(interval, self.window)
+        if elapsed < interval:
+            return
+        started = sum(1 for e in self._starts if e[0] >= self._resume_at)
+        self._resume_at = now
+        if started < self.BINDING * self.rpm * elapsed / 60.0:
+            return  # demand, not the rate, is what binds: nothing learned
+        if not beyond:
+            assert bad is not None
+            self.rpm = min(self.rpm * self.FAST, (self.rpm + bad) / 2.0)
+        elif bad is not None:
+            if self._edge_since is None:
+                self._edge_since = now
+            if now - self._edge_since < max(self.HOLD, self.window):
+                return
+            self._bad = None
+            self._edge_since = None
+            self.rpm *= self.BEYOND
+        else:
+            self.rpm *= self.BEYOND
+        self.raises += 1
+        if self._bad is not None and self.rpm >= self.EDGE * self._bad and self._edge_since is None:
+            self._edge_since = now
