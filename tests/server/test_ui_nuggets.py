@@ -164,6 +164,8 @@ def test_cli_plan_labels_nuggets_and_agree_from_the_log(ws: dict[str, Path], tmp
     captured = capsys.readouterr()
     data = json.loads(captured.out)
     assert "answers assigned by hand" in captured.err and data["assignments"] is not None
+    # PPI on a few answers of a run says so
+    assert any("PPI on only 2 human-labelled answers" in n for n in data["notes"]), data["notes"]
     assert main(["nuggets", "agree", str(ws["llm"]), "--labels", str(log)]) == 2
 
 
