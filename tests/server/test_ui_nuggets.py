@@ -61,6 +61,13 @@ def test_answer_view_has_nuggets_llm_assignments_and_reasons(ws: dict[str, Path]
         assert n0["llm"]["reason"].startswith("overlap of") and n0["human"] is None
         assert a["provenance"]["prompt_id"] == "nugget_assign"
         assert c.get("/ui/api/nuggets/answer", params={"run": "nope", "qid": "t1"}).status_code == 404
+        # the answer is in the sample people assign: seeing it here is review, for whoever labels it
+        assert a["sampled"] is True
+        i = parse_nugget_to_label(ws["tolabel"].read_text()).index_of("t1", "run_a")
+        assert c.post("/ui/api/nuggets/label", json={"answer": i, "nugget": 0, "assignment": "support",
+                                                     "who": "ana"}).status_code == 200
+    recs = [json.loads(x) for x in (tmp_path / "labels.jsonl").read_text().splitlines()]
+    assert recs[0]["op"] == "reveal" and recs[0]["who"] == "" and recs[-1]["llm_shown"] is True
 
 
 def test_labelling_is_blind_unless_review_and_review_is_recorded(ws: dict[str, Path], tmp_path: Path) -> None:

@@ -120,6 +120,7 @@ def test_answer_view_shows_nuggets_and_the_models_reasons(page) -> None:  # type
     text = pg.locator("#answer-nuggets").inner_text()
     assert "overlap of" in text and "vital" in text
     assert pg.locator("#answer-nuggets tr").count() == 6  # the header and 5 nuggets
+    assert "recorded" in pg.locator("#sampled").inner_text()  # a sampled answer: seeing it is review
     _shot(pg, "nugget-answer")
 
 
@@ -142,7 +143,12 @@ def test_assign_with_keys_blind_undo_reload_review_and_ppi(page, server) -> None
     recs = [json.loads(x) for x in log.read_text().splitlines()]
     assert [r["assignment"] for r in recs if r["op"] == "label"] == [
         "support", "not_support", "partial_support", "not_support", "support"]
-    assert all(r["who"] == "ana" and r["llm_shown"] is False for r in recs if r["op"] == "label")
+    # blind: a label carries llm_shown only where the model's assignments were seen (the
+    # answers view of the first test opened one sampled answer, for whoever labels it)
+    seen = {(r["qid"], r["run_id"]) for r in recs if r["op"] == "reveal"}
+    assert len(seen) == 1 and all(r["op"] == "label" or r["who"] == "" for r in recs if r["op"] == "reveal")
+    assert all(r["who"] == "ana" and r["llm_shown"] == ((r["qid"], r["run_id"]) in seen)
+               for r in recs if r["op"] == "label")
     # review: the model's assignments and reasons appear, and the choice is recorded
     pg.locator("#query").click()
     pg.keyboard.press("r")

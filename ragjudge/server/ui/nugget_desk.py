@@ -2,7 +2,8 @@
 LLM's assignments and reasons (from an LLM assignments file), and labelling a nugget to-label
 file (``ragjudge plan-labels --nuggets``) into the workspace's labels log -- blind: the LLM's
 assignments are in an answer's labelling view only when the assessor turns review on, a choice
-recorded in the log and carried by every label given with them in view.
+recorded in the log and carried by every label given with them in view (opening a sampled
+answer in the answers view counts as review for whoever labels it).
 
 The labels log is the workspace's (same append, lock, torn-line and reload rules); only the
 records differ (:mod:`ragjudge.nuggets.labelling`).
@@ -39,7 +40,12 @@ class NuggetDesk:
         self._records = records
         self._append = append
         self._lock = lock
-        self._by_answer = {(a.run_id, a.qid): a for a in assignments}
+        self._by_answer: dict[tuple[str, str], Any] = {}
+        for a in assignments:
+            if (a.run_id, a.qid) in self._by_answer:
+                raise InputError(f"run {a.run_id!r} has two LLM assignments for query {a.qid!r} "
+                                 "(one assignments file per run, or one for all)", field="assignments")
+            self._by_answer[(a.run_id, a.qid)] = a
         self._ppi_cache: tuple[Any, Any] | None = None
 
     # ------------------------------------------------------------------------- reading
@@ -88,10 +94,17 @@ class NuggetDesk:
         a = self._by_answer.get((run_id, qid))
         if a is None:
             raise KeyError(f"no LLM assignment of run {run_id!r} for query {qid!r}")
+        sampled = self.tl is not None and self.tl.index_of(qid, run_id) is not None
+        if sampled:
+            # an answer people are to assign: seeing the model's assignments here is review
+            # too, recorded for whoever labels it (the viewer is not known)
+            with self._lock:
+                self._append({"op": "reveal", "qid": qid, "run_id": run_id, "who": "",
+                              "at": _now(), "via": "answers view"})
         now = self.labels() if self.tl is not None else {}
         scores, why = answer_scores(a)
         return {"qid": a.qid, "run_id": a.run_id, "query": a.query, "answer": a.answer_text,
-                "scores": scores, "note": why, "provenance": dict(a.provenance),
+                "sampled": sampled, "scores": scores, "note": why, "provenance": dict(a.provenance),
                 "nuggets": [{"index": i, "text": n.text, "importance": n.importance,
                              "llm": {"assignment": n.assignment, "reason": n.reason, "failure": n.failure},
                              "human": self._label_view(now.get((a.qid, a.run_id, i)))}

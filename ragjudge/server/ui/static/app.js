@@ -429,6 +429,7 @@ async function viewAnswer(params) {
     el("td", { class: "reasoning" }, n.llm.reason || ""),
     el("td", {}, n.human ? [nugBadge(n.human.assignment), el("div", { class: "muted" }, `${n.human.who || "?"}${n.human.llm_shown ? " (LLM's in view)" : ""}`)] : "")));
   show(el("h1", {}, `${a.qid} · ${a.run_id}: `, el("span", { class: "query-text" }, a.query || "")),
+    a.sampled ? el("p", { class: "notes", id: "sampled" }, "This answer is in the sample people assign: seeing the LLM's assignments here is recorded, and labels of it are marked as given with them in view.") : null,
     el("div", { class: "passage card", id: "answer-text" }, a.answer || "(no answer text in the assignments file)"),
     el("p", {}, ["strict_vital", "vital", "strict_all", "all", "weighted"].map((m) => `${m} ${fmt(a.scores[m], 3)}`).join("   "),
       a.note ? el("span", { class: "muted" }, ` (${a.note})`) : null),
