@@ -218,7 +218,7 @@ class NuggetDesk:
         metric = tl.meta.get("metric") or "all"
         human = self.human()
         out: dict[str, Any] = {
-            "metric": metric, "complete_queries": len(set(a.qid for a in human)),
+            "metric": metric, "complete_queries": len({a.qid for a in human}),
             "sampled_queries": len(tl.queries), "human_answers": len(human),
             "method": "ppi++", "confidence": 0.95, "estimates": [], "notes": [],
             "note": ("queries count once every nugget of every answer is assigned or skipped; an "
