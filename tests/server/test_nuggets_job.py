@@ -175,3 +175,44 @@ def test_a_restart_mid_job_resumes_paying_nothing_twice(tmp_path: Path) -> None:
         s = sim.stats()
         # nothing answered before the stop is paid again (beyond the calls then in flight)
         assert s["duplicate_paid"] <= 2 and s["paid"] <= 12 + 2
+
+
+def test_a_server_killed_mid_job_is_resumed_after_its_lease(tmp_path: Path) -> None:
+    import signal
+
+    from _loopback import simulator_thread
+    from _server import ServerProcess, wait_job
+
+    with simulator_thread(latency=0.3, api_key=None) as sim:
+        srv = ServerProcess(tmp_path, "--base-url", sim.base_url, "--model", "sim-model", "--timeout", "10",
+                            "--concurrency", "2", env={"OPENAI_API_KEY": "sk-sim"}).start()
+        try:
+            with srv.client() as c:
+                job = c.post("/v1/nuggets", json=_body()).json()
+            deadline = time.monotonic() + 60
+            while sim.stats()["paid"] < 4 and time.monotonic() < deadline:
+                time.sleep(0.02)
+        finally:
+            srv.stop(signal.SIGKILL)
+        assert 4 <= sim.stats()["paid"] < 12
+        with srv, srv.client() as c:  # the same state: its lease runs out, then it is resumed
+            state = wait_job(c, job["id"], timeout=120)
+        assert state["status"] == "done", state
+        assert all(n["assignment"] for a in state["result"]["assignments"] for n in a["nuggets"])
+        s = sim.stats()
+        # only calls in flight at the kill (at most the concurrency) can be paid twice
+        assert s["duplicate_paid"] <= 2 and s["paid"] <= 14 and s["distinct_paid_bodies"] == 12
+
+
+def test_cancel_stops_the_job(tmp_path: Path) -> None:
+    from _loopback import simulator_thread
+
+    with simulator_thread(latency=0.5, api_key=None) as sim, _app(_settings(tmp_path, sim)) as c:
+        job = c.post("/v1/nuggets", json=_body()).json()["id"]
+        _wait(c, job, lambda s: s["status"] == "running")
+        assert c.delete(f"/v1/jobs/{job}").status_code == 200
+        state = _wait(c, job)
+        assert state["status"] == "cancelled"
+        paid = sim.stats()["paid"]
+        time.sleep(1.0)
+        assert sim.stats()["paid"] == paid < 12  # no call starts after the cancel
