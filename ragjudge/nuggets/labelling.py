@@ -40,6 +40,7 @@ __all__ = [
     "human_assignments",
     "human_from_files",
     "llm_assignments_of",
+    "plan_nugget_labels",
     "nugget_key",
     "nugget_undo_target",
     "parse_nugget_to_label",
@@ -256,3 +257,50 @@ def llm_assignments_of(to_label: NuggetToLabel) -> list[Assignment] | None:
     """The LLM assignments file the to-label file names (``None`` when it names none)."""
     path = to_label.meta.get("llm_assignments")
     return read_assignments(path) if path else None
+
+
+def _run_scores(items: Sequence[Assignment], metric: str) -> dict[str, dict[str, float]]:
+    from .score import answer_scores
+
+    out: dict[str, dict[str, float]] = {}
+    for a in items:
+        v = answer_scores(a)[0][metric]
+        if v is not None:
+            out.setdefault(a.run_id, {})[a.qid] = v
+    return out
+
+
+def plan_nugget_labels(
+    llm: Sequence[Assignment],
+    pilot: Sequence[Assignment],
+    width: float,
+    *,
+    metric: str = "all",
+    method: str = "ppi++",
+    confidence: float = 0.95,
+    population: str = "finite",
+) -> list[dict[str, Any]]:
+    """How many queries people must assign (every run's answer to each) for a ``width``-wide
+    PPI interval of each run's ``metric``, from the LLM's assignments of every answer and a
+    pilot of human assignments of a few (:func:`ragjudge.trust.ppi.plan_labels` per run, the
+    answers of a run as its items). One dict per run with ``run`` and ``metric`` added; a run
+    with fewer than 2 piloted answers is left out."""
+    from ..trust.ppi import plan_labels
+
+    if metric not in METRICS:
+        raise InputError(f"unknown nugget score {metric!r}; expected {', '.join(METRICS)}",
+                         field="metric")
+    ls, hs = _run_scores(llm, metric), _run_scores(pilot, metric)
+    out = []
+    for run, values in ls.items():
+        both = [q for q in hs.get(run, {}) if q in values]
+        if len(both) < 2:
+            continue
+        plan = plan_labels([hs[run][q] for q in both], [values[q] for q in both], len(values), width,
+                           method=method, confidence=confidence, population=population,  # type: ignore[arg-type]
+                           bounds=(0.0, 1.0))
+        out.append({"run": run, "metric": metric, **plan})
+    if not out:
+        raise InputError("no run has 2 answers in both the LLM and the pilot assignments (same run "
+                         "and query)", field="human")
+    return out

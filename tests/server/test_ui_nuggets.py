@@ -160,6 +160,13 @@ def test_cli_plan_labels_nuggets_and_agree_from_the_log(ws: dict[str, Path], tmp
     assert "nugget assignments of 12 answers to 4 queries" in capsys.readouterr().err
     assert main(["plan-labels", str(ws["llm"]), "--nuggets", "-o", str(out)]) == 2
     assert main(["plan-labels", str(ws["llm"])]) == 2
+    # how many queries to assign for a target width, from a pilot of human assignments
+    pilot = Path(__file__).resolve().parents[2] / "examples" / "nuggets" / "human_assignments.jsonl"
+    assert main(["plan-labels", str(ws["llm"]), "--nuggets", "--human", str(pilot), "--width", "0.2",
+                 "-f", "json"]) == 0
+    plans = json.loads(capsys.readouterr().out)
+    assert [p["run"] for p in plans] == ["run_a", "run_b", "run_c"] and all(p["n_ppi"] >= 2 for p in plans)
+    assert main(["plan-labels", str(ws["llm"]), "--nuggets", "-m", "recall", "--sample", "2", "-o", str(out)]) == 2
     said = truth()
     tl = parse_nugget_to_label(out.read_text())
     log = tmp_path / "tl.labels.jsonl"
