@@ -355,7 +355,13 @@ def _agree_parser(steps: Any) -> None:
                     "tau between the run orderings under each, and a PPI interval for each run's "
                     "score over all its answers from the few people assessed.")
     p.add_argument("llm", metavar="LLM", help="LLM assignments (JSONL)")
-    p.add_argument("human", metavar="HUMAN", help="human assignments of some answers (same layout)")
+    p.add_argument("human", metavar="HUMAN", nargs="?",
+                   help="human assignments of some answers (same layout); or give --to-label and --labels")
+    p.add_argument("--to-label", metavar="FILE",
+                   help="the to-label file of `ragjudge plan-labels --nuggets` (with --labels)")
+    p.add_argument("--labels", metavar="LOG",
+                   help="its labels log (written by `ragjudge ui`): the human assignments of the "
+                        "completed queries")
     p.add_argument("--metric", default="all", choices=("strict_vital", "vital", "strict_all", "all", "weighted"),
                    help="score of the run-level correlation and PPI (default all)")
     p.add_argument("--support-llm", metavar="FILE", help="support labels of `nuggets cite --labels`")
@@ -367,12 +373,28 @@ def _agree_parser(steps: Any) -> None:
     p.set_defaults(step_func=_agree)
 
 
+def _human(args: argparse.Namespace) -> Any:
+    """HUMAN, or the human assignments a labels log holds for a nugget to-label file."""
+    if bool(args.to_label) != bool(args.labels):
+        raise InputError("give both --to-label and --labels", field="--labels")
+    if bool(args.human) == bool(args.labels):
+        raise InputError("give HUMAN, or --to-label FILE --labels LOG (not both)", field="HUMAN")
+    if args.human:
+        return args.human
+    from ..nuggets.labelling import human_from_files
+
+    human = human_from_files(args.to_label, args.labels)
+    print(f"ragjudge: {len(human)} answers assigned by hand in {args.labels} (completed queries only)",
+          file=sys.stderr)
+    return human
+
+
 def _agree(args: argparse.Namespace) -> int:
     from ..nuggets import nugget_agreement, read_support
 
     if bool(args.support_llm) != bool(args.support_human):
         raise InputError("give both --support-llm and --support-human", field="--support-human")
-    rep = nugget_agreement(args.llm, args.human, metric=args.metric,
+    rep = nugget_agreement(args.llm, _human(args), metric=args.metric,
                            support_llm=read_support(args.support_llm) if args.support_llm else None,
                            support_human=read_support(args.support_human) if args.support_human else None,
                            n_resamples=args.resamples, seed=args.seed)

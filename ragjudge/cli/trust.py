@@ -334,8 +334,9 @@ def register(sub: Any) -> None:
                     "of human-labelled queries that gives a PPI (and a human-only) interval of "
                     "the target full width, per run and metric.",
     )
-    p.add_argument("qrels", metavar="LLM_QRELS", help="LLM qrels covering all queries")
-    p.add_argument("runs", metavar="RUN", nargs="+", help="run file(s)")
+    p.add_argument("qrels", metavar="LLM_QRELS", help="LLM qrels covering all queries (with "
+                   "--nuggets: LLM nugget assignments, as `ragjudge nuggets assign` writes them)")
+    p.add_argument("runs", metavar="RUN", nargs="*", help="run file(s) (none with --nuggets)")
     p.add_argument("--human", metavar="QRELS", help="pilot human qrels (needed without --sample)")
     p.add_argument("-m", "--metric", dest="metrics", action="append", metavar="METRIC",
                    help="metric spec or comma list (default ndcg@10)")
@@ -352,6 +353,14 @@ def register(sub: Any) -> None:
     smp.add_argument("--corpus", metavar="FILE", help="passage texts (needed with --sample)")
     smp.add_argument("--prompt", default="relevance.v1",
                      help="prompt whose grading scale the assessor sees (default relevance.v1)")
+    smp.add_argument("--nuggets", action="store_true",
+                     help="LLM_QRELS is LLM nugget assignments: draw --sample N queries and write "
+                          "every run's answer to each, with its nuggets, to assign by hand (label "
+                          "with: ragjudge ui to_label.jsonl LLM_ASSIGNMENTS); or, with --human "
+                          "PILOT_ASSIGNMENTS --width W, how many queries to assign. The metric: "
+                          "a nugget score (default all)")
+    smp.add_argument("--answers", metavar="FILE", nargs="+",
+                     help="with --nuggets: answer files, for assignments that lack the answer text")
     _add_output_and_ppi_options(p)
     p.set_defaults(func=_plan)
 
@@ -436,12 +445,68 @@ def _sample(args: argparse.Namespace, metrics: list[str]) -> int:
     return 0
 
 
+def _nuggets(args: argparse.Namespace) -> int:
+    """``plan-labels LLM_ASSIGNMENTS --nuggets``: the seeded sample of answers whose nuggets a
+    person assigns (``--sample N -o FILE``), or how many queries a target width needs (from a
+    pilot of human assignments: ``--human FILE --width W``)."""
+    from ..nuggets.data import read_answers, read_assignments
+    from ..nuggets.labelling import plan_nugget_labels, sample_nuggets_to_label
+    from ..nuggets.score import METRICS
+
+    if args.runs:
+        raise InputError("--nuggets takes the LLM assignments file only, no runs", field="RUN")
+    metric = (args.metrics or ["all"])[0]
+    if metric not in METRICS:
+        raise InputError(f"unknown nugget score {metric!r}; expected {', '.join(METRICS)}",
+                         field="--metric")
+    if args.sample is None:
+        if not args.human or args.width is None:
+            raise InputError("--nuggets needs --sample N -o to_label.jsonl (answers to assign), or "
+                             "--human PILOT --width W (how many to assign)", field="--sample")
+        method = _method(args)
+        plans = plan_nugget_labels(read_assignments(args.qrels), read_assignments(args.human),
+                                   args.width, metric=metric, method=method,
+                                   confidence=args.confidence, population=_population(args))
+        if args.format == "json":
+            write_output(json.dumps(plans, indent=2, allow_nan=False) + "\n", args.output)
+            return 0
+        from ..render import render_table
+
+        heads = ["run", "score", "pilot answers", "corr(human, LLM)", "lambda", "pilot width",
+                 f"queries for width {args.width:g} ({method})", "queries human only"]
+        rows = [[p["run"], p["metric"], p["n_pilot"], p["correlation"], p["lambda"], p["pilot_width"],
+                 _n(p["n_ppi"]), _n(p["n_human_only"])] for p in plans]
+        text = render_table(heads, rows, args.format)
+        if args.format == "table":
+            text += (f"{int(100 * args.confidence)}% intervals; a query to assign is every run's answer "
+                     "to it; the pilot's variances are estimates, so add a margin\n")
+        write_output(text, args.output)
+        return 0
+    if not args.output:
+        raise InputError("--sample writes a to-label file: pass -o to_label.jsonl", field="-o")
+    check_writable([args.output])
+    todo = sample_nuggets_to_label(read_assignments(args.qrels), args.sample, seed=args.seed,
+                                   metric=metric, extra={"llm_assignments": args.qrels},
+                                   answers=[a for f in args.answers or () for a in read_answers(f)])
+    write_output(todo.to_jsonl(), args.output)
+    print(f"wrote {args.output}: {todo.meta['items']} nugget assignments of {todo.meta['answers']} "
+          f"answers to {todo.meta['sample']} queries drawn at random (seed {args.seed}) from "
+          f"{todo.meta['frame']}; label them with: ragjudge ui {args.output} {args.qrels}",
+          file=sys.stderr)
+    return 0
+
+
 def _plan(args: argparse.Namespace) -> int:
     from ..io import read_qrels, read_run
     from ..measures import parse_measure, split_metric_list
     from ..render import render_table
     from ..trust.ppi import plan_evaluation
 
+    if args.nuggets:
+        return _nuggets(args)
+    if not args.runs:
+        raise InputError("needs at least one RUN (or --nuggets with LLM nugget assignments)",
+                         field="RUN")
     method = _method(args)
     metrics = [m for v in (args.metrics or ["ndcg@10"]) for m in split_metric_list(v)]
     for m in metrics:

@@ -19,10 +19,12 @@ __all__ = ["register"]
 
 _EPILOG = """\
 files (what each is, is read from its content; force it with ROLE=PATH, ROLE one of result,
-qrels, llm, run, queries, corpus, judgments, tolabel, labels):
+qrels, llm, run, queries, corpus, judgments, tolabel, labels, assignments):
   result JSON of `ragjudge evaluate/compare -f json` (--per-query for per-query differences),
   human qrels, LLM qrels (llm=PATH), runs, queries, corpus, judgments JSONL of
-  `ragjudge judge --judgments`, a to-label file of `ragjudge plan-labels --sample N -o FILE`.
+  `ragjudge judge --judgments`, a to-label file of `ragjudge plan-labels --sample N -o FILE`
+  (or of `plan-labels LLM_ASSIGNMENTS --nuggets --sample N -o FILE`), LLM nugget assignments
+  of `ragjudge nuggets assign` (each answer with its nuggets and the model's reasons).
 
 Only these files can be read through the page. Labels are appended, as they are given, to
 FILE.labels.jsonl beside the to-label file (or --labels PATH); reloading the page resumes.

@@ -37,19 +37,25 @@ _LAZY = {
     "evaluate_answers_sync": "pipeline", "estimate_answers": "pipeline",
     "NuggetAgreement": "agree", "nugget_agreement": "agree",
     "citation_scores": "cite", "read_support": "cite", "support_pairs": "cite",
+    "NuggetToLabel": "labelling", "sample_nuggets_to_label": "labelling",
+    "read_nugget_to_label": "labelling", "human_assignments": "labelling",
+    "human_from_files": "labelling", "replay_nugget_labels": "labelling",
 }
 __getattr__, __dir__ = lazy_exports(globals(), _LAZY, lambda m: import_module(f".{m}", __name__))
 
 __all__ = [
     "Answer", "AssignResult", "AssignedNugget", "Assignment", "CITE_METRICS", "CREDIT",
     "CiteResult", "CitedAnswer", "CreateResult", "IMPORTANCE", "LABELS", "LABELS_2", "METRICS",
-    "Nugget", "NuggetAgreement", "NuggetEvaluation", "NuggetOptions", "NuggetSet", "SUPPORT",
+    "Nugget", "NuggetAgreement", "NuggetEvaluation", "NuggetOptions", "NuggetSet",
+    "NuggetToLabel", "SUPPORT",
     "Sentence", "WEIGHT", "answer_scores", "assign_nuggets", "assign_nuggets_sync",
     "assign_prompt", "citation_scores", "cite_support", "cite_support_sync", "create_nuggets",
     "create_nuggets_sync", "estimate_answers", "estimate_assign", "estimate_cite",
-    "estimate_create", "evaluate_answers", "evaluate_answers_sync", "label_importance",
+    "estimate_create", "evaluate_answers", "evaluate_answers_sync", "human_assignments",
+    "human_from_files", "label_importance",
     "label_importance_sync", "nugget_agreement", "parse_answers", "parse_assignments",
     "parse_nuggets", "passages_for", "per_run", "read_answers", "read_assignments",
-    "read_nuggets", "read_support", "read_texts", "score_assignments", "support_pairs",
+    "read_nugget_to_label", "read_nuggets", "read_support", "read_texts",
+    "replay_nugget_labels", "sample_nuggets_to_label", "score_assignments", "support_pairs",
     "write_assignments", "write_nuggets",
 ]

@@ -222,8 +222,13 @@ def nugget_agreement(
         if len(both) < 2:
             notes.append(f"run {r}: {len(both)} answers with both scores; PPI needs 2")
             continue
-        ppi[r] = ppi_mean([hs[r][t] for t in both], [ls[r][t] for t in both], list(ls[r].values()),
-                          confidence=confidence)
+        e = ppi[r] = ppi_mean([hs[r][t] for t in both], [ls[r][t] for t in both], list(ls[r].values()),
+                              confidence=confidence)
+        if e.small_sample():
+            notes.append(f"run {r}: PPI on {e.small_sample().replace('queries', 'answers')}")
+        if e.clipped:  # the estimate is unbiased and may leave [0, 1]; its interval may not
+            notes.append(f"run {r}: PPI interval cut to the score's range [0, 1]"
+                         + ("; the point estimate lies outside it" if not 0 <= e.mean <= 1 else ""))
     sup: AgreementReport | None = None
     if support_llm is not None and support_human is not None:
         def keyed(d: Mapping[tuple[str, str, int, str], str]) -> dict[tuple[str, str], int]:

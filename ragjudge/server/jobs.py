@@ -33,13 +33,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from ..errors import RagjudgeError
-from .models import JudgeRequest, ModelSettings, RagRequest, SynthRequest
+from .models import JudgeRequest, ModelSettings, NuggetsRequest, RagRequest, SynthRequest
 from .service import (
     build_llm,
     job_spec,
     judge_options,
     judge_pairs,
     load_qrels,
+    nuggets_inputs,
     rag_inputs,
     synth_inputs,
     synth_plan,
@@ -457,7 +458,50 @@ class SynthJob(_Job):
         return snap
 
 
-_KINDS: dict[str, type[_Job]] = {"judge": JudgeJob, "rag": RagJob, "synth": SynthJob}
+class NuggetsJob(_Job):
+    """Nugget evaluation of answers: one :func:`ragjudge.nuggets.evaluate_answers` call
+    (nuggets created or given, assigned, scored per run with intervals; citation support and
+    agreement when asked), run off the server's event loop (the bootstrap is CPU work);
+    resumes through the LLM cache. Progress counts requests against the dry run's total."""
+
+    atomic = True
+
+    def __init__(self, manager: JobManager, row: Mapping[str, Any]) -> None:
+        super().__init__(manager, row)
+        self.finished = False
+
+    async def run(self) -> Any:
+        from ..nuggets import evaluate_answers
+
+        req = NuggetsRequest.model_validate(self.request)
+        inputs = await asyncio.to_thread(nuggets_inputs, req, self.settings.max_pairs)
+        llm = self.llm = await asyncio.to_thread(self.make_llm)
+
+        async def main() -> dict[str, Any]:
+            try:
+                ev = await evaluate_answers(inputs.answers, llm=llm, cite=req.cite, human=inputs.human,
+                                            metric=req.metric, n_resamples=req.resamples,
+                                            seed=req.seed, **inputs.keywords())
+            finally:
+                await llm.aclose()
+            # failures are data: each unassigned nugget keeps its reason, undetermined scores
+            # theirs, and the result says when most requests failed
+            return {**ev.to_dict(), "mostly_failed": ev.mostly_failed}
+
+        out = await _off_loop(main)
+        self.finished = True
+        return out
+
+    def snapshot(self) -> dict[str, Any]:
+        snap = self._session_snapshot()
+        if self.finished:  # the requests it took are the total
+            snap["done"] = snap["total"] = (self.llm.stats.calls + self.llm.stats.cache_hits
+                                            + self.llm.stats.failed + self.llm.stats.skipped)
+        return snap
+
+
+_KINDS: dict[str, type[_Job]] = {"judge": JudgeJob, "rag": RagJob, "synth": SynthJob,
+                                 "nuggets": NuggetsJob}
 
 
 class JobManager:

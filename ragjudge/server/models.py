@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..judges.options import JudgeOptions as _J
+from ..nuggets.options import NuggetOptions as _N
 from ..rag.options import GRADING_MODES, MATCH_MODES
 from ..rag.options import RagOptions as _R
 from ..synth.options import SynthOptions as _S
@@ -17,7 +18,7 @@ __all__ = [
     "QrelsInput", "RunInput", "EvaluateRequest", "CompareRequest", "ModelSettings",
     "JudgeRequest", "RagRequest", "SynthRequest", "JobState", "Progress", "MetricInfo",
     "ErrorBody", "Health", "Version", "ReportBody", "CompareBody", "RagReportBody", "DryRunBody",
-    "SynthDryRunBody",
+    "SynthDryRunBody", "NuggetsRequest",
 ]
 
 _INT32 = 2**31 - 1
@@ -173,6 +174,55 @@ class SynthRequest(_Request):
         "Only estimate: calls, tokens and cost (upper bounds); nothing is sent, no job."))
 
 
+class NuggetsRequest(_Request):
+    """Answers evaluated with nuggets as the TREC RAG track does it (as ``ragjudge nuggets``):
+    nuggets given (or created from the passages), assigned to every answer, scored per run
+    with intervals; optionally citation support and agreement with human assignments."""
+
+    answers: list[dict[str, Any]] = Field(min_length=1, description=(
+        "Answers: TREC RAG 2024/2025 records (run_id, topic_id, topic, references, answer as "
+        "[{text, citations}]), or plain {query_id, answer} records (run_id optional)."))
+    run_id: str = Field(default="run", min_length=1, max_length=200, description=(
+        "Run of the answers that name none."))
+    nuggets: Optional[list[dict[str, Any]]] = Field(default=None, description=(
+        "Nugget sets, one per query: {qid, query, nuggets: [{text, importance}]} (the TREC RAG "
+        "layout; unlabelled importance is labelled). Absent: created from qrels + corpus, or "
+        "from the passages the answers cite."))
+    queries: Optional[dict[str, str]] = Field(default=None, description=(
+        "{qid: query text} for creating nuggets (default: the answers' topics)."))
+    qrels: Optional[QrelsInput] = Field(default=None, description=(
+        "Relevance judgments choosing the passages nuggets are created from."))
+    corpus: Optional[dict[str, str]] = Field(default=None, description=(
+        "{docid: passage text}: passages for creation and citation support."))
+    cite: bool = Field(default=False, description="Also check citation support (ALCE citation "
+                       "precision and recall).")
+    human: Optional[list[dict[str, Any]]] = Field(default=None, description=(
+        "Human assignments of some answers (the assignment layout): agreement, Kendall tau "
+        "and a PPI interval for each run's score."))
+    metric: Literal["strict_vital", "vital", "strict_all", "all", "weighted"] = Field(
+        default="all", description="Score of the run-level agreement and PPI.")
+    # Defaults and descriptions are the library's (NuggetOptions); the bounds are this service's.
+    grades: Literal[2, 3] = Field(default=_N.default("grades"), description=_N.help("grades"))
+    assign_window: int = Field(default=_N.default("assign_window"), ge=1, le=1000,
+                               description=_N.help("assign_window"))
+    create_window: int = Field(default=_N.default("create_window"), ge=1, le=1000,
+                               description=_N.help("create_window"))
+    max_nuggets: int = Field(default=_N.default("max_nuggets"), ge=1, le=1000,
+                             description=_N.help("max_nuggets"))
+    importance_window: int = Field(default=_N.default("importance_window"), ge=1, le=1000,
+                                   description=_N.help("importance_window"))
+    min_grade: int = Field(default=_N.default("min_grade"), ge=-_INT32, le=_INT32,
+                           description=_N.help("min_grade"))
+    max_passages: int = Field(default=_N.default("max_passages"), ge=1, le=10_000,
+                              description=_N.help("max_passages"))
+    resamples: int = Field(default=10_000, ge=1, le=100_000, description="Bootstrap / "
+                           "randomization resamples of the per-run intervals and tests.")
+    seed: int = Field(default=0, ge=0, le=2**32 - 1, description="Seed of the resampling.")
+    settings: ModelSettings = Field(default_factory=ModelSettings)
+    dry_run: bool = Field(default=False, description=(
+        "Only estimate: calls, cached answers, tokens and cost; nothing is sent, no job."))
+
+
 # ----------------------------------------------------------------------------- responses
 class ErrorBody(BaseModel):
     detail: str = Field(description="One line: `field:line: name: message` for input errors.")
@@ -247,7 +297,7 @@ class Progress(BaseModel):
 
 class JobState(BaseModel):
     id: str
-    kind: Literal["judge", "rag", "synth"]
+    kind: Literal["judge", "rag", "synth", "nuggets"]
     status: Literal["queued", "running", "done", "failed", "cancelled"]
     created: float
     updated: float
@@ -260,7 +310,9 @@ class JobState(BaseModel):
     result: Optional[dict[str, Any]] = Field(default=None, description=(
         "When done (or cancelled: what was judged): judge -> {qrels, judgments, summary}; "
         "rag -> the RAG report; synth -> {summary, filters, sampling, params, pool, queries, "
-        "qrels, samples, candidates}."))
+        "qrels, samples, candidates}; nuggets -> {nuggets, assignments, scores (per run: "
+        "strict_vital, vital, strict_all, all, weighted with intervals and paired tests), "
+        "citation_scores, agreement, usage}."))
 
 
 class MetricInfo(BaseModel):

@@ -32,6 +32,7 @@ from .models import (
     JobState,
     JudgeRequest,
     MetricInfo,
+    NuggetsRequest,
     RagReportBody,
     RagRequest,
     ReportBody,
@@ -120,6 +121,17 @@ def api_router(settings: ServerSettings) -> APIRouter:
         `ragjudge synth`; the result holds the queries, qrels (TREC text), RAG samples, every
         candidate and the accounting. With `dry_run`: the estimate only (200)."""
         return await answer(request, await cpu(service.synth, req, settings))
+
+    @router.post("/nuggets", response_model=None, status_code=202, tags=["jobs"],
+                 responses={202: {"model": JobState, "description": "The job"},
+                            200: {"model": DryRunBody, "description": "dry_run"},
+                            503: {"model": ErrorBody, "description": "Job store unavailable"}})
+    async def nuggets(req: NuggetsRequest, request: Request) -> Response:
+        """Start a nuggets job: nuggets (given, or created from the passages) assigned to every
+        answer and scored per run (strict_vital, vital, strict_all, all, weighted) with
+        intervals and paired tests, as `ragjudge nuggets`; citation support and agreement with
+        human assignments (PPI per run) when asked. With `dry_run`: the estimate only (200)."""
+        return await answer(request, await cpu(service.nuggets, req, settings))
 
     @router.get("/jobs", response_model=list[JobState], tags=["jobs"],
                 responses={503: {"model": ErrorBody}})

@@ -27,6 +27,7 @@ from .models import (
     EvaluateRequest,
     JudgeRequest,
     ModelSettings,
+    NuggetsRequest,
     RagRequest,
     SynthRequest,
 )
@@ -41,7 +42,8 @@ if TYPE_CHECKING:
 __all__ = ["load_qrels", "load_run", "count_pairs", "evaluate_json", "compare_json",
            "TooLarge", "check_pairs", "Reply", "JobPlan", "rag", "judge", "synth", "submit",
            "job", "jobs", "cancel", "job_view", "job_spec", "build_llm", "judge_options", "judge_pairs", "rag_inputs",
-           "synth_inputs", "synth_plan", "synth_result"]
+           "synth_inputs", "synth_plan", "synth_result", "nuggets", "nuggets_inputs",
+           "NuggetInputs"]
 
 
 class TooLarge(RagjudgeError):
@@ -273,6 +275,62 @@ def synth_result(result: Any) -> dict[str, Any]:
             "samples": result.samples, "candidates": [c.to_dict() for c in result.candidates]}
 
 
+
+
+@dataclass(frozen=True)
+class NuggetInputs:
+    """A nuggets request as the library's values (see :func:`nuggets_inputs`)."""
+
+    answers: list[Any]
+    nuggets: list[Any] | None
+    queries: dict[str, str] | None
+    qrels: Any
+    corpus: dict[str, str] | None
+    human: list[Any] | None
+    options: Any
+
+    def keywords(self) -> dict[str, Any]:
+        """The keywords of :func:`ragjudge.nuggets.evaluate_answers` / ``estimate_answers``."""
+        return {"nuggets": self.nuggets, "queries": self.queries, "qrels": self.qrels,
+                "corpus": self.corpus, "options": self.options}
+
+
+def _jsonl(records: list[dict[str, Any]]) -> str:
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+
+
+def nuggets_inputs(req: NuggetsRequest, limit: int) -> NuggetInputs:
+    """Answers, nugget sets, human assignments and :class:`ragjudge.nuggets.NuggetOptions` of
+    a nuggets request; errors name the request field and the record (``answers:3: topic_id``),
+    and the size limit counts answers x nuggets (every nugget is graded against every answer)."""
+    from ..nuggets.data import parse_answers, parse_assignments, parse_nuggets
+    from ..nuggets.options import NuggetOptions
+
+    options = _options_of(NuggetOptions, req)
+    answers = parse_answers(_jsonl(req.answers), source="answers", run_id=req.run_id)
+    sets = parse_nuggets(_jsonl(req.nuggets), source="nuggets") if req.nuggets is not None else None
+    if sets is None and req.qrels is not None and req.corpus is None:
+        raise InputError("qrels need the passages' texts: give corpus", field="corpus")
+    per_query = ({s.qid: len(s.nuggets) for s in sets} if sets is not None else {})
+    size = sum(per_query.get(a.qid, options.max_nuggets if sets is None else 0) for a in answers)
+    check_pairs(max(size, len(answers)), limit, "answer-nugget pairs")
+    human = parse_assignments(_jsonl(req.human), source="human") if req.human is not None else None
+    qrels = load_qrels(req.qrels, "qrels") if req.qrels is not None else None
+    return NuggetInputs(answers, sets, req.queries, qrels, req.corpus, human, options)
+
+
+def nuggets(req: NuggetsRequest, settings: ServerSettings) -> Answer:
+    """``POST /v1/nuggets``: the estimate (``dry_run``), or a nuggets job (its size: the
+    estimate's calls)."""
+    from ..nuggets import estimate_answers
+
+    inputs = nuggets_inputs(req, settings.max_pairs)
+    spec = job_spec(settings, req.settings)
+    llm = build_llm(settings, req.settings, spec=spec, check_key=not req.dry_run)
+    est = estimate_answers(inputs.answers, llm=llm, cite=req.cite, **inputs.keywords())
+    if req.dry_run:
+        return Reply(json.dumps({**dataclasses.asdict(est), "description": est.describe()}))
+    return JobPlan("nuggets", req.model_dump(mode="json"), spec, est.calls + est.cached)
 
 
 # ----------------------------------------------------------------------------- the decisions

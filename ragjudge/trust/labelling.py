@@ -22,14 +22,14 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..data import Qrels, Run
 from ..errors import InputError
 
-__all__ = ["ToLabel", "sample_to_label", "parse_to_label", "read_to_label", "replay_labels",
+__all__ = ["ToLabel", "LabelKey", "pair_key", "sample_to_label", "parse_to_label", "read_to_label", "replay_labels",
            "undo_target", "shown_pairs", "shown_header", "shown_in_qrels", "labels_qrels",
            "complete_queries", "TO_LABEL_FORMAT"]
 
@@ -153,8 +153,18 @@ def read_to_label(path: str) -> ToLabel:
     return parse_to_label(text, source=str(path))
 
 
-def _undone(stack: list[tuple[tuple[str, str], dict[str, Any] | None, dict[str, Any]]],
-            now: Mapping[tuple[str, str], Any], who: Any) -> int | None:
+def pair_key(rec: Mapping[str, Any]) -> tuple[str, str]:
+    """What a label record of a passage labels: ``(qid, docid)``."""
+    return (str(rec["qid"]), str(rec["docid"]))
+
+
+#: What a label record labels, from the record (a labels log of another kind of item keys its
+#: records its own way; the undo and relabel rules are the same).
+LabelKey = Callable[[Mapping[str, Any]], Hashable]
+
+
+def _undone(stack: list[tuple[Any, dict[str, Any] | None, dict[str, Any]]],
+            now: Mapping[Any, Any], who: Any) -> int | None:
     """Where in ``stack`` the latest label of ``who`` still in force is (``None``: none)."""
     for i in range(len(stack) - 1, -1, -1):
         key, _, rec = stack[i]
@@ -163,10 +173,10 @@ def _undone(stack: list[tuple[tuple[str, str], dict[str, Any] | None, dict[str, 
     return None
 
 
-def _replay(records: Iterable[Mapping[str, Any]]) -> tuple[
-        dict[tuple[str, str], dict[str, Any]], list[tuple[tuple[str, str], dict[str, Any] | None, dict[str, Any]]]]:
-    stack: list[tuple[tuple[str, str], dict[str, Any] | None, dict[str, Any]]] = []
-    now: dict[tuple[str, str], dict[str, Any]] = {}
+def _replay(records: Iterable[Mapping[str, Any]], key_of: LabelKey = pair_key) -> tuple[
+        dict[Any, dict[str, Any]], list[tuple[Any, dict[str, Any] | None, dict[str, Any]]]]:
+    stack: list[tuple[Any, dict[str, Any] | None, dict[str, Any]]] = []
+    now: dict[Any, dict[str, Any]] = {}
     for rec in records:
         op = rec.get("op", "label")
         if op == "reveal":
@@ -182,7 +192,7 @@ def _replay(records: Iterable[Mapping[str, Any]]) -> tuple[
                 if before is not None:
                     now[key] = before
             continue
-        key = (str(rec["qid"]), str(rec["docid"]))
+        key = key_of(rec)
         label = dict(rec)
         stack.append((key, now.get(key), label))
         now.pop(key, None)  # a relabelled pair moves to the end
@@ -190,17 +200,20 @@ def _replay(records: Iterable[Mapping[str, Any]]) -> tuple[
     return now, stack
 
 
-def replay_labels(records: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+def replay_labels(records: Iterable[Mapping[str, Any]],
+                  key: LabelKey = pair_key) -> dict[Any, dict[str, Any]]:
     """The labels in force after a labels log: ``{(qid, docid): record}`` in the order given
     (``grade`` ``None``: skipped). An ``undo`` takes back the latest label of the same
     assessor (``who``) still in force: the pair returns to what it had before that label, or to
-    unlabelled; another assessor's labels are never touched. ``reveal`` records change nothing."""
-    return _replay(records)[0]
+    unlabelled; another assessor's labels are never touched. ``reveal`` records change nothing.
+    ``key``: what a record labels (default :func:`pair_key`)."""
+    return _replay(records, key)[0]
 
 
-def undo_target(records: Iterable[Mapping[str, Any]], who: str) -> tuple[str, str] | None:
-    """The pair an ``undo`` by ``who`` would take back after ``records`` (``None``: nothing)."""
-    now, stack = _replay(records)
+def undo_target(records: Iterable[Mapping[str, Any]], who: str,
+                key: LabelKey = pair_key) -> Any:
+    """The item an ``undo`` by ``who`` would take back after ``records`` (``None``: nothing)."""
+    now, stack = _replay(records, key)
     i = _undone(stack, now, who)
     return None if i is None else stack[i][0]
 

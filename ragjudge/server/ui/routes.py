@@ -38,6 +38,14 @@ class UndoBody(BaseModel):
     who: str = Field("", max_length=100)
 
 
+class NuggetLabelBody(BaseModel):
+    answer: int = Field(ge=0, description="Position of the answer in the nugget to-label file")
+    nugget: int = Field(ge=0, description="Position of the nugget in the answer")
+    assignment: str | None = Field(None, max_length=40, description="support, partial_support, "
+                                   "not_support; null: skipped / unsure")
+    who: str = Field("", max_length=100, description="The assessor's name")
+
+
 def _missing(exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": str(exc.args[0]) if exc.args else "not found"}, status_code=404)
 
@@ -134,6 +142,48 @@ def ui_router(files: tuple[str, ...] | list[str], labels: str | None = None) -> 
             return _missing(exc)
         return PlainTextResponse(text, headers={
             "Content-Disposition": 'attachment; filename="human.qrels"'})
+
+    # ------------------------------------------------------------------ nuggets
+    nd = ws.nuggets
+
+    @r.get("/api/nuggets/answers")
+    def nugget_answers(run: str = "", q: str = "", offset: int = paging["offset"],
+                       limit: int = paging["limit"]) -> Any:
+        return call(nd.answers, run, q, offset, limit)
+
+    @r.get("/api/nuggets/answer")
+    def nugget_answer(run: str, qid: str) -> Any:
+        return call(nd.answer, run, qid)
+
+    @r.get("/api/nuggets/label/state")
+    def nugget_state() -> Any:
+        return call(nd.state)
+
+    @r.get("/api/nuggets/label/answer/{index}")
+    def nugget_label_answer(index: int, review: bool = False,
+                            who: str = Query("", max_length=100)) -> Any:
+        return call(nd.label_answer, index, review, who.strip())
+
+    @r.post("/api/nuggets/label")
+    def nugget_label(body: NuggetLabelBody) -> Any:
+        return call(nd.add_label, body.answer, body.nugget, body.assignment, body.who.strip())
+
+    @r.post("/api/nuggets/label/undo")
+    def nugget_undo(body: UndoBody) -> Any:
+        return call(nd.undo, body.who.strip())
+
+    @r.get("/api/nuggets/label/ppi")
+    def nugget_ppi() -> Any:
+        return call(nd.ppi)
+
+    @r.get("/api/nuggets/label/assignments")
+    def nugget_human() -> Any:
+        try:
+            text = nd.human_jsonl()
+        except LookupError as exc:
+            return _missing(exc)
+        return PlainTextResponse(text, media_type="application/x-ndjson", headers={
+            "Content-Disposition": 'attachment; filename="human_assignments.jsonl"'})
 
     # Browsers ask the site's root for its icon whatever the page links: answer it there too.
     outer = APIRouter(include_in_schema=False)

@@ -22,7 +22,8 @@ from ...errors import InputError
 __all__ = ["Workspace", "ROLES", "MAX_LIMIT"]
 
 #: ``ROLE=PATH`` spellings that override what a file is sniffed as (:func:`ragjudge.io.sniff.sniff_kind`).
-ROLES = ("result", "qrels", "llm", "run", "queries", "corpus", "judgments", "tolabel", "labels")
+ROLES = ("result", "qrels", "llm", "run", "queries", "corpus", "judgments", "tolabel", "labels",
+         "assignments")
 MAX_LIMIT = 500
 
 
@@ -62,6 +63,29 @@ def _json(text: str, path: str) -> Any:
                          line=getattr(exc, "lineno", None), field="json") from None
 
 
+def _is_assignments(text: str) -> bool:
+    """Nugget assignments (one JSON object per answer with ``nuggets``), which the generic
+    sniffing does not know."""
+    first = text.lstrip("\ufeff \t\r\n").split("\n", 1)[0]
+    try:
+        rec = json.loads(first)
+    except json.JSONDecodeError:
+        return False
+    return isinstance(rec, dict) and isinstance(rec.get("nuggets"), list) and "kind" not in rec \
+        and any(k in rec for k in ("qid", "topic_id", "query_id")) and "docid" not in rec
+
+
+def _is_nugget_to_label(text: str) -> bool:
+    from ...nuggets.labelling import NUGGET_TO_LABEL_FORMAT
+
+    first = text.lstrip("\ufeff \t\r\n").split("\n", 1)[0]
+    try:
+        rec = json.loads(first)
+    except json.JSONDecodeError:
+        return False
+    return isinstance(rec, dict) and rec.get("format") == NUGGET_TO_LABEL_FORMAT
+
+
 def _result_runs(obj: Any) -> dict[str, Any]:
     """A result JSON as ``{"runs": [...], "comparisons": [...], "meta": {...}}``."""
     if isinstance(obj, list):
@@ -90,6 +114,9 @@ class Workspace:
         self.judgments: dict[tuple[str, str], dict[str, Any]] = {}
         self.judgment_files: list[str] = []
         self.to_label: Any = None
+        #: a nugget to-label file (``plan-labels --nuggets``) and the LLM nugget assignments
+        self.nug_to_label: Any = None
+        self.assignments: list[Any] = []
         self.labels_path: Path | None = Path(labels) if labels else None
         self._lock = threading.Lock()
         self._log: list[dict[str, Any]] = []
@@ -103,7 +130,7 @@ class Workspace:
                 text = Path(path).read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as exc:
                 raise InputError(getattr(exc, "strerror", None) or str(exc), source=path) from None
-            role = role or sniff_kind(text, path)
+            role = role or ("assignments" if _is_assignments(text) else sniff_kind(text, path))
             name = Path(path).name
             info: dict[str, Any] = {}
             if role == "result":
@@ -137,15 +164,28 @@ class Workspace:
             elif role == "judgments":
                 n = self._read_judgments(path, text)
                 info = {"judgments": n}
+            elif role == "assignments":
+                from ...nuggets.data import parse_assignments
+
+                got = parse_assignments(text, source=path)
+                self.assignments.extend(got)
+                info = {"answers": len(got)}
             elif role == "tolabel":
-                if self.to_label is not None:
+                if self.to_label is not None or self.nug_to_label is not None:
                     raise InputError("only one to-label file per server", source=path)
-                self.to_label = parse_to_label(text, source=path)
+                if _is_nugget_to_label(text):
+                    from ...nuggets.labelling import parse_nugget_to_label
+
+                    self.nug_to_label = parse_nugget_to_label(text, source=path)
+                else:
+                    self.to_label = parse_to_label(text, source=path)
                 if self.labels_path is None:
                     p = Path(path)
                     stem = p.name[:-len(".jsonl")] if p.name.endswith(".jsonl") else p.name
                     self.labels_path = p.with_name(stem + ".labels.jsonl")
-                info = {"pairs": len(self.to_label.pairs), "queries": len(self.to_label.queries)}
+                tl = self.to_label or self.nug_to_label
+                info = ({"pairs": len(tl.pairs), "queries": len(tl.queries)} if self.to_label is not None
+                        else {"answers": len(tl.answers), "items": tl.items, "queries": len(tl.queries)})
             elif role == "labels":
                 self.labels_path = Path(path)
             self.files.append({"id": i, "role": role, "name": name, **info})
@@ -163,6 +203,17 @@ class Workspace:
                             for i, p in enumerate(self.to_label.pairs)} if self.to_label else {}
         if self.labels_path is not None:
             self._reload()
+        from .nugget_desk import NuggetDesk
+
+        self.nuggets = NuggetDesk(self.nug_to_label, self.assignments, records=self._records,
+                                  append=self._append, lock=self._lock)
+
+    def _records(self) -> list[dict[str, Any]]:
+        """The labels log's records as they are now (call under the lock)."""
+        if self.labels_path is None:
+            return []
+        self._reload()
+        return self._log
 
     def _read_judgments(self, path: str, text: str) -> int:
         n = 0
@@ -207,8 +258,8 @@ class Workspace:
     def labels_now(self) -> dict[tuple[str, str], dict[str, Any]]:
         from ...trust.labelling import replay_labels
 
-        if self.labels_path is None:
-            return {}
+        if self.labels_path is None or self.nug_to_label is not None:
+            return {}  # a nugget labels log holds no passage labels
         with self._lock:
             self._reload()
             return replay_labels(self._log)
@@ -431,6 +482,7 @@ class Workspace:
             "judgments": len(self.judgments), "human_qrels": [n for n, _ in self.human],
             "agreement": bool(self._human_labels()) and self.llm_qrels() is not None,
             "labelling": self.to_label is not None,
+            "nuggets": self.nuggets.overview(),
         }
 
     def result_table(self, rid: int) -> dict[str, Any]:

@@ -85,6 +85,8 @@ function renderNav(current) {
     if (overview.queries) items.push(["queries", "Queries"]);
     if (overview.agreement) items.push(["agreement", "Agreement"]);
     if (overview.labelling) items.push(["label", "Label"]);
+    if (overview.nuggets && overview.nuggets.answers) items.push(["answers", "Answers"]);
+    if (overview.nuggets && overview.nuggets.labelling) items.push(["nuglabel", "Assign nuggets"]);
   }
   document.getElementById("nav").replaceChildren(...items.map(([p, t]) =>
     el("a", { href: "#/" + p, class: (current === p.split("/")[0]) ? "on" : null }, t)));
@@ -101,7 +103,7 @@ async function route() {
     if (!overview) overview = await api("overview");
     renderNav(parts[0] || "");
     const view = parts[0] || "";
-    if (view !== "label") document.onkeydown = null;
+    if (view !== "label" && view !== "nuglabel") document.onkeydown = null;
     if (view === "") return viewFiles();
     if (view === "results") return await viewResults(Number(parts[1] || 0));
     if (view === "diff") return await viewDiff(Number(parts[1] || 0), params);
@@ -109,6 +111,9 @@ async function route() {
     if (view === "query") return await viewQuery(parts.slice(1).join("/"), params);
     if (view === "agreement") return await viewAgreement(params);
     if (view === "label") return await viewLabel(params);
+    if (view === "answers") return await viewAnswers(params);
+    if (view === "answer") return await viewAnswer(params);
+    if (view === "nuglabel") return await viewNugLabel(params);
     show(el("p", { class: "err" }, "No such page."));
   } catch (e) { if (!/token/.test(String(e.message))) showError(e); }
 }
@@ -125,6 +130,8 @@ function viewFiles() {
   if (o.queries) views.push(el("li", {}, link("#/queries", `Queries (${o.queries})`), o.runs.length ? ` with the ranked passages of ${o.runs.join(", ")}` : ""));
   if (o.agreement) views.push(el("li", {}, link("#/agreement", "Agreement of human and LLM labels")));
   if (o.labelling) views.push(el("li", {}, link("#/label", "Label pairs for PPI")));
+  if (o.nuggets && o.nuggets.answers) views.push(el("li", {}, link("#/answers", `Answers and their nuggets (${o.nuggets.answers})`)));
+  if (o.nuggets && o.nuggets.labelling) views.push(el("li", {}, link("#/nuglabel", "Assign nuggets for PPI")));
   show(el("h1", {}, "Files"), el("table", {}, el("tr", {}, el("th", {}, "role"), el("th", {}, "file"), el("th", {}, "contents")), rows),
     el("h2", {}, "Views"), el("ul", {}, views));
 }
@@ -380,6 +387,205 @@ async function exportQrels() {
   if (!r.ok) { showError(new Error(`export failed: HTTP ${r.status}`)); return; }
   const url = URL.createObjectURL(await r.blob());
   const a = el("a", { href: url, download: "human.qrels" });
+  document.body.appendChild(a); a.click(); a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 1000);
+}
+
+// ----------------------------------------------------------------------------- nuggets
+const NUG = { support: "support", partial_support: "partial", not_support: "not support" };
+const NUG_CLASS = { support: "g2", partial_support: "g1", not_support: "g0" };
+// keys of the assignments: the first letter and the grade's number on the scale
+const NUG_KEYS = { support: ["y", "1"], partial_support: ["p", "2"], not_support: ["n", "3"] };
+
+function nugBadge(assignment, who) {
+  if (assignment === undefined) return null;
+  const text = assignment === null ? "–" : (NUG[assignment] || assignment);
+  return el("span", { class: `badge ${NUG_CLASS[assignment] || ""}` }, who ? `${who}: ${text}` : text);
+}
+
+async function viewAnswers(params) {
+  const run = params.get("run") || "", q = params.get("q") || "";
+  const offset = Number(params.get("offset") || 0);
+  const page = await api(`nuggets/answers?${qs({ run, q, offset, limit: 50 })}`);
+  const runs = overview.nuggets.runs;
+  const runSel = el("select", { "aria-label": "run", onchange: (ev) => go("answers", { run: ev.target.value, q }) },
+    el("option", { value: "" }, "all runs"), runs.map((r) => el("option", { value: r, selected: r === run }, r)));
+  const search = el("input", { type: "search", placeholder: "filter queries", value: q, onchange: (ev) => go("answers", { run, q: ev.target.value }) });
+  show(el("h1", {}, "Answers and their nuggets"), el("div", { class: "controls" }, runSel, search),
+    el("table", { id: "answers" }, el("tr", {}, ["query", "run", "text", "nuggets", "all", "vital", ""].map((h) => el("th", {}, h))),
+      page.items.map((r) => el("tr", {},
+        el("td", {}, link(`#/answer?${qs({ run: r.run_id, qid: r.qid })}`, r.qid)), el("td", {}, r.run_id), el("td", {}, r.query || ""),
+        el("td", { class: "num" }, String(r.nuggets)), el("td", { class: "num" }, fmt(r.all, 3)), el("td", { class: "num" }, fmt(r.vital, 3)),
+        el("td", { class: "muted" }, r.note || "")))),
+    pager(page, (o) => go("answers", { run, q, offset: o })));
+}
+
+async function viewAnswer(params) {
+  const a = await api(`nuggets/answer?${qs({ run: params.get("run"), qid: params.get("qid") })}`);
+  const prov = a.provenance || {};
+  const rows = a.nuggets.map((n) => el("tr", {},
+    el("td", {}, n.text), el("td", {}, n.importance || "–"),
+    el("td", {}, n.llm.assignment === null ? el("span", { class: "err" }, n.llm.failure || "not assigned") : nugBadge(n.llm.assignment)),
+    el("td", { class: "reasoning" }, n.llm.reason || ""),
+    el("td", {}, n.human ? [nugBadge(n.human.assignment), el("div", { class: "muted" }, `${n.human.who || "?"}${n.human.llm_shown ? " (LLM's in view)" : ""}`)] : "")));
+  show(el("h1", {}, `${a.qid} · ${a.run_id}: `, el("span", { class: "query-text" }, a.query || "")),
+    a.sampled ? el("p", { class: "notes", id: "sampled" }, "This answer is in the sample people assign: seeing the LLM's assignments here is recorded, and labels of it are marked as given with them in view.") : null,
+    el("div", { class: "passage card", id: "answer-text" }, a.answer || "(no answer text in the assignments file)"),
+    el("p", {}, ["strict_vital", "vital", "strict_all", "all", "weighted"].map((m) => `${m} ${fmt(a.scores[m], 3)}`).join("   "),
+      a.note ? el("span", { class: "muted" }, ` (${a.note})`) : null),
+    el("table", { id: "answer-nuggets" }, el("tr", {}, ["nugget", "importance", "LLM", "LLM's reason", "human"].map((h) => el("th", {}, h))), rows),
+    el("p", { class: "muted" }, `LLM: ${[prov.model, prov.prompt_id && `${prov.prompt_id} ${String(prov.prompt_sha || "").slice(0, 12)}`].filter(Boolean).join(", ")}`));
+}
+
+const N = { state: null, index: 0, answer: null, cursor: 0, review: false, busy: false };
+
+async function viewNugLabel(params) {
+  N.state = await api("nuggets/label/state");
+  const want = params.get("i");
+  N.index = want !== null ? Number(want) : (N.state.next ?? Math.max(0, N.state.answers - 1));
+  N.answer = null;
+  await loadAnswer();
+  document.onkeydown = onNugKey;
+}
+
+function firstOpen(a) {
+  const i = a.nuggets.findIndex((n) => !n.label);
+  return i < 0 ? 0 : i;
+}
+
+async function loadAnswer(keepCursor) {
+  // Review (the LLM's assignments and reasons in view) is a choice made per answer and
+  // recorded with the labels: a new answer starts blind.
+  const fresh = !N.answer || N.answer.index !== N.index;
+  if (fresh) N.review = false;
+  N.answer = await api(`nuggets/label/answer/${N.index}?${qs({ review: N.review ? 1 : 0, who: N.review ? assessor() : "" })}`);
+  if (fresh && !keepCursor) N.cursor = firstOpen(N.answer);
+  renderNugLabel();
+  refreshNugPPI();
+}
+
+function renderNugLabel() {
+  const s = N.state, a = N.answer;
+  const name = el("input", { id: "who", value: assessor(), placeholder: "your name", size: 18,
+    oninput: (ev) => localStorage.setItem(NAME_KEY, ev.target.value) });
+  const review = el("input", { type: "checkbox", id: "review", checked: N.review,
+    onchange: async (ev) => { N.review = ev.target.checked; await loadAnswer(true); } });
+  const items = a.nuggets.map((n) => el("div", { class: "card nugget" + (n.index === N.cursor ? " current" : ""), "data-nugget": n.index,
+    onclick: () => { N.cursor = n.index; renderNugLabel(); } },
+    el("div", { class: "head" }, el("strong", {}, `${n.index + 1}.`), el("span", {}, n.text),
+      el("span", { class: "muted" }, n.importance || ""), n.label ? nugBadge(n.label.assignment, n.label.who || "you") : null),
+    n.llm ? el("div", { class: "llm" }, nugBadge(n.llm.assignment, "LLM"), " ", el("span", { class: "muted" }, n.llm.reason || "")) : null));
+  const cur = a.nuggets[N.cursor];
+  const chosen = cur && cur.label ? cur.label.assignment : undefined;
+  const scale = el("div", { class: "scale" }, s.labels.map((lab) =>
+    el("button", { class: chosen === lab ? "chosen" : null, "data-assignment": lab, onclick: () => giveNug(lab) },
+      el("kbd", {}, NUG_KEYS[lab] ? NUG_KEYS[lab][0] : "?"), el("span", {}, NUG[lab] || lab))),
+    el("button", { class: chosen === null ? "chosen" : null, onclick: () => giveNug(null) }, el("kbd", {}, "s"), el("span", {}, "skip / unsure")));
+  const box = el("div", { class: "label-box" },
+    el("div", { class: "controls" }, el("label", {}, "assessor", name),
+      el("label", { title: "recorded with your labels: PPI assumes assignments given without the model's" }, review, "review: show the LLM's assignments (this answer; recorded)"),
+      el("button", { onclick: exportAssignments }, "export human assignments")),
+    el("div", { id: "progress-text" }, `${s.labelled} of ${s.items} nuggets assigned (${s.skipped} skipped); ${s.complete_queries} of ${s.queries} queries complete`),
+    el("div", { class: "progress" }, el("div", {})),
+    el("div", { class: "muted" }, `answer ${a.index + 1} of ${s.answers} · query ${a.qid} · run ${a.run_id}`),
+    el("div", { class: "query-text", id: "query" }, a.query),
+    el("div", { class: "passage card", id: "answer-text" }, a.answer || "(no answer text)"),
+    el("div", { id: "nuggets" }, items),
+    scale,
+    el("div", { class: "controls" },
+      el("button", { onclick: () => moveAnswer(-1), disabled: a.index <= 0 }, "← previous answer"),
+      el("button", { onclick: undoNug }, "undo (u)"),
+      el("button", { onclick: () => moveAnswer(1), disabled: a.index >= s.answers - 1 }, "next answer →")),
+    el("p", { class: "keys muted" }, "Keys: ", s.labels.flatMap((l) => [el("kbd", {}, NUG_KEYS[l][0]), "/", el("kbd", {}, NUG_KEYS[l][1]), ` ${NUG[l]} · `]),
+      el("kbd", {}, "s"), " skip/unsure · ", el("kbd", {}, "u"), " undo · ", el("kbd", {}, "↑"), el("kbd", {}, "↓"), " previous/next nugget · ",
+      el("kbd", {}, "←"), el("kbd", {}, "→"), " previous/next answer · ", el("kbd", {}, "r"), " review"));
+  box.querySelector(".progress > div").style.width = `${(100 * s.labelled / Math.max(1, s.items)).toFixed(1)}%`;
+  const ppi = el("aside", { class: "ppi", id: "ppi" }, el("h2", {}, "PPI estimate"), el("p", { class: "muted" }, "…"));
+  const old = document.getElementById("ppi");
+  if (old) ppi.replaceChildren(...old.childNodes);
+  show(el("h1", {}, "Assign nuggets for PPI"), el("div", { class: "split" }, box, ppi));
+}
+
+async function giveNug(assignment) {
+  if (N.busy) return;
+  N.busy = true;
+  try {
+    const i = N.index;
+    N.state = await api("nuggets/label", { method: "POST", body: { answer: i, nugget: N.cursor, assignment, who: assessor() } });
+    // fetched blind (review was recorded once, when turned on); the model's view is kept
+    const prev = N.answer;
+    N.answer = await api(`nuggets/label/answer/${i}`);
+    if (N.review && prev && prev.index === i) N.answer.nuggets.forEach((n, j) => { n.llm = prev.nuggets[j].llm; });
+    const open = N.answer.nuggets.findIndex((n, j) => j > N.cursor && !n.label);
+    const any = N.answer.nuggets.findIndex((n) => !n.label);
+    if (open >= 0) N.cursor = open;
+    else if (any >= 0) N.cursor = any;
+    else if (N.state.next !== null && N.state.next !== undefined) { N.index = N.state.next; await loadAnswer(); return; }
+    renderNugLabel();
+    refreshNugPPI();
+  } catch (e) { showError(e); } finally { N.busy = false; }
+}
+
+async function undoNug() {
+  if (N.busy) return;
+  N.busy = true;
+  try {
+    N.state = await api("nuggets/label/undo", { method: "POST", body: { who: assessor() } });
+    if (N.state.undone) { N.index = N.state.undone[0]; await loadAnswer(true); N.cursor = N.state.undone[1]; renderNugLabel(); }
+    else await loadAnswer(true);
+  } catch (e) { showError(e); } finally { N.busy = false; }
+}
+
+async function moveAnswer(step) {
+  const i = N.index + step;
+  if (i < 0 || i >= N.state.answers) return;
+  N.index = i;
+  await loadAnswer();
+}
+
+function onNugKey(ev) {
+  if (ev.target && ["INPUT", "SELECT", "TEXTAREA"].includes(ev.target.tagName) && ev.target.type !== "checkbox") return;
+  if (ev.ctrlKey || ev.metaKey || ev.altKey || !N.answer) return;
+  const k = ev.key;
+  const lab = N.state.labels.find((l) => NUG_KEYS[l] && NUG_KEYS[l].includes(k));
+  if (lab) { ev.preventDefault(); giveNug(lab); }
+  else if (k === "s") { ev.preventDefault(); giveNug(null); }
+  else if (k === "u") { ev.preventDefault(); undoNug(); }
+  else if (k === "r") { ev.preventDefault(); N.review = !N.review; loadAnswer(true); }
+  else if (k === "ArrowDown" || k === "j") { ev.preventDefault(); N.cursor = Math.min(N.answer.nuggets.length - 1, N.cursor + 1); renderNugLabel(); }
+  else if (k === "ArrowUp" || k === "k") { ev.preventDefault(); N.cursor = Math.max(0, N.cursor - 1); renderNugLabel(); }
+  else if (k === "ArrowLeft") { ev.preventDefault(); moveAnswer(-1); }
+  else if (k === "ArrowRight") { ev.preventDefault(); moveAnswer(1); }
+}
+
+async function refreshNugPPI() {
+  const box = document.getElementById("ppi");
+  if (!box) return;
+  let r;
+  try { r = await api("nuggets/label/ppi"); } catch (e) { box.replaceChildren(el("h2", {}, "PPI estimate"), el("p", { class: "err" }, e.message)); return; }
+  const parts = [el("h2", {}, "PPI estimate"),
+    el("p", {}, el("strong", {}, "Estimand: "), `each run's mean nugget score "${r.metric}" over all its answers, as human assignments would give it; ${r.method.toUpperCase()}, ${Math.round(100 * r.confidence)}% intervals.`),
+    el("p", { class: "muted" }, `${r.complete_queries} of ${r.sampled_queries} sampled queries complete (${r.human_answers} answers).`)];
+  if (r.status !== "ok") parts.push(el("p", { class: "muted", id: "ppi-status" }, r.status));
+  else {
+    parts.push(el("table", { id: "ppi-table" }, el("tr", {}, ["run", "PPI", "interval", "LLM only", "human only"].map((h) => el("th", {}, h))),
+      r.estimates.map((e) => el("tr", {}, el("td", {}, e.run), el("td", { class: "num" }, fmt(e.mean)),
+        el("td", { class: "num ppi-ci" }, `[${fmt(e.ci[0])}, ${fmt(e.ci[1])}]`),
+        el("td", { class: "num" }, fmt(e.llm_only[0]), ci(e.llm_only.slice(1))),
+        el("td", { class: "num" }, fmt(e.human_only[0]), ci(e.human_only.slice(1)))))));
+    if (r.kendall_tau !== null && r.kendall_tau !== undefined) parts.push(el("p", {}, `Kendall τ of the run orderings (human vs LLM, assessed answers): ${fmt(r.kendall_tau, 3)}`));
+  }
+  if (r.notes && r.notes.length) parts.push(el("ul", { id: "ppi-notes", class: "notes" }, r.notes.map((n) => el("li", {}, n))));
+  parts.push(el("p", { class: "muted" }, r.note));
+  box.replaceChildren(...parts);
+}
+
+async function exportAssignments() {
+  const headers = token() ? { Authorization: "Bearer " + token() } : {};
+  const r = await fetch("/ui/api/nuggets/label/assignments", { headers });
+  if (!r.ok) { showError(new Error(`export failed: HTTP ${r.status}`)); return; }
+  const url = URL.createObjectURL(await r.blob());
+  const a = el("a", { href: url, download: "human_assignments.jsonl" });
   document.body.appendChild(a); a.click(); a.remove();
   setTimeout(() => URL.revokeObjectURL(url), 1000);
 }
