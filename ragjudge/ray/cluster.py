@@ -1,0 +1,162 @@
+"""What every Ray pipeline of ragjudge shares: joining (or starting) the cluster, the recipe a
+worker rebuilds the driver's session from, and the inputs a pipeline streams (Python objects,
+a Ray dataset, Parquet files)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .._lazy import optional
+from ..errors import InputError
+from ..llm import LLM
+
+__all__ = ["ENGINES", "connect", "recipe", "key_env", "worker_llm", "check_counts", "is_dataset",
+           "parquet_files", "open_dataset", "Columns"]
+
+#: Where the model runs: ragjudge's session in each worker, or a vLLM engine per GPU worker.
+ENGINES = ("session", "vllm")
+
+#: Accepted column names of a dataset, canonical name first (``{"qid": ("qid", "query_id")}``).
+Columns = Mapping[str, Sequence[str]]
+
+
+def connect(address: str | None) -> Any:
+    """The ``ray`` module, joined to the cluster at ``address`` (``ray://host:10001``, ``auto``)
+    or to a local one started here when Ray is not initialised yet."""
+    ray = optional("ray", extra="ray", what="the ray engine")
+    if not ray.is_initialized():
+        ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                 logging_level=logging.WARNING)
+    import ray.data
+
+    # ragjudge says what happened in its own lines; Ray Data's progress bars and INFO lines
+    # would bury them on stderr.
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    for name in ("ray", "ray.data"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    return ray
+
+
+def check_counts(**values: Any) -> None:
+    """Each value a positive integer (``workers``, ``batch_size``), else one line naming it."""
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InputError(f"must be a positive integer, got {value!r}", field=name)
+
+
+# ----------------------------------------------------------------------------- the session recipe
+def _cache_target(llm: LLM) -> str | None:
+    """What a worker opens to share the driver's cache: the PostgreSQL URL or the SQLite path
+    (a path the workers can reach: the same machine, or a shared filesystem)."""
+    cache = llm.cache
+    url = getattr(cache, "url", None)
+    if isinstance(url, str):
+        return url
+    path = getattr(cache, "path", None)
+    return None if path is None else str(path)
+
+
+def recipe(llm: LLM, workers: int) -> dict[str, Any]:
+    """How a worker builds the driver's session: its endpoints, cache, prices and sampling,
+    with an even share of what is left of the budget (plain values: Ray pickles them to the
+    workers), so the workers' spending together never passes ``max_cost``."""
+    share = None if llm.max_cost is None else max(0.0, llm.max_cost - (llm.cost or 0.0)) / workers
+    return {
+        "model": [c.endpoint for c in llm.callers],
+        "cache": _cache_target(llm) or False,
+        "prices": llm.prices,
+        "max_cost": share,
+        "temperature": llm.temperature,
+        "seed": llm.seed,
+        "max_tokens": llm.max_tokens,
+        "logprobs": llm.logprobs,
+        "top_logprobs": llm.top_logprobs,
+    }
+
+
+def worker_llm(made: Mapping[str, Any]) -> LLM:
+    """The session a worker judges with, from :func:`recipe`'s value."""
+    return LLM(**made, check_key=True)
+
+
+def key_env(llm: LLM) -> dict[str, str]:
+    """The environment variables holding the endpoints' keys, for the workers' runtime
+    environment (a local cluster inherits them; a remote one gets them this way)."""
+    out = {}
+    for c in llm.callers:
+        e = c.endpoint
+        for name in (getattr(e, "api_key_env", None), getattr(getattr(llm, "spec", None), "key_env", None)):
+            if isinstance(name, str) and name in os.environ:
+                out[name] = os.environ[name]
+    return out
+
+
+# ----------------------------------------------------------------------------- inputs
+def is_dataset(obj: Any) -> bool:
+    """A Ray dataset (recognised by its class's module: nothing is imported to tell)."""
+    return type(obj).__module__.startswith("ray.data") and callable(getattr(obj, "map_batches", None))
+
+
+def parquet_files(obj: Any) -> list[str] | None:
+    """The Parquet files ``obj`` names (a ``.parquet`` path, a directory of them, or a list of
+    such paths), else ``None`` (then ``obj`` is something else: objects, a dataset)."""
+    items = [obj] if isinstance(obj, (str, Path)) else obj if isinstance(obj, (list, tuple)) else None
+    if not items or not all(isinstance(p, (str, Path)) for p in items):
+        return None
+    out: list[str] = []
+    for p in map(Path, items):
+        if p.is_dir():
+            found = sorted(str(f) for f in p.rglob("*.parquet"))
+            if not found:
+                raise InputError("no .parquet file in this directory", source=str(p))
+            out.extend(found)
+        elif p.suffix == ".parquet":
+            out.append(str(p))
+        else:
+            return None
+    return out
+
+
+def _resolve(names: Sequence[str], columns: Columns, source: str) -> dict[str, str]:
+    """``{canonical: column}`` for the required ``columns`` among a schema's ``names``."""
+    have = set(names)
+    out = {}
+    for canonical, accepted in columns.items():
+        hit = next((c for c in accepted if c in have), None)
+        if hit is None:
+            also = f" (or {', '.join(accepted[1:])})" if len(accepted) > 1 else ""
+            raise InputError(f"no {accepted[0]!r} column{also}; the columns are: {', '.join(names)}",
+                             source=source, field=accepted[0])
+        out[canonical] = hit
+    return out
+
+
+def open_dataset(ray: Any, data: Any, columns: Columns, *, only: bool = False) -> tuple[Any, dict[str, str]]:
+    """``(dataset, {canonical: column})`` of a Ray dataset or Parquet files, their columns
+    checked first (each file's schema is read from its footer: a bad file or a missing column
+    is one line naming the file, before anything is scheduled). Nothing is read into the
+    driver: the dataset streams through the workers. ``only``: read just those columns of the
+    Parquet files (a pair needs four; a sample reads every field it has)."""
+    files = parquet_files(data)
+    if files is None:  # a Ray dataset
+        schema = data.schema()
+        return data, _resolve(list(schema.names) if schema is not None else [], columns, "<Ray dataset>")
+    pq = optional("pyarrow.parquet", extra="ray", what="reading Parquet")
+    names: dict[str, str] | None = None
+    for f in files:
+        try:
+            schema = pq.read_schema(f)
+        except FileNotFoundError:
+            raise InputError("no such file", source=f) from None
+        except Exception as exc:  # pyarrow's errors for a file that is not Parquet
+            raise InputError(f"not a readable Parquet file ({' '.join(str(exc).split())})", source=f) from None
+        got = _resolve(list(schema.names), columns, f)
+        if names is not None and got != names:
+            raise InputError(f"columns differ from {files[0]}'s ({got} vs {names})", source=f)
+        names = got
+    assert names is not None
+    return ray.data.read_parquet(files, columns=sorted(set(names.values())) if only else None), names
