@@ -92,7 +92,7 @@ def vllm_judgment(judge: LLMRelevanceJudge, row: Mapping[str, Any]) -> dict[str,
     """The judgment of one vLLM reply, parsed by ragjudge's strict parser and the judge's
     validator (a reply that fails either is a failed judgment with its reason, never a
     guess); ``{"index", "judgment"}`` as the session workers return."""
-    from .llm.replies import check_reply
+    from ..llm.replies import check_reply
 
     pair = Pair(str(row["qid"]), str(row["docid"]), str(row["query"]), str(row["passage"]))
     llm = judge.llm
@@ -248,6 +248,6 @@ async def judge_ray(
 
 def judge_ray_sync(pairs: Iterable[Any], **kwargs: Any) -> JudgeResult:
     """Blocking :func:`judge_ray` (works inside Jupyter's running loop)."""
-    from ._sync import run_sync
+    from .._sync import run_sync
 
     return run_sync(judge_ray(pairs, **kwargs))
