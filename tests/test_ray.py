@@ -3,6 +3,7 @@ loopback simulator, slow group; the vLLM engine's request and reply handling wit
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -112,3 +113,163 @@ def test_cli_judge_engine_ray(cluster: Any, sim: Any, tmp_path: Path, capsys: py
     err = capsys.readouterr().err
     assert "judged 120/120 pairs (120 from cache)" in err
     assert (tmp_path / "ray.qrels").read_text() == (tmp_path / "local.qrels").read_text()
+
+
+# ----------------------------------------------------------------------------- RAG metrics
+def _rag_samples() -> list[dict[str, Any]]:
+    return [json.loads(x) for x in (EXAMPLES / "rag_samples.jsonl").read_text().splitlines() if x.strip()]
+
+
+def test_a_batch_without_a_field_gets_the_reasons_one_process_gives() -> None:
+    """A metric whose input field no sample of a batch has is no usage error in that batch (others
+    of the run may have it): each sample gets the reason one process gives it."""
+    from ragjudge.llm.fake import FakeLLM
+    from ragjudge.rag import as_samples, evaluate_samples_sync
+    from ragjudge.rag.metrics import parse_rag_metrics
+    from ragjudge.rag.options import RagOptions
+    from ragjudge.ray.rag import score_batch
+
+    rows = _rag_samples()[:6]
+    for r in rows[3:]:
+        r.pop("reference", None)
+    samples = as_samples(rows)
+    assert all(s.reference is None for s in samples[3:]) and all(s.reference for s in samples[:3])
+    fake = FakeLLM({"context_recall": lambda prompt, v: {"attributed": [True] * int(v["count"])}})
+    one = evaluate_samples_sync(samples, ["context_recall", "hit@3"], judge=fake)
+    metrics = parse_rag_metrics(["context_recall", "hit@3"])
+    columns, usage = asyncio.run(score_batch(list(samples[3:]), metrics, FakeLLM({}), RagOptions()))
+    assert columns["context_recall"] == one["context_recall"][3:]
+    assert all(s.reason == "no reference" for s in columns["context_recall"])
+    assert columns["hit@3"] == one["hit@3"][3:]
+
+
+def test_rag_engine_options_are_one_line(tmp_path: Path) -> None:
+    from ragjudge.ray import rag_ray_sync
+
+    llm = _judge(tmp_path).llm
+    with pytest.raises(InputError, match="vllm serve"):
+        rag_ray_sync([{"question": "q", "response": "r"}], ["faithfulness"], llm=llm, engine="vllm")
+    with pytest.raises(InputError, match="batch_size"):
+        rag_ray_sync([{"question": "q", "response": "r"}], ["faithfulness"], llm=llm, batch_size=0)
+
+
+def test_bad_parquet_is_one_line_before_any_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A missing column or a file that is not Parquet is named before a cluster is joined."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    import ragjudge.ray.cluster as cluster
+    from ragjudge.ray import judge_ray_sync, rag_ray_sync
+
+    monkeypatch.setattr(cluster, "connect", lambda address: pytest.fail("a cluster was joined"))
+    llm = _judge(tmp_path).llm
+    pq.write_table(pa.table({"query_id": ["q"], "doc_id": ["d"], "query_text": ["lava"]}), tmp_path / "p.parquet")
+    with pytest.raises(InputError) as err:
+        judge_ray_sync(str(tmp_path / "p.parquet"), llm=llm)
+    assert str(tmp_path / "p.parquet") in str(err.value) and "'passage'" in str(err.value)
+    assert err.value.field == "passage"
+    (tmp_path / "bad.parquet").write_text("not parquet")
+    with pytest.raises(InputError, match="not a readable Parquet file") as err:
+        judge_ray_sync(tmp_path / "bad.parquet", llm=llm)
+    assert "\n" not in str(err.value)
+    pq.write_table(pa.table({"user_input": ["q"], "response": ["r"]}), tmp_path / "s.parquet")
+    with pytest.raises(InputError, match="no 'id' column") as err:
+        rag_ray_sync(str(tmp_path / "s.parquet"), ["faithfulness"], llm=llm)
+    assert err.value.source == str(tmp_path / "s.parquet")
+
+
+def test_cli_rag_bad_parquet_exits_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-x")
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    from ragjudge.cli import main
+
+    path = tmp_path / "samples.parquet"
+    pq.write_table(pa.table({"user_input": ["q"], "response": ["r"]}), path)
+    code = main(["rag", str(path), "-m", "faithfulness", "--model", "gpt-4o-mini", "--base-url", "http://127.0.0.1:9/v1",
+                 "--engine", "ray", "--cache", str(tmp_path / "c.sqlite")])
+    err = capsys.readouterr().err
+    assert code == 2 and str(path) in err and "'id'" in err and len(err.strip().splitlines()) == 1
+
+
+M = ["faithfulness", "context_precision", "context_recall", "answer_relevance", "hit@3"]
+
+
+@pytest.mark.slow  # a local Ray cluster and a loopback server
+def test_rag_on_a_local_cluster_equals_one_process_and_skips_cached_samples(
+        cluster: Any, sim: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import ragjudge.ray.rag as rayrag
+    from ragjudge.rag import evaluate_samples_sync
+    from ragjudge.ray import rag_ray_sync
+
+    samples = _rag_samples()
+    one = evaluate_samples_sync(samples, M, judge=LLM("sim-model", base_url=sim.base_url,
+                                                      cache=str(tmp_path / "one.sqlite")))
+    got = rag_ray_sync(samples, M, llm=LLM("sim-model", base_url=sim.base_url, cache=str(tmp_path / "ray.sqlite")),
+                       workers=2, batch_size=8)
+    assert got.metrics == one.metrics and got.sample_ids == one.sample_ids
+    assert got.scores == one.scores and got.summaries == one.summaries
+    assert got.to_json() if hasattr(got, "to_json") else True
+    for key in ("calls", "requests_asked", "total_tokens"):
+        assert got.usage[key] == one.usage[key], key
+    # everything is in the cache now: scored in the driver, no cluster, no request
+    calls = sim.sim.stats()["requests"]
+    monkeypatch.setattr(rayrag, "connect", lambda address: pytest.fail("a cluster was used"))
+    again = rag_ray_sync(samples, M, llm=LLM("sim-model", base_url=sim.base_url, cache=str(tmp_path / "ray.sqlite")))
+    assert again.scores == one.scores and again.usage["calls"] == 0
+    assert sim.sim.stats()["requests"] == calls
+
+
+@pytest.mark.slow  # a local Ray cluster and a loopback server
+def test_parquet_and_ray_datasets_stream_to_the_same_results(cluster: Any, sim: Any, tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    from ragjudge.rag import evaluate_samples_sync
+    from ragjudge.ray import judge_ray_sync, rag_ray_sync
+
+    pairs = _pairs()
+    half = len(pairs) // 2
+    for i, part in enumerate((pairs[:half], pairs[half:])):  # two files: a directory of Parquet
+        (tmp_path / "pairs").mkdir(exist_ok=True)
+        pq.write_table(pa.table({"query_id": [p["qid"] for p in part], "doc_id": [p["docid"] for p in part],
+                                 "query_text": [p["query"] for p in part], "passage": [p["passage"] for p in part],
+                                 "unused": ["x" * 100] * len(part)}), tmp_path / "pairs" / f"{i}.parquet")
+    one = LLMRelevanceJudge(llm=LLM("sim-model", base_url=sim.base_url, cache=str(tmp_path / "one.sqlite")),
+                            progress=False).judge_many_sync(pairs)
+    got = judge_ray_sync(tmp_path / "pairs", llm=LLM("sim-model", base_url=sim.base_url,
+                                                     cache=str(tmp_path / "ray.sqlite")), batch_size=8)
+    assert [(j.qid, j.docid, j.grade) for j in got.judgments] == [(j.qid, j.docid, j.grade) for j in one]
+    ds = cluster.data.from_items(pairs)
+    again = judge_ray_sync(ds, llm=LLM("sim-model", base_url=sim.base_url, cache=str(tmp_path / "ray.sqlite")))
+    assert [(j.qid, j.docid, j.grade) for j in again.judgments] == [(j.qid, j.docid, j.grade) for j in one]
+    assert all(j.cached for j in again.judgments)  # answered from the cache in the workers
+
+    samples = _rag_samples()
+    pq.write_table(pa.Table.from_pylist(samples), tmp_path / "samples.parquet")
+    expect = evaluate_samples_sync(samples, M, judge=LLM("sim-model", base_url=sim.base_url,
+                                                         cache=str(tmp_path / "one.sqlite")))
+    rep = rag_ray_sync(str(tmp_path / "samples.parquet"), M, batch_size=8,
+                       llm=LLM("sim-model", base_url=sim.base_url, cache=str(tmp_path / "ray.sqlite")))
+    assert rep.sample_ids == expect.sample_ids and rep.scores == expect.scores
+
+
+@pytest.mark.slow  # a local Ray cluster and a loopback server
+def test_cli_rag_engine_ray(cluster: Any, sim: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    from ragjudge.cli import main
+
+    pq.write_table(pa.Table.from_pylist(_rag_samples()), tmp_path / "samples.parquet")
+    argv = ["-m", "faithfulness,context_precision,context_recall", "--model", "sim-model", "--base-url",
+            sim.base_url, "--cache", str(tmp_path / "c.sqlite"), "--no-progress", "-f", "json"]
+    samples = str(EXAMPLES / "rag_samples.jsonl")
+    assert main(["rag", samples, *argv, "--engine", "ray", "-o", str(tmp_path / "ray.json")]) == 0
+    assert main(["rag", str(tmp_path / "samples.parquet"), *argv, "--engine", "ray",
+                 "-o", str(tmp_path / "parquet.json")]) == 0
+    assert main(["rag", samples, *argv, "-o", str(tmp_path / "local.json")]) == 0  # from the same cache
+    ray, local = json.loads((tmp_path / "ray.json").read_text()), json.loads((tmp_path / "local.json").read_text())
+    parquet = json.loads((tmp_path / "parquet.json").read_text())
+    for report in (ray, parquet):
+        assert report["aggregates"] == local["aggregates"] if "aggregates" in local else report.keys() == local.keys()
+    assert {k: v for k, v in ray.items() if k != "usage"} == {k: v for k, v in local.items() if k != "usage"}
+    assert {k: v for k, v in parquet.items() if k != "usage"} == {k: v for k, v in local.items() if k != "usage"}

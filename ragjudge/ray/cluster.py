@@ -135,16 +135,18 @@ def _resolve(names: Sequence[str], columns: Columns, source: str) -> dict[str, s
     return out
 
 
-def open_dataset(ray: Any, data: Any, columns: Columns, *, only: bool = False) -> tuple[Any, dict[str, str]]:
-    """``(dataset, {canonical: column})`` of a Ray dataset or Parquet files, their columns
-    checked first (each file's schema is read from its footer: a bad file or a missing column
-    is one line naming the file, before anything is scheduled). Nothing is read into the
-    driver: the dataset streams through the workers. ``only``: read just those columns of the
-    Parquet files (a pair needs four; a sample reads every field it has)."""
+def open_dataset(data: Any, columns: Columns, address: str | None, *,
+                 only: bool = False) -> tuple[Any, Any, dict[str, str]]:
+    """``(ray, dataset, {canonical: column})`` of a Ray dataset or Parquet files. The Parquet
+    files' columns are checked first, from each file's footer, before a cluster is joined: a
+    bad file or a missing column is one line naming the file. Nothing is read into the driver:
+    the dataset streams through the workers. ``only``: read just those columns of the files (a
+    pair needs four; a sample reads every field it has)."""
     files = parquet_files(data)
     if files is None:  # a Ray dataset
+        ray = connect(address)
         schema = data.schema()
-        return data, _resolve(list(schema.names) if schema is not None else [], columns, "<Ray dataset>")
+        return ray, data, _resolve(list(schema.names) if schema is not None else [], columns, "<Ray dataset>")
     pq = optional("pyarrow.parquet", extra="ray", what="reading Parquet")
     names: dict[str, str] | None = None
     for f in files:
@@ -159,4 +161,5 @@ def open_dataset(ray: Any, data: Any, columns: Columns, *, only: bool = False) -
             raise InputError(f"columns differ from {files[0]}'s ({got} vs {names})", source=f)
         names = got
     assert names is not None
-    return ray.data.read_parquet(files, columns=sorted(set(names.values())) if only else None), names
+    ray = connect(address)
+    return ray, ray.data.read_parquet(files, columns=sorted(set(names.values())) if only else None), names

@@ -181,8 +181,7 @@ def _run(judge: LLMRelevanceJudge, items: Sequence[Pair], *, engine: str, worker
 def _run_dataset(judge: LLMRelevanceJudge, data: Any, *, engine: str, workers: int, batch_size: int,
                  address: str | None, vllm: Mapping[str, Any] | None) -> list[Judgment]:
     """A Ray dataset or Parquet files, streamed: the driver sees only the judgments."""
-    ray = connect(address)
-    ds, names = open_dataset(ray, data, PAIR_COLUMNS, only=True)
+    ray, ds, names = open_dataset(data, PAIR_COLUMNS, address, only=True)
     renamed = {column: canonical for canonical, column in names.items() if column != canonical}
     if renamed:
         ds = ds.rename_columns(renamed)

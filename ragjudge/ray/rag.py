@@ -199,8 +199,7 @@ def _run_dataset(data: Any, llm: LLM | None, metrics: Sequence[RagMetric], optio
                  workers: int, batch_size: int, address: str | None,
                  ) -> tuple[list[str], list[list[Score]], list[str], list[dict[str, Any]]]:
     """A Ray dataset or Parquet files, streamed: the driver holds the scores, never the rows."""
-    ray = connect(address)
-    ds, _ = open_dataset(ray, data, {"id": SAMPLE_ID_COLUMNS})
+    ray, ds, _ = open_dataset(data, {"id": SAMPLE_ID_COLUMNS}, address)
     files = parquet_files(data)
     source = "<Ray dataset>" if files is None else files[0] if len(files) == 1 else f"{len(files)} Parquet files"
     ctx = ray.data.DataContext.get_current()
