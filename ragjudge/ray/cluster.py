@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from ..errors import InputError
 from ..llm import LLM
 
 __all__ = ["ENGINES", "connect", "recipe", "key_env", "worker_llm", "check_counts", "is_dataset",
-           "parquet_files", "open_dataset", "Columns"]
+           "parquet_files", "open_dataset", "in_order", "Columns"]
 
 #: Where the model runs: ragjudge's session in each worker, or a vLLM engine per GPU worker.
 ENGINES = ("session", "vllm")
@@ -135,18 +136,20 @@ def _resolve(names: Sequence[str], columns: Columns, source: str) -> dict[str, s
     return out
 
 
-def open_dataset(data: Any, columns: Columns, address: str | None, *,
+def open_dataset(data: Any, columns: Columns, address: str | None, *, batch_size: int,
                  only: bool = False) -> tuple[Any, Any, dict[str, str]]:
     """``(ray, dataset, {canonical: column})`` of a Ray dataset or Parquet files. The Parquet
     files' columns are checked first, from each file's footer, before a cluster is joined: a
     bad file or a missing column is one line naming the file. Nothing is read into the driver:
-    the dataset streams through the workers. ``only``: read just those columns of the files (a
-    pair needs four; a sample reads every field it has)."""
+    the dataset streams through the workers, cut into blocks of at most ``batch_size`` rows
+    (one large block would go to one worker whole). ``only``: read just those columns of the
+    files (a pair needs four; a sample reads every field it has)."""
     files = parquet_files(data)
     if files is None:  # a Ray dataset
         ray = connect(address)
         schema = data.schema()
-        return ray, data, _resolve(list(schema.names) if schema is not None else [], columns, "<Ray dataset>")
+        names = _resolve(list(schema.names) if schema is not None else [], columns, "<Ray dataset>")
+        return ray, _blocks(data, batch_size), names
     pq = optional("pyarrow.parquet", extra="ray", what="reading Parquet")
     names: dict[str, str] | None = None
     for f in files:
@@ -162,4 +165,28 @@ def open_dataset(data: Any, columns: Columns, address: str | None, *,
         names = got
     assert names is not None
     ray = connect(address)
-    return ray, ray.data.read_parquet(files, columns=sorted(set(names.values())) if only else None), names
+    ds = ray.data.read_parquet(files)
+    if only:
+        ds = ds.select_columns(sorted(set(names.values())))
+    return ray, _blocks(ds, batch_size), names
+
+
+@contextmanager
+def in_order(ds: Any) -> Iterator[None]:
+    """While iterating ``ds``, its rows come in the input's order (a report's samples are in
+    their input order). The dataset keeps the context it was made with, so the setting goes
+    there, and is put back after (a user's dataset shares it)."""
+    options = ds.context.execution_options
+    keep, options.preserve_order = options.preserve_order, True
+    try:
+        yield
+    finally:
+        options.preserve_order = keep
+
+
+def _blocks(ds: Any, rows: int) -> Any:
+    """``ds`` in blocks of at most ``rows`` rows, streamed (no shuffle, nothing materialised)."""
+    try:
+        return ds.repartition(target_num_rows_per_block=rows)
+    except TypeError:  # a Ray without streaming repartition: the blocks as read
+        return ds

@@ -36,7 +36,7 @@ from ..llm import LLM
 from ..llm.cost import Usage
 from ..llm.provenance import FailureKind
 from ..llm.replies import apply_validate
-from .cluster import ENGINES, check_counts, connect, is_dataset, key_env, open_dataset, parquet_files, recipe, \
+from .cluster import ENGINES, check_counts, connect, in_order, is_dataset, key_env, open_dataset, parquet_files, recipe, \
     worker_llm
 
 __all__ = ["judge_ray", "judge_ray_sync", "vllm_request", "vllm_judgment", "PAIR_COLUMNS"]
@@ -181,22 +181,18 @@ def _run(judge: LLMRelevanceJudge, items: Sequence[Pair], *, engine: str, worker
 def _run_dataset(judge: LLMRelevanceJudge, data: Any, *, engine: str, workers: int, batch_size: int,
                  address: str | None, vllm: Mapping[str, Any] | None) -> list[Judgment]:
     """A Ray dataset or Parquet files, streamed: the driver sees only the judgments."""
-    ray, ds, names = open_dataset(data, PAIR_COLUMNS, address, only=True)
+    ray, ds, names = open_dataset(data, PAIR_COLUMNS, address, batch_size=batch_size, only=True)
     renamed = {column: canonical for canonical, column in names.items() if column != canonical}
     if renamed:
         ds = ds.rename_columns(renamed)
-    ctx = ray.data.DataContext.get_current()
-    keep, ctx.execution_options.preserve_order = ctx.execution_options.preserve_order, True
-    try:
-        out = _pipeline(ray, judge, ds, engine=engine, workers=workers, batch_size=batch_size, vllm=vllm)
-        judgments = []
+    out = _pipeline(ray, judge, ds, engine=engine, workers=workers, batch_size=batch_size, vllm=vllm)
+    judgments = []
+    with in_order(out):
         for row in out.iter_rows():
             j = Judgment.from_dict(json.loads(row["judgment"]))
             if engine == "vllm":
                 _remember(judge, j, row["query"], row["passage"])
             judgments.append(j)
-    finally:
-        ctx.execution_options.preserve_order = keep
     return judgments
 
 

@@ -41,7 +41,7 @@ from ..rag.metrics import RagMetric, Setup, parse_rag_metrics, reviewed
 from ..rag.options import RagOptions
 from ..rag.report import RagReport, Score
 from ..rag.samples import Sample, SampleSet, as_samples, samples_from_records
-from .cluster import ENGINES, check_counts, connect, is_dataset, key_env, open_dataset, parquet_files, recipe, \
+from .cluster import ENGINES, check_counts, connect, in_order, is_dataset, key_env, open_dataset, parquet_files, recipe, \
     worker_llm
 
 __all__ = ["rag_ray", "rag_ray_sync", "score_batch", "SAMPLE_ID_COLUMNS"]
@@ -199,18 +199,16 @@ def _run_dataset(data: Any, llm: LLM | None, metrics: Sequence[RagMetric], optio
                  workers: int, batch_size: int, address: str | None,
                  ) -> tuple[list[str], list[list[Score]], list[str], list[dict[str, Any]]]:
     """A Ray dataset or Parquet files, streamed: the driver holds the scores, never the rows."""
-    ray, ds, _ = open_dataset(data, {"id": SAMPLE_ID_COLUMNS}, address)
+    _, ds, _ = open_dataset(data, {"id": SAMPLE_ID_COLUMNS}, address, batch_size=batch_size)
     files = parquet_files(data)
     source = "<Ray dataset>" if files is None else files[0] if len(files) == 1 else f"{len(files)} Parquet files"
-    ctx = ray.data.DataContext.get_current()
-    keep, ctx.execution_options.preserve_order = ctx.execution_options.preserve_order, True
     ids: list[str] = []
     scores: list[list[Score]] = []
     invalid: list[str] = []
     usage: list[dict[str, Any]] = []
     seen: set[str] = set()
-    try:
-        out = _pipeline(ds, llm, metrics, options, records=True, workers=workers, batch_size=batch_size)
+    out = _pipeline(ds, llm, metrics, options, records=True, workers=workers, batch_size=batch_size)
+    with in_order(out):
         for row in out.iter_rows():
             if row["usage"]:
                 usage.append(json.loads(row["usage"]))
@@ -226,8 +224,6 @@ def _run_dataset(data: Any, llm: LLM | None, metrics: Sequence[RagMetric], optio
             seen.add(row["id"])
             ids.append(row["id"])
             scores.append(pickle.loads(row["scores"]))
-    finally:
-        ctx.execution_options.preserve_order = keep
     return ids, scores, invalid, usage
 
 
