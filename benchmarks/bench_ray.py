@@ -23,7 +23,7 @@ Usage::
     python benchmarks/bench_ray.py --pairs 600 --rpm 400
 
 Target: ray >= 0.9 of the combined rate; a killed worker: 0 lost, paid calls at most the pairs
-plus those in flight (<= workers x batch size).
+plus those in flight (<= workers x 2 batches: a worker works on two at once).
 """
 
 from __future__ import annotations
@@ -45,10 +45,10 @@ try:
 except ImportError:  # running from a checkout without `pip install -e .`
     sys.path.insert(0, str(HERE.parent))
 
-from ragjudge.testing.simulator import SimConfig, SimulatorThread  # noqa: E402
-
 from ragjudge.judges import LLMRelevanceJudge  # noqa: E402
 from ragjudge.llm import LLM, Endpoint  # noqa: E402
+from ragjudge.ray.cluster import BATCHES_IN_FLIGHT  # noqa: E402
+from ragjudge.testing.simulator import SimConfig, SimulatorThread  # noqa: E402
 
 
 def _answered(sims: list[SimulatorThread]) -> int:
@@ -103,7 +103,8 @@ def main() -> None:
     ceiling = 3 * args.rpm / 60.0
     print(f"{args.pairs} pairs, 3 simulators at {args.rpm} rpm each (ceiling {ceiling:.1f} req/s), "
           f"latency {args.latency} s, {args.workers} Ray workers, batches of {args.batch_size} "
-          f"(a kill may repay at most {args.workers * args.batch_size} calls in flight)", file=table)
+          f"(a kill may repay at most {args.workers * BATCHES_IN_FLIGHT * args.batch_size} calls in flight: "
+          f"{BATCHES_IN_FLIGHT} batches per worker)", file=table)
     print(f"{'row':24} {'req/s':>7} {'of ceiling':>10} {'lost':>5} {'paid beyond pairs':>18} {'wall s':>7}",
           file=table)
     for row in ("one process", "ray", "ray, a worker killed"):

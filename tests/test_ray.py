@@ -137,7 +137,7 @@ def test_a_batch_without_a_field_gets_the_reasons_one_process_gives() -> None:
     fake = FakeLLM({"context_recall": lambda prompt, v: {"attributed": [True] * int(v["count"])}})
     one = evaluate_samples_sync(samples, ["context_recall", "hit@3"], judge=fake)
     metrics = parse_rag_metrics(["context_recall", "hit@3"])
-    columns, usage = asyncio.run(score_batch(list(samples[3:]), metrics, FakeLLM({}), RagOptions()))
+    columns, _usage = asyncio.run(score_batch(list(samples[3:]), metrics, FakeLLM({}), RagOptions()))
     assert columns["context_recall"] == one["context_recall"][3:]
     assert all(s.reason == "no reference" for s in columns["context_recall"])
     assert columns["hit@3"] == one["hit@3"][3:]
@@ -157,8 +157,7 @@ def test_bad_parquet_is_one_line_before_any_cluster(tmp_path: Path, monkeypatch:
     """A missing column or a file that is not Parquet is named before a cluster is joined."""
     pa = pytest.importorskip("pyarrow")
     pq = pytest.importorskip("pyarrow.parquet")
-    import ragjudge.ray.cluster as cluster
-    from ragjudge.ray import judge_ray_sync, rag_ray_sync
+    from ragjudge.ray import cluster, judge_ray_sync, rag_ray_sync
 
     monkeypatch.setattr(cluster, "connect", lambda address: pytest.fail("a cluster was joined"))
     llm = _judge(tmp_path).llm

@@ -12,5 +12,15 @@ from .judge import PAIR_COLUMNS, judge_ray, judge_ray_sync, vllm_judgment, vllm_
 from .nuggets import assign_nuggets_ray, assign_nuggets_ray_sync
 from .rag import rag_ray, rag_ray_sync
 
-__all__ = ["ENGINES", "PAIR_COLUMNS", "judge_ray", "judge_ray_sync", "vllm_request", "vllm_judgment",
-           "rag_ray", "rag_ray_sync", "assign_nuggets_ray", "assign_nuggets_ray_sync"]
+__all__ = [
+           "ENGINES",
+           "PAIR_COLUMNS",
+           "assign_nuggets_ray",
+           "assign_nuggets_ray_sync",
+           "judge_ray",
+           "judge_ray_sync",
+           "rag_ray",
+           "rag_ray_sync",
+           "vllm_judgment",
+           "vllm_request",
+]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -15,11 +15,30 @@ from .._lazy import optional
 from ..errors import InputError
 from ..llm import LLM
 
-__all__ = ["ENGINES", "connect", "recipe", "key_env", "worker_llm", "check_counts", "is_dataset",
-           "parquet_files", "open_dataset", "in_order", "Columns"]
+__all__ = [
+    "BATCHES_IN_FLIGHT",
+    "ENGINES",
+    "Columns",
+    "check_counts",
+    "connect",
+    "in_order",
+    "is_dataset",
+    "key_env",
+    "open_dataset",
+    "parquet_files",
+    "recipe",
+    "sum_totals",
+    "totals",
+    "worker_llm",
+]
 
 #: Where the model runs: ragjudge's session in each worker, or a vLLM engine per GPU worker.
 ENGINES = ("session", "vllm")
+
+#: Batches a worker works on at once (one event loop, one session): the next batch starts while
+#: the last calls of one finish. A worker killed mid-run repays at most this many batches' calls
+#: in flight.
+BATCHES_IN_FLIGHT = 2
 
 #: Accepted column names of a dataset, canonical name first (``{"qid": ("qid", "query_id")}``).
 Columns = Mapping[str, Sequence[str]]
@@ -82,6 +101,42 @@ def recipe(llm: LLM, workers: int) -> dict[str, Any]:
 def worker_llm(made: Mapping[str, Any]) -> LLM:
     """The session a worker judges with, from :func:`recipe`'s value."""
     return LLM(**made, check_key=True)
+
+
+def totals(llm: LLM) -> dict[str, Any]:
+    """A worker's session's running totals (what it asked, what came back, tokens, cost). A
+    worker works on several batches at once with one session, so what one batch spent cannot
+    be told apart; the driver sums each worker's latest totals instead (:func:`sum_totals`)."""
+    u, st = llm.usage, llm.stats
+    return {"requests": st.calls + st.retries, "calls": st.calls, "retries": st.retries,
+            "cache_hits": st.cache_hits, "failed_calls": st.failed, "skipped": st.skipped,
+            "prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
+            "total_tokens": u.total_tokens,
+            "embedding_tokens": sum(e.total_tokens for e in getattr(llm, "embedding_usage", {}).values()),
+            "cost_usd": llm.cost}
+
+
+def sum_totals(reports: Iterable[tuple[str, Mapping[str, Any]]]) -> dict[str, Any]:
+    """The sum over workers of each worker's latest :func:`totals` (``(worker id, totals)``
+    pairs, in any order: totals only grow, so a worker's latest is its largest). A worker that
+    died counts what it reported before; its replacement has an id of its own."""
+    latest: dict[str, dict[str, Any]] = {}
+    for worker, t in reports:
+        have = latest.setdefault(worker, {})
+        for key, value in t.items():
+            if key == "cost_usd":
+                have[key] = None if value is None or (key in have and have[key] is None) \
+                    else max(value, have.get(key) or 0.0)
+            else:
+                have[key] = max(int(value), have.get(key, 0))
+    out: dict[str, Any] = {}
+    for t in latest.values():
+        for key, value in t.items():
+            if key == "cost_usd":
+                out[key] = None if value is None or (key in out and out[key] is None) else out.get(key, 0.0) + value
+            else:
+                out[key] = out.get(key, 0) + value
+    return out
 
 
 def key_env(llm: LLM) -> dict[str, str]:
@@ -157,7 +212,7 @@ def open_dataset(data: Any, columns: Columns, address: str | None, *, batch_size
             schema = pq.read_schema(f)
         except FileNotFoundError:
             raise InputError("no such file", source=f) from None
-        except Exception as exc:  # pyarrow's errors for a file that is not Parquet
+        except (OSError, ValueError) as exc:  # pyarrow: ArrowInvalid (a ValueError), ArrowIOError
             raise InputError(f"not a readable Parquet file ({' '.join(str(exc).split())})", source=f) from None
         got = _resolve(list(schema.names), columns, f)
         if names is not None and got != names:

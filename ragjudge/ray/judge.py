@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..data import Qrels
@@ -36,10 +36,21 @@ from ..llm import LLM
 from ..llm.cost import Usage
 from ..llm.provenance import FailureKind
 from ..llm.replies import apply_validate
-from .cluster import ENGINES, check_counts, connect, in_order, is_dataset, key_env, open_dataset, parquet_files, recipe, \
-    worker_llm
+from .cluster import (
+    BATCHES_IN_FLIGHT,
+    ENGINES,
+    check_counts,
+    connect,
+    in_order,
+    is_dataset,
+    key_env,
+    open_dataset,
+    parquet_files,
+    recipe,
+    worker_llm,
+)
 
-__all__ = ["judge_ray", "judge_ray_sync", "vllm_request", "vllm_judgment", "PAIR_COLUMNS"]
+__all__ = ["PAIR_COLUMNS", "judge_ray", "judge_ray_sync", "vllm_judgment", "vllm_request"]
 
 #: The columns of a pairs dataset (Parquet or Ray), each under its accepted names.
 PAIR_COLUMNS = {"qid": ("qid", "query_id"), "docid": ("docid", "doc_id", "passage_id", "pid"),
@@ -53,17 +64,17 @@ class _SessionWorker:
     def __init__(self, recipe: Mapping[str, Any]) -> None:
         llm = worker_llm(recipe["llm"])
         self.judge = LLMRelevanceJudge(llm=llm, prompt=recipe["prompt"], progress=False)
-        # One loop for the worker's life: the HTTP client, the learned rate limits and the
-        # concurrency the runner grew carry over from batch to batch instead of starting cold.
-        self.loop = asyncio.new_event_loop()
 
-    def __call__(self, batch: Mapping[str, Any]) -> dict[str, list[Any]]:
+    async def __call__(self, batch: Mapping[str, Any]) -> AsyncIterator[dict[str, list[Any]]]:
+        # Async: Ray Data runs the worker's batches on one event loop for the worker's life (the
+        # HTTP client, the learned rate limits and the runner's concurrency carry over), and
+        # BATCHES_IN_FLIGHT of them at once, so a batch's last slow calls leave no idle gap.
         # A pair already in the cache is answered from it without a request (the driver skips
         # them for objects; a dataset's rows are first seen here).
         pairs = [Pair(str(q), str(d), str(qu), str(pa)) for q, d, qu, pa in
                  zip(batch["qid"], batch["docid"], batch["query"], batch["passage"])]
         try:
-            judgments = self.loop.run_until_complete(self.judge.judge_many(pairs, progress=False))
+            judgments = await self.judge.judge_many(pairs, progress=False)
         except LLMError as exc:  # the run stopped (budget share spent, a revoked key)
             done = {(j.qid, j.docid): j for j in (exc.partial or []) if isinstance(j, Judgment)}
             reason = " ".join(str(exc).split())
@@ -71,7 +82,7 @@ class _SessionWorker:
                 else FailureKind.OTHER
             judgments = [done.get((p.qid, p.docid)) or self._failed(p, kind, reason) for p in pairs]
         index = list(batch["index"]) if "index" in batch else [-1] * len(pairs)
-        return {"index": index, "judgment": [json.dumps(j.to_dict()) for j in judgments]}
+        yield {"index": index, "judgment": [json.dumps(j.to_dict()) for j in judgments]}
 
     def _failed(self, pair: Pair, kind: FailureKind, reason: str) -> Judgment:
         llm = self.judge.llm
@@ -152,7 +163,7 @@ def _pipeline(ray: Any, judge: LLMRelevanceJudge, ds: Any, *, engine: str, worke
             # Ray Data restarts a dead actor and retries its batch by default (max_restarts
             # and max_task_retries -1): the batch's finished calls are in the cache.
             batch_size=batch_size, compute=ActorPoolStrategy(size=workers), num_cpus=0.25,
-            runtime_env={"env_vars": key_env(llm)})
+            max_concurrency=BATCHES_IN_FLIGHT, runtime_env={"env_vars": key_env(llm)})
     from ray.data.llm import build_processor, vLLMEngineProcessorConfig
 
     config = vLLMEngineProcessorConfig(model_source=llm.model, batch_size=batch_size,

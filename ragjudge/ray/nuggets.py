@@ -19,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import json
 import pickle
-from collections.abc import Iterable, Mapping, Sequence
+import uuid
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,16 @@ from ..llm import LLM
 from ..nuggets.assign import AssignResult, assign_nuggets, estimate_assign
 from ..nuggets.data import Answer, Assignment, NuggetSet, read_answers, read_nuggets
 from ..nuggets.options import NuggetOptions, resolve
-from .cluster import check_counts, connect, key_env, recipe, worker_llm
+from .cluster import (
+    BATCHES_IN_FLIGHT,
+    check_counts,
+    connect,
+    key_env,
+    recipe,
+    sum_totals,
+    totals,
+    worker_llm,
+)
 
 __all__ = ["assign_nuggets_ray", "assign_nuggets_ray_sync"]
 
@@ -52,20 +62,21 @@ class _AssignWorker:
     def __init__(self, recipe: Mapping[str, Any]) -> None:
         self.llm = worker_llm(recipe["llm"])
         self.options: NuggetOptions = recipe["options"]
-        self.loop = asyncio.new_event_loop()
+        self.uid = uuid.uuid4().hex  # a restarted worker counts apart from the one it replaces
 
-    def __call__(self, batch: Any) -> dict[str, list[Any]]:
+    async def __call__(self, batch: Any) -> AsyncIterator[dict[str, list[Any]]]:
+        # Async, as the judge's workers: one loop and session for the worker's life, and
+        # BATCHES_IN_FLIGHT batches at once.
         rows = batch.to_pylist()
         answers: list[Answer] = [pickle.loads(r["answer"]) for r in rows]
         sets = {s.qid: s for s in (pickle.loads(r["nuggets"]) for r in rows)}
-        before = _cost(self.llm)
-        res = self.loop.run_until_complete(
-            assign_nuggets(list(sets.values()), answers, llm=self.llm, options=self.options))
-        after = _cost(self.llm)
-        usage = {**res.usage, "cost_usd": None if after is None else after - (before or 0.0),
-                 "failed": res.failed, "total": res.total}
+        res = await assign_nuggets(list(sets.values()), answers, llm=self.llm, options=self.options)
+        # the session's totals, not this batch's difference: another batch runs beside it
+        usage = {"worker": self.uid, "totals": totals(self.llm), "failed": res.failed, "total": res.total,
+                 "requests_asked": res.usage.get("requests_asked", 0),
+                 "requests_failed": res.usage.get("requests_failed", 0)}
         # every answer here has nuggets, so the assignments are the answers, in order
-        return {"index": [int(r["index"]) for r in rows],
+        yield {"index": [int(r["index"]) for r in rows],
                 "assignment": [pickle.dumps(a) for a in res.assignments],
                 "usage": [json.dumps(usage)] + [""] * (len(rows) - 1)}
 
@@ -81,7 +92,7 @@ def _scheduled(todo: Sequence[int], answers: Sequence[Answer], by_q: Mapping[str
     out = ray.data.from_items(rows).map_batches(
         _AssignWorker, fn_constructor_kwargs={"recipe": {"llm": recipe(llm, workers), "options": options}},
         batch_format="pyarrow", batch_size=batch_size, compute=ActorPoolStrategy(size=workers),
-        num_cpus=0.25, runtime_env={"env_vars": key_env(llm)})
+        num_cpus=0.25, max_concurrency=BATCHES_IN_FLIGHT, runtime_env={"env_vars": key_env(llm)})
     got: dict[int, Assignment] = {}
     parts: list[dict[str, Any]] = []
     for row in out.iter_rows():
@@ -130,10 +141,11 @@ async def assign_nuggets_ray(
         got, parts = await asyncio.to_thread(_scheduled, todo, ans, by_q, llm, opts, workers=workers,
                                              batch_size=batch_size, address=address)
         by_index.update(got)
-        for part in parts:
-            failed += part.pop("failed")
-            total += part.pop("total")
-            _add(usage, part)
+        failed += sum(p["failed"] for p in parts)
+        total += sum(p["total"] for p in parts)
+        spent = sum_totals((p["worker"], p["totals"]) for p in parts)
+        _add(usage, {k: v for k, v in spent.items() if k in usage})  # the keys assign_nuggets reports
+        _add(usage, {k: sum(p[k] for p in parts) for k in ("requests_asked", "requests_failed")})
     tail = ("cost_usd", "answers", "requests_asked", "requests_failed")
     usage = {**{k: v for k, v in usage.items() if k not in tail}, "model": llm.model,
              "cost_usd": usage.get("cost_usd"), "answers": len(by_index),

@@ -29,22 +29,41 @@ from __future__ import annotations
 import asyncio
 import json
 import pickle
+import uuid
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..errors import InputError, LLMError
 from ..llm import LLM
 from ..llm.provenance import FailureKind
-from ..rag.evaluate import canonical_metric, evaluate_samples, needs_embeddings, plan_requests
+from ..rag.evaluate import (
+    canonical_metric,
+    evaluate_samples,
+    needs_embeddings,
+    plan_requests,
+)
 from ..rag.metrics import RagMetric, Setup, parse_rag_metrics, reviewed
 from ..rag.options import RagOptions
 from ..rag.report import RagReport, Score
 from ..rag.samples import Sample, SampleSet, as_samples, samples_from_records
-from .cluster import ENGINES, check_counts, connect, in_order, is_dataset, key_env, open_dataset, parquet_files, recipe, \
-    worker_llm
+from .cluster import (
+    BATCHES_IN_FLIGHT,
+    ENGINES,
+    check_counts,
+    connect,
+    in_order,
+    is_dataset,
+    key_env,
+    open_dataset,
+    parquet_files,
+    recipe,
+    sum_totals,
+    totals,
+    worker_llm,
+)
 
-__all__ = ["rag_ray", "rag_ray_sync", "score_batch", "SAMPLE_ID_COLUMNS"]
+__all__ = ["SAMPLE_ID_COLUMNS", "rag_ray", "rag_ray_sync", "score_batch"]
 
 #: A dataset's samples name their ids in one of these columns (a batch alone cannot number
 #: them as a file's reader does).
@@ -132,6 +151,15 @@ def _sum_usage(parts: Iterable[Mapping[str, Any]], llm: LLM | None, samples: int
     return out
 
 
+def _workers_part(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The workers' usage as one part: their sessions' totals (:func:`sum_totals`) and the
+    requests each batch asked and saw fail."""
+    part = sum_totals((r["worker"], r["totals"]) for r in rows if r.get("totals"))
+    part["requests_asked"] = sum(int(r.get("requests_asked") or 0) for r in rows)
+    part["requests_failed"] = sum(int(r.get("requests_failed") or 0) for r in rows)
+    return part
+
+
 # ----------------------------------------------------------------------------- workers
 class _RagWorker:
     """One Ray actor: the driver's session rebuilt, scoring a batch of samples per call."""
@@ -141,11 +169,11 @@ class _RagWorker:
         self.metrics = parse_rag_metrics(recipe["metrics"])
         self.options: RagOptions = recipe["options"]
         self.records: bool = recipe["records"]
-        # One loop for the worker's life: the HTTP client and the runner's learned limits
-        # carry over from batch to batch.
-        self.loop = asyncio.new_event_loop()
+        self.uid = uuid.uuid4().hex  # a restarted worker counts apart from the one it replaces
 
-    def __call__(self, batch: Any) -> dict[str, list[Any]]:
+    async def __call__(self, batch: Any) -> AsyncIterator[dict[str, list[Any]]]:
+        # Async, as the judge's workers: one loop and session for the worker's life, and
+        # BATCHES_IN_FLIGHT batches at once.
         rows = batch.to_pylist()
         invalid: list[str] = []
         if self.records:  # a dataset's rows: read as a samples file's records are
@@ -157,13 +185,16 @@ class _RagWorker:
         else:
             samples = [pickle.loads(r["sample"]) for r in rows]
             index = [int(r["index"]) for r in rows]
-        columns, usage = self.loop.run_until_complete(score_batch(samples, self.metrics, self.llm, self.options))
+        columns, usage = await score_batch(samples, self.metrics, self.llm, self.options)
         n = len(samples)
         scores = [pickle.dumps([columns[str(m)][i] for m in self.metrics]) for i in range(n)]
-        return {"index": index + [-1] * len(invalid), "id": [s.id for s in samples] + [""] * len(invalid),
+        yield {"index": index + [-1] * len(invalid), "id": [s.id for s in samples] + [""] * len(invalid),
                 "scores": scores + [b""] * len(invalid), "invalid": [""] * n + invalid,
                 # the batch's usage rides on its first row
-                "usage": [json.dumps(usage)] + [""] * (n + len(invalid) - 1)}
+                "usage": [json.dumps({"worker": self.uid, "totals": totals(self.llm) if self.llm else {},
+                                      "requests_asked": usage.get("requests_asked", 0),
+                                      "requests_failed": usage.get("requests_failed", 0)})]
+                + [""] * (n + len(invalid) - 1)}
 
 
 def _pipeline(ds: Any, llm: LLM | None, metrics: Sequence[RagMetric], options: RagOptions, *,
@@ -176,7 +207,7 @@ def _pipeline(ds: Any, llm: LLM | None, metrics: Sequence[RagMetric], options: R
         _RagWorker, fn_constructor_kwargs={"recipe": made}, batch_format="pyarrow",
         # Ray Data restarts a dead actor and retries its batch (its defaults for actors).
         batch_size=batch_size, compute=ActorPoolStrategy(size=workers), num_cpus=0.25,
-        runtime_env={"env_vars": key_env(llm) if llm is not None else {}})
+        max_concurrency=BATCHES_IN_FLIGHT, runtime_env={"env_vars": key_env(llm) if llm is not None else {}})
 
 
 def _run_objects(data: SampleSet, todo: Sequence[int], llm: LLM | None, metrics: Sequence[RagMetric],
@@ -224,7 +255,7 @@ def _run_dataset(data: Any, llm: LLM | None, metrics: Sequence[RagMetric], optio
             seen.add(row["id"])
             ids.append(row["id"])
             scores.append(pickle.loads(row["scores"]))
-    return ids, scores, invalid, usage
+    return ids, scores, invalid, [_workers_part(usage)]
 
 
 async def rag_ray(
@@ -283,7 +314,7 @@ async def rag_ray(
         if todo:
             got, worker_usage = await asyncio.to_thread(_run_objects, data, todo, llm, parsed, opts, **how)
             by_index.update(got)
-            parts += worker_usage
+            parts.append(_workers_part(worker_usage))
         ids = [s.id for s in data]
         per_sample = [by_index[i] for i in range(len(data))]
         invalid = [str(e) for e in data.invalid]
