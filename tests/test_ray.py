@@ -297,3 +297,19 @@ def test_nugget_assignment_on_a_local_cluster_equals_one_process(cluster: Any, s
                                                               cache=str(tmp_path / "ray.sqlite")))
     assert again.assignments == one.assignments and again.usage["calls"] == 0
     assert sim.sim.stats()["requests"] == calls
+
+
+@pytest.mark.slow  # a local Ray cluster and a loopback server
+def test_rag_workers_share_one_budget(cluster: Any, sim: Any, tmp_path: Path) -> None:
+    """max_cost split between the workers: the run stops within it, the samples it could not pay
+    for are undetermined with the budget as their failure (the CLI's exit status 4)."""
+    from ragjudge.llm.provenance import FailureKind
+    from ragjudge.ray import rag_ray_sync
+
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"sim-model": {"input": 1000.0, "output": 1000.0}}))
+    llm = LLM("sim-model", base_url=sim.base_url, cache=str(tmp_path / "c.sqlite"), prices=str(prices), max_cost=4.0)
+    report = rag_ray_sync(_rag_samples(), ["faithfulness", "context_precision"], llm=llm, workers=2, batch_size=4)
+    cut = [s for col in report.scores.values() for s in col if s.failure is FailureKind.BUDGET]
+    assert cut and report.usage["cost_usd"] is not None and 0 < report.usage["cost_usd"] <= 4.0
+    assert report.usage["calls"] < 2 * len(report.sample_ids)
