@@ -19,6 +19,7 @@ __all__ = [
     "BATCHES_IN_FLIGHT",
     "ENGINES",
     "Columns",
+    "actors",
     "check_counts",
     "connect",
     "in_order",
@@ -48,17 +49,28 @@ def connect(address: str | None) -> Any:
     """The ``ray`` module, joined to the cluster at ``address`` (``ray://host:10001``, ``auto``)
     or to a local one started here when Ray is not initialised yet."""
     ray = optional("ray", extra="ray", what="the ray engine")
+    # ragjudge says what happened in its own lines; Ray's notices (its start, its token
+    # authentication, disabled progress bars) would bury them on stderr. Its errors still show.
+    for name in ("ray", "ray.data"):
+        logging.getLogger(name).setLevel(logging.ERROR)
     if not ray.is_initialized():
         ray.init(address=address, include_dashboard=False, log_to_driver=False,
                  logging_level=logging.WARNING)
     import ray.data
 
-    # ragjudge says what happened in its own lines; Ray Data's progress bars and INFO lines
-    # would bury them on stderr.
     ray.data.DataContext.get_current().enable_progress_bars = False
-    for name in ("ray", "ray.data"):
-        logging.getLogger(name).setLevel(logging.WARNING)
     return ray
+
+
+def actors(workers: int) -> dict[str, Any]:
+    """``map_batches``'s arguments for ``workers`` actors, each working on
+    :data:`BATCHES_IN_FLIGHT` batches at once (an async worker: one loop, one session)."""
+    from ray.data import ActorPoolStrategy
+
+    try:
+        return {"compute": ActorPoolStrategy(size=workers, max_concurrent_calls_per_actor=BATCHES_IN_FLIGHT)}
+    except TypeError:  # a Ray before the named setting: the actor's own
+        return {"compute": ActorPoolStrategy(size=workers), "max_concurrency": BATCHES_IN_FLIGHT}
 
 
 def check_counts(**values: Any) -> None:

@@ -37,8 +37,8 @@ from ..llm.cost import Usage
 from ..llm.provenance import FailureKind
 from ..llm.replies import apply_validate
 from .cluster import (
-    BATCHES_IN_FLIGHT,
     ENGINES,
+    actors,
     check_counts,
     connect,
     in_order,
@@ -153,8 +153,6 @@ def _remember(judge: LLMRelevanceJudge, j: Judgment, query: str, passage: str) -
 
 def _pipeline(ray: Any, judge: LLMRelevanceJudge, ds: Any, *, engine: str, workers: int, batch_size: int,
               vllm: Mapping[str, Any] | None) -> Any:
-    from ray.data import ActorPoolStrategy
-
     llm = judge.llm
     if engine == "session":
         return ds.map_batches(
@@ -162,8 +160,8 @@ def _pipeline(ray: Any, judge: LLMRelevanceJudge, ds: Any, *, engine: str, worke
                                                               "prompt": judge.prompt.name}},
             # Ray Data restarts a dead actor and retries its batch by default (max_restarts
             # and max_task_retries -1): the batch's finished calls are in the cache.
-            batch_size=batch_size, compute=ActorPoolStrategy(size=workers), num_cpus=0.25,
-            max_concurrency=BATCHES_IN_FLIGHT, runtime_env={"env_vars": key_env(llm)})
+            batch_size=batch_size, num_cpus=0.25, **actors(workers),
+            runtime_env={"env_vars": key_env(llm)})
     from ray.data.llm import build_processor, vLLMEngineProcessorConfig
 
     config = vLLMEngineProcessorConfig(model_source=llm.model, batch_size=batch_size,

@@ -29,7 +29,7 @@ from ..nuggets.assign import AssignResult, assign_nuggets, estimate_assign
 from ..nuggets.data import Answer, Assignment, NuggetSet, read_answers, read_nuggets
 from ..nuggets.options import NuggetOptions, resolve
 from .cluster import (
-    BATCHES_IN_FLIGHT,
+    actors,
     check_counts,
     connect,
     key_env,
@@ -85,14 +85,12 @@ def _scheduled(todo: Sequence[int], answers: Sequence[Answer], by_q: Mapping[str
                options: NuggetOptions, *, workers: int, batch_size: int, address: str | None,
                ) -> tuple[dict[int, Assignment], list[dict[str, Any]]]:
     ray = connect(address)
-    from ray.data import ActorPoolStrategy
-
     rows = [{"index": i, "answer": pickle.dumps(answers[i]), "nuggets": pickle.dumps(by_q[answers[i].qid])}
             for i in todo]
     out = ray.data.from_items(rows).map_batches(
         _AssignWorker, fn_constructor_kwargs={"recipe": {"llm": recipe(llm, workers), "options": options}},
-        batch_format="pyarrow", batch_size=batch_size, compute=ActorPoolStrategy(size=workers),
-        num_cpus=0.25, max_concurrency=BATCHES_IN_FLIGHT, runtime_env={"env_vars": key_env(llm)})
+        batch_format="pyarrow", batch_size=batch_size, num_cpus=0.25, **actors(workers),
+        runtime_env={"env_vars": key_env(llm)})
     got: dict[int, Assignment] = {}
     parts: list[dict[str, Any]] = []
     for row in out.iter_rows():

@@ -48,8 +48,8 @@ from ..rag.options import RagOptions
 from ..rag.report import RagReport, Score
 from ..rag.samples import Sample, SampleSet, as_samples, samples_from_records
 from .cluster import (
-    BATCHES_IN_FLIGHT,
     ENGINES,
+    actors,
     check_counts,
     connect,
     in_order,
@@ -199,15 +199,13 @@ class _RagWorker:
 
 def _pipeline(ds: Any, llm: LLM | None, metrics: Sequence[RagMetric], options: RagOptions, *,
               records: bool, workers: int, batch_size: int) -> Any:
-    from ray.data import ActorPoolStrategy
-
     made = {"llm": recipe(llm, workers) if llm is not None else None,
             "metrics": [str(m) for m in metrics], "options": options, "records": records}
     return ds.map_batches(
         _RagWorker, fn_constructor_kwargs={"recipe": made}, batch_format="pyarrow",
         # Ray Data restarts a dead actor and retries its batch (its defaults for actors).
-        batch_size=batch_size, compute=ActorPoolStrategy(size=workers), num_cpus=0.25,
-        max_concurrency=BATCHES_IN_FLIGHT, runtime_env={"env_vars": key_env(llm) if llm is not None else {}})
+        batch_size=batch_size, num_cpus=0.25, **actors(workers),
+        runtime_env={"env_vars": key_env(llm) if llm is not None else {}})
 
 
 def _run_objects(data: SampleSet, todo: Sequence[int], llm: LLM | None, metrics: Sequence[RagMetric],
