@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -68,13 +67,38 @@ def _span(sims: list[SimulatorThread], stop: threading.Event, out: dict[str, flo
         time.sleep(0.05)
 
 
+def _own_processes(name: str) -> list[int]:
+    """Pids of this process's descendants whose command line holds ``name``: the workers of the
+    local cluster this script started (never another program's processes)."""
+    parents: dict[int, tuple[int, str]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                ppid = int(Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[1])
+                cmd = Path(f"/proc/{d}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except (OSError, IndexError, ValueError):
+                continue
+            parents[int(d)] = (ppid, cmd)
+
+    def mine(pid: int) -> bool:
+        seen: set[int] = set()
+        while pid in parents and pid not in seen:
+            seen.add(pid)
+            pid = parents[pid][0]
+            if pid == os.getpid():
+                return True
+        return False
+
+    return [p for p, (_, cmd) in parents.items() if name in cmd and mine(p)]
+
+
 def _kill_a_worker(sims: list[SimulatorThread], at: int, stop: threading.Event, killed: list[int]) -> None:
     while not stop.is_set():
         if _answered(sims) >= at:
-            ps = subprocess.run(["pgrep", "-f", "_SessionWorker"], capture_output=True, text=True).stdout.split()
+            ps = _own_processes("_SessionWorker")
             if ps:
-                os.kill(int(ps[0]), signal.SIGKILL)
-                killed.append(int(ps[0]))
+                os.kill(ps[0], signal.SIGKILL)
+                killed.append(ps[0])
                 return
         time.sleep(0.05)
 

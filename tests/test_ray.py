@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -313,3 +317,72 @@ def test_rag_workers_share_one_budget(cluster: Any, sim: Any, tmp_path: Path) ->
     cut = [s for col in report.scores.values() for s in col if s.failure is FailureKind.BUDGET]
     assert cut and report.usage["cost_usd"] is not None and 0 < report.usage["cost_usd"] <= 4.0
     assert report.usage["calls"] < 2 * len(report.sample_ids)
+
+
+def _own_processes(name: str) -> list[int]:
+    """Pids of this process's descendants whose command line holds ``name``: the workers of the
+    local cluster this test started (never another program's processes)."""
+    parents: dict[int, tuple[int, str]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                ppid = int(Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[1])
+                cmd = Path(f"/proc/{d}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except (OSError, IndexError, ValueError):
+                continue
+            parents[int(d)] = (ppid, cmd)
+
+    def mine(pid: int) -> bool:
+        seen: set[int] = set()
+        while pid in parents and pid not in seen:
+            seen.add(pid)
+            pid = parents[pid][0]
+            if pid == os.getpid():
+                return True
+        return False
+
+    return [p for p, (_, cmd) in parents.items() if name in cmd and mine(p)]
+
+
+@pytest.mark.slow  # a local Ray cluster, a loopback server and a SIGKILL
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the cluster's workers through /proc")
+def test_a_rag_worker_killed_mid_run_loses_nothing_and_repays_only_its_batches(
+        cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ragjudge.rag import evaluate_samples_sync
+    from ragjudge.ray import rag_ray_sync
+    from ragjudge.ray.cluster import BATCHES_IN_FLIGHT
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-sim")
+    metrics = ["faithfulness", "context_precision", "context_recall"]  # 3 requests per sample
+    samples = _rag_samples()
+    batch = 4
+    with simulator_thread(latency=0.3, max_lifetime=600.0) as sim:
+        one = evaluate_samples_sync(samples, metrics, judge=LLM("sim-model", base_url=sim.base_url,
+                                                                cache=str(tmp_path / "one.sqlite")))
+        before = sim.sim.stats()["paid"]
+        killed: list[int] = []
+        stop = threading.Event()
+
+        def kill() -> None:
+            while not stop.is_set():
+                if sim.sim.stats()["paid"] - before >= 30:
+                    pids = _own_processes("_RagWorker")
+                    if pids:
+                        os.kill(pids[0], signal.SIGKILL)
+                        killed.append(pids[0])
+                        return
+                time.sleep(0.01)
+
+        t = threading.Thread(target=kill, daemon=True)
+        t.start()
+        try:
+            got = rag_ray_sync(samples, metrics, llm=LLM("sim-model", base_url=sim.base_url,
+                                                         cache=str(tmp_path / "ray.sqlite")),
+                               workers=2, batch_size=batch)
+        finally:
+            stop.set()
+            t.join()
+        paid = sim.sim.stats()["paid"] - before
+    assert killed, "no worker was killed mid-run"
+    assert got.scores == one.scores  # nothing lost, the same values
+    assert one.usage["calls"] <= paid <= one.usage["calls"] + BATCHES_IN_FLIGHT * batch * 3
