@@ -241,7 +241,7 @@ HEAVY = {
     "pandas": set(), "scipy": set(), "Stemmer": set(),
     "psycopg": {"ragjudge.server.store"},  # its row factory, after llm.postgres loaded the driver
     "pyarrow": {"ragjudge.ids", "ragjudge.io.trec"},
-    "ray": {"ragjudge.ray"},
+    "ray": {"ragjudge.ray.cluster", "ragjudge.ray.judge", "ragjudge.ray.rag", "ragjudge.ray.nuggets"},
     "sentencex": {"ragjudge.rag.metrics.base"},
     "tenacity": {"ragjudge.llm.client"},
     "tqdm": {"ragjudge.llm.progress"},

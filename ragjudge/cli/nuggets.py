@@ -199,6 +199,12 @@ def _assign_parser(steps: Any) -> None:
     add_option(p, NuggetOptions, "grades", type=int, choices=(2, 3))
     add_option(p, NuggetOptions, "assign_window", type=int, metavar="N")
     p.add_argument("--score", action="store_true", help="also print the per-run scores")
+    p.add_argument("--engine", choices=("local", "ray"), default="local",
+                   help="local: this process (default); ray: a Ray Data pipeline, each worker assigning "
+                        "batches of answers with this session (--max-cost split evenly between the "
+                        "workers; --ray-address/--ray-workers as for judge); needs pip install -e '.[ray]'")
+    p.add_argument("--ray-address", metavar="ADDR", help="with --engine ray: an existing cluster; default a local one")
+    p.add_argument("--ray-workers", type=int, default=2, metavar="N", help="with --engine ray: workers (default 2)")
     add_llm_options(p)
     p.set_defaults(step_func=_assign)
 
@@ -212,7 +218,13 @@ def _assign(args: argparse.Namespace) -> int:
     llm = llm_from_args(args)
     if args.dry_run:
         return _print_dry(estimate_assign(nuggets, answers, llm=llm, options=options))
-    res = assign_nuggets_sync(nuggets, answers, llm=llm, options=options, progress=not args.no_progress)
+    if args.engine == "ray":
+        from ..ray import assign_nuggets_ray_sync
+
+        res = assign_nuggets_ray_sync(nuggets, answers, llm=llm, options=options, workers=args.ray_workers,
+                                      address=args.ray_address)
+    else:
+        res = assign_nuggets_sync(nuggets, answers, llm=llm, options=options, progress=not args.no_progress)
     res.write(args.output)
     for run, qid in res.missing:
         print(f"ragjudge: {run} {qid}: no nuggets for this query; not assigned", file=sys.stderr)

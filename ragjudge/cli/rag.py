@@ -107,6 +107,18 @@ def register(subparsers: Any) -> None:
     add_option(p, RagOptions, "embedding_model", metavar="M",
                help=RagOptions.help("embedding_model") + ", e.g. text-embedding-3-small (same "
                                                          "endpoint and key as --model)")
+    cl = p.add_argument_group("cluster")
+    cl.add_argument("--engine", choices=("local", "ray"), default="local",
+                    help="local: this process (default); ray: a Ray Data pipeline, each worker "
+                         "scoring batches of samples with this session (same metrics, prompts, "
+                         "parsing, cache; --max-cost split evenly between the workers); SAMPLES "
+                         "may then be .parquet (streamed; an id column is required); needs "
+                         "pip install -e '.[ray]'")
+    cl.add_argument("--ray-address", metavar="ADDR",
+                    help="with --engine ray: an existing cluster (ray://host:10001, auto); "
+                         "default a local one")
+    cl.add_argument("--ray-workers", type=int, default=2, metavar="N",
+                    help="with --engine ray: workers scoring at once (default 2)")
     p.set_defaults(func=_run)
 
 
@@ -132,9 +144,18 @@ def _run(args: argparse.Namespace) -> int:
         raise InputError("no metric uses it (e.g. answer_relevance(by=embedding) or "
                          "answer_correctness(similarity=0.25) does)",
                          field="--embedding-model")
+    parquet = args.engine == "ray" and args.samples.endswith(".parquet")
+    if parquet and (args.dry_run or args.span_scores or args.trace_fraction is not None
+                    or args.trace_limit is not None):
+        raise InputError("a Parquet file streams through the workers; --dry-run, --span-scores and "
+                         "the trace options read a JSONL/JSON/CSV/trace file", field="SAMPLES")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        if args.trace_fraction is not None or args.trace_limit is not None:
+        if parquet:
+            from ..rag import SampleSet
+
+            samples = SampleSet([])  # streamed by the workers, never read here
+        elif args.trace_fraction is not None or args.trace_limit is not None:
             samples = read_traces(args.samples, fraction=args.trace_fraction, limit=args.trace_limit,
                                   skip_invalid=options.skip_invalid)
         else:
@@ -151,13 +172,19 @@ def _run(args: argparse.Namespace) -> int:
     if args.dry_run:
         return _dry_run(llm, samples, metrics, args, options, plan_requests)
 
-    report = evaluate_samples_sync(
-        samples,
-        metrics,
-        judge=llm,
-        options=options,
-        progress=not args.no_progress,  # a bar on a terminal, a few lines when redirected
-    )
+    if args.engine == "ray":
+        from ..ray import rag_ray_sync
+
+        report = rag_ray_sync(args.samples if parquet else samples, metrics, llm=llm, options=options,
+                              workers=args.ray_workers, address=args.ray_address)
+    else:
+        report = evaluate_samples_sync(
+            samples,
+            metrics,
+            judge=llm,
+            options=options,
+            progress=not args.no_progress,  # a bar on a terminal, a few lines when redirected
+        )
     text = report.render(args.format, per_sample=args.per_sample, digits=args.digits)
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
