@@ -32,6 +32,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 
 from .. import __version__
 from ..errors import MetricError, RagjudgeError
+from ..llm import redact
 from .jobs import JobManager
 from .models import ErrorBody
 from .routes import API_VERSION, api_router, health_router
@@ -215,8 +216,6 @@ async def _validation_error(request: Request, exc: RequestValidationError) -> JS
 
 
 def _redact(text: str) -> str:
-    from ..llm import redact
-
     return redact(text)
 
 

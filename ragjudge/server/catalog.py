@@ -15,7 +15,10 @@ from functools import lru_cache
 from typing import Any
 
 from ..errors import MetricError
-from ..measures import known_measures, parse_measure
+from ..measures import known_measures, parse_measure, spec_of
+from ..rag import known_rag_metrics, parse_rag_metric
+from ..rag.metrics import definition, unit_of
+
 
 __all__ = ["metric_catalog"]
 
@@ -30,7 +33,6 @@ def _doc(fn: Any) -> str | None:
 
 def _registry_spec(name: str) -> Any:
     """The measure registry's spec of ``name``."""
-    from ..measures import spec_of
 
     return spec_of(name)
 
@@ -69,9 +71,6 @@ def _ranking(name: str) -> dict[str, Any]:
 
 
 def _rag(name: str) -> dict[str, Any]:
-    from ..rag import parse_rag_metric
-    from ..rag.metrics import definition, unit_of
-
     parsed = parse_rag_metric(name)
     unit = unit_of(name)
     # The unit declares its parameters: read them, never probe the parser.
@@ -92,7 +91,6 @@ def _rag(name: str) -> dict[str, Any]:
 def metric_catalog() -> list[dict[str, Any]]:
     """Every ranking measure and RAG metric: name, canonical spec, cutoff, parameters with
     defaults, whether it calls an LLM, and a one-paragraph definition."""
-    from ..rag import known_rag_metrics
 
     ranking = known_measures()
     out = [_entry(_ranking, n, "ranking") for n in ranking]

@@ -32,7 +32,14 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from ..data import Qrels
 from ..errors import RagjudgeError
+from ..io import format_qrels
+from ..judges import JudgeResult, Judgment, LLMRelevanceJudge
+from ..llm import BUDGET_REASON, Usage, redact
+from ..nuggets import evaluate_answers
+from ..rag import evaluate_samples, plan_requests
+from ..synth import synthesize
 from .models import JudgeRequest, ModelSettings, NuggetsRequest, RagRequest, SynthRequest
 from .service import (
     build_llm,
@@ -303,10 +310,8 @@ class JudgeJob(_Job):
 
     async def run(self) -> Any:
         def prepare() -> tuple[list[Any], Any, Any]:
-            # off the event loop: pooling and the first imports of the LLM stack take long
-            # enough on a busy host to hold up lease renewals
-            from ..judges import LLMRelevanceJudge
-
+            # off the event loop: pooling takes long enough on a busy host to hold up lease
+            # renewals
             pairs = judge_pairs(self.req, self.settings.max_pairs)
             llm = self.make_llm()
             return pairs, llm, LLMRelevanceJudge(llm=llm, prompt=judge_options(self.req).prompt,
@@ -349,8 +354,6 @@ class JudgeJob(_Job):
         return self.partial()
 
     def _counts(self) -> dict[str, Any]:
-        from ..llm import BUDGET_REASON
-
         recs = list(self.latest.values())
         ok = [r for r in recs if r.get("error") is None]
         return {
@@ -368,11 +371,6 @@ class JudgeJob(_Job):
     def partial(self) -> Any:
         """``{qrels (TREC text), judgments, summary}`` from what is judged so far."""
         import numpy as np
-
-        from ..data import Qrels
-        from ..io import format_qrels
-        from ..judges import JudgeResult, Judgment
-        from ..llm import Usage
 
         judgments = [Judgment.from_dict(self.latest[i]) for i in sorted(self.latest)]
         ok = [j for j in judgments if j.grade is not None]
@@ -398,8 +396,6 @@ class RagJob(_Job):
     atomic = True
 
     async def run(self) -> Any:
-        from ..rag import evaluate_samples, plan_requests
-
         req = RagRequest.model_validate(self.request)
 
         def prepare() -> tuple[Any, ...]:  # off the event loop, as for judge jobs
@@ -432,8 +428,6 @@ class SynthJob(_Job):
         self.outcome: dict[str, Any] | None = None  # summary of the finished run
 
     async def run(self) -> Any:
-        from ..synth import synthesize
-
         req = SynthRequest.model_validate(self.request)
         options = synth_inputs(req, self.settings.max_pairs)
         llm = self.llm = await asyncio.to_thread(self.make_llm)
@@ -471,8 +465,6 @@ class NuggetsJob(_Job):
         self.finished = False
 
     async def run(self) -> Any:
-        from ..nuggets import evaluate_answers
-
         req = NuggetsRequest.model_validate(self.request)
         inputs = await asyncio.to_thread(nuggets_inputs, req, self.settings.max_pairs)
         llm = self.llm = await asyncio.to_thread(self.make_llm)
@@ -674,6 +666,4 @@ class JobManager:
 
 
 def _redact(text: str) -> str:
-    from ..llm import redact
-
     return redact(text)

@@ -16,12 +16,23 @@ import math
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..data import Qrels, Run
 from ..errors import InputError, RagjudgeError
 from ..evaluate import compare, evaluate
-from ..io import parse_qrels, parse_run
+from ..io import format_qrels, parse_qrels, parse_run
+from ..judges import Pair, pool_pairs
+from ..judges.options import JudgeOptions
+from ..llm import LLM, list_prompts
+from ..nuggets import estimate_answers
+from ..nuggets.data import parse_answers, parse_assignments, parse_nuggets
+from ..nuggets.options import NuggetOptions
+from ..rag import evaluate_samples_sync, parse_rag_metrics, samples_from_records
+from ..rag.evaluate import check_embedding_model
+from ..rag.options import RagOptions
+from ..synth import estimate_synth
+from ..synth.options import SynthOptions
 from .models import (
     CompareRequest,
     EvaluateRequest,
@@ -33,11 +44,6 @@ from .models import (
 )
 from .settings import ServerSettings
 from .store import FINAL, JobStore
-
-if TYPE_CHECKING:
-    from ..judges.options import JudgeOptions
-    from ..rag.options import RagOptions
-    from ..synth.options import SynthOptions
 
 __all__ = ["load_qrels", "load_run", "count_pairs", "evaluate_json", "compare_json",
            "TooLarge", "check_pairs", "Reply", "JobPlan", "rag", "judge", "synth", "submit",
@@ -151,7 +157,6 @@ def build_llm(settings: ServerSettings, ms: ModelSettings, *, spec: Mapping[str,
     """A job's :class:`ragjudge.llm.LLM`: endpoint, key, limits and prices from this server;
     model choices from the request; model and budget from the job's ``spec`` (default: as
     :func:`job_spec` makes it now), the budget less ``spent`` (what earlier runs paid)."""
-    from ..llm import LLM
 
     spec = job_spec(settings, ms) if spec is None else spec
     model = spec["model"]
@@ -173,8 +178,6 @@ def build_llm(settings: ServerSettings, ms: ModelSettings, *, spec: Mapping[str,
 
 
 def _check_prompt(name: str) -> None:
-    from ..llm import list_prompts
-
     shipped = list_prompts()
     if name not in shipped:  # never a path: a request must not read the server's files
         raise InputError(f"unknown prompt {name!r}; this server offers {', '.join(shipped)}",
@@ -190,7 +193,6 @@ def _options_of(options: Any, req: Any) -> Any:
 
 def judge_options(req: JudgeRequest) -> JudgeOptions:
     """The :class:`ragjudge.judges.JudgeOptions` of a judge request (shipped prompts only)."""
-    from ..judges.options import JudgeOptions
 
     _check_prompt(req.prompt)
     return _options_of(JudgeOptions, req)
@@ -198,7 +200,6 @@ def judge_options(req: JudgeRequest) -> JudgeOptions:
 
 def judge_pairs(req: JudgeRequest, limit: int) -> list[Any]:
     """The pairs a judge job grades, in a deterministic order (so a resumed job lines up)."""
-    from ..judges import Pair, pool_pairs
 
     options = judge_options(req)
     if req.pairs is not None:
@@ -226,9 +227,6 @@ def judge_pairs(req: JudgeRequest, limit: int) -> list[Any]:
 def rag_inputs(req: RagRequest, limit: int) -> tuple[Any, list[Any], RagOptions]:
     """Samples, parsed metrics and :class:`ragjudge.rag.RagOptions` of a RAG request (errors
     name ``samples`` / ``metrics`` / the option's field)."""
-    from ..rag import parse_rag_metrics, samples_from_records
-    from ..rag.evaluate import check_embedding_model
-    from ..rag.options import RagOptions
 
     options = _options_of(RagOptions, req)
     metrics = parse_rag_metrics(req.metrics)
@@ -244,7 +242,6 @@ def synth_inputs(req: SynthRequest, limit: int) -> SynthOptions:
     names, so a bad value is reported under the request field), after the checks that cost
     nothing: the size limit (documents x draws: every candidate query is ranked against the
     whole corpus) and docids that TREC qrels can hold."""
-    from ..synth.options import SynthOptions
 
     options = _options_of(SynthOptions, req)
     check_pairs(len(req.corpus) * math.ceil(req.n * options.oversample), limit,
@@ -260,7 +257,6 @@ def synth_inputs(req: SynthRequest, limit: int) -> SynthOptions:
 def synth_plan(req: SynthRequest, options: SynthOptions, llm: Any) -> Any:
     """The request's :class:`ragjudge.synth.SynthPlan` (dry run; checks every input, sends
     nothing). CPU work: sampling and the BM25 index over the corpus."""
-    from ..synth import estimate_synth
 
     return estimate_synth(req.corpus, req.n, llm=llm, options=options)
 
@@ -268,7 +264,6 @@ def synth_plan(req: SynthRequest, options: SynthOptions, llm: Any) -> Any:
 def synth_result(result: Any) -> dict[str, Any]:
     """A :class:`ragjudge.synth.SynthResult` as a job result: ``to_dict()`` plus the outputs
     (``queries``, ``qrels`` as TREC text, ``samples``, every candidate)."""
-    from ..io import format_qrels
 
     return {**result.to_dict(), "queries": result.queries,
             "qrels": format_qrels(result.qrels) if len(result.qrels) else "",
@@ -303,8 +298,6 @@ def nuggets_inputs(req: NuggetsRequest, limit: int) -> NuggetInputs:
     """Answers, nugget sets, human assignments and :class:`ragjudge.nuggets.NuggetOptions` of
     a nuggets request; errors name the request field and the record (``answers:3: topic_id``),
     and the size limit counts answers x nuggets (every nugget is graded against every answer)."""
-    from ..nuggets.data import parse_answers, parse_assignments, parse_nuggets
-    from ..nuggets.options import NuggetOptions
 
     options = _options_of(NuggetOptions, req)
     answers = parse_answers(_jsonl(req.answers), source="answers", run_id=req.run_id)
@@ -322,7 +315,6 @@ def nuggets_inputs(req: NuggetsRequest, limit: int) -> NuggetInputs:
 def nuggets(req: NuggetsRequest, settings: ServerSettings) -> Answer:
     """``POST /v1/nuggets``: the estimate (``dry_run``), or a nuggets job (its size: the
     estimate's calls)."""
-    from ..nuggets import estimate_answers
 
     inputs = nuggets_inputs(req, settings.max_pairs)
     spec = job_spec(settings, req.settings)
@@ -361,7 +353,6 @@ def rag(req: RagRequest, settings: ServerSettings) -> Answer:
     ``ragjudge rag --format json``); LLM metrics are a job whose result is that report."""
     samples, metrics, options = rag_inputs(req, settings.max_pairs)
     if not any(m.needs_llm for m in metrics):
-        from ..rag import evaluate_samples_sync
 
         report = evaluate_samples_sync(samples, metrics, options=options)
         return Reply(report.render("json", per_sample=req.per_sample))
