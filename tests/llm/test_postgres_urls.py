@@ -94,3 +94,12 @@ def test_a_target_of_another_store_is_refused_not_made_a_file(
     with pytest.raises(InputError) as err:
         Cache(default_cache_path())
     assert "S3cretPw99" not in str(err.value) and not list(tmp_path.iterdir())
+
+
+def test_a_password_the_driver_quotes_is_not_in_the_job_store_error() -> None:
+    pytest.importorskip("psycopg")
+    from ragjudge.server.store import open_job_store
+
+    with pytest.raises(InputError) as err:
+        open_job_store("postgresql://judge:Sup3r S3cretPw@127.0.0.1:9/db")
+    assert "S3cretPw" not in str(err.value) and "cannot open the job store" in str(err.value)
