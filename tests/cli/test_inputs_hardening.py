@@ -319,3 +319,29 @@ def test_a_prices_file_that_is_not_utf8_is_one_line(tmp_path: Path, data: bytes,
                  "--prices", str(prices)])
     assert code == 2
     assert f"{prices}:1: invalid UTF-8" in _one_line(capsys.readouterr().err)
+
+
+# ----------------------------------------------------------------------------- an outside probe's finds
+@pytest.mark.parametrize("edit, where", [
+    ({"qid": None}, ":2: qid: expected a non-empty id, got null"),  # was read as a query named "None"
+    ({"docid": {"a": 1}}, ':2: docid: expected a non-empty id, got {"a": 1}'),
+    ({"qid": " "}, ':2: qid: expected a non-empty id, got " "'),
+    ({"probs": {"high": 1.0}}, ":2: probs: grade 'high' is not an integer"),
+])
+def test_a_soft_label_without_ids_is_refused(tmp_path: Path, edit: dict[str, object], where: str,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    soft = tmp_path / "j.jsonl"
+    bad = {**json.loads(_judgment("d2", 1)), **edit}
+    soft.write_text(_judgment("d1", 1) + json.dumps(bad) + "\n")
+    (tmp_path / "r").write_text(RUN)
+    assert main(["evaluate", "none", str(tmp_path / "r"), "--soft", str(soft), "-m", "p@2"]) == 2
+    assert f"{soft}{where}" in _one_line(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("flag", ["-o", "--span-scores"])
+def test_rag_output_that_is_a_folder_is_one_line_before_any_work(tmp_path: Path, flag: str,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    # It was a traceback after the metrics (and their LLM calls) were done.
+    samples = EX / "traces" / "langfuse.jsonl" if flag == "--span-scores" else EX / "rag_samples.jsonl"
+    assert main(["rag", str(samples), "-m", "hit_rate", flag, str(tmp_path)]) == 2
+    assert f"{tmp_path}: is a directory" in _one_line(capsys.readouterr().err)
