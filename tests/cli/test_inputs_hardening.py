@@ -345,3 +345,23 @@ def test_rag_output_that_is_a_folder_is_one_line_before_any_work(tmp_path: Path,
     samples = EX / "traces" / "langfuse.jsonl" if flag == "--span-scores" else EX / "rag_samples.jsonl"
     assert main(["rag", str(samples), "-m", "hit_rate", flag, str(tmp_path)]) == 2
     assert f"{tmp_path}: is a directory" in _one_line(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("flag, url, why", [
+    ("--base-url", "http://127.0.0.1:99999/v1", "not a URL (Port out of range 0-65535)"),
+    ("--base-url", "ftp://127.0.0.1/v1", "not an http:// or https:// URL with a host"),
+    ("--base-url", "localhost:8000/v1", "not an http:// or https:// URL with a host"),
+    ("--endpoint", "http://127.0.0.1:99999/v1", "not a URL (Port out of range 0-65535)"),
+    ("--endpoint", "http:///v1", "not an http:// or https:// URL with a host"),
+])
+def test_an_endpoint_url_that_cannot_be_called_is_one_line(flag: str, url: str, why: str, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    # A port of 99999 failed every pair as a "malformed reply" (exit 3) after the run started.
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-used")
+    code = main(["judge", "--queries", str(EX / "queries.jsonl"), "--corpus", str(EX / "corpus.jsonl"),
+                 "--run", str(EX / "runs" / "bm25_raw.run"), "--depth", "1", "--model", "m", "--no-cache",
+                 "-o", str(tmp_path / "o.qrels"), "--no-progress", flag, url])
+    assert code == 2
+    line = _one_line(capsys.readouterr().err)
+    assert line.startswith(f"ragjudge: error: {flag}: ") and why in line
