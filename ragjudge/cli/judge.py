@@ -152,6 +152,9 @@ def run(args: argparse.Namespace) -> int:
         if args.export_batch and (args.import_batch or args.batch):
             raise InputError("--export-batch writes the requests; give --import-batch or --batch "
                              "in another command", field="--export-batch")
+        if args.import_batch and args.batch:  # which of the two was meant is not ours to guess
+            raise InputError("--import-batch reads results made elsewhere, --batch sends the pairs "
+                             "to the Batch API: give one of them", field="--import-batch")
     else:
         llm = llm_from_args(args)
     if not args.output and not args.dry_run and not args.export_batch:
