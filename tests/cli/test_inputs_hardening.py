@@ -365,3 +365,15 @@ def test_an_endpoint_url_that_cannot_be_called_is_one_line(flag: str, url: str, 
     assert code == 2
     line = _one_line(capsys.readouterr().err)
     assert line.startswith(f"ragjudge: error: {flag}: ") and why in line
+
+
+def test_a_pool_with_bad_utf8_names_its_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-used")
+    pool = tmp_path / "pool.qrels"
+    pool.write_bytes(b"q01 0 volc-01 2\nq01 0 volc-\xff 1\n")
+    code = main(["evaluate", "none", str(EX / "runs" / "bm25_raw.run"), "--judge", "m", "--queries",
+                 str(EX / "queries.jsonl"), "--corpus", str(EX / "corpus.jsonl"), "--base-url",
+                 "http://127.0.0.1:9/v1", "--no-cache", "--no-progress", "--pool", str(pool), "-m", "p@2"])
+    assert code == 2
+    assert _one_line(capsys.readouterr().err) == f"ragjudge: error: {pool}:2: invalid UTF-8"
