@@ -377,3 +377,14 @@ def test_a_pool_with_bad_utf8_names_its_line(tmp_path: Path, capsys: pytest.Capt
                  "http://127.0.0.1:9/v1", "--no-cache", "--no-progress", "--pool", str(pool), "-m", "p@2"])
     assert code == 2
     assert _one_line(capsys.readouterr().err) == f"ragjudge: error: {pool}:2: invalid UTF-8"
+
+
+def test_synth_output_in_the_way_is_one_line_before_any_call(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    # It was found after the generation calls were paid ("cannot write output: File exists").
+    blocker = tmp_path / "out"
+    blocker.write_text("a file where the folder should be")
+    code = main(["synth", "--corpus", str(EX / "corpus.jsonl"), "--model", "m", "--base-url",
+                 "http://127.0.0.1:9/v1", "--no-cache", "-n", "2", "-o", str(blocker), "--no-progress"])
+    assert code == 2
+    assert _one_line(capsys.readouterr().err) == f"ragjudge: error: {blocker}: is a file; give a folder for the outputs"
