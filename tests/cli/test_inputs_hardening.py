@@ -388,3 +388,19 @@ def test_synth_output_in_the_way_is_one_line_before_any_call(tmp_path: Path,
                  "http://127.0.0.1:9/v1", "--no-cache", "-n", "2", "-o", str(blocker), "--no-progress"])
     assert code == 2
     assert _one_line(capsys.readouterr().err) == f"ragjudge: error: {blocker}: is a file; give a folder for the outputs"
+
+
+@pytest.mark.parametrize("command", [
+    ["rag", str(EX / "rag_samples.jsonl"), "-m", "hit_rate"],
+    ["evaluate", str(EX / "qrels.txt"), str(EX / "runs" / "bm25_raw.run"), "-m", "map"],
+])
+@pytest.mark.parametrize("where", ["folder", "missing"])
+def test_a_junit_path_that_cannot_be_written_is_refused_first(command: list[str], where: str, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    # It was a traceback after the work (IsADirectoryError, FileNotFoundError).
+    path = tmp_path if where == "folder" else tmp_path / "no" / "j.xml"
+    with pytest.raises(SystemExit) as exit_:
+        main([*command, "--junit", str(path), "--fail-under", f"{command[-1]}=0.1"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "argument --junit:" in err
