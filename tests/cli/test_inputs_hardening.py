@@ -404,3 +404,18 @@ def test_a_junit_path_that_cannot_be_written_is_refused_first(command: list[str]
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and "argument --junit:" in err
+
+
+@pytest.mark.parametrize("make, kind", [
+    (lambda b: __import__("bz2").compress(b), "bzip2-compressed; decompress it first"),
+    (lambda b: __import__("lzma").compress(b), "xz-compressed; decompress it first"),
+    (lambda b: b"\x28\xb5\x2f\xfd\x04\x00\x00" + b, "zstd-compressed; decompress it first"),
+    (lambda b: b"PAR1\x15\x00" + b, "a Parquet file; write it as JSONL first"),
+    (lambda b: b"SQLite format 3\x00" + b, "an SQLite database"),
+])
+def test_a_binary_file_of_a_known_kind_says_what_it_is(tmp_path: Path, make: object, kind: str) -> None:
+    f = tmp_path / "qrels.txt"
+    f.write_bytes(make(QRELS.encode() * 50))  # type: ignore[operator]
+    with pytest.raises(InputError) as info:
+        read_qrels(f)
+    assert str(info.value).startswith(f"{f}: not a text file: {kind}")
