@@ -112,3 +112,11 @@ def test_import_batch_and_batch_together_are_refused(tmp_path: Path, capsys: pyt
     _, res = _exported(tmp_path, capsys)
     assert main(_args(tmp_path, "--import-batch", str(res), "--batch", "-o", str(tmp_path / "q.txt"))) == 2
     assert "--import-batch: " in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", [["--batch"], ["--export-batch", "x.jsonl"]])
+def test_batch_flags_and_the_ray_engine_are_refused_together(tmp_path: Path, flag: list[str],
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    # --batch --engine ray judged through neither: one flag was dropped without a word.
+    assert main(_args(tmp_path, *flag, "--engine", "ray", "-o", str(tmp_path / "q.txt"))) == 2
+    assert "--engine: " in capsys.readouterr().err
