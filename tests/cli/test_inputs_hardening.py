@@ -419,3 +419,9 @@ def test_a_binary_file_of_a_known_kind_says_what_it_is(tmp_path: Path, make: obj
     with pytest.raises(InputError) as info:
         read_qrels(f)
     assert str(info.value).startswith(f"{f}: not a text file: {kind}")
+
+
+def test_simulate_judge_with_a_negative_seed_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # numpy's ValueError traced.
+    assert main(["simulate-judge", str(EX / "qrels.txt"), "--seed", "-3", "-o", str(tmp_path / "o.qrels")]) == 2
+    assert _one_line(capsys.readouterr().err) == "ragjudge: error: seed: must be a non-negative integer, got -3"
