@@ -570,6 +570,41 @@ case("evaluate --junit in a missing folder")(lambda d: ev(d, Q, R, "--junit", st
 case("batch all results from another export")(lambda d: imp(d, bmap(d, lambda i, r: {**r, "custom_id": f"{i:064x}"})))
 case("retrieve all queries without a shared term", "warn:share no term")(lambda d: ["retrieve", "--corpus", str(EX / "corpus.jsonl"), "--queries", w(d, "q.tsv", "q1\tzzzz\nq2\tqqqq\n"), "-o", str(d / "r.run")])
 
+# --------------------------------------------------------------- ppi-samples, simulate-judge
+def llm_scores(d: Path) -> str:
+    return str(BASE / "pp" / "llm.json")
+
+
+def pp(d: Path, name: str, rows_edit: Callable[[list[dict]], list]) -> list[str]:
+    import json as _json
+
+    data = _json.load(open(BASE / "pp" / "llm.json"))
+    rows = [{"id": x["sample"], "hit": x["scores"]["hit"]["value"], "mrr": x["scores"]["mrr"]["value"]} for x in data["samples"]]
+    out = rows_edit(rows[:15])
+    text = "".join((_json.dumps(r) if not isinstance(r, str) else r) + "\n" for r in out)
+    return ["ppi-samples", llm_scores(d), "--human", w(d, name, text)]
+
+
+case("ppi human baseline", "ok")(lambda d: pp(d, "h.jsonl", lambda r: r))
+case("ppi human NaN score")(lambda d: pp(d, "h.jsonl", lambda r: r[:-1] + [{**r[-1], "hit": float("nan")}]))
+case("ppi human 1e400 score")(lambda d: pp(d, "h.jsonl", lambda r: r[:-1] + ['{"id": "%s", "hit": 1e400, "mrr": 1}' % r[-1]["id"]]))
+case("ppi human duplicate id other value")(lambda d: pp(d, "h.jsonl", lambda r: r + [{**r[0], "hit": 1 - r[0]["hit"]}]))
+case("ppi human duplicate line", "ok", "counted once")(lambda d: pp(d, "h.jsonl", lambda r: r + [r[0]]))
+case("ppi human null score", "ok", "undetermined: left out, counted in n_human")(lambda d: pp(d, "h.jsonl", lambda r: r[:-1] + [{**r[-1], "hit": None}]))
+case("ppi human score 7 on a 0-1 metric", "warn:two scales")(lambda d: pp(d, "h.jsonl", lambda r: r[:-1] + [{**r[-1], "hit": 7.0}]))
+case("ppi human line a list")(lambda d: pp(d, "h.jsonl", lambda r: r + ["[1, 2]"]))
+case("ppi human unknown id")(lambda d: pp(d, "h.jsonl", lambda r: r + [{"id": "zzz", "hit": 1, "mrr": 1}]))
+case("ppi human no id")(lambda d: pp(d, "h.jsonl", lambda r: r + [{"hit": 1, "mrr": 1}]))
+case("ppi human score a word")(lambda d: pp(d, "h.jsonl", lambda r: r + [{"id": "q99", "hit": "high"}]))
+case("ppi human CSV short row")(lambda d: ["ppi-samples", llm_scores(d), "--human", w(d, "h.csv", "id,hit,mrr\nq01,1,1\nq02,1\n")])
+case("ppi human CSV BOM", "either", "BOM read; the ids q06.. are not samples of the example: an error naming them is right")(lambda d: ["ppi-samples", llm_scores(d), "--human", w(d, "h.csv", "\ufeffid,hit,mrr\n" + "".join(f"q{i:02d},1,1\n" for i in range(1, 16)))])
+case("ppi human empty")(lambda d: ["ppi-samples", llm_scores(d), "--human", w(d, "h.jsonl", "")])
+case("ppi human one item")(lambda d: pp(d, "h.jsonl", lambda r: r[:1]))
+case("simulate-judge negative seed")(lambda d: ["simulate-judge", str(EX / "qrels.txt"), "--seed", "-3", "-o", str(d / "o.q")])
+case("simulate-judge grade 7")(lambda d: ["simulate-judge", w(d, "q", Q.replace(" 3\n", " 7\n")), "-o", str(d / "o.q")])
+case("simulate-judge -o a directory")(lambda d: ["simulate-judge", str(EX / "qrels.txt"), "-o", str(d)])
+case("judge --batch with --engine ray")(lambda d: jdg(d, "--base-url", SIM, "--batch", "--engine", "ray"))
+
 
 def run_case(c: Case, root: Path) -> dict:
     from ragjudge.cli import main
