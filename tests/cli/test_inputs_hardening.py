@@ -425,3 +425,24 @@ def test_simulate_judge_with_a_negative_seed_is_one_line(tmp_path: Path, capsys:
     # numpy's ValueError traced.
     assert main(["simulate-judge", str(EX / "qrels.txt"), "--seed", "-3", "-o", str(tmp_path / "o.qrels")]) == 2
     assert _one_line(capsys.readouterr().err) == "ragjudge: error: seed: must be a non-negative integer, got -3"
+
+
+@pytest.mark.parametrize("text, why", [
+    ('{"q1": {"d1": 1e20}}', "grade: grade of query 'q1', document 'd1' is out of range"),  # OverflowError traced
+    ('{"q1": {"d1": 100000000000000000000000}}', "grade: grade of query 'q1', document 'd1' is out of range"),
+    ('{"q1": {"d1": 1}, "q1": {"d2": 1}}', "json: 'q1' is given twice in one JSON object"),  # the first q1 was lost
+    ('{"q1": {"d1": 3, "d1": 0}}', "json: 'd1' is given twice in one JSON object"),  # the 3 was lost
+])
+def test_json_qrels_with_a_huge_grade_or_a_key_twice_are_refused(tmp_path: Path, text: str, why: str) -> None:
+    f = tmp_path / "q.json"
+    f.write_text(text)
+    with pytest.raises(InputError) as info:
+        read_qrels(f)
+    assert str(info.value).startswith(f"{f}: {why}")
+
+
+def test_a_json_run_with_a_document_twice_is_refused(tmp_path: Path) -> None:
+    f = tmp_path / "r.json"
+    f.write_text('{"q1": {"d1": 1.0, "d2": 0.5, "d1": 0.1}}')
+    with pytest.raises(InputError, match="'d1' is given twice in one JSON object"):
+        read_run(f)
