@@ -131,3 +131,19 @@ def _has_database() -> bool:
     except ImportError:
         return False
     return True
+
+
+@pytest.mark.parametrize("text, why", [
+    ('{"m": {"input": 1, "output": 2, "cache_read": 0.1}}',  # a misspelt rate fell back silently
+     "m.cache_read: unknown price field 'cache_read' of 'm' (known: input, output, cached_input"),
+    ('{"m": {"input": 1, "output": 2}, "m": {"input": 9, "output": 9}}',  # the last won silently
+     "m: 'm' is given twice (which price is meant?)"),
+])
+def test_a_price_file_with_a_field_or_model_that_cannot_be_meant_is_refused(tmp_path, text: str, why: str) -> None:  # type: ignore[no-untyped-def]
+    from ragjudge.errors import InputError
+
+    f = tmp_path / "p.json"
+    f.write_text(text)
+    with pytest.raises(InputError) as info:
+        PriceTable.load(f, base=PriceTable())
+    assert str(info.value).startswith(f"{f}: {why}")
