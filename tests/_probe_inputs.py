@@ -605,6 +605,15 @@ case("simulate-judge grade 7")(lambda d: ["simulate-judge", w(d, "q", Q.replace(
 case("simulate-judge -o a directory")(lambda d: ["simulate-judge", str(EX / "qrels.txt"), "-o", str(d)])
 case("judge --batch with --engine ray")(lambda d: jdg(d, "--base-url", SIM, "--batch", "--engine", "ray"))
 
+# --------------------------------------------------------------- JSON keys twice, huge JSON grades, price fields
+case("qrels JSON grade 1e20")(lambda d: ev(d, '{"q01": {"volc-16": 1e20}}', qn="q.json"))
+case("qrels JSON query key twice")(lambda d: ev(d, '{"q01": {"volc-16": 3}, "q01": {"volc-15": 1}}', qn="q.json"))
+case("qrels JSON doc key twice")(lambda d: ev(d, '{"q01": {"volc-16": 3, "volc-16": 0}}', qn="q.json"))
+case("run JSON doc key twice")(lambda d: ev(d, Q, '{"q01": {"volc-16": 1.0, "volc-16": 0.1}}', rn="r.json"))
+case("prices misspelt field")(lambda d: jdg(d, "--base-url", SIM, "--prices", w(d, "p.json", '{"sim": {"input": 1, "output": 2, "cache_read": 0.1}}')))
+case("prices model twice")(lambda d: jdg(d, "--base-url", SIM, "--prices", w(d, "p.json", '{"sim": {"input": 1, "output": 2}, "sim": {"input": 9, "output": 9}}')))
+case("prices upper-case model", "either", "no price for 'sim' then: said")(lambda d: jdg(d, "--base-url", SIM, "--prices", w(d, "p.json", '{"SIM": {"input": 1, "output": 2}}')))
+
 
 def run_case(c: Case, root: Path) -> dict:
     from ragjudge.cli import main
