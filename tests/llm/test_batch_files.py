@@ -114,9 +114,10 @@ def test_import_batch_and_batch_together_are_refused(tmp_path: Path, capsys: pyt
     assert "--import-batch: " in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("flag", [["--batch"], ["--export-batch", "x.jsonl"]])
+@pytest.mark.parametrize("flag", [["--batch"], ["--export-batch", "{tmp}/x.jsonl"]])
 def test_batch_flags_and_the_ray_engine_are_refused_together(tmp_path: Path, flag: list[str],
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     # --batch --engine ray judged through neither: one flag was dropped without a word.
+    flag = [f.format(tmp=tmp_path) for f in flag]
     assert main(_args(tmp_path, *flag, "--engine", "ray", "-o", str(tmp_path / "q.txt"))) == 2
     assert "--engine: " in capsys.readouterr().err
