@@ -405,6 +405,9 @@ class Qrels(_Columnar):
                             source=source,
                             field="grade",
                         )
+                if not -(1 << 63) <= int(grade) < 1 << 63:  # 1e20 in a JSON file: no int64
+                    raise InputError(f"grade of query {qid!r}, document {docid!r} is out of range, "
+                                     f"got {grade!r}", source=source, field="grade")
                 gs.append(int(grade))
         return cls.from_arrays(qs, ds, np.array(gs, dtype=np.int64), source=source)
 

@@ -220,8 +220,12 @@ def retrieve_bm25(
 
     analyze = analyzer(stemmer, stopwords)
     ids = list(docs)
+    tokens = [analyze(docs[d]) for d in ids]
+    if not any(tokens):
+        raise InputError("no document has a word to index (every text is empty, or only stopwords)",
+                         field="corpus")
     index = bm25s.BM25(k1=float(k1), b=float(b), method=method)
-    index.index([analyze(docs[d]) or [""] for d in ids], show_progress=False)
+    index.index([t or [""] for t in tokens], show_progress=False)
     indptr = np.asarray(index.scores["indptr"])
     postings = np.asarray(index.scores["indices"])
     ranker = _Ranker(ids)
@@ -238,6 +242,11 @@ def retrieve_bm25(
         cand = np.flatnonzero(matched)
         qids.append(qid)
         picked.append(ranker.top(cand, scores[cand], k))
+    if len(qids) < len(qs):
+        # Absent from the run, such a query scores 0 (or is skipped with skip_missing): said.
+        warnings.warn(f"{len(qs) - len(qids)} of {len(qs)} queries share no term with the corpus "
+                      "(or have no words) and retrieved nothing; they are absent from the run",
+                      stacklevel=2)
     return _run(qids, picked, ranker, name)
 
 

@@ -102,9 +102,23 @@ def report_failures(option: str, checks: list[Check], junit: JUnitReport | None 
     return GATE_FAILED if failed else 0
 
 
+def _junit_path(text: str) -> str:
+    """``--junit``'s FILE, checked when the command line is read: the report is written last,
+    after the work (and any paid call), so a folder or a missing folder is refused first."""
+    import argparse
+    import os
+
+    if os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text}: is a directory; give a file name")
+    folder = os.path.dirname(os.path.abspath(text))
+    if not os.path.isdir(folder):
+        raise argparse.ArgumentTypeError(f"{text}: folder {folder} does not exist")
+    return text
+
+
 def add_junit_option(parser: Any) -> None:
     """``--junit FILE`` on a command that has gates."""
-    parser.add_argument("--junit", metavar="FILE",
+    parser.add_argument("--junit", metavar="FILE", type=_junit_path,
                         help="also write the gates as a JUnit XML report (one test case per gate "
                              "checked, a failure per failed gate) for CI systems")
 
@@ -144,4 +158,7 @@ class JUnitReport:
                           failures=str(failures), errors=str(errors))
         root.append(suite)
         ET.indent(root)
-        Path(path).write_bytes(ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n")
+        try:
+            Path(path).write_bytes(ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n")
+        except OSError as exc:
+            raise InputError(f"cannot write the JUnit report ({exc.strerror or exc})", source=str(path)) from None

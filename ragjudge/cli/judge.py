@@ -152,8 +152,15 @@ def run(args: argparse.Namespace) -> int:
         if args.export_batch and (args.import_batch or args.batch):
             raise InputError("--export-batch writes the requests; give --import-batch or --batch "
                              "in another command", field="--export-batch")
+        if args.import_batch and args.batch:  # which of the two was meant is not ours to guess
+            raise InputError("--import-batch reads results made elsewhere, --batch sends the pairs "
+                             "to the Batch API: give one of them", field="--import-batch")
     else:
         llm = llm_from_args(args)
+    if getattr(args, "engine", "local") == "ray" and (args.batch or args.import_batch or args.export_batch):
+        flag = "--batch" if args.batch else "--import-batch" if args.import_batch else "--export-batch"
+        raise InputError(f"{flag} sends nothing through Ray workers: give it or --engine ray, not both",
+                         field="--engine")
     if not args.output and not args.dry_run and not args.export_batch:
         raise InputError("no output file (pass -o OUT.qrels, or --dry-run)", field="-o")
     if options.all_queries and not args.fill:

@@ -8,12 +8,11 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
-from pathlib import Path
 from typing import Any
 
 from ..errors import InputError, MetricError
 from ..rag.options import GRADING_MODES, MATCH_MODES, RagOptions
-from ._inputs import add_option, options_from_args
+from ._inputs import add_option, check_writable, options_from_args, write_output
 from ._llm import add_llm_options, llm_from_args
 from ._plot import add_plot_options, check_plot_path, write_plot
 from .gates import Check, JUnitReport, add_junit_option, below, parse_gate, report_failures
@@ -128,6 +127,9 @@ def _run(args: argparse.Namespace) -> int:
     from ..rag.metrics import parse_rag_metrics
 
     check_plot_path(args)
+    # Before any paid call: a folder or an unwritable path given as an output is one line now,
+    # not a traceback after the LLM was paid.
+    check_writable([args.output, args.span_scores])
     options = options_from_args(RagOptions, args)
     gates = [parse_gate(g) for g in args.fail_under]
     metrics = parse_rag_metrics([*args.metrics, *(m for m, _ in gates)])
@@ -186,10 +188,7 @@ def _run(args: argparse.Namespace) -> int:
             progress=not args.no_progress,  # a bar on a terminal, a few lines when redirected
         )
     text = report.render(args.format, per_sample=args.per_sample, digits=args.digits)
-    if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
-    else:
-        sys.stdout.write(text)
+    write_output(text, args.output)
     write_plot(args, lambda plots: report.plot(kind=args.plot_kind or "box"))
     if args.span_scores:
         _write_span_scores(report, samples, args.span_scores)
@@ -250,8 +249,7 @@ def _write_span_scores(report: Any, samples: Any, path: str) -> None:
     from ..rag.traces import span_scores
 
     records = span_scores(report, samples)
-    Path(path).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records),
-                          encoding="utf-8")
+    write_output("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), path)
     print(f"ragjudge: {len(records)} span score record(s) written to {path}", file=sys.stderr)
 
 

@@ -7,13 +7,14 @@ same :class:`ragjudge.llm.LLM` session options as ``judge`` and ``rag``.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
 from .._sync import run_sync
 from ..errors import InputError
 from ..synth.options import SynthOptions
-from ._inputs import add_option, flags_named, options_from_args
+from ._inputs import add_option, check_writable, flags_named, options_from_args
 from ._llm import add_llm_options, llm_from_args
 
 __all__ = ["register", "synth_options"]
@@ -119,6 +120,12 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("no output directory (pass -o DIR, or --dry-run)", field="-o")
     if args.n <= 0:
         raise InputError(f"must be a positive integer, got {args.n}", field="-n")
+    if args.output and not args.dry_run:
+        # Before any paid call: the outputs were written after the run, so a file in the way
+        # was one line after the money was spent.
+        if os.path.exists(args.output) and not os.path.isdir(args.output):
+            raise InputError("is a file; give a folder for the outputs", source=args.output)
+        check_writable([os.path.join(args.output, "summary.json")])
     options = synth_options(args)
     corpus = read_corpus(args.corpus)
     # Every input is read before planning, a dry run included: a missing file is an error now.

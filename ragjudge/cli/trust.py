@@ -201,8 +201,16 @@ def evaluate_judged(args: argparse.Namespace, metrics: Any, runs: dict[str, Any]
         finally:
             await llm.aclose()
 
+    import warnings
+
+    from ..evaluate import EvaluationWarning
+
     try:
-        result = run_sync(main())
+        # The library evaluates several times (judged@k before and after, the kept pool, the
+        # scores): the final reports' warnings are printed once each below, not every time.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", EvaluationWarning)
+            result = run_sync(main())
     except LLMError as exc:
         partial = exc.partial
         if partial is not None and getattr(partial, "judgments", None) and (args.judgments or args.save_qrels):
@@ -224,6 +232,8 @@ def evaluate_judged(args: argparse.Namespace, metrics: Any, runs: dict[str, Any]
         _render_reports(reports, args, "".join(
             f"{r.run}: {r.footer()}; {info['llm_labels']} LLM labels, "
             f"{info['human_labels']} human\n" for r in reports))
+    for text in dict.fromkeys(t for r in reports for t in r.meta.get("warnings", ())):
+        warn(text)
     info = reports[0].meta["judging"]
     # A run cut short by the budget, or that mostly failed, is not a result: say so in the
     # exit status.

@@ -97,17 +97,45 @@ class RetrievalError(RagjudgeError):
     partial: Any = None
 
 
+#: LangChain retrievers' own count fields: ``k`` (BM25, TF-IDF, kNN, SVM), ``top_k`` (Azure AI
+#: Search, Pinecone hybrid), ``top_k_results`` (Wikipedia, Arxiv, PubMed).
+_LANGCHAIN_K = ("k", "top_k", "top_k_results")
+#: Where LangChain wrappers keep the retrievers they call (contextual compression, multi-query,
+#: ensemble): the count is set on those.
+_LANGCHAIN_INNER = ("base_retriever", "retriever", "retrievers")
+
+
 def with_k(retriever: Any, k: int) -> tuple[Any, str | None]:
     """A copy of ``retriever`` asked for ``k`` results where the framework has a setting for it
-    (LangChain ``k`` or ``search_kwargs["k"]``, LlamaIndex ``similarity_top_k``), and the name
-    of the setting; the caller's object is never changed. Haystack takes ``top_k`` per call."""
+    (LangChain ``k``, ``top_k``, ``top_k_results`` or ``search_kwargs["k"]`` -- with ``fetch_k``
+    raised to ``k`` for MMR -- or those of the retrievers a wrapper calls; LlamaIndex
+    ``similarity_top_k``), and the name of the setting; the caller's object is never changed.
+    Haystack takes ``top_k`` per call."""
     kind = framework(retriever)
     if kind == "langchain":
-        if isinstance(getattr(retriever, "k", None), int):
-            return _copied(retriever, "k", k), "k"
+        for field in _LANGCHAIN_K:
+            value = getattr(retriever, field, None)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return _copied(retriever, field, k), field
         kwargs = getattr(retriever, "search_kwargs", None)
         if isinstance(kwargs, dict):
-            return _copied(retriever, "search_kwargs", {**kwargs, "k": k}), "search_kwargs['k']"
+            kwargs = {**kwargs, "k": k}
+            # MMR picks k of fetch_k candidates (20 by default): fewer candidates than k cap it.
+            if "fetch_k" in kwargs or getattr(retriever, "search_type", None) == "mmr":
+                kwargs["fetch_k"] = max(int(kwargs.get("fetch_k") or 20), k)
+            return _copied(retriever, "search_kwargs", kwargs), "search_kwargs['k']"
+        for field in _LANGCHAIN_INNER:
+            inner = getattr(retriever, field, None)
+            if field == "retrievers" and isinstance(inner, (list, tuple)) and inner:
+                pairs = [with_k(r, k) for r in inner]
+                if any(setting for _, setting in pairs):
+                    names = sorted({setting for _, setting in pairs if setting})
+                    return (_copied(retriever, field, type(inner)(r for r, _ in pairs)),
+                            f"{field}[*].{'/'.join(names)}")
+            elif inner is not None and framework(inner) == "langchain":
+                copy_, setting = with_k(inner, k)
+                if setting:
+                    return _copied(retriever, field, copy_), f"{field}.{setting}"
     if kind == "llamaindex" and isinstance(getattr(retriever, "similarity_top_k", None), int):
         return _copied(retriever, "similarity_top_k", k), "similarity_top_k"
     if kind == "haystack" and hasattr(retriever, "run"):
@@ -161,9 +189,30 @@ def _caller(retriever: Any, k: int) -> tuple[Any, bool, str]:
             return acall, True, f"the {who} component"
         return (lambda text: run(query=text, **extra)), False, f"the {who} component"
     if kind is None and callable(retriever):
+        asks = _k_parameter(retriever)
+        if asks is not None:  # "def search(query, k=10)": asked for k, like a framework's setting
+            fn = retriever
+            if is_async_callable(fn):
+                async def acall_k(text: str) -> Any:
+                    return await fn(text, **{asks: k})
+                return acall_k, True, f"the retriever {who}"
+            return (lambda text: fn(text, **{asks: k})), False, f"the retriever {who}"
         return retriever, is_async_callable(retriever), f"the retriever {who}"
     raise InputError(f"cannot call {who} as a retriever: pass a function (query_text) -> ids, "
                      "(id, score) pairs or documents, or a LangChain, LlamaIndex or Haystack retriever")
+
+
+def _k_parameter(fn: Any) -> str | None:
+    """The name of a plain retriever function's count parameter (``k``, ``top_k``), when it
+    takes one by keyword besides the query."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    for p in params[1:]:
+        if p.name in ("k", "top_k") and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+            return p.name
+    return None
 
 
 def _hits(output: Any, id_key: str, who: str) -> list[tuple[str, float | None]]:
@@ -232,6 +281,8 @@ async def run_retriever(
     if name is None:
         name = getattr(retriever, "__name__", None) or type(retriever).__name__
     retriever, setting = with_k(retriever, k)
+    if setting is None and framework(retriever) is None and callable(retriever):
+        setting = _k_parameter(retriever)  # passed by _caller on each call
     call, is_async, who = _caller(retriever, k)
     qids = list(texts)
 

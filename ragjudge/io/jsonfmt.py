@@ -13,7 +13,7 @@ __all__ = ["parse_json_qrels", "read_json_qrels", "parse_json_run", "read_json_r
 
 
 def _nested(data: str | bytes, source: str | None, what: str) -> dict[str, dict[str, Any]]:
-    obj = load_json(data, source)
+    obj = load_json(data, source, unique_keys=True)
     if not isinstance(obj, dict):
         raise InputError(
             f"expected a JSON object {{query_id: {{doc_id: {what}}}}}, got {type(obj).__name__}",

@@ -25,10 +25,11 @@ __all__ = ["load_json", "jsonl_lines", "csv_dict_reader"]
 
 
 def load_json(
-    data: str | bytes, source: str | None, *, line: int | None = None
+    data: str | bytes, source: str | None, *, line: int | None = None, unique_keys: bool = False
 ) -> Any:
     """One JSON document; errors name ``source``, the line (``line`` for a JSONL record) and
-    the column."""
+    the column. ``unique_keys``: a key given twice in one object is an error (JSON parsers
+    keep the last silently: a query's judgments, or a judgment, would be lost)."""
     if isinstance(data, bytes) and data.startswith(BOM):
         data = data[len(BOM) :]
     elif isinstance(data, str) and data.startswith("\ufeff"):
@@ -36,7 +37,10 @@ def load_json(
     if not data.strip():
         raise InputError("empty input: expected a JSON object", source=source, line=line)
     try:
-        return json.loads(data)
+        return json.loads(data, object_pairs_hook=_unique if unique_keys else None)
+    except _DuplicateKey as exc:
+        raise InputError(f"{exc.key!r} is given twice in one JSON object (the second would replace "
+                         "the first)", source=source, line=line, field="json") from None
     except UnicodeDecodeError as exc:
         raise InputError(f"invalid UTF-8 ({exc.reason})", source=source, line=line,
                          field="json") from None
@@ -47,6 +51,21 @@ def load_json(
         ) from None
     except RecursionError:
         raise InputError("JSON nested too deeply", source=source, line=line, field="json") from None
+
+
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
 
 
 def jsonl_lines(text: str) -> Iterator[tuple[int, str]]:

@@ -82,6 +82,27 @@ def as_bytes(text: str | bytes) -> bytes:
     return data
 
 
+
+#: Binary files people give by mistake, by their first bytes, and what to do instead.
+_BINARY_KINDS = (
+    (b"\x28\xb5\x2f\xfd", "zstd-compressed; decompress it first (zstd -d FILE, or <(zstd -dc FILE)): "
+                          "plain and .gz files are read"),
+    (b"BZh", "bzip2-compressed; decompress it first (bunzip2 -k FILE, or <(bzcat FILE)): plain and .gz "
+             "files are read"),
+    (b"\xfd7zXZ\x00", "xz-compressed; decompress it first (xz -dk FILE, or <(xzcat FILE)): plain and .gz "
+                      "files are read"),
+    (b"PK\x03\x04", "a zip archive; extract the file first"),
+    (b"PAR1", "a Parquet file; write it as JSONL first (e.g. pandas.read_parquet(F).to_json(OUT, "
+              "orient='records', lines=True))"),
+    (b"SQLite format 3\x00", "an SQLite database (an LLM cache or job store?), not an input file"),
+)
+
+
+def _binary_kind(head: bytes) -> str | None:
+    """What a binary input is, when its first bytes say so."""
+    return next((what for magic, what in _BINARY_KINDS if head.startswith(magic)), None)
+
+
 class _Prefixed:
     """A binary stream with bytes already read put back in front (no seek needed)."""
 
@@ -144,6 +165,7 @@ class Input:
         self._cr = False  # a chunk ended with "\r": is it half of a "\r\n"?
         self._offset = 0  # decompressed bytes delivered so far
         self._head_lines = 0  # line breaks among the first HEAD bytes delivered
+        self._start = b""  # the first bytes, to name a binary file by its magic
 
     def _guard(self, fn: Any) -> Any:
         try:
@@ -168,8 +190,13 @@ class Input:
                 nul = head.find(b"\x00")
                 if nul >= 0:
                     line = self._head_lines + head.count(b"\n", 0, nul) + 1
+                    kind = _binary_kind(self._start + chunk)
+                    if kind is not None:
+                        raise InputError(f"not a text file: {kind}", source=self.source)
                     raise InputError("not a text file (a NUL byte)", source=self.source, line=line)
                 self._head_lines += head.count(b"\n")
+                if len(self._start) < 32:
+                    self._start += chunk[: 32 - len(self._start)]
             if b"\r" in chunk:
                 if chunk.endswith(b"\r") and len(chunk) > 1:
                     chunk, self._cr = chunk[:-1], True  # wait for the next byte: "\r\n" or not

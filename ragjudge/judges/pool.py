@@ -107,10 +107,13 @@ class Pool:
         from ..io import read_qrels
 
         has_data = False
+        from ..io.streams import decode_text
+
         try:
-            lines = p.read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(f"cannot read the pool: {exc}", source=str(p), field="--pool") from None
+            raw = p.read_bytes()
+        except OSError as exc:
+            raise InputError(f"cannot read the pool: {exc.strerror or exc}", source=str(p), field="--pool") from None
+        lines = decode_text(raw, str(p)).splitlines()  # bad UTF-8 names its line
         for lineno, line in enumerate(lines, 1):
             kind, _, body = line.strip().partition(" ")
             has_data = has_data or bool(kind and not kind.startswith("#"))

@@ -33,6 +33,7 @@ import os
 import sqlite3
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -294,9 +295,13 @@ def parse_result_files(*texts: str | None, sources: Sequence[str] | None = None)
                 obj = json.loads(line)
             except ValueError:
                 raise bad(i, n, "is not JSON") from None
-            cid = obj.get("custom_id") if isinstance(obj, Mapping) else None
-            if not isinstance(cid, str):
+            if not isinstance(obj, Mapping):
+                raise bad(i, n, f"is not a result object (a JSON {type(obj).__name__})")
+            cid = obj.get("custom_id")
+            if cid is None:
                 raise bad(i, n, "missing", "custom_id")
+            if not isinstance(cid, str):
+                raise bad(i, n, f"is not a string: {json.dumps(cid)}", "custom_id")
             if cid in seen:
                 raise bad(i, n, f"has custom_id {redact(cid)!r} a second time in the file", "custom_id")
             seen.add(cid)
@@ -661,10 +666,17 @@ def import_batch(llm: LLM, prompt: Prompt | str | Path, variables: Iterable[Mapp
             sources.append(stream.source)
             texts.append(decode_text(stream.read(), stream.source))
     results = parse_result_files(*texts, sources=sources)
+    where = ", ".join(sources)
+    if not results:
+        raise InputError("no batch results in the file(s): each line is one result "
+                         '{"custom_id": ..., "response": {"status_code": ..., "body": ...}}',
+                         source=where)
     done: dict[str, Outcome] = {}
     out: list[Outcome] = []
+    asked: set[str] = set()
     for v in variables:
         call = llm.prepare(prompt, v)
+        asked.add(call.key)
         if call.cached is not None:
             llm.stats.cache_hits += 1
             out.append(apply_validate(call.cached, validate))
@@ -680,4 +692,16 @@ def import_batch(llm: LLM, prompt: Prompt | str | Path, variables: Iterable[Mapp
             else:
                 done[call.key] = llm.accept(call, got.body, validate=validate, batch=batch_price)
         out.append(done[call.key])
+    # A result whose custom_id (the cache key) names no request made now comes from another
+    # export: another pool, prompt, model or setting. Used silently, nothing would say why
+    # the pairs asked for are "not in the batch results".
+    foreign = len(set(results) - asked)
+    if foreign and foreign == len(results) and done:
+        raise InputError(f"none of the {len(results)} results answers a request of this command "
+                         "(made by another export: another pool, prompt, model or setting such "
+                         "as --max-tokens?); export again with the same arguments", source=where)
+    if foreign:
+        warnings.warn(f"{where}: {foreign} of {len(results)} results answer no request of this "
+                      "command (another export's: another pool, prompt, model or setting); not used",
+                      stacklevel=2)
     return out

@@ -31,6 +31,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import sqlite3
 import time
 from collections.abc import Callable
@@ -98,9 +99,36 @@ def _postgres_target(target: object) -> str | None:
     return None
 
 
+#: A URL of another scheme ("mysql://user:pw@host/db"), or a libpq "key=value" connection
+#: string: never a SQLite file name (it would be made in the working folder, the password in
+#: its name).
+_OTHER_URL = re.compile(r"(?i)^\s*([a-z][a-z0-9+.\-]*):/")
+_CONNINFO = re.compile(r"(?i)^\s*(?:host|hostaddr|dbname|user|password|port|service)\s*=")
+
+
+def _check_target(target: str | Path) -> None:
+    """A one-line error for a cache ``target`` that names no SQLite file and no PostgreSQL URL."""
+    text, field = str(target), "cache"
+    if isinstance(target, Path):
+        # $RAGJUDGE_CACHE goes through Path(), which folds "://" into ":/".
+        env = os.environ.get("RAGJUDGE_CACHE", "")
+        if env and Path(env).expanduser() == target:
+            text, field = env, "$RAGJUDGE_CACHE"
+    if "://" not in text and not _CONNINFO.match(text):
+        return
+    if _CONNINFO.match(text):
+        raise InputError("looks like a PostgreSQL connection string: give the cache as a "
+                         "postgresql://user@host/db URL (the password in $PGPASSWORD or ~/.pgpass), "
+                         "or a SQLite file path", field=field)
+    scheme = _OTHER_URL.match(text)
+    raise InputError(f"unknown cache scheme {(scheme.group(1) if scheme else text) + '://'!r}: give a "
+                     "SQLite file path or a postgresql:// URL", field=field)
+
+
 def open_cache(target: str | Path | CacheStore, *, claim_ttl: float = 30.0) -> CacheStore:
     """The cache ``target`` names: an open store as is, a ``postgresql://`` URL as a
-    :class:`PostgresCache`, anything else as a SQLite file (:class:`Cache`)."""
+    :class:`PostgresCache`, a SQLite file path as a :class:`Cache`; anything else (another
+    URL scheme, a ``key=value`` connection string) is an :class:`InputError`."""
     if isinstance(target, CacheStore):
         return target
     url = _postgres_target(target)
@@ -139,6 +167,7 @@ class Cache(CacheStore):
     def __init__(self, path: str | Path, *, claim_ttl: float = 30.0) -> None:
         """``claim_ttl``: seconds after its last heartbeat that a claim of a process on another
         machine (or whose liveness cannot be checked) is considered abandoned."""
+        _check_target(path)
         super().__init__(claim_ttl=claim_ttl)
         self.path = Path(path).expanduser()
         self._db: sqlite3.Connection | None = None

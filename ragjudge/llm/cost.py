@@ -259,6 +259,19 @@ def database_price(model: str) -> Price | None:
                  _rate(getattr(mp, "cache_write_1h_mtok", None)), long_context_above=above)
 
 
+class _TwiceError(ValueError):
+    pass
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:  # JSON keeps the last silently: two prices for one model
+            raise _TwiceError(key)
+        out[key] = value
+    return out
+
+
 class PriceTable:
     """Model name -> :class:`Price`, looked up in order: the prices given (this table's own
     entries, e.g. from ``--prices FILE``), the price database (``genai-prices``, in
@@ -293,8 +306,13 @@ class PriceTable:
             if not isinstance(spec, Mapping) or "input" not in spec or "output" not in spec:
                 raise InputError(f"price of {model!r} needs 'input' and 'output' (USD per 1M tokens)",
                                  source=source, field=str(model))
+            known = ("input", "output", "cached_input", "cache_write", "cache_write_1h")
+            odd = [k for k in spec if k not in known]
+            if odd:  # a misspelt rate would fall back to the input price without a word
+                raise InputError(f"unknown price field {odd[0]!r} of {model!r} (known: {', '.join(known)})",
+                                 source=source, field=f"{model}.{odd[0]}")
             rates: dict[str, float | None] = {}
-            for name in ("input", "output", "cached_input", "cache_write", "cache_write_1h"):
+            for name in known:
                 raw = spec.get(name)
                 if raw is None and name not in ("input", "output"):
                     rates[name] = None
@@ -320,7 +338,10 @@ class PriceTable:
             # numpy, which a command that reads no price file should not pay for.
             from ..io.streams import decode_text
 
-            data = json.loads(decode_text(Path(path).read_bytes(), str(path)))
+            data = json.loads(decode_text(Path(path).read_bytes(), str(path)), object_pairs_hook=_unique_pairs)
+        except _TwiceError as exc:
+            raise InputError(f"{exc.args[0]!r} is given twice (which price is meant?)", source=str(path),
+                             field=str(exc.args[0])) from None
         except OSError as exc:
             raise InputError(f"cannot read price file: {exc.strerror}", source=str(path)) from None
         except json.JSONDecodeError as exc:

@@ -12,6 +12,7 @@ passed down to the session, the client and the provider; nothing below restates 
 from __future__ import annotations
 
 import os
+import urllib.parse
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -79,6 +80,8 @@ class Endpoint(OptionsValue):
         remember_url_secrets(self.azure_endpoint)
         if not self.model or not isinstance(self.model, str):
             raise InputError("no model given", field="model")
+        _check_url(self.base_url, "base_url")
+        _check_url(self.azure_endpoint, "azure_endpoint")
         spec = _spec(self.provider)  # an unknown provider names the known ones
         if self.azure_endpoint and spec.key_env_azure is None:
             raise InputError(f"azure_endpoint is for the openai provider, not {self.provider!r}",
@@ -125,6 +128,20 @@ class Endpoint(OptionsValue):
 _SPEC_KEYS: dict[str, tuple[str, type]] = {
     "key_env": ("api_key_env", str), "rpm": ("rpm", float), "tpm": ("tpm", float),
     "concurrency": ("concurrency", int), "weight": ("weight", float), "provider": ("provider", str)}
+
+
+def _check_url(url: str | None, field: str) -> None:
+    """An http(s) URL with a host and a port that can be, or a one-line error: otherwise every
+    request fails, each counted as a failed item ("malformed reply" for a port of 99999)."""
+    if url is None:
+        return
+    try:
+        parts = urllib.parse.urlsplit(str(url).strip())
+        parts.port  # noqa: B018 -- raises ValueError for a port out of range or not a number
+    except ValueError as exc:
+        raise InputError(f"not a URL ({exc})", field=field) from None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise InputError("not an http:// or https:// URL with a host", field=field)
 
 
 def parse_endpoint(spec: str, base: Endpoint) -> Endpoint:

@@ -42,6 +42,7 @@ from typing import Any
 from .._lazy import optional
 from ..errors import InputError
 from .cachestore import HOST, CacheStore, pid_alive
+from .redaction import redact, remember_url_secrets
 
 log = logging.getLogger("ragjudge.llm")
 
@@ -75,25 +76,38 @@ def import_psycopg() -> Any:
 
 
 def redact_url(url: str) -> str:
-    """``url`` without its password (``postgresql://user:***@host/db``)."""
-    url = re.sub(r"^([a-zA-Z][a-zA-Z0-9+.-]*://[^:/@?#]*):[^@/?#]*@", r"\1:***@", url.strip())
-    return re.sub(r"(?i)([?&]password=)[^&#]*", r"\1***", url)
+    """``url`` without its credentials (``postgresql://***@host/db``), by the one redaction;
+    the URL's secrets are registered, so a driver's message quoting them is redacted too."""
+    url = url.strip()
+    # A database user name is no secret and tells which role failed: kept, and not registered
+    # as one (a URL's lone user name is, for APIs taking the key there). The userinfo runs to
+    # the last "@" before the path, as URL parsers read it.
+    m = re.match(r"(?is)^([a-z][a-z0-9+.\-]*://)([^/\s?#]*)@(.*)$", url)
+    if m is None:
+        remember_url_secrets(url)
+        return redact(url)
+    user, colon, password = m.group(2).partition(":")
+    remember_url_secrets(f"{m.group(1)}{'x:' + password + '@' if colon else ''}{m.group(3)}")
+    rest = redact(f"{m.group(1)}x@{m.group(3)}")[len(m.group(1)) + len("***@"):]
+    return f"{m.group(1)}{user}{':***' if colon else ''}@{rest}"
 
 
 def _reason(exc: BaseException) -> str:
+    # libpq quotes the part of a URL it cannot parse, which may be the password.
     text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+    return redact(text[0]) if text else type(exc).__name__
 
 
 def connect(url: str, *, what: str = "cache") -> Any:
     """An autocommit psycopg connection to ``url``; failing, a one-line :class:`InputError`
     naming the URL without its password."""
     psycopg = import_psycopg()
+    where = redact_url(url)  # registers its secrets before any message can quote them
     try:
         return psycopg.connect(url, autocommit=True, connect_timeout=10,
                                application_name=f"ragjudge {what}")
     except (psycopg.Error, ValueError) as exc:
-        raise InputError(f"cannot open the {what}: {_reason(exc)}", source=redact_url(url)) from None
+        raise InputError(f"cannot open the {what}: {_reason(exc)}", source=where) from None
 
 
 def ensure_schema(db: Any, statements: Sequence[str]) -> None:

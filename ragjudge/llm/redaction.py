@@ -15,15 +15,17 @@ import urllib.parse
 __all__ = ["redact", "redact_url", "remember_secret", "remember_url_secrets", "key_like_segment",
            "redact_logs"]
 
-_KEY_PATTERN = re.compile(r"\b(sk-[A-Za-z0-9_\-*]{4,}|Bearer\s+\S+)")
+_KEY_PATTERN = re.compile(r"\b(sk-[A-Za-z0-9_\-*]{4,}|AIza[0-9A-Za-z_\-]{30,}|(?:Bearer|Basic)\s+\S+)")
 # Credentials inside URLs: the userinfo of "scheme://user:secret@host" and query parameters
-# that carry a key or token ("?api-key=...", "&access_token=...", Azure's "sig=").
-_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s@?#]+@")
+# that carry a key or token ("?api-key=...", "&access_token=...", Azure's "sig="). The userinfo
+# runs to the last "@" before the path, as URL parsers read it: a password with a bare "@"
+# ("user:p@ss@host") is redacted whole.
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s?#]*@")
 # A parameter (query, fragment or ";matrix") whose name says it carries a credential:
 # "api-key", "subscription-key", "api_token", "access_token", "client_secret", "password",
 # "X-Amz-Signature", Azure's "sig", Azure Functions' "code". Not "api-version".
-_SECRET_NAME = (r"[a-z0-9_.\-]*(?:key|token|secret|passw(?:or)?d|pwd|auth|credential|signature|session)"
-                r"[a-z0-9_.\-]*|sig|code")
+_SECRET_NAME = (r"[a-z0-9_.\-]*(?:key|token|secret|pass(?:w(?:or)?d|phrase)?|pwd|auth|credential|signature"
+                r"|session)[a-z0-9_.\-]*|sig|code|pw|jwt")
 _URL_SECRET_PARAM = re.compile(rf"(?i)([?&#](?:{_SECRET_NAME})=)[^&#;,\s'\"<>]+")
 _URL_MATRIX_PARAM = re.compile(rf"(?i)(;(?:{_SECRET_NAME})=)[^/;?&#,\s'\"<>]+")
 
@@ -175,6 +177,9 @@ def remember_url_secrets(url: str | None) -> None:
         if secret and len(secret) >= 4:
             _SECRETS.add(secret)
             _SECRETS.add(urllib.parse.unquote(secret))
+            # A bare "@" in a password: parsers that split at the first "@" (libpq) quote the
+            # part after it as the host ("failed to resolve host 'rest@db'").
+            _SECRETS.update(piece for piece in secret.split("@")[1:] if len(piece) >= 4)
     for name, value in [*urllib.parse.parse_qsl(parts.query), *urllib.parse.parse_qsl(parts.fragment)]:
         if value and len(value) >= 4 and _URL_SECRET_PARAM.search(f"?{name}=x"):
             _SECRETS.add(value)

@@ -57,8 +57,11 @@ class StoreUnavailable(Exception):
 
 
 def _first_line(exc: BaseException) -> str:
+    # The driver may quote the URL's password (a space or a bad %-escape in it): redacted.
+    from ..llm.redaction import redact
+
     text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+    return redact(text[0]) if text else type(exc).__name__
 
 
 def _check_idempotency_key(key: str | None) -> str | None:

@@ -57,6 +57,7 @@ vectorised over rows, so a simulation of thousands of studies is a few array ope
 from __future__ import annotations
 
 import math
+import warnings
 from functools import lru_cache
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -447,8 +448,27 @@ def ppi_samples(
     for m in names:
         e = ppi_scores({k: v.get(m) for k, v in llm_scores.items()},
                        {k: v.get(m) for k, v in human.items()}, **options)
+        _scale_check(m, llm_scores, human)
         out[m] = replace(e, unit="samples")
     return out
+
+
+def _scale_check(metric: str, llm: Mapping[str, Mapping[str, Any]], human: Mapping[str, Mapping[str, Any]]) -> None:
+    """Warn when one side's values of ``metric`` lie in [0, 1] and the other's do not: two
+    scales (humans scoring 1-5), or a typo, move the estimate without a word otherwise."""
+    def values(side: Mapping[str, Mapping[str, Any]]) -> list[float]:
+        return [float(v[metric]) for v in side.values()
+                if v.get(metric) is not None and math.isfinite(float(v[metric]))]
+
+    a, h = values(llm), values(human)
+    inside = [bool(x) and all(0.0 <= v <= 1.0 for v in x) for x in (a, h)]
+    if a and h and inside[0] != inside[1]:
+        out_side, vals = ("human", h) if inside[0] else ("LLM", a)
+        other = "LLM" if out_side == "human" else "human"
+        worst = max(vals, key=lambda v: max(v - 1.0, -v))
+        warnings.warn(f"{metric}: the {other} scores lie in [0, 1] but a {out_side} score is {worst:g}: "
+                      "two scales, or a typo? The estimate mixes them and its interval is not cut to "
+                      "[0, 1]", stacklevel=3)
 
 
 def _scores_of(obj: Any) -> dict[str, dict[str, float | None]]:
@@ -477,8 +497,10 @@ def parse_scores(text: str, source: str = "<scores>") -> dict[str, dict[str, flo
             raise InputError(f"invalid JSON ({exc.msg})", source=source, line=exc.lineno) from None
         if isinstance(data, dict) and isinstance(data.get("samples"), list):
             for s in data["samples"]:
-                out[str(s["sample"])] = {m: v.get("value") if isinstance(v, dict) else v
-                                         for m, v in (s.get("scores") or {}).items()}
+                vals = {m: v.get("value") if isinstance(v, dict) else v
+                        for m, v in (s.get("scores") or {}).items()}
+                _keep(out, str(s["sample"]), {m: _number(v, source, None, m) for m, v in vals.items()},
+                      source, None)
             return out
     if stripped.startswith("{") and "\n" in stripped and not stripped.split("\n", 1)[0].strip().endswith("}"):
         # A pretty-printed object, not JSON Lines: the report of `rag -f json` without -q.
@@ -499,25 +521,51 @@ def parse_scores(text: str, source: str = "<scores>") -> dict[str, dict[str, flo
                 except json.JSONDecodeError as exc:
                     raise InputError(f"invalid JSON ({exc.msg})", source=source, line=i) from None
     else:
-        rows = list(enumerate(csv.DictReader(io.StringIO(stripped)), 2))
+        records = list(csv.reader(io.StringIO(stripped)))
+        header = records[0] if records else []
+        rows = []
+        for i, raw in enumerate(records[1:], 2):
+            if not raw:
+                continue
+            if len(raw) != len(header):  # a value would land under the wrong metric
+                raise InputError(f"expected {len(header)} columns ({', '.join(header)}), got {len(raw)}",
+                                 source=source, line=i, field="columns")
+            rows.append((i, dict(zip(header, raw))))
     for i, row in rows:
+        if not isinstance(row, dict):
+            raise InputError(f"expected a JSON object, got {type(row).__name__}", source=source, line=i)
         key = next((k for k in ("id", "sample", "qid", "query_id") if k in row), None)
         if key is None:
             raise InputError("no id column (id, sample, qid or query_id)", source=source, line=i,
                              field="id")
-        vals: dict[str, float | None] = {}
-        for k, v in row.items():
-            if k == key:
-                continue
-            if v is None or v == "":
-                vals[k] = None
-                continue
-            try:
-                vals[k] = float(v)
-            except (TypeError, ValueError):
-                raise InputError(f"not a number: {v!r}", source=source, line=i, field=k) from None
-        out[str(row[key])] = vals
+        vals = {k: _number(v, source, i, k) for k, v in row.items() if k != key}
+        _keep(out, str(row[key]), vals, source, i)
     return out
+
+
+def _number(v: Any, source: str, line: int | None, field: str) -> float | None:
+    """A score read from a file: a finite number, or None (null or an empty CSV field:
+    undetermined). NaN or infinity is an error, never a label dropped without a word."""
+    if v is None or v == "":
+        return None
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        raise InputError(f"not a number: {v!r}", source=source, line=line, field=field) from None
+    if not math.isfinite(x):
+        raise InputError(f"not a finite number: {v!r} (null, or an empty CSV field, is an "
+                         "undetermined value)", source=source, line=line, field=field)
+    return x
+
+
+def _keep(out: dict[str, dict[str, float | None]], key: str, vals: dict[str, float | None],
+          source: str, line: int | None) -> None:
+    """``out[key] = vals``; the same id again with other values is an error (which is meant
+    cannot be told), again with the same values it is counted once."""
+    if key in out and out[key] != vals:
+        raise InputError(f"{key!r} is given twice, with other values", source=source, line=line,
+                         field="id")
+    out[key] = vals
 
 
 def read_scores(path: str) -> dict[str, dict[str, float | None]]:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..data import Qrels
+from ..errors import InputError
 
 __all__ = ["JUDGES", "draw_labels", "simulate_binary_studies", "simulate_qrels", "simulate_studies"]
 
@@ -63,6 +64,9 @@ def draw_labels(true: np.ndarray, judge: str | np.ndarray, seed: int | None,
                 lo: int = 0) -> np.ndarray:
     """Judge grades for an array of true grades (any shape, values ``lo..lo+m-1``): each label
     is drawn independently from the row of the confusion matrix of its true grade."""
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
+        # numpy refuses it deep inside with a bare ValueError (a traceback on the command line)
+        raise InputError(f"must be a non-negative integer, got {seed!r}", field="seed")
     c = _confusion(judge)
     t = np.asarray(true, dtype=np.int64) - lo
     if t.size and (t.min() < 0 or t.max() >= len(c)):

@@ -51,12 +51,16 @@ def read_judgments(path: str) -> list[Any]:
         if not line.strip():
             continue
         try:
-            j = Judgment.from_dict(json.loads(line))
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
             raise InputError(f"not a judgment record ({exc})", source=path, line=i) from None
-        why = _bad_probs(j.probs)
+        field, why = _bad_record(rec)
         if why:
-            raise InputError(why, source=path, line=i, field="probs")
+            raise InputError(why, source=path, line=i, field=field)
+        try:
+            j = Judgment.from_dict(rec)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise InputError(f"not a judgment record ({exc})", source=path, line=i) from None
         field, why = _off_scale(j, scales)
         if why:
             raise InputError(why, source=path, line=i, field=field)
@@ -74,6 +78,20 @@ def read_judgments(path: str) -> list[Any]:
     if not out:
         raise InputError("no judgments in the file", source=path)
     return out
+
+
+def _bad_record(rec: Any) -> tuple[str, str | None]:
+    """(field, why) when ``rec`` is no judgment record: not an object, a query or document id
+    missing or not an id (a null would become a query named "None"), or probabilities that
+    are no distribution; (``""``, ``None``) when it is fine."""
+    if not isinstance(rec, dict):
+        return "", f"expected a JSON object (a judgment record), got {type(rec).__name__}"
+    for name in ("qid", "docid"):
+        value = rec.get(name)
+        if isinstance(value, bool) or not isinstance(value, (str, int)) or not str(value).strip():
+            return name, f"expected a non-empty id, got {json.dumps(value)}"
+    why = _bad_probs(rec.get("probs"))
+    return ("probs", why) if why else ("", None)
 
 
 def _off_scale(j: Any, scales: dict[tuple[str, str], set[int] | None]) -> tuple[str, str | None]:

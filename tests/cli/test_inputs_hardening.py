@@ -319,3 +319,130 @@ def test_a_prices_file_that_is_not_utf8_is_one_line(tmp_path: Path, data: bytes,
                  "--prices", str(prices)])
     assert code == 2
     assert f"{prices}:1: invalid UTF-8" in _one_line(capsys.readouterr().err)
+
+
+# ----------------------------------------------------------------------------- an outside probe's finds
+@pytest.mark.parametrize("edit, where", [
+    ({"qid": None}, ":2: qid: expected a non-empty id, got null"),  # was read as a query named "None"
+    ({"docid": {"a": 1}}, ':2: docid: expected a non-empty id, got {"a": 1}'),
+    ({"qid": " "}, ':2: qid: expected a non-empty id, got " "'),
+    ({"probs": {"high": 1.0}}, ":2: probs: grade 'high' is not an integer"),
+])
+def test_a_soft_label_without_ids_is_refused(tmp_path: Path, edit: dict[str, object], where: str,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    soft = tmp_path / "j.jsonl"
+    bad = {**json.loads(_judgment("d2", 1)), **edit}
+    soft.write_text(_judgment("d1", 1) + json.dumps(bad) + "\n")
+    (tmp_path / "r").write_text(RUN)
+    assert main(["evaluate", "none", str(tmp_path / "r"), "--soft", str(soft), "-m", "p@2"]) == 2
+    assert f"{soft}{where}" in _one_line(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("flag", ["-o", "--span-scores"])
+def test_rag_output_that_is_a_folder_is_one_line_before_any_work(tmp_path: Path, flag: str,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    # It was a traceback after the metrics (and their LLM calls) were done.
+    samples = EX / "traces" / "langfuse.jsonl" if flag == "--span-scores" else EX / "rag_samples.jsonl"
+    assert main(["rag", str(samples), "-m", "hit_rate", flag, str(tmp_path)]) == 2
+    assert f"{tmp_path}: is a directory" in _one_line(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("flag, url, why", [
+    ("--base-url", "http://127.0.0.1:99999/v1", "not a URL (Port out of range 0-65535)"),
+    ("--base-url", "ftp://127.0.0.1/v1", "not an http:// or https:// URL with a host"),
+    ("--base-url", "localhost:8000/v1", "not an http:// or https:// URL with a host"),
+    ("--endpoint", "http://127.0.0.1:99999/v1", "not a URL (Port out of range 0-65535)"),
+    ("--endpoint", "http:///v1", "not an http:// or https:// URL with a host"),
+])
+def test_an_endpoint_url_that_cannot_be_called_is_one_line(flag: str, url: str, why: str, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    # A port of 99999 failed every pair as a "malformed reply" (exit 3) after the run started.
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-used")
+    code = main(["judge", "--queries", str(EX / "queries.jsonl"), "--corpus", str(EX / "corpus.jsonl"),
+                 "--run", str(EX / "runs" / "bm25_raw.run"), "--depth", "1", "--model", "m", "--no-cache",
+                 "-o", str(tmp_path / "o.qrels"), "--no-progress", flag, url])
+    assert code == 2
+    line = _one_line(capsys.readouterr().err)
+    assert line.startswith(f"ragjudge: error: {flag}: ") and why in line
+
+
+def test_a_pool_with_bad_utf8_names_its_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-used")
+    pool = tmp_path / "pool.qrels"
+    pool.write_bytes(b"q01 0 volc-01 2\nq01 0 volc-\xff 1\n")
+    code = main(["evaluate", "none", str(EX / "runs" / "bm25_raw.run"), "--judge", "m", "--queries",
+                 str(EX / "queries.jsonl"), "--corpus", str(EX / "corpus.jsonl"), "--base-url",
+                 "http://127.0.0.1:9/v1", "--no-cache", "--no-progress", "--pool", str(pool), "-m", "p@2"])
+    assert code == 2
+    assert _one_line(capsys.readouterr().err) == f"ragjudge: error: {pool}:2: invalid UTF-8"
+
+
+def test_synth_output_in_the_way_is_one_line_before_any_call(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    # It was found after the generation calls were paid ("cannot write output: File exists").
+    blocker = tmp_path / "out"
+    blocker.write_text("a file where the folder should be")
+    code = main(["synth", "--corpus", str(EX / "corpus.jsonl"), "--model", "m", "--base-url",
+                 "http://127.0.0.1:9/v1", "--no-cache", "-n", "2", "-o", str(blocker), "--no-progress"])
+    assert code == 2
+    assert _one_line(capsys.readouterr().err) == f"ragjudge: error: {blocker}: is a file; give a folder for the outputs"
+
+
+@pytest.mark.parametrize("command", [
+    ["rag", str(EX / "rag_samples.jsonl"), "-m", "hit_rate"],
+    ["evaluate", str(EX / "qrels.txt"), str(EX / "runs" / "bm25_raw.run"), "-m", "map"],
+])
+@pytest.mark.parametrize("where", ["folder", "missing"])
+def test_a_junit_path_that_cannot_be_written_is_refused_first(command: list[str], where: str, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    # It was a traceback after the work (IsADirectoryError, FileNotFoundError).
+    path = tmp_path if where == "folder" else tmp_path / "no" / "j.xml"
+    with pytest.raises(SystemExit) as exit_:
+        main([*command, "--junit", str(path), "--fail-under", f"{command[-1]}=0.1"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "argument --junit:" in err
+
+
+@pytest.mark.parametrize("make, kind", [
+    (lambda b: __import__("bz2").compress(b), "bzip2-compressed; decompress it first"),
+    (lambda b: __import__("lzma").compress(b), "xz-compressed; decompress it first"),
+    (lambda b: b"\x28\xb5\x2f\xfd\x04\x00\x00" + b, "zstd-compressed; decompress it first"),
+    (lambda b: b"PAR1\x15\x00" + b, "a Parquet file; write it as JSONL first"),
+    (lambda b: b"SQLite format 3\x00" + b, "an SQLite database"),
+])
+def test_a_binary_file_of_a_known_kind_says_what_it_is(tmp_path: Path, make: object, kind: str) -> None:
+    f = tmp_path / "qrels.txt"
+    f.write_bytes(make(QRELS.encode() * 50))  # type: ignore[operator]
+    with pytest.raises(InputError) as info:
+        read_qrels(f)
+    assert str(info.value).startswith(f"{f}: not a text file: {kind}")
+
+
+def test_simulate_judge_with_a_negative_seed_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # numpy's ValueError traced.
+    assert main(["simulate-judge", str(EX / "qrels.txt"), "--seed", "-3", "-o", str(tmp_path / "o.qrels")]) == 2
+    assert _one_line(capsys.readouterr().err) == "ragjudge: error: seed: must be a non-negative integer, got -3"
+
+
+@pytest.mark.parametrize("text, why", [
+    ('{"q1": {"d1": 1e20}}', "grade: grade of query 'q1', document 'd1' is out of range"),  # OverflowError traced
+    ('{"q1": {"d1": 100000000000000000000000}}', "grade: grade of query 'q1', document 'd1' is out of range"),
+    ('{"q1": {"d1": 1}, "q1": {"d2": 1}}', "json: 'q1' is given twice in one JSON object"),  # the first q1 was lost
+    ('{"q1": {"d1": 3, "d1": 0}}', "json: 'd1' is given twice in one JSON object"),  # the 3 was lost
+])
+def test_json_qrels_with_a_huge_grade_or_a_key_twice_are_refused(tmp_path: Path, text: str, why: str) -> None:
+    f = tmp_path / "q.json"
+    f.write_text(text)
+    with pytest.raises(InputError) as info:
+        read_qrels(f)
+    assert str(info.value).startswith(f"{f}: {why}")
+
+
+def test_a_json_run_with_a_document_twice_is_refused(tmp_path: Path) -> None:
+    f = tmp_path / "r.json"
+    f.write_text('{"q1": {"d1": 1.0, "d2": 0.5, "d1": 0.1}}')
+    with pytest.raises(InputError, match="'d1' is given twice in one JSON object"):
+        read_run(f)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import warnings
 
 import pytest
 
@@ -232,6 +233,67 @@ def test_k_reaches_langchain_retrievers_without_changing_the_callers_object() ->
     mine = WithK()
     run_retriever_sync(mine, QUERIES, k=7, progress=False)
     assert mine.k == 4
+
+
+def test_k_reaches_other_langchain_count_fields_and_wrapped_retrievers() -> None:
+    pytest.importorskip("langchain_core")
+    from langchain_core.documents import Document
+    from langchain_core.retrievers import BaseRetriever
+
+    class TopK(BaseRetriever):  # as AzureAISearchRetriever
+        top_k: int = 3
+
+        def _get_relevant_documents(self, query, *, run_manager):  # type: ignore[no-untyped-def]
+            return [Document(page_content="x", id=f"d{i}") for i in range(self.top_k)]
+
+    class TopKResults(BaseRetriever):  # as WikipediaRetriever
+        top_k_results: int = 3
+
+        def _get_relevant_documents(self, query, *, run_manager):  # type: ignore[no-untyped-def]
+            return [Document(page_content="x", id=f"d{i}") for i in range(self.top_k_results)]
+
+    class Mmr(BaseRetriever):  # a VectorStoreRetriever with search_type="mmr": k of fetch_k
+        search_type: str = "mmr"
+        search_kwargs: dict = {"k": 4, "fetch_k": 5}
+
+        def _get_relevant_documents(self, query, *, run_manager):  # type: ignore[no-untyped-def]
+            n = min(self.search_kwargs["k"], self.search_kwargs["fetch_k"])
+            return [Document(page_content="x", id=f"d{i}") for i in range(n)]
+
+    class Compressing(BaseRetriever):  # as ContextualCompressionRetriever
+        base_retriever: BaseRetriever
+
+        def _get_relevant_documents(self, query, *, run_manager):  # type: ignore[no-untyped-def]
+            return self.base_retriever.invoke(query)
+
+    class Ensemble(BaseRetriever):  # as EnsembleRetriever: the union of its retrievers' results
+        retrievers: list
+
+        def _get_relevant_documents(self, query, *, run_manager):  # type: ignore[no-untyped-def]
+            return [d for r in self.retrievers for d in r.invoke(query)][:7]
+
+    inner = TopK()
+    for retriever in (TopK(), TopKResults(), Mmr(), Compressing(base_retriever=inner),
+                      Ensemble(retrievers=[TopK(), Mmr()])):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no "fewer than k" warning: k reached the retriever
+            run = run_retriever_sync(retriever, QUERIES, k=7, progress=False)
+        assert [len(run.get(q)) for q in QUERIES] == [7, 7, 7], type(retriever).__name__
+    assert inner.top_k == 3  # the caller's objects are never changed
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_k_reaches_a_function_that_takes_it(asynchronous: bool) -> None:
+    def search(text: str, k: int = 4) -> list[str]:
+        return [f"d{i}" for i in range(k)]
+
+    async def asearch(text: str, *, top_k: int = 4) -> list[str]:
+        return [f"d{i}" for i in range(top_k)]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run = run_retriever_sync(asearch if asynchronous else search, QUERIES, k=9, progress=False)
+    assert [len(run.get(q)) for q in QUERIES] == [9, 9, 9]
 
 
 def test_k_reaches_llamaindex_similarity_top_k() -> None:

@@ -119,10 +119,23 @@ def test_ties_at_the_cut_follow_trec_eval_order() -> None:
 
 
 def test_queries_without_indexed_terms_are_absent() -> None:
-    run = retrieve_bm25({"a": "volcano"}, {"q1": "volcano", "q2": "bicycle", "q3": "!!"})
+    with pytest.warns(UserWarning, match="2 of 3 queries share no term with the corpus"):
+        run = retrieve_bm25({"a": "volcano"}, {"q1": "volcano", "q2": "bicycle", "q3": "!!"})
     assert run.query_ids == ["q1"]
-    empty = retrieve_bm25({"a": "volcano"}, {"q2": "bicycle"})
+    with pytest.warns(UserWarning, match="1 of 1 queries"):
+        empty = retrieve_bm25({"a": "volcano"}, {"q2": "bicycle"})
     assert len(empty) == 0
+
+
+def test_a_corpus_without_a_word_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # It wrote an empty run and exited 0.
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"_id": "a", "text": ""}\n{"_id": "b", "text": "the of"}\n')
+    (tmp_path / "q.tsv").write_text("q1\tvolcano\n")
+    assert main(["retrieve", "--corpus", str(corpus), "--queries", str(tmp_path / "q.tsv"),
+                 "--stopwords", "en", "-o", str(tmp_path / "r.run")]) == 2
+    assert capsys.readouterr().err.strip() == ("ragjudge: error: corpus: no document has a word to index "
+                                               "(every text is empty, or only stopwords)")
 
 
 def test_stopwords_and_stemmer() -> None:

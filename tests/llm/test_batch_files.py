@@ -67,3 +67,57 @@ def test_import_needs_no_key_and_bad_results_are_one_line(tmp_path: Path, capsys
     assert main(_args(tmp_path, "--import-batch", str(bad), "-o", str(tmp_path / "q.txt"))) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "bad.jsonl:1: not JSON" in err
+
+
+def _exported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[Path, Path]:
+    req, res = tmp_path / "requests.jsonl", tmp_path / "results.jsonl"
+    assert main(_args(tmp_path, "--export-batch", str(req))) == 0
+    _runner(req, res)
+    capsys.readouterr()
+    return req, res
+
+
+def test_results_of_another_export_are_said(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _, res = _exported(tmp_path, capsys)
+    lines = res.read_text().splitlines()
+    stray = json.loads(lines[0])
+    stray["custom_id"] = "f" * 64
+    res.write_text("\n".join(lines + [json.dumps(stray)]) + "\n")
+    assert main(_args(tmp_path, "--import-batch", str(res), "-o", str(tmp_path / "q.txt"))) == 0
+    assert f"{res}: 1 of 121 results answer no request of this command" in capsys.readouterr().err
+    # Only results of another export (here: another depth): one line, nothing judged.
+    other = tmp_path / "other.jsonl"
+    other.write_text("".join(json.dumps({**json.loads(x), "custom_id": f"{i:064x}"}) + "\n"
+                             for i, x in enumerate(lines)))
+    assert main(_args(tmp_path / "fresh", "--import-batch", str(other), "-o", str(tmp_path / "q2.txt"))) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "none of the 120 results answers a request of this command" in err
+
+
+@pytest.mark.parametrize("text, why", [
+    ("", "no batch results in the file(s)"),  # was: every pair failed, "other", exit 3
+    ('{"custom_id": 5, "response": null}\n', ':1: custom_id: not a string: 5'),  # was "missing"
+    ('[{"custom_id": "x"}]\n', ":1: not a result object (a JSON list)"),
+])
+def test_an_empty_or_odd_result_file_is_one_line(tmp_path: Path, text: str, why: str,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    res = tmp_path / "results.jsonl"
+    res.write_text(text)
+    assert main(_args(tmp_path, "--import-batch", str(res), "-o", str(tmp_path / "q.txt"))) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and why in err, err
+
+
+def test_import_batch_and_batch_together_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _, res = _exported(tmp_path, capsys)
+    assert main(_args(tmp_path, "--import-batch", str(res), "--batch", "-o", str(tmp_path / "q.txt"))) == 2
+    assert "--import-batch: " in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", [["--batch"], ["--export-batch", "{tmp}/x.jsonl"]])
+def test_batch_flags_and_the_ray_engine_are_refused_together(tmp_path: Path, flag: list[str],
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    # --batch --engine ray judged through neither: one flag was dropped without a word.
+    flag = [f.format(tmp=tmp_path) for f in flag]
+    assert main(_args(tmp_path, *flag, "--engine", "ray", "-o", str(tmp_path / "q.txt"))) == 2
+    assert "--engine: " in capsys.readouterr().err

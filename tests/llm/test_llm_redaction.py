@@ -221,3 +221,16 @@ def test_a_short_path_key_is_not_in_messages_records_or_debug_logs(
     files = [p.read_text() for p in tmp_path.iterdir() if p.is_file()]
     for text in (out.out, out.err, logs, *files):
         assert f"/{key}/" not in text and "sub98765" not in text and env_key not in text
+
+
+@pytest.mark.parametrize("text, secret", [
+    ("postgresql://judge:p@ssw0rd99@db.test/x", "ssw0rd99"),  # a bare "@" in the password
+    ("http://h.test/v1?pass=S3cretPass", "S3cretPass"),
+    ("http://h.test/v1?pw=S3cretPass", "S3cretPass"),
+    ("http://h.test/v1?passphrase=S3cretPass", "S3cretPass"),
+    ("http://h.test/v1?jwt=eyJhbGciOi.eyJzdWIi.c2ln", "eyJhbGciOi"),
+    ("upstream: Authorization: Basic dXNlcjpwYXNzd29yZA==", "dXNlcjpwYXNzd29yZA"),
+    ("see https://h.test/v1?key=x and AIzaSyDaGmWKa4JsXZ-HjGw7ISLn_3namBGewQe", "AIzaSyDaGmWKa4"),
+])
+def test_more_credentials_in_urls_and_headers(text: str, secret: str) -> None:
+    assert secret not in redact(text)

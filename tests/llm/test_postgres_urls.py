@@ -68,3 +68,38 @@ def test_server_settings_keep_urls(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     monkeypatch.setitem(sys.modules, "psycopg", None)
     with pytest.raises(InputError, match=r"pip install -e '\.\[postgres\]'"):
         ServerSettings(jobs_db=URL).check()  # before the server starts
+
+
+@pytest.mark.parametrize("password", ["Sup3r S3cretPw", "Sup3r%ZZS3cretPw", "Sup3r@S3cretPw"],
+                         ids=["space", "bad-percent", "bare-at"])
+def test_a_password_the_driver_quotes_is_not_in_the_error(password: str) -> None:
+    # libpq quotes the part of the URL it cannot parse: the password itself, or what follows
+    # a bare "@" in it (read as the host).
+    pytest.importorskip("psycopg")
+    with pytest.raises(InputError) as err:
+        Cache(f"postgresql://judge:{password}@127.0.0.1:9/db")
+    assert "S3cretPw" not in str(err.value) and "@127.0.0.1:9/db" in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize("target", ["mysql://u:S3cretPw99@127.0.0.1/db", "redis://:S3cretPw99@h:6379/0",
+                                    "host=127.0.0.1 port=5432 password=S3cretPw99"])
+def test_a_target_of_another_store_is_refused_not_made_a_file(
+        target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # It used to become a SQLite file under ./mysql:/..., the password in its name.
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputError) as err:
+        Cache(target)
+    assert "S3cretPw99" not in str(err.value) and not list(tmp_path.iterdir())
+    monkeypatch.setenv("RAGJUDGE_CACHE", target)
+    with pytest.raises(InputError) as err:
+        Cache(default_cache_path())
+    assert "S3cretPw99" not in str(err.value) and not list(tmp_path.iterdir())
+
+
+def test_a_password_the_driver_quotes_is_not_in_the_job_store_error() -> None:
+    pytest.importorskip("psycopg")
+    from ragjudge.server.store import open_job_store
+
+    with pytest.raises(InputError) as err:
+        open_job_store("postgresql://judge:Sup3r S3cretPw@127.0.0.1:9/db")
+    assert "S3cretPw" not in str(err.value) and "cannot open the job store" in str(err.value)

@@ -148,3 +148,19 @@ def test_a_request_past_the_long_context_threshold_is_said_once(table: PriceTabl
     accounts.count(Usage(1, 260_000, 0, 100))
     lines = [r.getMessage() for r in caplog.records if "long-context" in r.getMessage()]
     assert len(lines) == 1 and "200,000" in lines[0] and "--prices" in lines[0]
+
+
+@pytest.mark.parametrize("text, why", [
+    ('{"m": {"input": 1, "output": 2, "cache_read": 0.1}}',  # a misspelt rate fell back silently
+     "m.cache_read: unknown price field 'cache_read' of 'm' (known: input, output, cached_input"),
+    ('{"m": {"input": 1, "output": 2}, "m": {"input": 9, "output": 9}}',  # the last won silently
+     "m: 'm' is given twice (which price is meant?)"),
+])
+def test_a_price_file_with_a_field_or_model_that_cannot_be_meant_is_refused(tmp_path, text: str, why: str) -> None:  # type: ignore[no-untyped-def]
+    from ragjudge.errors import InputError
+
+    f = tmp_path / "p.json"
+    f.write_text(text)
+    with pytest.raises(InputError) as info:
+        PriceTable.load(f, base=PriceTable())
+    assert str(info.value).startswith(f"{f}: {why}")

@@ -297,3 +297,19 @@ def test_cli_evaluate_judge_cut_short_by_the_budget_exits_4(httpx2_mock: respx.R
                "--no-cache", "--no-progress", "--prices", str(prices), "--max-cost", "0.000001"])
     assert rc == 4
     assert "stopped by --max-cost 1e-06: 3 of 3 pairs not judged" in capsys.readouterr().err
+
+
+def test_cli_evaluate_judge_says_each_warning_once(httpx2_mock: respx.Router, env: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    # Each evaluation inside the flow (judged@k before and after, the scores) printed its own
+    # warnings: four tie lines with two different counts for one run.
+    httpx2_mock.post(URL).mock(side_effect=by_model)
+    tied = env / "tied.run"
+    tied.write_text("q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 2.0 t\nq1 Q0 d4 3 1.0 t\nq2 Q0 d3 1 2.0 t\nq2 Q0 d4 2 1.0 t\n")
+    assert main(["evaluate", str(env / "human.qrels"), str(tied), "-m", "ndcg@3", "--judge", "judge-model",
+                 "--queries", str(env / "queries.jsonl"), "--corpus", str(env / "corpus.jsonl"),
+                 "--base-url", BASE, "--api-key-env", "JUDGE_KEY", "--no-cache", "--no-progress",
+                 "-f", "json"]) == 0
+    cap = capsys.readouterr()
+    assert cap.err.count("tied scores") == 1, cap.err
+    assert any("tied scores" in w for w in json.loads(cap.out)["meta"]["warnings"])

@@ -300,3 +300,33 @@ def test_exactness_leftovers_from_trec_eval_and_ir_measures() -> None:
     r = {"q": {"d": 1.0, "x": 0.5, "z": 0.2}}
     got = evaluate(q, r, [ir_measures.NumRelRet, "NumRelRet", "set_F.0", "set_P"]).mean
     assert list(got.values()) == [1.0, 1.0, pytest.approx(1 / 3), pytest.approx(1 / 3)]
+
+
+# ----------------------------------------------------------------------------- score files, oddities
+@pytest.mark.parametrize("text, where", [
+    ('{"id": "a", "hit": 1}\n{"id": "b", "hit": NaN}\n', ":2: hit: not a finite number: nan"),  # was dropped silently
+    ('{"id": "a", "hit": 1}\n{"id": "b", "hit": Infinity}\n', ":2: hit: not a finite number: inf"),
+    ('{"id": "a", "hit": 1}\n{"id": "a", "hit": 0}\n', ":2: id: 'a' is given twice, with other values"),  # last won
+    ('{"id": "a", "hit": 1}\n[1, 2]\n', ":2: expected a JSON object, got list"),
+    ("id,hit,mrr\na,1,1\nb,0\n", ":3: columns: expected 3 columns (id, hit, mrr), got 2"),  # "no item in common"
+])
+def test_a_score_file_that_would_lose_or_move_a_label_is_one_line(text: str, where: str) -> None:
+    from ragjudge.trust.ppi import parse_scores
+
+    with pytest.raises(InputError) as info:
+        parse_scores(text, source="s")
+    assert str(info.value).startswith(f"s{where}")
+    # The same line twice counts once; null and an empty CSV field are undetermined.
+    assert parse_scores('{"id": "a", "hit": 1}\n{"id": "a", "hit": 1}\n{"id": "b", "hit": null}\n', "s") == \
+        {"a": {"hit": 1.0}, "b": {"hit": None}}
+    assert parse_scores("id,hit\na,\n", "s") == {"a": {"hit": None}}
+
+
+def test_human_scores_on_another_scale_are_said() -> None:
+    from ragjudge.trust.ppi import ppi_samples
+
+    llm = {f"s{i}": {"hit": float(i % 2)} for i in range(40)}
+    human = {f"s{i}": {"hit": float(i % 2)} for i in range(12)}
+    human["s3"]["hit"] = 7.0  # a typo, or a 1-5 scale
+    with pytest.warns(UserWarning, match=r"hit: the LLM scores lie in \[0, 1\] but a human score is 7"):
+        ppi_samples(llm, human)
