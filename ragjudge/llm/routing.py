@@ -23,7 +23,7 @@ from ..errors import LLMError
 if TYPE_CHECKING:  # pragma: no cover
     from .caller import Caller
 
-__all__ = ["PREFER", "WorkQueues", "room", "route", "weight"]
+__all__ = ["PREFER", "WorkQueues", "check_any_live", "room", "route", "weight"]
 
 #: The endpoint the current worker of ``structured_many`` serves (its task's own context).
 PREFER: contextvars.ContextVar[Caller | None] = contextvars.ContextVar("ragjudge_endpoint", default=None)
@@ -56,8 +56,7 @@ def route(callers: Sequence[Caller], key: str) -> Caller:
         return prefer
     live = [c for c in callers if c.healthy(now)] or [c for c in callers if c.drained is None]
     if not live:
-        reasons = "; ".join(f"{c.where()}: {c.drained}" for c in callers)
-        raise LLMError(f"every endpoint is drained ({reasons})")
+        check_any_live(callers)
 
     def score(c: Caller) -> float:
         digest = hashlib.sha256(f"{c.where()}\x00{key}".encode()).digest()
@@ -65,6 +64,13 @@ def route(callers: Sequence[Caller], key: str) -> Caller:
         return weight(c, callers) / -math.log(u)
 
     return max(live, key=score)
+
+
+def check_any_live(callers: Sequence[Caller]) -> None:
+    """:class:`LLMError` naming each endpoint and why, when every one is drained for good."""
+    if all(c.drained is not None for c in callers):
+        reasons = "; ".join(f"{c.where()}: {c.drained}" for c in callers)
+        raise LLMError(f"every endpoint is drained ({reasons})")
 
 
 def room(caller: Caller) -> int:

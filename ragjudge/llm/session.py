@@ -53,7 +53,7 @@ from .replies import (
     describe_exc,
     label_probs,
 )
-from .routing import PREFER, WorkQueues, room, route
+from .routing import PREFER, WorkQueues, check_any_live, room, route
 from .runner import Runner
 from .values import (
     BUDGET_REASON,
@@ -694,6 +694,9 @@ class LLM(AccountsView):
             while True:
                 async with gates[k]:  # one worker per endpoint waits for room, the others queue
                     while n > 1 and (held[k] >= room(caller) or not caller.healthy()) and work:
+                        # A drained endpoint's workers wait while the others take its queue;
+                        # when every endpoint is drained nothing would ever take it.
+                        check_any_live(self.callers)
                         wake = changed
                         try:
                             await asyncio.wait_for(wake.wait(), 0.25)

@@ -134,3 +134,26 @@ def test_the_service_builds_its_jobs_sessions_over_the_endpoints_it_was_given() 
     assert again.endpoints == settings.endpoints
     with pytest.raises(InputError, match="--endpoint"):
         ServerSettings(model="m", endpoints=("http://a/v1,rpm=x",), no_cache=True).check()
+
+
+@pytest.mark.slow  # each endpoint gets its few seconds before it is given up
+def test_when_every_endpoint_is_unreachable_the_run_stops_naming_them() -> None:
+    """Two endpoints nobody listens on: both are drained, and the run stops with one error
+    naming why (it waited for ever: the workers of a drained endpoint waited for the others
+    to take its queue, and there were no others)."""
+    eps = [Endpoint("sim-model", base_url=f"http://127.0.0.1:{port}/v1", api_key="sim",
+                    backoff_base=0.001) for port in (1, 2)]
+    judge = LLMRelevanceJudge(llm=LLM(eps, cache=False), progress=False)
+    box: dict[str, Any] = {}
+
+    def go() -> None:
+        try:
+            box["out"] = judge.judge_many_sync(_pairs(3, 2))
+        except LLMError as exc:
+            box["error"] = exc
+
+    worker = threading.Thread(target=go, daemon=True)
+    worker.start()
+    worker.join(120)  # a bound on a hang, not a speed
+    assert not worker.is_alive(), "the run never ended"
+    assert "error" in box and "unreachable" in str(box["error"]), box
