@@ -1,11 +1,12 @@
 """The fault matrix: every LLM command against every fault mode, with one and with several
 endpoints, with each cache store, checking the same invariants every time.
 
-A cell is (command, mode, endpoints, store). Each joins with one line in its table:
+A cell is (command, mode, endpoints, store, provider). Each joins with one line in its table:
 :data:`COMMANDS` (how to call it and how to count its items), :data:`MODES` (the fault
 server's modes and an optional cost cap), :data:`ENDPOINTS` (how the faults spread over the
-endpoints) and :data:`STORES` (the cache). :func:`run_cell` runs one and returns a
-:class:`CellResult`; :meth:`CellResult.violations` lists the broken invariants:
+endpoints), :data:`STORES` (the cache, and what happens to it mid-run) and :data:`PROVIDERS`
+(the API the fault server speaks and the flags that choose it). :func:`run_cell` runs one and
+returns a :class:`CellResult`; :meth:`CellResult.violations` lists the broken invariants:
 
 * ``bound``: it ended within :data:`BOUND` seconds;
 * ``items``: every item is graded or failed with a reason (none lost, none silently empty);
@@ -15,7 +16,17 @@ endpoints) and :data:`STORES` (the cache). :func:`run_cell` runs one and returns
 * ``exit``: a run where most items failed does not exit 0;
 * ``budget``: a run the cap cut short does not exit 0;
 * ``healthy``: with several endpoints (one faulty), no item fails for want of a server;
-* ``other_model``: a reply naming another model is asked again, or named on stderr.
+* ``other_model``: a reply naming another model is asked again, or named on stderr;
+* ``valid``: every request is one the provider's API accepts;
+* ``stop``: a spend limit reached on the only endpoint stops the run at once: a non-zero exit,
+  one line naming the limit, no request resent for it beyond those already in flight;
+* ``rerun``: after a store outage mid-run (``postgres restart``), the same command again
+  pays only for the calls that were in flight at the outage.
+
+:func:`run_replicas` is the replicas scenario: ``ragjudge serve`` replicas on one PostgreSQL
+job store and cache, one capped job, the replica running it killed with SIGKILL mid-job:
+the job completes on another replica, every item graded or failed with a reason, paid twice
+at most the calls in flight at the kill, reported cost >= true spend <= the cap.
 
 Commands run in-process through :func:`ragjudge.cli.main` (``benchmarks/bench_faults.py``
 prints the same cells as a table).
@@ -37,6 +48,25 @@ from _faultserver import PRICES, FaultServer
 ROOT = Path(__file__).resolve().parents[1]
 EX = ROOT / "examples"
 MODEL = "fault-model"
+#: Requests a client may have in flight on one endpoint (the default ``--concurrency``).
+IN_FLIGHT = 64
+
+
+@dataclass(frozen=True)
+class Provider:
+    """An LLM API in the matrix: the fault server's ``api``, the model asked for, the CLI flags
+    that choose the provider and the variable its key is read from."""
+
+    api: str
+    model: str
+    flags: tuple[str, ...]
+    key_env: str
+
+
+PROVIDERS: dict[str, Provider] = {
+    "openai": Provider("openai", MODEL, (), "OPENAI_API_KEY"),
+    "anthropic": Provider("anthropic", "claude-fault-1", ("--provider", "anthropic"), "ANTHROPIC_API_KEY"),
+}
 #: Seconds a cell may take (a cell's calls time out after 2 s and give up after 10 s).
 BOUND = 60.0
 #: Cost cap of a cell without one of its own (never reached by the small inputs).
@@ -59,7 +89,7 @@ def _inputs(tmp: Path) -> dict[str, Path]:
                 keep.append(line)
         run.write_text("\n".join(keep) + "\n")
         (tmp / "samples.jsonl").write_text("".join((EX / "rag_samples.jsonl").read_text().splitlines(True)[:3]))
-        (tmp / "prices.json").write_text(json.dumps({MODEL: PRICES}))
+        (tmp / "prices.json").write_text(json.dumps({p.model: PRICES for p in PROVIDERS.values()}))
     return {"run": run, "samples": tmp / "samples.jsonl", "prices": tmp / "prices.json",
             "queries": EX / "queries.jsonl", "corpus": EX / "corpus.jsonl"}
 
@@ -159,10 +189,10 @@ COMMANDS: dict[str, Command] = {
                            "--judgments", str(t / "j.jsonl"), "--no-progress", *llm],
         lambda t: _judgment_items(t / "j.jsonl", 12)),
     "evaluate --judge": Command(
-        lambda t, i, llm: ["evaluate", "none", str(i["run"]), "--judge", MODEL, "--queries",
+        lambda t, i, llm: ["evaluate", "none", str(i["run"]), "--judge", _model(llm), "--queries",
                            str(i["queries"]), "--corpus", str(i["corpus"]), "--judge-depth", "2",
                            "--judgments", str(t / "j.jsonl"), "-m", "p@2", "-f", "json", "--no-progress",
-                           *[a for a in llm if a not in ("--model", MODEL)]],
+                           *[a for a in llm if a not in ("--model", _model(llm))]],
         lambda t: _judgment_items(t / "j.jsonl", 12)),
     "rag": Command(
         lambda t, i, llm: ["rag", str(i["samples"]), "-m", "faithfulness", "-f", "json", "--per-sample",
@@ -178,6 +208,10 @@ COMMANDS: dict[str, Command] = {
 }
 
 
+def _model(llm: list[str]) -> str:
+    return llm[llm.index("--model") + 1]
+
+
 def _service_job(tmp: Path, inputs: dict[str, Path], flags: list[str], result: dict[str, Any]) -> None:
     """A judge job through ``ragjudge serve``'s job API; its judgments go to ``j.jsonl`` (the
     pairs it skipped at the cap as failures with that reason) and its cost to ``result``."""
@@ -185,7 +219,7 @@ def _service_job(tmp: Path, inputs: dict[str, Path], flags: list[str], result: d
 
     from ragjudge import read_corpus, read_queries
 
-    srv = ServerProcess(tmp, *flags, env={"OPENAI_API_KEY": "sk-fault-matrix"})
+    srv = ServerProcess(tmp, *flags, env={p.key_env: "sk-fault-matrix" for p in PROVIDERS.values()})
     with srv, srv.client() as c:
         body = {"queries": read_queries(inputs["queries"]), "corpus": read_corpus(inputs["corpus"]),
                 "runs": {"r": inputs["run"].read_text()}, "depth": 2}
@@ -210,11 +244,15 @@ def _service_job(tmp: Path, inputs: dict[str, Path], flags: list[str], result: d
 
 @dataclass(frozen=True)
 class Mode:
-    """Fault modes of the faulty endpoint (``{mode: rate}``) and the cap of the cell
-    (a fraction of the clean run's spend; ``None``: no cap reached)."""
+    """Fault modes of the faulty endpoint (``{mode: rate}``), the cap of the cell (a fraction
+    of the clean run's spend; ``None``: no cap reached), where in the fault server's sequence
+    the endpoint starts (``seed``: 1 puts a rare mode a few requests in) and whether the mode
+    must stop the run (a spend limit)."""
 
     modes: Mapping[str, float]
     cap: float | None = None
+    seed: int = 0
+    stops: bool = False
 
 
 MODES: dict[str, Mode] = {
@@ -231,6 +269,12 @@ MODES: dict[str, Mode] = {
     "usage huge": Mode({"usage_huge": 0.3}),
     "usage negative": Mode({"usage_negative": 0.3}),
     "usage text": Mode({"usage_text": 0.3}),
+    "overloaded": Mode({"overloaded": 0.3}),
+    "bad content": Mode({"bad_content": 0.3}),
+    "usage cache": Mode({"usage_cache": 0.3}),
+    # the account's limit from the fifth request on (four answers first)
+    "spend limit": Mode({"spend_limit": 0.1}, seed=1, stops=True),
+    "spend limit 400": Mode({"spend_limit_400": 0.1}, seed=1, stops=True),
     "always 5xx": Mode({"5xx": 1.0}),
     # A cap of 1.5x the clean run's spend: above one worst-case reservation, below the run's
     # worst case, so it binds.
@@ -252,13 +296,59 @@ def _postgres(tmp: Path) -> str:
     return fresh_database()
 
 
-STORES: dict[str, Callable[[Path], str]] = {"sqlite": _sqlite, "postgres": _postgres}
+def _restart_postgres(servers: list[FaultServer], done: threading.Event, log: dict[str, Any]) -> None:
+    """Stop the PostgreSQL server for a few seconds once the run has been billed for a few
+    calls (its in-flight requests counted at that moment), then start it again."""
+    from _postgres import postgres_server, wait_until
+
+    pg = postgres_server()
+    if not wait_until(lambda: done.is_set() or sum(s.billed_calls for s in servers) >= 3, timeout=30):
+        return
+    if done.is_set():
+        return
+    log["in_flight"] = sum(s.inflight for s in servers)
+    pg_restart(pg, outage=4.0)
+    log["restarted"] = True
+
+
+def pg_restart(pg: Any, outage: float) -> None:
+    """Stop ``pg`` (a :class:`_postgres.PostgresServer`) at once, wait ``outage`` s, start it."""
+    import subprocess
+
+    ctl = str(pg.bindir / "pg_ctl")
+    subprocess.run(pg._as_server_user([ctl, "-D", str(pg.data), "-m", "immediate", "-w", "stop"]),
+                   capture_output=True, timeout=60, cwd="/")
+    time.sleep(outage)
+    opts = (f"-p {pg.port} -k {pg.root} -c listen_addresses=127.0.0.1 -c fsync=off "
+            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
+    subprocess.run(pg._as_server_user([ctl, "-D", str(pg.data), "-l", str(pg.root / "log"), "-o", opts,
+                                       "-w", "-t", "60", "start"]), capture_output=True, timeout=90, cwd="/")
+
+
+@dataclass(frozen=True)
+class Store:
+    """A cache store: its location for a cell, and what happens to it during the run
+    (``during(servers, done, log)`` in a thread; the command then runs again and may pay only
+    for the calls in flight at the event)."""
+
+    url: Callable[[Path], str]
+    during: Callable[[list[FaultServer], threading.Event, dict[str, Any]], None] | None = None
+
+
+STORES: dict[str, Store] = {
+    "sqlite": Store(_sqlite),
+    "postgres": Store(_postgres),
+    "postgres restart": Store(_postgres, _restart_postgres),
+}
 
 
 # ----------------------------------------------------------------------------- one cell
+Cell = tuple[str, str, str, str, str]
+
+
 @dataclass
 class CellResult:
-    cell: tuple[str, str, str, str]
+    cell: Cell
     code: int | None
     bound: float
     seconds: float
@@ -271,17 +361,21 @@ class CellResult:
     endpoints: int = 1
     other_model: tuple[int, int] = (0, 0)  # replies naming another model, of them asked again
     stderr: str = ""
+    invalid: list[str] = field(default_factory=list)  # requests the API refused as malformed
+    stops: bool = False  # the mode must stop the run (a spend limit on every endpoint)
+    resent_after_stop: int = 0  # requests sent again after the limit refused them
+    rerun: tuple[int, int] | None = None  # (calls the rerun paid, calls in flight at the outage)
 
     def violations(self) -> list[str]:
         out = []
         if self.code is None:
             out.append(f"bound: still running after {self.bound:.0f} s")
         # A run that stopped as a whole (non-zero exit and one error line: every call to its
-        # only endpoint failing, a revoked key) accounts for the items it has no output for
-        # with that line; items it did write must still each be graded or failed.
+        # only endpoint failing, a revoked key, a spend limit) accounts for the items it has no
+        # output for with that line; items it did write must still each be graded or failed.
         stopped = self.code not in (None, 0) and "ragjudge: error:" in self.stderr
-        if stopped and (not self.items.problems or all(p.startswith("no ") for p in self.items.problems)) \
-                and not self.items.graded:
+        written_ok = not self.items.problems or all(p.startswith("no ") for p in self.items.problems)
+        if stopped and written_ok and (not self.items.graded or self.stops):
             pass
         elif self.items.problems or self.items.lost:
             out.append(f"items: {self.items.lost} lost of {self.items.expected}"
@@ -299,22 +393,32 @@ class CellResult:
         if self.endpoints > 1 and self.cap >= NO_CAP and self.items.failed:
             out.append(f"healthy: {self.items.failed} items failed while healthy endpoints remained")
         served, asked_again = self.other_model
-        if served > asked_again and "another-model" not in self.stderr:
+        if served > asked_again and "another-model" not in self.stderr and "claude-other" not in self.stderr:
             out.append(f"other_model: {served - asked_again} replies naming another model used without a word")
+        if self.invalid:
+            out.append(f"valid: {len(self.invalid)} requests refused as malformed: {self.invalid[0]}")
+        if self.stops and self.endpoints == 1:
+            said = any(w in self.stderr.lower() for w in ("spend limit", "quota", "usage limit"))
+            if self.code in (None, 0) or not stopped or not said:
+                out.append(f"stop: a spend limit did not stop the run with one line (exit {self.code})")
+        if self.resent_after_stop:
+            out.append(f"stop: {self.resent_after_stop} requests sent again after a spend limit refused them")
+        if self.rerun is not None and self.rerun[0] > self.rerun[1]:
+            out.append(f"rerun: paid {self.rerun[0]} calls again, {self.rerun[1]} were in flight at the outage")
         return out
 
     def row(self) -> dict[str, Any]:
         return {"command": self.cell[0], "mode": self.cell[1], "endpoints": self.cell[2],
-                "store": self.cell[3], "exit": self.code, "seconds": round(self.seconds, 1),
-                "items": self.items.expected, "lost": self.items.lost,
+                "store": self.cell[3], "provider": self.cell[4], "exit": self.code,
+                "seconds": round(self.seconds, 1), "items": self.items.expected, "lost": self.items.lost,
                 "undetermined": self.items.failed, "paid_twice": self.paid_twice,
                 "reported": self.reported, "spend": round(self.spend, 6),
                 "cap": None if self.cap >= NO_CAP else round(self.cap, 6),
                 "violations": self.violations()}
 
 
-#: Clean spend of each command on the small inputs (measured once per process, for caps).
-_CLEAN: dict[str, float] = {}
+#: Clean spend of each (command, provider) on the small inputs (measured once per process, for caps).
+_CLEAN: dict[tuple[str, str], float] = {}
 
 
 def _capture_llms() -> tuple[list[Any], Callable[[], None]]:
@@ -336,33 +440,18 @@ def _capture_llms() -> tuple[list[Any], Callable[[], None]]:
     return made, undo
 
 
-def run_cell(command: str, mode: str, endpoints: str, store: str, tmp: Path) -> CellResult:
-    """Run one cell in ``tmp`` (a fresh folder) and return what it measured."""
+def _run_once(command: str, tmp: Path, inputs: dict[str, Path], argv: list[str], key_env: str,
+              bound: float) -> tuple[dict[str, Any], str, float | None]:
+    """Run ``argv`` once (in-process, or as a service job): its result, stderr and reported cost."""
     import contextlib
     import io
 
     from ragjudge.cli import main
 
-    tmp.mkdir(parents=True, exist_ok=True)
-    inputs = _inputs(tmp)
-    m = MODES[mode]
-    cap = NO_CAP
-    if m.cap is not None:
-        if command not in _CLEAN:
-            clean = run_cell(command, "clean", "one", "sqlite", tmp / "clean")
-            _CLEAN[command] = clean.spend
-        cap = _CLEAN[command] * m.cap
-    n = ENDPOINTS[endpoints]
-    servers = [FaultServer(m.modes if i == 0 else {}, seed=i, stall_s=20.0).start() for i in range(n)]
-    where = (["--base-url", servers[0].base_url] if n == 1
-             else [a for s in servers for a in ("--endpoint", s.base_url)])
-    llm = ["--model", MODEL, *where, "--cache", STORES[store](tmp), "--prices", str(inputs["prices"]),
-           *(["--max-cost", repr(cap)] if m.cap is not None else []), "--timeout", "2", "--patience", "10"]
-    argv = COMMANDS[command].argv(tmp, inputs, llm)
     made, undo = _capture_llms()
     result: dict[str, Any] = {}
     err = io.StringIO()
-    os.environ.setdefault("OPENAI_API_KEY", "sk-fault-matrix")
+    os.environ.setdefault(key_env, "sk-fault-matrix")
 
     def go() -> None:
         if COMMANDS[command].service:
@@ -381,32 +470,84 @@ def run_cell(command: str, mode: str, endpoints: str, store: str, tmp: Path) -> 
             result["code"] = -1
             err.write(f"crash: {type(exc).__name__}: {exc}")
 
-    start = time.monotonic()
     worker = threading.Thread(target=go, daemon=True)
     try:
         worker.start()
-        worker.join(COMMANDS[command].bound)
+        worker.join(bound)
     finally:
         undo()
-        for s in servers:
-            s.stop()
-    seconds = time.monotonic() - start
     costs = [x.cost for x in made]
     reported = None if not made or any(c is None for c in costs) else float(sum(costs))
     if COMMANDS[command].service:
         reported = result.get("reported")
+    return result, err.getvalue()[-4000:] + (result.get("stopped") or ""), reported
+
+
+def run_cell(command: str, mode: str, endpoints: str, store: str, provider: str, tmp: Path) -> CellResult:
+    """Run one cell in ``tmp`` (a fresh folder) and return what it measured."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    inputs = _inputs(tmp)
+    m = MODES[mode]
+    prov = PROVIDERS[provider]
+    cap = NO_CAP
+    if m.cap is not None:
+        if (command, provider) not in _CLEAN:
+            clean = run_cell(command, "clean", "one", "sqlite", provider, tmp / "clean")
+            _CLEAN[(command, provider)] = clean.spend
+        cap = _CLEAN[(command, provider)] * m.cap
+    n = ENDPOINTS[endpoints]
+    st = STORES[store]
+    servers = [FaultServer(m.modes if i == 0 else {}, seed=i + m.seed, stall_s=20.0, api=prov.api,
+                           model=prov.model, latency=0.3 if st.during else 0.0).start() for i in range(n)]
+    where = (["--base-url", servers[0].base_url] if n == 1
+             else [a for s in servers for a in ("--endpoint", s.base_url)])
+    llm = [*prov.flags, "--model", prov.model, *where, "--cache", st.url(tmp), "--prices", str(inputs["prices"]),
+           *(["--max-cost", repr(cap)] if m.cap is not None else []), "--timeout", "2", "--patience", "10"]
+    argv = COMMANDS[command].argv(tmp, inputs, llm)
+    bound = COMMANDS[command].bound
+    start = time.monotonic()
+    done, log = threading.Event(), {}  # type: ignore[var-annotated]
+    disrupt = threading.Thread(target=st.during, args=(servers, done, log), daemon=True) if st.during else None
+    rerun = None
+    paid_twice_before = 0
+    try:
+        if disrupt is not None:
+            disrupt.start()
+        result, stderr, reported = _run_once(command, tmp, inputs, argv, prov.key_env, bound)
+        done.set()
+        if disrupt is not None:
+            disrupt.join(120)
+            if log.get("restarted"):
+                # The same command again on the same store: it may pay only for the calls that
+                # were in flight when the store went away.
+                before = sum(s.billed_calls for s in servers)
+                paid_twice_before = sum(s.paid_twice for s in servers)
+                rerun_tmp = tmp / "rerun"
+                rerun_tmp.mkdir()
+                _, _, again = _run_once(command, rerun_tmp, inputs, COMMANDS[command].argv(rerun_tmp, inputs, llm),
+                                        prov.key_env, bound)
+                reported = None if reported is None or again is None else reported + again
+                rerun = (sum(s.billed_calls for s in servers) - before, int(log.get("in_flight", 0)))
+    finally:
+        done.set()
+        for s in servers:
+            s.stop()
+    seconds = time.monotonic() - start
+    # a second bill of the same request in the rerun is checked against the calls in flight
+    paid_twice = paid_twice_before if rerun else sum(s.paid_twice for s in servers)
     return CellResult(
-        (command, mode, endpoints, store), result.get("code"), COMMANDS[command].bound, seconds,
+        (command, mode, endpoints, store, provider), result.get("code"), bound, seconds,
         COMMANDS[command].items(tmp),
-        sum(s.spend for s in servers), reported, cap, sum(s.paid_twice for s in servers),
+        sum(s.spend for s in servers), reported, cap, paid_twice,
         sum(s.billed_calls for s in servers), n,
         (sum(s.outcomes.get("other_model", 0) for s in servers), sum(s.refused_other for s in servers)),
-        err.getvalue()[-4000:] + (result.get("stopped") or ""))
+        stderr, [r for s in servers for r in s.invalid_reasons], m.stops,
+        sum(s.resent_after_stop for s in servers), rerun)
 
 
 def table(rows: list[dict[str, Any]]) -> str:
     """The rows as a plain text table."""
-    cols = ["command", "mode", "endpoints", "store", "exit", "seconds", "items", "lost",
+    cols = ["command", "mode", "endpoints", "store", "provider", "exit", "seconds", "items", "lost",
             "undetermined", "paid_twice", "reported", "spend", "cap", "violations"]
     cells = [[("" if r[c] is None else f"{r[c]:.6f}" if isinstance(r[c], float) and c in ("reported", "spend", "cap")
                else "; ".join(r[c]) if isinstance(r[c], list) else str(r[c])) for c in cols] for r in rows]
