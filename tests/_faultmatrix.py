@@ -236,8 +236,10 @@ def _job_outcome(tmp: Path, state: dict[str, Any], result: dict[str, Any]) -> No
     judgments = (state.get("result") or {}).get("judgments") or []
     skipped = int((state.get("counts") or {}).get("skipped_budget") or 0)
     lines = [json.dumps(j) for j in judgments]
+    # pairs the cap skipped that the result does not list, as failures with that reason
+    listed = sum(1 for j in judgments if j.get("grade") is None and j.get("error"))
     lines += [json.dumps({"qid": f"skipped{k}", "docid": "-", "grade": None, "error": "budget"})
-              for k in range(skipped)]
+              for k in range(max(0, skipped - listed))]
     (tmp / "j.jsonl").write_text("".join(x + "\n" for x in lines))
     # The job's view is its exit status: done with nothing skipped is 0; cut by the budget is
     # the CLI's 4 (the counts say how many pairs); failed is 3, its error the run's reason.
@@ -565,7 +567,7 @@ def _owner_pid(url: str, job: str) -> int | None:
     return int(row[0].split("-")[0]) if row and row[0] else None
 
 
-def run_replicas(provider: str, tmp: Path, *, replicas: int = 3, depth: int = 2, cap_share: float = 0.8,
+def run_replicas(provider: str, tmp: Path, *, replicas: int = 3, depth: int = 2, cap_share: float = 1.5,
                  concurrency: int = 4) -> CellResult:
     """The replicas scenario (see the module's docstring) for ``provider``: ``replicas`` serve
     processes on one PostgreSQL database (job store and cache), a judge job of every query's
@@ -580,6 +582,7 @@ def run_replicas(provider: str, tmp: Path, *, replicas: int = 3, depth: int = 2,
 
     from ragjudge import read_corpus, read_queries
     from ragjudge.cli import main
+    from ragjudge.server.store import open_job_store
 
     tmp.mkdir(parents=True, exist_ok=True)
     inputs = _inputs(tmp)
@@ -609,10 +612,11 @@ def run_replicas(provider: str, tmp: Path, *, replicas: int = 3, depth: int = 2,
                 procs.append(ServerProcess(
                     tmp / f"r{k}", *prov.flags, "--base-url", server.base_url, "--model", prov.model,
                     "--jobs-db", url, "--cache", url, "--prices", str(inputs["prices"]), "--max-cost", "10",
-                    "--lease-seconds", "2", "--timeout", "5",
+                    "--timeout", "5",
                     env={p.key_env: "sk-fault-matrix" for p in PROVIDERS.values()}).start())
             body = {"queries": read_queries(inputs["queries"]), "corpus": read_corpus(inputs["corpus"]),
-                    "runs": {"r": run.read_text()}, "depth": depth, "max_cost": cap, "concurrency": concurrency}
+                    "runs": {"r": run.read_text()}, "depth": depth,
+                    "settings": {"max_cost": cap, "concurrency": concurrency}}
             with procs[0].client() as c:
                 r = c.post("/v1/judge", json=body, headers={"Idempotency-Key": "replicas-1"})
                 if r.status_code != 202:
@@ -623,14 +627,24 @@ def run_replicas(provider: str, tmp: Path, *, replicas: int = 3, depth: int = 2,
             runner = next((p for p in procs if p.proc is not None and p.proc.pid == owner), None)
             if runner is None:
                 raise RuntimeError(f"no replica owns job {job} (owner pid {owner})")
-            log["in_flight"] = server.inflight
             runner.stop(signal.SIGKILL)
-            log["killed_at"] = server.billed_calls
+            # Calls in flight at the kill: sent, and their answers not in the store (still at
+            # the server, or paid and on their way back).
+            store = open_job_store(url)
+            try:
+                stored = {i for i, rec in store.judgments(job) if rec.get("grade") is not None}
+            finally:
+                store.close()
+            log["in_flight"] = server.requests - len(stored)
             other = next(p for p in procs if p is not runner)
             with other.client() as c:
                 state = wait_job(c, job, timeout=REPLICAS_BOUND - (time.monotonic() - start))
             _job_outcome(tmp, state, result)
-            result["taken_over"] = _owner_pid(url, job) != owner or state["status"] == "done"
+            store = open_job_store(url)
+            try:
+                log["owners"] = [(a["owner"], a["spent"], a["reserved"]) for a in store.accounts(job)]
+            finally:
+                store.close()
         except BaseException as exc:  # a crash is a finding, not the harness's failure
             result["code"] = -1
             result["stopped"] = f"crash: {type(exc).__name__}: {exc}"
@@ -643,8 +657,9 @@ def run_replicas(provider: str, tmp: Path, *, replicas: int = 3, depth: int = 2,
         ("service judge", "replica killed", f"{replicas} replicas", "postgres", provider), result.get("code"),
         REPLICAS_BOUND, time.monotonic() - start, items, server.spend, result.get("reported"), cap,
         server.paid_twice, server.billed_calls, 1, (0, 0), stderr,
-        list(server.invalid_reasons), twice_allowed=concurrency,
-        notes=f"in flight at the kill: {log.get('in_flight')} (concurrency {concurrency})")
+        list(server.invalid_reasons), twice_allowed=int(log.get("in_flight") or 0),
+        notes=f"in flight at the kill: {log.get('in_flight')} (concurrency {concurrency}); "
+              f"accounts: {log.get('owners')}")
 
 
 def table(rows: list[dict[str, Any]]) -> str:
