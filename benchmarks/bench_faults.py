@@ -84,10 +84,10 @@ try:
 except ImportError:  # running from a checkout without `pip install -e .`
     sys.path.insert(0, str(HERE.parent))
 
-from bench_judge import SimProcess, make_pairs  # noqa: E402
+from bench_judge import SimProcess, make_pairs
 
-from ragjudge.judges import LLMRelevanceJudge  # noqa: E402
-from ragjudge.llm import LLM, Cache  # noqa: E402
+from ragjudge.judges import LLMRelevanceJudge
+from ragjudge.llm import LLM, Cache
 
 MODEL = "sim-model"
 PRICES = {MODEL: {"input": 1.0, "output": 4.0}}  # USD per 1M tokens (the benchmark's own)
@@ -334,7 +334,16 @@ def main(argv: list[str] | None = None) -> int:
 def matrix(args: argparse.Namespace) -> int:
     """The fault matrix's cells, one JSON row each as they finish, then the table."""
     sys.path.insert(0, str(HERE.parent / "tests"))
-    from _faultmatrix import COMMANDS, ENDPOINTS, MODES, PROVIDERS, STORES, run_cell, run_replicas, table
+    from _faultmatrix import (
+        COMMANDS,
+        ENDPOINTS,
+        MODES,
+        PROVIDERS,
+        STORES,
+        run_cell,
+        run_replicas,
+        table,
+    )
 
     def pick(given: str, known: Any) -> list[str]:
         names = [x.strip() for x in given.split(",") if x.strip()] or list(known)

@@ -21,7 +21,8 @@ returns a :class:`CellResult`; :meth:`CellResult.violations` lists the broken in
 * ``stop``: a spend limit reached on the only endpoint stops the run at once: a non-zero exit,
   one line naming the limit, no request resent for it beyond those already in flight;
 * ``rerun``: after a store outage mid-run (``postgres restart``), the same command again
-  pays only for the calls that were in flight at the outage.
+  pays again only for the calls that were in flight at the outage (a request billed in the
+  rerun that had already had a clean reply).
 
 :func:`run_replicas` is the replicas scenario: ``ragjudge serve`` replicas on one PostgreSQL
 job store and cache, one capped job, the replica running it killed with SIGKILL mid-job:
@@ -303,18 +304,23 @@ def _postgres(tmp: Path) -> str:
     return fresh_database()
 
 
+RESTART_CONCURRENCY = 2
+
+
 def _restart_postgres(servers: list[FaultServer], done: threading.Event, log: dict[str, Any]) -> None:
-    """Stop the PostgreSQL server for a few seconds once the run has been billed for a few
-    calls (its in-flight requests counted at that moment), then start it again."""
+    """Stop the PostgreSQL server for 2 s once the run has been billed for a call, then start
+    it again."""
     from _postgres import postgres_server, wait_until
 
     pg = postgres_server()
-    if not wait_until(lambda: done.is_set() or sum(s.billed_calls for s in servers) >= 3, timeout=30):
+    if not wait_until(lambda: done.is_set() or sum(s.billed_calls for s in servers) >= 1, timeout=30):
         return
     if done.is_set():
         return
-    log["in_flight"] = sum(s.inflight for s in servers)
-    pg_restart(pg, outage=4.0)
+    # At most --concurrency calls are in flight: sent, or answered and on their way to the store.
+    log["in_flight"] = RESTART_CONCURRENCY
+    log["at_server"] = sum(s.inflight for s in servers)
+    pg_restart(pg, outage=2.0)
     log["restarted"] = True
 
 
@@ -324,12 +330,12 @@ def pg_restart(pg: Any, outage: float) -> None:
 
     ctl = str(pg.bindir / "pg_ctl")
     subprocess.run(pg._as_server_user([ctl, "-D", str(pg.data), "-m", "immediate", "-w", "stop"]),
-                   capture_output=True, timeout=60, cwd="/")
+                   capture_output=True, timeout=60, cwd="/", check=False)
     time.sleep(outage)
     opts = (f"-p {pg.port} -k {pg.root} -c listen_addresses=127.0.0.1 -c fsync=off "
             "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
     subprocess.run(pg._as_server_user([ctl, "-D", str(pg.data), "-l", str(pg.root / "log"), "-o", opts,
-                                       "-w", "-t", "60", "start"]), capture_output=True, timeout=90, cwd="/")
+                                       "-w", "-t", "60", "start"]), capture_output=True, timeout=90, cwd="/", check=False)
 
 
 @dataclass(frozen=True)
@@ -340,12 +346,18 @@ class Store:
 
     url: Callable[[Path], str]
     during: Callable[[list[FaultServer], threading.Event, dict[str, Any]], None] | None = None
+    #: Seconds each reply takes and flags added to the command: a run slow enough that the
+    #: event falls in its middle.
+    latency: float = 0.0
+    flags: tuple[str, ...] = ()
 
 
 STORES: dict[str, Store] = {
     "sqlite": Store(_sqlite),
     "postgres": Store(_postgres),
-    "postgres restart": Store(_postgres, _restart_postgres),
+    # stopped for 2 s once a call is billed, in a run of 6-12 s (2 calls in flight, 2 s each)
+    "postgres restart": Store(_postgres, _restart_postgres, latency=2.0,
+                              flags=("--concurrency", str(RESTART_CONCURRENCY))),
 }
 
 
@@ -371,7 +383,7 @@ class CellResult:
     invalid: list[str] = field(default_factory=list)  # requests the API refused as malformed
     stops: bool = False  # the mode must stop the run (a spend limit on every endpoint)
     resent_after_stop: int = 0  # requests sent again after the limit refused them
-    rerun: tuple[int, int] | None = None  # (calls the rerun paid, calls in flight at the outage)
+    rerun: tuple[int, int] | None = None  # (calls the rerun paid again, calls in flight at the outage)
     twice_allowed: int = 0  # requests that may be paid twice (in flight at a kill)
     notes: str = ""
 
@@ -507,11 +519,12 @@ def run_cell(command: str, mode: str, endpoints: str, store: str, provider: str,
     n = ENDPOINTS[endpoints]
     st = STORES[store]
     servers = [FaultServer(m.modes if i == 0 else {}, seed=i + m.seed, stall_s=20.0, api=prov.api,
-                           model=prov.model, latency=0.3 if st.during else 0.0).start() for i in range(n)]
+                           model=prov.model, latency=st.latency).start() for i in range(n)]
     where = (["--base-url", servers[0].base_url] if n == 1
              else [a for s in servers for a in ("--endpoint", s.base_url)])
     llm = [*prov.flags, "--model", prov.model, *where, "--cache", st.url(tmp), "--prices", str(inputs["prices"]),
-           *(["--max-cost", repr(cap)] if m.cap is not None else []), "--timeout", "2", "--patience", "10"]
+           *(["--max-cost", repr(cap)] if m.cap is not None else []), "--timeout", str(2 + st.latency),
+           "--patience", "10", *st.flags]
     argv = COMMANDS[command].argv(tmp, inputs, llm)
     bound = COMMANDS[command].bound
     start = time.monotonic()
@@ -519,6 +532,7 @@ def run_cell(command: str, mode: str, endpoints: str, store: str, provider: str,
     disrupt = threading.Thread(target=st.during, args=(servers, done, log), daemon=True) if st.during else None
     rerun = None
     paid_twice_before = 0
+    first_spend = first_billed = 0
     try:
         if disrupt is not None:
             disrupt.start()
@@ -529,14 +543,14 @@ def run_cell(command: str, mode: str, endpoints: str, store: str, provider: str,
             if log.get("restarted"):
                 # The same command again on the same store: it may pay only for the calls that
                 # were in flight when the store went away.
-                before = sum(s.billed_calls for s in servers)
                 paid_twice_before = sum(s.paid_twice for s in servers)
+                first_spend, first_billed = sum(s.spend for s in servers), sum(s.billed_calls for s in servers)
                 rerun_tmp = tmp / "rerun"
                 rerun_tmp.mkdir()
-                _, _, again = _run_once(command, rerun_tmp, inputs, COMMANDS[command].argv(rerun_tmp, inputs, llm),
-                                        prov.key_env, bound)
-                reported = None if reported is None or again is None else reported + again
-                rerun = (sum(s.billed_calls for s in servers) - before, int(log.get("in_flight", 0)))
+                _run_once(command, rerun_tmp, inputs, COMMANDS[command].argv(rerun_tmp, inputs, llm),
+                          prov.key_env, bound)
+                # paid again: requests billed in the rerun that already had a clean reply
+                rerun = (sum(s.paid_twice for s in servers) - paid_twice_before, int(log.get("in_flight", 0)))
     finally:
         done.set()
         for s in servers:
@@ -544,11 +558,12 @@ def run_cell(command: str, mode: str, endpoints: str, store: str, provider: str,
     seconds = time.monotonic() - start
     # a second bill of the same request in the rerun is checked against the calls in flight
     paid_twice = paid_twice_before if rerun else sum(s.paid_twice for s in servers)
+    if rerun is None:  # the invariants on money are the first run's (the rerun has its own cap)
+        first_spend, first_billed = sum(s.spend for s in servers), sum(s.billed_calls for s in servers)
     return CellResult(
         (command, mode, endpoints, store, provider), result.get("code"), bound, seconds,
         COMMANDS[command].items(tmp),
-        sum(s.spend for s in servers), reported, cap, paid_twice,
-        sum(s.billed_calls for s in servers), n,
+        first_spend, reported, cap, paid_twice, first_billed, n,
         (sum(s.outcomes.get("other_model", 0) for s in servers), sum(s.refused_other for s in servers)),
         stderr, [r for s in servers for r in s.invalid_reasons], m.stops,
         sum(s.resent_after_stop for s in servers), rerun)

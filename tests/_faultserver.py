@@ -70,8 +70,8 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs
 from typing import Any
+from urllib.parse import parse_qs
 
 #: Every fault mode, and whether the provider bills it.
 MODES: dict[str, bool] = {
@@ -480,7 +480,7 @@ class FaultServer:
             def _headers(self) -> dict[str, str]:
                 return {k.lower(): v for k, v in self.headers.items()}
 
-            def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            def do_GET(self) -> None:
                 path, _, query = self.path.partition("?")
                 if path.rstrip("/").endswith("/v1/models"):
                     refused = server.api.refuse(self._headers(), None)
@@ -490,7 +490,7 @@ class FaultServer:
                 else:
                     self._send(404, {"error": {"message": "not found"}})
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("content-length") or 0))
                 if not server.api.is_chat(self.path.partition("?")[0]):
                     self._send(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
@@ -667,7 +667,7 @@ class FaultServer:
     def __enter__(self) -> FaultServer:
         return self.start()
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
 

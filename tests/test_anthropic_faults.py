@@ -78,9 +78,8 @@ def test_each_form_of_a_reached_spend_limit_stops_at_once(status: int, error: di
 
 def test_a_malformed_request_and_a_rate_limit_are_not_a_spend_limit() -> None:
     bad = {"type": "invalid_request_error", "message": "max_tokens: Field required"}
-    with _Limited(400, bad) as server:
-        with pytest.raises(LLMError) as err:
-            _ask(server)
+    with _Limited(400, bad) as server, pytest.raises(LLMError) as err:
+        _ask(server)
     assert "spend limit" not in str(err.value) and "bad request" in str(err.value)
     rate = {"type": "rate_limit_error", "message": "Number of request tokens has exceeded your per-minute rate limit"}
     with _Limited(429, rate, {"retry-after": "0"}) as server:

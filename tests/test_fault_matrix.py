@@ -15,7 +15,16 @@ import itertools
 from pathlib import Path
 
 import pytest
-from _faultmatrix import COMMANDS, ENDPOINTS, MODES, PROVIDERS, STORES, Cell, run_cell, run_replicas
+from _faultmatrix import (
+    COMMANDS,
+    ENDPOINTS,
+    MODES,
+    PROVIDERS,
+    STORES,
+    Cell,
+    run_cell,
+    run_replicas,
+)
 from _faultserver import APIS, STICKY, FaultServer
 from _faultserver import MODES as SERVER_MODES
 

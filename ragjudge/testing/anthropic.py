@@ -312,7 +312,7 @@ class AnthropicFakeThread:
     def __enter__(self) -> AnthropicFakeThread:
         return self.start()
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
 

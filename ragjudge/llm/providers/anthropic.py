@@ -54,14 +54,14 @@ from ...errors import LLMError
 from ..cost import Price, Usage, estimate_tokens
 from ..redaction import redact, remember_secret, remember_url_secrets
 from .base import (
-    SDKProvider,
     PERMANENT_STATUS,
     BadBody,
-    ReplyHeaders,
     Completion,
     EmbeddingReply,
     ProviderSpec,
     RateInfo,
+    ReplyHeaders,
+    SDKProvider,
     Sent,
     Verdict,
     error_code,
@@ -80,8 +80,17 @@ from .base import (
 if TYPE_CHECKING:  # pragma: no cover
     from ..endpoint import Endpoint
 
-__all__ = ["SPEC", "AnthropicProvider", "rate_info", "to_messages_request", "from_messages_reply",
-           "messages_usage", "model_aliases", "min_cacheable_tokens", "spend_limit_reached"]
+__all__ = [
+    "SPEC",
+    "AnthropicProvider",
+    "from_messages_reply",
+    "messages_usage",
+    "min_cacheable_tokens",
+    "model_aliases",
+    "rate_info",
+    "spend_limit_reached",
+    "to_messages_request",
+]
 
 API_VERSION = "2023-06-01"
 RETRY_STATUS = frozenset({408, 409, 429, 529})
