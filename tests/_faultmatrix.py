@@ -18,6 +18,8 @@ returns a :class:`CellResult`; :meth:`CellResult.violations` lists the broken in
 * ``healthy``: with several endpoints (one faulty), no item fails for want of a server;
 * ``other_model``: a reply naming another model is asked again, or named on stderr;
 * ``valid``: every request is one the provider's API accepts;
+* ``transient``: under faults a retry outlives (5xx, 429, overload on some calls), no item
+  fails;
 * ``stop``: a spend limit reached on the only endpoint stops the run at once: a non-zero exit,
   one line naming the limit, no request resent for it beyond those already in flight;
 * ``rerun``: after a store outage mid-run (``postgres restart``), the same command again
@@ -262,6 +264,12 @@ class Mode:
     seed: int = 0
     stops: bool = False
 
+    @property
+    def transient(self) -> bool:
+        """Only faults a retry within the patience outlives, on some of the calls."""
+        return bool(self.modes) and self.cap is None and sum(self.modes.values()) < 1 \
+            and set(self.modes) <= TRANSIENT
+
 
 MODES: dict[str, Mode] = {
     "clean": Mode({}),
@@ -288,6 +296,9 @@ MODES: dict[str, Mode] = {
     # worst case, so it binds.
     "mix + cap": Mode({"5xx": 0.1, "reset": 0.1, "gzip": 0.1, "usage_huge": 0.05}, cap=1.5),
 }
+
+#: Fault modes a retry outlives: the server answers the next attempt.
+TRANSIENT = frozenset({"5xx", "429", "429_bare", "overloaded"})
 
 #: How many endpoints, and which carry the faults: one endpoint with the mode, or three
 #: (the first with the mode, two clean).
@@ -382,6 +393,7 @@ class CellResult:
     stderr: str = ""
     invalid: list[str] = field(default_factory=list)  # requests the API refused as malformed
     stops: bool = False  # the mode must stop the run (a spend limit on every endpoint)
+    transient: bool = False  # only faults a retry within the patience outlives
     resent_after_stop: int = 0  # requests sent again after the limit refused them
     rerun: tuple[int, int] | None = None  # (calls the rerun paid again, calls in flight at the outage)
     twice_allowed: int = 0  # requests that may be paid twice (in flight at a kill)
@@ -411,6 +423,9 @@ class CellResult:
             out.append(f"exit: 0 although {self.items.failed} of {self.items.expected} items failed")
         if self.code == 0 and self.cap < NO_CAP and self.items.failed:
             out.append(f"budget: exit 0 although the cap left {self.items.failed} of {self.items.expected} items undone")
+        if self.transient and self.items.failed:
+            out.append(f"transient: {self.items.failed} items failed although a retry within the "
+                       "patience outlives every fault of the mode")
         if self.endpoints > 1 and self.cap >= NO_CAP and self.items.failed:
             out.append(f"healthy: {self.items.failed} items failed while healthy endpoints remained")
         served, asked_again = self.other_model
@@ -565,7 +580,7 @@ def run_cell(command: str, mode: str, endpoints: str, store: str, provider: str,
         COMMANDS[command].items(tmp),
         first_spend, reported, cap, paid_twice, first_billed, n,
         (sum(s.outcomes.get("other_model", 0) for s in servers), sum(s.refused_other for s in servers)),
-        stderr, [r for s in servers for r in s.invalid_reasons], m.stops,
+        stderr, [r for s in servers for r in s.invalid_reasons], m.stops, m.transient,
         sum(s.resent_after_stop for s in servers), rerun)
 
 
