@@ -21,7 +21,9 @@ breakpoint.
 that accepts an alias such as ``claude-haiku-4-5`` must know it from the dated id) in pages of
 ``limit`` (default 20, 1 to 1000) with ``has_more`` / ``first_id`` / ``last_id`` and the
 ``after_id`` / ``before_id`` cursors; ``page_size`` caps a page lower, so a client's paging
-can be tested with a short list. ``/v1/messages`` accepts any model name.
+can be tested with a short list. ``/v1/messages`` accepts any model name. The error shape
+(:func:`error_body`) and the paging (:func:`models_page`) are plain functions, for other
+servers of the same API (a test suite's own fault server) to answer alike.
 
 In-process::
 
