@@ -54,6 +54,9 @@ SELF_SET = {"type": "invalid_request_error",
 WORKSPACE = {"type": "invalid_request_error",
              "message": "You have reached your specified workspace API usage limits. You will regain access on "
                         "2026-12-01 at 00:00 UTC."}
+NO_CREDIT = {"type": "invalid_request_error",
+             "message": "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing "
+                        "to upgrade or purchase credits."}
 TIER_CAP = {"type": "rate_limit_error", "message": "Your request was rejected; usage resumes at 2026-12-01.",
             "details": {"error_code": "enforced_spend_limit_reached"}}
 
@@ -61,10 +64,11 @@ TIER_CAP = {"type": "rate_limit_error", "message": "Your request was rejected; u
 @pytest.mark.parametrize("status, error, headers", [
     (400, SELF_SET, None),
     (400, WORKSPACE, None),
+    (400, NO_CREDIT, None),
     (429, TIER_CAP, None),
     # the tier's cap with a retry-after far away is still not a rate limit
     (429, TIER_CAP, {"retry-after": "3600"}),
-], ids=["400-self-set", "400-workspace", "429-details", "429-details-retry-after"])
+], ids=["400-self-set", "400-workspace", "400-no-credit", "429-details", "429-details-retry-after"])
 def test_each_form_of_a_reached_spend_limit_stops_at_once(status: int, error: dict[str, Any],
                                                           headers: dict[str, str] | None) -> None:
     with _Limited(status, error, headers) as server:
