@@ -37,6 +37,7 @@ prints the same cells as a table).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -318,9 +319,10 @@ def _postgres(tmp: Path) -> str:
 RESTART_CONCURRENCY = 2
 
 
-def _restart_postgres(servers: list[FaultServer], done: threading.Event, log: dict[str, Any]) -> None:
-    """Stop the PostgreSQL server for 2 s once the run has been billed for a call, then start
-    it again."""
+def _restart_postgres(servers: list[FaultServer], done: threading.Event, log: dict[str, Any],
+                      outage: float = 2.0) -> None:
+    """Stop the PostgreSQL server for ``outage`` s once the run has been billed for a call, then
+    start it again."""
     from _postgres import postgres_server, wait_until
 
     pg = postgres_server()
@@ -331,7 +333,7 @@ def _restart_postgres(servers: list[FaultServer], done: threading.Event, log: di
     # At most --concurrency calls are in flight: sent, or answered and on their way to the store.
     log["in_flight"] = RESTART_CONCURRENCY
     log["at_server"] = sum(s.inflight for s in servers)
-    pg_restart(pg, outage=2.0)
+    pg_restart(pg, outage=outage)
     log["restarted"] = True
 
 
@@ -369,6 +371,9 @@ STORES: dict[str, Store] = {
     # stopped for 2 s once a call is billed, in a run of 6-12 s (2 calls in flight, 2 s each)
     "postgres restart": Store(_postgres, _restart_postgres, latency=2.0,
                               flags=("--concurrency", str(RESTART_CONCURRENCY))),
+    # stopped for 6 s once a call is billed, in a run of ~3 s: the run ends while it is away
+    "postgres away at exit": Store(_postgres, functools.partial(_restart_postgres, outage=6.0), latency=0.5,
+                                   flags=("--concurrency", str(RESTART_CONCURRENCY))),
 }
 
 
