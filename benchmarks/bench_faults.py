@@ -49,7 +49,8 @@ Scenarios:
     failing every call, a mix under a cap at half the clean spend), with one endpoint (the
     faults at the rates of the mode) and with three (the first faulty, two clean), with the
     SQLite and (``--stores sqlite,postgres``) the PostgreSQL cache (``postgres restart``: its
-    server stopped for 4 s mid-run, then the command run again), for each provider the fault
+    server stopped for 2 s mid-run, then the command run again; ``postgres away at exit``: for
+    6 s, past the run's end), for each provider the fault
     server speaks (``--providers openai,anthropic``: the OpenAI chat API and Anthropic's
     Messages API), and with ``--replicas`` the replicas scenario (``serve`` replicas on one
     PostgreSQL job store, the one running a capped job killed with SIGKILL). One table: lost,
