@@ -35,9 +35,9 @@ class _Limited(FaultServer):
         self.modes = {"spend_limit": 1.0}  # every request answered by api.error
 
 
-def _ask(server: FaultServer) -> Any:
+def _ask(server: FaultServer, patience: float = 5.0) -> Any:
     llm = LLM(Endpoint(MODEL, provider="anthropic", base_url=server.base_url, api_key=KEY, backoff_base=0.001,
-                       patience=5.0), cache=False)
+                       patience=patience), cache=False)
 
     async def go() -> Any:
         try:
@@ -87,7 +87,7 @@ def test_a_malformed_request_and_a_rate_limit_are_not_a_spend_limit() -> None:
     assert "spend limit" not in str(err.value) and "bad request" in str(err.value)
     rate = {"type": "rate_limit_error", "message": "Number of request tokens has exceeded your per-minute rate limit"}
     with _Limited(429, rate, {"retry-after": "0"}) as server:
-        out = _ask(server)  # retried for the patience, then the item fails
+        out = _ask(server, patience=1.0)  # retried for the patience, then the item fails
         asked = server.stats()["requests"]
     assert not out.ok and asked > 1
 
@@ -115,7 +115,7 @@ def test_a_spend_limit_mid_run_stops_the_cli_and_writes_what_it_has(mode: str, t
     assert len([j for j in graded if j.get("grade") is not None]) == 4  # what was paid for is written
 
 
-@pytest.mark.parametrize("mode", ["gzip", "reset", "stall"])
+@pytest.mark.parametrize("mode", ["gzip", "reset", pytest.param("stall", marks=pytest.mark.slow)])
 def test_a_billed_reply_whose_body_cannot_be_read_is_counted(mode: str, tmp_path: Path) -> None:
     """A 200 whose body then stalls, breaks off or does not decode was billed: it is counted
     (at its worst case), so the reported cost is never below what the server billed."""
