@@ -546,7 +546,8 @@ def run_cell(command: str, mode: str, endpoints: str, store: str, provider: str,
            *(["--max-cost", repr(cap)] if m.cap is not None else []), "--timeout", str(2 + st.latency),
            "--patience", "10", *st.flags]
     argv = COMMANDS[command].argv(tmp, inputs, llm)
-    bound = COMMANDS[command].bound
+    # a store event slows the run on purpose (each reply takes st.latency s)
+    bound = COMMANDS[command].bound * (2 if st.during else 1)
     start = time.monotonic()
     done, log = threading.Event(), {}  # type: ignore[var-annotated]
     disrupt = threading.Thread(target=st.during, args=(servers, done, log), daemon=True) if st.during else None
