@@ -48,7 +48,12 @@ Scenarios:
     empty choices, another model's name, usage of 1e400 / -500 / "many" tokens, an endpoint
     failing every call, a mix under a cap at half the clean spend), with one endpoint (the
     faults at the rates of the mode) and with three (the first faulty, two clean), with the
-    SQLite and (``--stores sqlite,postgres``) the PostgreSQL cache. One table: lost,
+    SQLite and (``--stores sqlite,postgres``) the PostgreSQL cache (``postgres restart``: its
+    server stopped for 2 s mid-run, then the command run again; ``postgres away at exit``: for
+    6 s, past the run's end), for each provider the fault
+    server speaks (``--providers openai,anthropic``: the OpenAI chat API and Anthropic's
+    Messages API), and with ``--replicas`` the replicas scenario (``serve`` replicas on one
+    PostgreSQL job store, the one running a capped job killed with SIGKILL). One table: lost,
     undetermined, paid twice, reported vs true spend, spend vs cap, and the broken invariants.
 
 Usage::
@@ -80,10 +85,10 @@ try:
 except ImportError:  # running from a checkout without `pip install -e .`
     sys.path.insert(0, str(HERE.parent))
 
-from bench_judge import SimProcess, make_pairs  # noqa: E402
+from bench_judge import SimProcess, make_pairs
 
-from ragjudge.judges import LLMRelevanceJudge  # noqa: E402
-from ragjudge.llm import LLM, Cache  # noqa: E402
+from ragjudge.judges import LLMRelevanceJudge
+from ragjudge.llm import LLM, Cache
 
 MODEL = "sim-model"
 PRICES = {MODEL: {"input": 1.0, "output": 4.0}}  # USD per 1M tokens (the benchmark's own)
@@ -208,7 +213,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--commands", default="", help="--matrix: comma-separated commands (default all)")
     ap.add_argument("--modes", default="", help="--matrix: comma-separated modes (default all)")
     ap.add_argument("--endpoints", default="one,several", help="--matrix: one, several or both")
-    ap.add_argument("--stores", default="sqlite", help="--matrix: sqlite, postgres or both")
+    ap.add_argument("--stores", default="sqlite", help="--matrix: sqlite, postgres, postgres restart (comma-separated)")
+    ap.add_argument("--providers", default="openai,anthropic", help="--matrix: openai, anthropic or both")
+    ap.add_argument("--replicas", action="store_true",
+                    help="--matrix: also the replicas scenario (serve replicas on one PostgreSQL store, one killed)")
     args = ap.parse_args(argv)
     wanted = [w.strip() for w in args.only.split(",") if w.strip()]
 
@@ -327,7 +335,16 @@ def main(argv: list[str] | None = None) -> int:
 def matrix(args: argparse.Namespace) -> int:
     """The fault matrix's cells, one JSON row each as they finish, then the table."""
     sys.path.insert(0, str(HERE.parent / "tests"))
-    from _faultmatrix import COMMANDS, ENDPOINTS, MODES, STORES, run_cell, table
+    from _faultmatrix import (
+        COMMANDS,
+        ENDPOINTS,
+        MODES,
+        PROVIDERS,
+        STORES,
+        run_cell,
+        run_replicas,
+        table,
+    )
 
     def pick(given: str, known: Any) -> list[str]:
         names = [x.strip() for x in given.split(",") if x.strip()] or list(known)
@@ -338,12 +355,18 @@ def matrix(args: argparse.Namespace) -> int:
 
     rows = []
     with tempfile.TemporaryDirectory() as d:
-        for n, cell in enumerate((c, m, e, s) for c in pick(args.commands, COMMANDS)
+        for n, cell in enumerate((c, m, e, s, p) for p in pick(args.providers, PROVIDERS)
+                                 for c in pick(args.commands, COMMANDS)
                                  for m in pick(args.modes, MODES) for e in pick(args.endpoints, ENDPOINTS)
                                  for s in pick(args.stores, STORES)):
             row = run_cell(*cell, Path(d) / str(n)).row()
             print(json.dumps(row), flush=True)
             rows.append(row)
+        if args.replicas:
+            for p in pick(args.providers, PROVIDERS):
+                row = run_replicas(p, Path(d) / f"replicas-{p}").row()
+                print(json.dumps(row), flush=True)
+                rows.append(row)
     print()
     print(table(rows))
     broken = [r for r in rows if r["violations"]]

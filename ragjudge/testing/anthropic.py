@@ -21,7 +21,9 @@ breakpoint.
 that accepts an alias such as ``claude-haiku-4-5`` must know it from the dated id) in pages of
 ``limit`` (default 20, 1 to 1000) with ``has_more`` / ``first_id`` / ``last_id`` and the
 ``after_id`` / ``before_id`` cursors; ``page_size`` caps a page lower, so a client's paging
-can be tested with a short list. ``/v1/messages`` accepts any model name.
+can be tested with a short list. ``/v1/messages`` accepts any model name. The error shape
+(:func:`error_body`) and the paging (:func:`models_page`) are plain functions, for other
+servers of the same API (a test suite's own fault server) to answer alike.
 
 In-process::
 
@@ -50,9 +52,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from .simulator import HOST, SimConfig, SimulatorThread
+__all__ = ["MODELS", "AnthropicFakeThread", "FakeAnthropic", "error_body", "main", "models_page"]
 
-__all__ = ["MODELS", "AnthropicFakeThread", "FakeAnthropic", "main"]
+HOST = "127.0.0.1"  # never anything else: this is a test fixture, not a service
 
 #: The key the fake accepts unless told another.
 DEFAULT_KEY = "sk-ant-test-key-0123456789"
@@ -67,12 +69,21 @@ _ERRORS = {400: "invalid_request_error", 401: "authentication_error", 404: "not_
 _DATE = re.compile(r"-(\d{4})(\d{2})(\d{2})$")
 
 
+def error_body(status: int, message: str, *, kind: str | None = None,
+               details: dict[str, Any] | None = None) -> dict[str, Any]:
+    """An error reply's body as the API shapes it: ``{"type": "error", "error": {"type",
+    "message"}, "request_id"}``; ``kind`` overrides the type the status implies, ``details``
+    is the error's ``details`` object (``{"error_code": "enforced_spend_limit_reached"}``)."""
+    error: dict[str, Any] = {"type": kind or _ERRORS.get(status, "api_error"), "message": message}
+    if details is not None:
+        error["details"] = details
+    return {"type": "error", "error": error, "request_id": "req_fake"}
+
+
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> Any:
     from aiohttp import web
 
-    return web.json_response({"type": "error", "error": {"type": _ERRORS.get(status, "api_error"),
-                                                         "message": message}},
-                             status=status, headers=headers or {})
+    return web.json_response(error_body(status, message), status=status, headers=headers or {})
 
 
 def _refused(request: Any, api_key: str) -> Any:
@@ -114,30 +125,9 @@ class FakeAnthropic:
         refused = _refused(request, self.api_key)
         if refused is not None:
             return refused
-        try:
-            limit = int(request.query.get("limit", "20"))
-        except ValueError:
-            limit = 0
-        if not 1 <= limit <= 1000:
-            return _error(400, "limit: must be an integer from 1 to 1000")
-        after, before = request.query.get("after_id"), request.query.get("before_id")
-        for cursor in (after, before):
-            if cursor is not None and cursor not in self.models:
-                return _error(400, f"no model with id {cursor!r} to page from")
-        limit = min(limit, max(1, self.page_size))
-        if before is not None:
-            end = self.models.index(before)
-            start = max(0, end - limit)
-        else:
-            start = self.models.index(after) + 1 if after is not None else 0
-            end = min(len(self.models), start + limit)
-        page = self.models[start:end]
-        self.model_pages += 1
-        return web.json_response({
-            "data": [{"type": "model", "id": m, "display_name": m, "created_at": _created_at(m)}
-                     for m in page],
-            "has_more": start > 0 if before is not None else end < len(self.models),
-            "first_id": page[0] if page else None, "last_id": page[-1] if page else None})
+        status, body = models_page(self.models, request.query, self.page_size)
+        self.model_pages += status == 200
+        return web.json_response(body, status=status)
 
     async def handle(self, request: Any) -> Any:
         from aiohttp import ClientSession, web
@@ -228,6 +218,34 @@ class FakeAnthropic:
 
 
 
+def models_page(models: tuple[str, ...], query: Any, page_size: int = 1000) -> tuple[int, dict[str, Any]]:
+    """``GET /v1/models`` for ``query`` (its ``limit``, ``after_id``, ``before_id``): the status
+    and body, a page of ``models`` (at most ``page_size`` long) with ``has_more`` /
+    ``first_id`` / ``last_id``, or a 400 for a bad limit or cursor."""
+    try:
+        limit = int(query.get("limit", "20"))
+    except ValueError:
+        limit = 0
+    if not 1 <= limit <= 1000:
+        return 400, error_body(400, "limit: must be an integer from 1 to 1000")
+    after, before = query.get("after_id"), query.get("before_id")
+    for cursor in (after, before):
+        if cursor is not None and cursor not in models:
+            return 400, error_body(400, f"no model with id {cursor!r} to page from")
+    limit = min(limit, max(1, page_size))
+    if before is not None:
+        end = models.index(before)
+        start = max(0, end - limit)
+    else:
+        start = models.index(after) + 1 if after is not None else 0
+        end = min(len(models), start + limit)
+    page = models[start:end]
+    return 200, {
+        "data": [{"type": "model", "id": m, "display_name": m, "created_at": _created_at(m)} for m in page],
+        "has_more": start > 0 if before is not None else end < len(models),
+        "first_id": page[0] if page else None, "last_id": page[-1] if page else None}
+
+
 class AnthropicFakeThread:
     """The fake and its simulator on their own event loops in daemon threads:
     ``with AnthropicFakeThread() as fake: fake.base_url, fake.api_key, fake.fake.script``.
@@ -236,6 +254,8 @@ class AnthropicFakeThread:
 
     def __init__(self, *, api_key: str = DEFAULT_KEY, port: int = 0, models: tuple[str, ...] = MODELS,
                  page_size: int = 1000, **sim: Any) -> None:
+        from .simulator import SimConfig, SimulatorThread
+
         sim.setdefault("latency", 0.01)
         self.simulator = SimulatorThread(SimConfig(**sim))
         self.api_key = api_key
@@ -294,7 +314,7 @@ class AnthropicFakeThread:
     def __enter__(self) -> AnthropicFakeThread:
         return self.start()
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
 

@@ -21,9 +21,13 @@ Replies
     billed at its own rate (:class:`~ragjudge.llm.cost.Price`).
 Errors (:meth:`AnthropicProvider.classify`)
     Retried: 408, 409, 429 (the pair's patience, not its attempts), 5xx and 529 ``overloaded``
-    (the runner's adaptive concurrency backs off on it), timeouts and connection errors. A 429
-    without ``retry-after`` saying the account's spend or usage limit is reached is not a rate
-    limit: it stops the run at once, like a revoked key. A 400 saying the prompt is too long,
+    (the runner's adaptive concurrency backs off on it), timeouts and connection errors. A
+    reached spend or usage limit is not a rate limit: it stops the run at once, like a revoked
+    key, in each form the API sends it (:func:`spend_limit_reached`): the tier's monthly cap as a
+    429 whose ``details.error_code`` is ``enforced_spend_limit_reached`` (or without
+    ``retry-after`` and saying so), a limit the organisation or workspace set itself as a 400
+    ``invalid_request_error`` "You have reached your specified API usage limits. You will
+    regain access on ...", an exhausted credit balance. A 400 saying the prompt is too long,
     or a 413, fails the item; a 400 about tools lets the session fall back to plain JSON;
     401/403/404 and other 4xx stop the run.
 Models
@@ -50,13 +54,14 @@ from ...errors import LLMError
 from ..cost import Price, Usage, estimate_tokens
 from ..redaction import redact, remember_secret, remember_url_secrets
 from .base import (
-    SDKProvider,
     PERMANENT_STATUS,
     BadBody,
     Completion,
     EmbeddingReply,
     ProviderSpec,
     RateInfo,
+    ReplyHeaders,
+    SDKProvider,
     Sent,
     Verdict,
     error_code,
@@ -69,13 +74,23 @@ from .base import (
     server_message,
     status_of,
     transport_verdict,
+    watch_reply_headers,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..endpoint import Endpoint
 
-__all__ = ["SPEC", "AnthropicProvider", "rate_info", "to_messages_request", "from_messages_reply",
-           "messages_usage", "model_aliases", "min_cacheable_tokens", "spend_limit_reached"]
+__all__ = [
+    "SPEC",
+    "AnthropicProvider",
+    "from_messages_reply",
+    "messages_usage",
+    "min_cacheable_tokens",
+    "model_aliases",
+    "rate_info",
+    "spend_limit_reached",
+    "to_messages_request",
+]
 
 API_VERSION = "2023-06-01"
 RETRY_STATUS = frozenset({408, 409, 429, 529})
@@ -85,6 +100,12 @@ TOOL_PROMPT_TOKENS = 340
 #: Words of a 429 saying the account's spend or usage limit is reached (no wait helps).
 SPEND_LIMIT_WORDS = ("spend limit", "spending limit", "usage limit", "regain access", "credit balance",
                      "billing", "spend_limit")
+#: Words of a 400 saying the same (a self-set organisation or workspace limit, no credit left):
+#: narrower, since any malformed request is a 400 too.
+SPEND_LIMIT_400_WORDS = ("reached your specified api usage limits", "reached your specified workspace api usage limits",
+                         "credit balance is too low")
+#: ``error.details.error_code`` values of a reached spend limit.
+SPEND_LIMIT_CODES = frozenset({"enforced_spend_limit_reached"})
 FEATURE_WORDS = (("tool_choice", "response_format"), ("tools", "response_format"),
                  ("input_schema", "response_format"), ("temperature", "temperature"))
 PROMPT_TOO_LONG = ("prompt is too long", "too many tokens", "context window", "context length")
@@ -217,10 +238,28 @@ def to_messages_request(body: Mapping[str, Any]) -> dict[str, Any]:
     return req
 
 
+def _details_code(exc: BaseException) -> str:
+    """``error.details.error_code`` of an error body (``""``: none)."""
+    body = getattr(exc, "body", None)
+    err = body.get("error") if isinstance(body, Mapping) else None
+    details = err.get("details") if isinstance(err, Mapping) else None
+    code = details.get("error_code") if isinstance(details, Mapping) else None
+    return code if isinstance(code, str) else ""
+
+
 def spend_limit_reached(exc: BaseException) -> bool:
-    """Whether a 429 says the account's spend or usage limit is reached (no retry-after, and
-    an error code or message saying so): waiting within a run does not lift it."""
-    if status_of(exc) != 429 or retry_after_seconds(headers_of(exc)) is not None:
+    """Whether an error says the account's spend or usage limit is reached, which waiting
+    within a run does not lift: a 429 whose details name it, or without retry-after whose
+    code or message says so; a 400 saying a specified usage limit is reached or the credit
+    balance is too low."""
+    status = status_of(exc)
+    if status == 400:
+        return any(w in server_message(exc).lower() for w in SPEND_LIMIT_400_WORDS)
+    if status != 429:
+        return False
+    if _details_code(exc) in SPEND_LIMIT_CODES:
+        return True
+    if retry_after_seconds(headers_of(exc)) is not None:
         return False
     text = f"{error_code(exc)} {server_message(exc)}".lower()
     return any(w in text for w in SPEND_LIMIT_WORDS)
@@ -302,8 +341,11 @@ class AnthropicProvider(SDKProvider):
         remember_url_secrets(endpoint.resolved_base_url())
         common: dict[str, Any] = {"api_key": key, "max_retries": 0, "timeout": endpoint.timeout,
                                   "base_url": endpoint.resolved_base_url()}
-        if http_client is not None:
-            common["http_client"] = http_client
+        # The reply's status as soon as its headers arrive: a 200 whose body then stalls, breaks
+        # off or does not decode was billed, and is counted at its worst case, never as free.
+        default = getattr(anthropic, "DefaultAsyncHttpxClient", None)
+        if http_client is not None or default is not None:
+            common["http_client"] = watch_reply_headers(http_client if http_client is not None else default())
         self.sdk = anthropic.AsyncAnthropic(**common)
         self._known: frozenset[str] | None = None
 
@@ -315,7 +357,14 @@ class AnthropicProvider(SDKProvider):
             self._known = frozenset(inspect.signature(self.sdk.messages.create).parameters)
         request = to_messages_request(body)
         extra = {k: request.pop(k) for k in list(request) if k not in self._known}
-        raw = await create(**request, **({"extra_body": extra} if extra else {}), timeout=read_timeout)
+        with ReplyHeaders() as seen:
+            try:
+                raw = await create(**request, **({"extra_body": extra} if extra else {}), timeout=read_timeout)
+            except Exception as exc:
+                lost = seen.lost(exc)
+                if lost is not None:
+                    raise lost from None
+                raise
         return Sent(raw.http_response.content, raw.headers, raw.status_code)
 
     def chat_reply(self, sent: Sent, *, attempts: int) -> Completion:
@@ -357,9 +406,10 @@ class AnthropicProvider(SDKProvider):
         if spend_limit_reached(exc):
             # Not a rate limit: no wait within a run lifts it, so the run stops now, like a
             # revoked key, and writes what it has.
-            return Verdict(failure, retry=False, status=status, reason=f"HTTP 429 {code}: {message}",
+            code = _details_code(exc) or code
+            return Verdict(failure, retry=False, status=status, reason=f"HTTP {status} {code}: {message}",
                            rate=rate_info(headers_of(exc)), final=LLMError(
-                               f"spend limit reached at {self.endpoint} (HTTP 429 {code}): {message} "
+                               f"spend limit reached at {self.endpoint} (HTTP {status} {code}): {message} "
                                "-- raise the limit or wait for it to reset, then rerun (answers so far "
                                "are kept)"))
         return Verdict(
