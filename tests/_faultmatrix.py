@@ -249,6 +249,10 @@ def _job_outcome(tmp: Path, state: dict[str, Any], result: dict[str, Any]) -> No
     # the CLI's 4 (the counts say how many pairs); failed is 3, its error the run's reason.
     result["code"] = (4 if skipped else 0) if state["status"] == "done" else 3
     result["reported"] = state.get("cost_usd")
+    # What the job said about its numbers (a renamed model...) is in its result, as a client reads it.
+    notes = [f"ragjudge: warning: {w}" for w in (state.get("result") or {}).get("warnings") or ()]
+    if notes:
+        result["stopped"] = "\n".join(notes)
     if state["status"] != "done":
         result["stopped"] = f"ragjudge: error: job {state['status']}: {state.get('error')}"
 

@@ -41,13 +41,6 @@ HANG = "bound: with --max-cost and several endpoints the run stops sending after
 LLM_COMMANDS = ("judge", "rag", "evaluate --judge", "synth")
 
 
-SERVICE_NOTICE = ("other_model: the service takes a renaming server's first name with one line in "
-                  "the server's log, which this harness does not read")
-
-
-PACING = ("transient: under 30% 429s with Retry-After 1 s (or none) on the only endpoint, the runner's "
-          "pacing after the 429s admits about one attempt a second, so a pair whose retry waits behind "
-          "the queue for --patience (10 s) fails after 1-2 attempts while the server answers 70% of calls")
 
 
 AWAY_AT_EXIT = ("rerun: when the run ends while the PostgreSQL cache's server is away, the answers made "
@@ -59,10 +52,6 @@ def _known(command: str, mode: str, endpoints: str, store: str = "") -> tuple[st
     """(why, strict) for a cell that breaks an invariant today; not strict where the outcome
     depends on timing (when the budget binds against the calls in flight, how the runner's
     pacing meets a pair's patience)."""
-    if command == "service judge" and mode == "other model":
-        return SERVICE_NOTICE, False
-    if command in ("judge", "evaluate --judge") and mode.startswith("429") and endpoints == "one":
-        return PACING, False
     if store == "postgres away at exit":
         return AWAY_AT_EXIT, False
     return None

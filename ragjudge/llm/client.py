@@ -22,8 +22,9 @@ Two budgets
     gives it as many billed-but-unusable replies).
     A failure the verdict calls ``free`` (a 429: the server asking to wait; an unreachable
     server) and a failed outage probe are not the pair's fault: they do not use that budget,
-    and are bounded by time instead (``patience`` seconds from the pair's first attempt; the
-    runner's circuit breaker stops a run whose server stays unreachable). So an outage or a
+    and are bounded by time instead (``patience`` seconds from the pair's first attempt, not
+    counting its waits at the runner's gate for the endpoint's shared pacing; the runner's
+    circuit breaker stops a run whose server stays unreachable). So an outage or a
     shared rate limit delays work and loses none. A ``Retry-After`` beyond the patience left
     ends that request at once, with its reason.
 Fail fast
@@ -162,6 +163,9 @@ class _Call:
     ticket: Any = None
     #: (seconds the server asked to wait, patience left) when a Retry-After outran the patience
     refused_wait: tuple[float, float] | None = None
+    #: Seconds spent waiting at the runner's gate (the endpoint's shared pacing): not this
+    #: request's patience, since the shared rate limit delays work and loses none.
+    queued: float = 0.0
 
 
 @asynccontextmanager
@@ -265,9 +269,11 @@ class LLMClient:
         """One HTTP attempt through the runner's gate, bounded by the deadline as a whole;
         its rate-limit state goes to ``observe``; a failure comes out as the provider's
         :class:`AttemptFailed` verdict (or :class:`AttemptDeadline`)."""
+        arrived = time.monotonic()
         async with gate() as ticket:
             call.ticket = ticket
             start = time.monotonic()
+            call.queued += start - arrived
             if in_flight is not None:
                 in_flight(True)
             # A cancellation (a BaseException) skips every in_flight(False) below and leaves the
@@ -320,7 +326,7 @@ class LLMClient:
                 call.counted += 1
             if call.counted >= max(1, self.config.max_attempts):
                 return True
-            left = self.config.patience - (time.monotonic() - first)
+            left = self.config.patience - (time.monotonic() - first - call.queued)
             if left <= 0:
                 return True
             after = verdict.retry_after if verdict is not None else None
