@@ -33,6 +33,7 @@ PAGES: list[tuple[str, str]] = [
     ("nuggets", "ragjudge.nuggets"),
     ("retrieve", "ragjudge.retrieve"),
     ("integrations", "ragjudge.integrations"),
+    ("ray", "ragjudge.ray"),
     ("testing", "ragjudge.testing"),
     ("options", "ragjudge.options"),
     ("errors", "ragjudge.errors"),
