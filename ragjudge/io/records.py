@@ -21,7 +21,7 @@ from typing import Any
 from ..errors import InputError
 from .streams import BOM
 
-__all__ = ["load_json", "jsonl_lines", "csv_dict_reader"]
+__all__ = ["load_json", "jsonl_lines", "jsonl_objects", "csv_dict_reader"]
 
 
 def load_json(
@@ -76,6 +76,16 @@ def jsonl_lines(text: str) -> Iterator[tuple[int, str]]:
         line = raw.rstrip("\r")
         if line.strip():
             yield lineno, line
+
+
+def jsonl_objects(text: str, source: str | None) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` of every non-blank line of JSONL text; a line that is not
+    valid JSON, or not a JSON object, is one error naming ``source`` and the line."""
+    for lineno, line in jsonl_lines(text):
+        obj = load_json(line, source, line=lineno)
+        if not isinstance(obj, dict):
+            raise InputError("expected a JSON object", source=source, line=lineno)
+        yield lineno, obj
 
 
 def csv_dict_reader(text: str) -> csv.DictReader:

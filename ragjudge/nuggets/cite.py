@@ -29,7 +29,7 @@ import numpy as np
 
 from .._sync import run_sync
 from ..errors import InputError
-from ..io.records import jsonl_lines, load_json
+from ..io.records import jsonl_objects
 from ..io.streams import decode_text, open_input
 from ..render import ResultSurface
 from ..report import Report
@@ -311,10 +311,7 @@ def read_support(path: str | Path) -> dict[tuple[str, str, int, str], str]:
         source = stream.source
         text = decode_text(stream.read(), source)
     out: dict[tuple[str, str, int, str], str] = {}
-    for line, raw in jsonl_lines(text):
-        obj = load_json(raw, source, line=line)
-        if not isinstance(obj, Mapping):
-            raise InputError("expected a JSON object", source=source, line=line)
+    for line, obj in jsonl_objects(text, source):
         run, qid = obj.get("run_id"), obj.get("topic_id", obj.get("qid"))
         if run is None or qid is None:
             raise InputError("needs run_id and topic_id", source=source, line=line, field="run_id")

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from ..io.records import jsonl_lines, load_json
+from ..io.records import jsonl_lines, jsonl_objects, load_json
 from ..io.streams import decode_text, open_input
 
 __all__ = [
@@ -464,10 +464,7 @@ def read_texts(path: str | Path, *, wanted: Iterable[str] | None = None) -> dict
         rows = parse_corpus(text, source=source, format="tsv")
         return {k: v for k, v in rows.items() if keep is None or k in keep}
     out: dict[str, str] = {}
-    for line, raw in jsonl_lines(text):
-        obj = load_json(raw, source, line=line)
-        if not isinstance(obj, Mapping):
-            raise InputError("expected a JSON object", source=source, line=line)
+    for line, obj in jsonl_objects(text, source):
         ident = next((obj[k] for k in _TEXT_ID if obj.get(k) is not None), None)
         if ident is None:
             raise InputError("missing an id (_id, docid, qid...)", source=source, line=line, field="_id")

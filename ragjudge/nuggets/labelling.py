@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..io.records import jsonl_objects
 from ..trust.labelling import replay_labels, undo_target
 from .data import LABELS, Answer, AssignedNugget, Assignment, read_assignments
 from .score import METRICS
@@ -135,15 +136,7 @@ def parse_nugget_to_label(text: str, source: str = "<to-label>") -> NuggetToLabe
     """A nugget to-label file's content (see the module docstring)."""
     meta: dict[str, Any] | None = None
     answers: list[dict[str, Any]] = []
-    for i, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"invalid JSON ({exc.msg})", source=source, line=i) from None
-        if not isinstance(rec, dict):
-            raise InputError("expected a JSON object", source=source, line=i)
+    for i, rec in jsonl_objects(text, source):
         kind = rec.pop("kind", None)
         if kind == "meta":
             meta = rec

@@ -28,6 +28,7 @@ from typing import Any
 
 from ..data import Qrels, Run
 from ..errors import InputError
+from ..io.records import jsonl_objects
 
 __all__ = ["ToLabel", "LabelKey", "pair_key", "sample_to_label", "parse_to_label", "read_to_label", "replay_labels",
            "undo_target", "shown_pairs", "shown_header", "shown_in_qrels", "labels_qrels",
@@ -116,15 +117,7 @@ def parse_to_label(text: str, source: str = "<to-label>") -> ToLabel:
     """A to-label file's content (see the module docstring)."""
     meta: dict[str, Any] | None = None
     pairs: list[dict[str, Any]] = []
-    for i, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"invalid JSON ({exc.msg})", source=source, line=i) from None
-        if not isinstance(rec, dict):
-            raise InputError("expected a JSON object", source=source, line=i)
+    for i, rec in jsonl_objects(text, source):
         kind = rec.pop("kind", None)
         if kind == "meta":
             meta = rec
