@@ -50,11 +50,6 @@ PACING = ("transient: under 30% 429s with Retry-After 1 s (or none) on the only 
           "the queue for --patience (10 s) fails after 1-2 attempts while the server answers 70% of calls")
 
 
-AWAY_AT_EXIT = ("rerun: when the run ends while the PostgreSQL cache's server is away, the answers made "
-                "meanwhile are dropped at exit with a warning (no bounded wait for the server): the rerun "
-                "pays for them again")
-
-
 def _known(command: str, mode: str, endpoints: str, store: str = "") -> tuple[str, bool] | None:
     """(why, strict) for a cell that breaks an invariant today; not strict where the outcome
     depends on timing (when the budget binds against the calls in flight, how the runner's
@@ -63,8 +58,6 @@ def _known(command: str, mode: str, endpoints: str, store: str = "") -> tuple[st
         return SERVICE_NOTICE, False
     if command in ("judge", "evaluate --judge") and mode.startswith("429") and endpoints == "one":
         return PACING, False
-    if store == "postgres away at exit":
-        return AWAY_AT_EXIT, False
     return None
 
 
