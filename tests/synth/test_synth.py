@@ -437,3 +437,25 @@ def test_siblings_unusable_items_and_one_query_per_draw(httpx2_mock: respx.Route
     assert len(generation) == 4  # three draws + the repair turn of the coffee reply
     assert len(calls) - len(generation) == 6  # two judge calls per draw
     assert result.summary()["generation_calls"] == 3
+
+
+def test_a_revoked_key_leaves_the_queries_made_before_it(httpx2_mock: respx.Router, tmp_path: Path) -> None:
+    from ragjudge.errors import LLMError
+    from ragjudge.synth import SynthResult
+
+    fake = FakeModel()
+
+    def revoked_after_12(request: Any) -> respx.MockResponse:
+        if len(fake.calls) >= 12:
+            return respx.MockResponse(401, json={"error": {"message": "Incorrect API key provided"}})
+        return fake(request)
+
+    httpx2_mock.post(URL).mock(side_effect=revoked_after_12)
+    with pytest.raises(LLMError) as err:
+        synthesize_sync(make_corpus(3), 6, model="m", base_url=BASE, api_key=SECRET, cache=False,
+                        progress=False, oversample=3, concurrency=1)
+    result = err.value.partial
+    assert isinstance(result, SynthResult) and 0 < len(result.kept) < 6 and not result.ok
+    assert all(c.status != "pending" for c in result.candidates)
+    assert any(c.dropped_by == "stopped" and "the run stopped" in (c.reason or "") for c in result.candidates)
+    assert len(result.qrels) == len(result.kept)
