@@ -93,7 +93,9 @@ def _inputs(tmp: Path) -> dict[str, Path]:
                 keep.append(line)
         run.write_text("\n".join(keep) + "\n")
         (tmp / "samples.jsonl").write_text("".join((EX / "rag_samples.jsonl").read_text().splitlines(True)[:3]))
-        (tmp / "prices.json").write_text(json.dumps({p.model: PRICES for p in PROVIDERS.values()}))
+        # the server's rate names, spelt as a --prices file spells them
+        rates = {("cached_input" if k == "cached" else k): v for k, v in PRICES.items()}
+        (tmp / "prices.json").write_text(json.dumps({p.model: rates for p in PROVIDERS.values()}))
     return {"run": run, "samples": tmp / "samples.jsonl", "prices": tmp / "prices.json",
             "queries": EX / "queries.jsonl", "corpus": EX / "corpus.jsonl"}
 

@@ -41,19 +41,10 @@ HANG = "bound: with --max-cost and several endpoints the run stops sending after
 LLM_COMMANDS = ("judge", "rag", "evaluate --judge", "synth")
 
 
-
-
-AWAY_AT_EXIT = ("rerun: when the run ends while the PostgreSQL cache's server is away, the answers made "
-                "meanwhile are dropped at exit with a warning (no bounded wait for the server): the rerun "
-                "pays for them again")
-
-
 def _known(command: str, mode: str, endpoints: str, store: str = "") -> tuple[str, bool] | None:
     """(why, strict) for a cell that breaks an invariant today; not strict where the outcome
     depends on timing (when the budget binds against the calls in flight, how the runner's
     pacing meets a pair's patience)."""
-    if store == "postgres away at exit":
-        return AWAY_AT_EXIT, False
     return None
 
 

@@ -120,5 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     finally:
+        if "ragjudge.llm.postgres" in sys.modules:  # answers made while a cache's database was away
+            sys.modules["ragjudge.llm.postgres"].close_kept()
         warnings.showwarning = shown
         library.removeHandler(notices)

@@ -10,7 +10,7 @@ import sys
 import warnings
 from typing import Any
 
-from ..errors import InputError, MetricError
+from ..errors import InputError, LLMError, MetricError
 from ..rag.options import GRADING_MODES, MATCH_MODES, RagOptions
 from ._inputs import add_option, check_writable, options_from_args, write_output
 from ._llm import add_llm_options, llm_from_args
@@ -180,13 +180,17 @@ def _run(args: argparse.Namespace) -> int:
         report = rag_ray_sync(args.samples if parquet else samples, metrics, llm=llm, options=options,
                               workers=args.ray_workers, address=args.ray_address)
     else:
-        report = evaluate_samples_sync(
-            samples,
-            metrics,
-            judge=llm,
-            options=options,
-            progress=not args.no_progress,  # a bar on a terminal, a few lines when redirected
-        )
+        try:
+            report = evaluate_samples_sync(
+                samples,
+                metrics,
+                judge=llm,
+                options=options,
+                progress=not args.no_progress,  # a bar on a terminal, a few lines when redirected
+            )
+        except LLMError as exc:
+            _write_partial(exc, args, llm)
+            raise
     text = report.render(args.format, per_sample=args.per_sample, digits=args.digits)
     write_output(text, args.output)
     write_plot(args, lambda plots: report.plot(kind=args.plot_kind or "box"))
@@ -234,6 +238,25 @@ def _run(args: argparse.Namespace) -> int:
     if junit is not None:
         junit.write(args.junit)
     return status
+
+
+def _write_partial(exc: LLMError, args: argparse.Namespace, llm: Any) -> None:
+    """The run stopped (a spend limit, a revoked key): write the report of what was scored
+    before it (the other samples undetermined with the stop as reason), so nothing paid for
+    is lost, and say how to go on."""
+    report = exc.partial
+    if report is None or not hasattr(report, "render"):
+        return
+    write_output(report.render(args.format, per_sample=args.per_sample, digits=args.digits), args.output)
+    from ..rag.evaluate import STOPPED
+
+    done = sum(1 for i in range(len(report.sample_ids))
+               if not any((s[i].reason or "").startswith(STOPPED) for s in report.scores.values()))
+    resume = ("a rerun resumes from the cache without paying for them again" if llm.cache.path is not None
+              else "--no-cache was given: a rerun pays for them again")
+    where = args.output or "stdout"
+    print(f"ragjudge: the run stopped; wrote the report of the {done} of {len(report.sample_ids)} samples "
+          f"scored before it to {where}; {resume}", file=sys.stderr)
 
 
 def _check_gates(report: Any, gates: list[tuple[str, float]]) -> list[Check]:

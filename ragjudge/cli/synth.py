@@ -12,8 +12,9 @@ import sys
 from typing import Any
 
 from .._sync import run_sync
-from ..errors import InputError
+from ..errors import InputError, LLMError
 from ..synth.options import SynthOptions
+from ..synth.result import SynthResult
 from ._inputs import add_option, check_writable, flags_named, options_from_args
 from ._llm import add_llm_options, llm_from_args
 
@@ -144,7 +145,17 @@ def run(args: argparse.Namespace) -> int:
             await llm.aclose()
 
     with named:
-        result = run_sync(main())
+        try:
+            result = run_sync(main())
+        except LLMError as exc:
+            # The run stopped (a spend limit, a revoked key): write the queries made before it.
+            if isinstance(exc.partial, SynthResult):
+                paths = exc.partial.write(args.output)
+                resume = ("a rerun resumes from the cache without paying for them again"
+                          if llm.cache.path is not None else "--no-cache was given: a rerun pays for them again")
+                _say(f"ragjudge: the run stopped; wrote the {len(exc.partial.kept)} of {args.n} queries made "
+                     f"before it to {', '.join(str(p) for p in paths)}; {resume}")
+            raise
     paths = result.write(args.output)
     print(result)
     if llm.stats.fallbacks:

@@ -17,6 +17,10 @@ SQLite cache's semantics, on two tables of that database (``ragjudge_cache``,
   calls never wait on it), one line when it goes and one when it is back. Meanwhile reads are misses, claims are granted (paying beats
   waiting forever) and answers are kept in memory, then stored when the database is back, so a
   restart of a few seconds costs only the calls that were in flight;
+* at close (and at exit), answers still kept wait up to :data:`CLOSE_WAIT` seconds for the
+  database to come back; if it does not, they are written to a local spill file
+  (:func:`spill_path`, SQLite) that the next open of the same database stores first, so an
+  answer we paid for is never paid again; one line on stderr says which happened;
 * other faults degrade as in SQLite: a read that fails is a miss; a write that fails for
   another reason (no privilege, disk full, read-only replica) turns the cache read-only for the
   run with one warning line.
@@ -29,14 +33,17 @@ store.
 from __future__ import annotations
 
 import atexit
+import hashlib
 import json
 import logging
 import os
 import re
+import sqlite3
 import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from .._lazy import optional
@@ -47,11 +54,16 @@ from .redaction import redact, remember_url_secrets
 log = logging.getLogger("ragjudge.llm")
 
 __all__ = ["PostgresCache", "connect", "ensure_schema", "redact_url", "import_psycopg", "DB_NOW",
-           "RETRY_FIRST", "RETRY_MAX", "CONNECT_TIMEOUT"]
+           "RETRY_FIRST", "RETRY_MAX", "CONNECT_TIMEOUT", "CLOSE_WAIT", "spill_path",
+           "close_kept"]
 
 #: Seconds before the first try to reach a lost database again, the most between two tries,
 #: and the connect timeout of each try.
 RETRY_FIRST, RETRY_MAX, CONNECT_TIMEOUT = 0.2, 5.0, 3.0
+
+#: Seconds :meth:`PostgresCache.close` waits for a database still away to come back before it
+#: spills the answers kept meanwhile to a local file.
+CLOSE_WAIT = 30.0
 
 #: The database's clock, as seconds since the epoch (a float8 SQL expression).
 DB_NOW = "EXTRACT(EPOCH FROM clock_timestamp())::float8"
@@ -124,6 +136,65 @@ def _tables_exist(db: Any, names: Sequence[str]) -> bool:
     return bool(row and row[0])
 
 
+def spill_path(url: str) -> Path:
+    """The local file holding answers that could not be stored in the database at ``url``
+    (``$XDG_CACHE_HOME/ragjudge/unstored-<hash>.sqlite``); named by the URL without its
+    password, so any role or password reaching the same database finds it."""
+    digest = hashlib.sha256(redact_url(url).encode()).hexdigest()[:16]
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "ragjudge" / f"unstored-{digest}.sqlite"
+
+
+def _spill(path: Path, records: dict[str, dict[str, Any]]) -> None:
+    """Add ``records`` to the spill file at ``path`` (created if need be)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(path, timeout=30) as db:
+        db.execute("CREATE TABLE IF NOT EXISTS unstored (key TEXT PRIMARY KEY, record TEXT NOT NULL)")
+        db.executemany("INSERT OR REPLACE INTO unstored (key, record) VALUES (?, ?)",
+                       [(k, json.dumps(r, ensure_ascii=False, separators=(",", ":")))
+                        for k, r in records.items()])
+    db.close()
+
+
+def _read_spill(path: Path) -> dict[str, dict[str, Any]]:
+    """The records of the spill file at ``path`` (none if it is absent or unreadable)."""
+    if not path.exists():
+        return {}
+    try:
+        db = sqlite3.connect(path, timeout=30)
+        try:
+            rows = db.execute("SELECT key, record FROM unstored").fetchall()
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    for key, blob in rows:
+        try:
+            record = json.loads(blob)
+        except (json.JSONDecodeError, TypeError):
+            continue
+        if isinstance(record, dict):
+            out[key] = record
+    return out
+
+
+def _drop_spilled(path: Path, keys: Sequence[str]) -> None:
+    """Remove ``keys`` from the spill file, and the file once it is empty."""
+    try:
+        db = sqlite3.connect(path, timeout=30)
+        try:
+            with db:
+                db.executemany("DELETE FROM unstored WHERE key = ?", [(k,) for k in keys])
+            left = db.execute("SELECT COUNT(*) FROM unstored").fetchone()[0]
+        finally:
+            db.close()
+        if not left:
+            path.unlink(missing_ok=True)
+    except (sqlite3.Error, OSError):
+        pass  # stored already: a later open stores them again, harmlessly
+
+
 def _reconnect_in_background(ref: weakref.ReferenceType[PostgresCache], stop: threading.Event) -> None:
     """Try to reach a lost database with backoff until it answers or the cache closes."""
     delay = RETRY_FIRST
@@ -138,6 +209,21 @@ def _reconnect_in_background(ref: weakref.ReferenceType[PostgresCache], stop: th
             log.debug("cache reconnect failed", exc_info=True)
         del cache
         delay = min(delay * 2.0, RETRY_MAX)
+
+
+#: Caches holding answers their database has not stored yet: held here so that they outlive
+#: the run that made them (the reconnector and the exit hook hold them only weakly).
+_KEPT: set[PostgresCache] = set()
+_KEPT_LOCK = threading.Lock()
+
+
+def close_kept(wait: float | None = None) -> None:
+    """Close every cache still holding answers its database has not stored (the end of a
+    command): each waits for its database, else spills them (see :meth:`PostgresCache.close`)."""
+    with _KEPT_LOCK:
+        kept = list(_KEPT)
+    for cache in kept:
+        cache.close(wait)
 
 
 def _store_kept_at_exit(ref: weakref.ReferenceType[PostgresCache]) -> None:
@@ -177,6 +263,24 @@ class PostgresCache(CacheStore):
             if not usable:
                 self._db.close()
                 raise InputError(f"cannot open the cache: {_reason(exc)}", source=self.path) from None
+        self._store_spilled()
+
+    def _store_spilled(self) -> None:
+        """Store the answers an earlier run spilled while this database was away."""
+        path = spill_path(self.url)
+        records = _read_spill(path)
+        if not records:
+            return
+        stored: list[str] = []
+        for key, record in records.items():
+            try:
+                self._write(self._db, key, record)
+            except self._psycopg.Error:
+                break
+            stored.append(key)
+        _drop_spilled(path, stored)
+        log.warning(f"ragjudge: cache {self.path}: stored {len(stored)} of {len(records)} answers "
+                    f"an earlier run kept in {path} while the database was away")
 
     # -- faults ------------------------------------------------------------------------
     def _lost(self, exc: BaseException) -> bool:
@@ -266,6 +370,8 @@ class PostgresCache(CacheStore):
             del self._pending[key]
             self.writes += 1
             stored += 1
+        with _KEPT_LOCK:
+            _KEPT.discard(self)
         return stored
 
     def _do(self, work: Callable[[Any], Any], *, writing: bool) -> tuple[bool, Any]:
@@ -330,6 +436,8 @@ class PostgresCache(CacheStore):
                 self.writes += 1
             elif self._db is None and self.writable and not self._closed:
                 self._pending[key] = record  # stored when the database is back
+                with _KEPT_LOCK:
+                    _KEPT.add(self)
 
     # -- in-flight claims ---------------------------------------------------------------
     def claim(self, key: str) -> bool:
@@ -397,17 +505,40 @@ class PostgresCache(CacheStore):
                            writing=False)
         return int(row[0]) if ok and row else 0
 
-    def close(self) -> None:
-        self._stop.set()
+    def close(self, wait: float | None = None) -> None:
+        """Close; answers kept while the database is away first wait up to ``wait`` seconds
+        (:data:`CLOSE_WAIT`) for it to come back, else go to the spill file."""
+        self._stop.set()  # the heartbeat and the reconnector stop: this thread takes over
+        deadline = time.monotonic() + (CLOSE_WAIT if wait is None else wait)
+        delay = RETRY_FIRST
+        while True:
+            with self._lock:
+                if self._closed or not self._pending or self._db is not None or not self.writable:
+                    break
+                if self._reconnect() and not self._pending:
+                    break
+            if time.monotonic() + delay > deadline:
+                break
+            time.sleep(delay)
+            delay = min(delay * 2.0, RETRY_MAX)
         with self._lock:
-            if self._pending and self._db is None:
-                self._reconnect()  # a last try to store what was kept
+            if self._pending and self._db is not None:
+                self._flush()
             if self._pending:
-                self._warn(f"the database is still unreachable: {len(self._pending)} answers made "
-                           "while it was away are not stored (the outputs are complete; a rerun "
-                           "would pay again for them)")
+                path = spill_path(self.url)
+                try:
+                    _spill(path, self._pending)
+                    self._warn(f"the database is still unreachable: the {len(self._pending)} answers "
+                               f"made while it was away are kept in {path}; the next run with this "
+                               "cache stores them first (nothing is paid again)")
+                except (sqlite3.Error, OSError) as exc:
+                    self._warn(f"the database is still unreachable and the {len(self._pending)} "
+                               f"answers made while it was away cannot be kept in {path} ({exc}): "
+                               "a rerun would pay again for them")
                 self._pending.clear()
             self._closed = True
+            with _KEPT_LOCK:
+                _KEPT.discard(self)
             if self._db is None:
                 return
             try:

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._sync import run_sync
-from ..errors import MetricError
+from ..errors import LLMError, MetricError
 from .metrics import (
     DeterministicMetric, LLMMetric, RagMetric, Request, Setup, definition, parse_rag_metrics, reviewed
 )
-from .report import RagReport, Score
+from .report import RagReport, Score, undetermined
 from .options import DEFAULT_GRADING, GRADING_MODES, RagOptions
 from .samples import Sample, SampleSet, as_samples
 
@@ -190,6 +190,9 @@ async def evaluate_samples(
     report's settings.
     ``options``: a :class:`RagOptions` carrying these settings instead of the keywords.
     Never raises for a per-sample problem: it becomes an undetermined score with its reason.
+    A run-stopping :class:`~ragjudge.errors.LLMError` (a spend limit, a revoked key) is raised
+    after every sample ran, its ``partial`` the report: complete samples scored, the others
+    undetermined with the stop as reason.
     """
     opts = RagOptions.merge(options, grading=grading, match=match, default_k=default_k,
                             skip_invalid=skip_invalid, embedding_model=embedding_model,
@@ -216,6 +219,7 @@ async def evaluate_samples(
 
     usage_before = _usage(llm) if llm is not None else None
     asker = _Asker(llm, rel_judge)
+    stop: LLMError | None = None
     if llm_metrics:
         # The LLM layer's one progress display: a bar on a terminal or in a notebook (no
         # IProgress warning without ipywidgets), a few plain lines when stderr is redirected.
@@ -232,11 +236,19 @@ async def evaluate_samples(
             return list(got)
 
         try:
-            results = await asyncio.gather(*(one(s) for s in data))
+            # Every sample runs to its end, so a run stopped mid-way (a spend limit, a revoked
+            # key) keeps the samples that were complete: they are paid for.
+            got = await asyncio.gather(*(one(s) for s in data), return_exceptions=True)
         finally:
             bar.close()
             if isinstance(judge, str):  # a session made here from a model name is closed here
                 await llm.aclose()
+        for r in got:
+            if isinstance(r, BaseException) and not isinstance(r, LLMError):
+                raise r
+        stop = next((r for r in got if isinstance(r, LLMError)), None)
+        stopped = [undetermined(f"{STOPPED} ({stop})")] * len(llm_metrics)
+        results = [stopped if isinstance(r, BaseException) else r for r in got]
         for j, m in enumerate(llm_metrics):
             columns[str(m)] = [row[j] for row in results]
 
@@ -249,7 +261,7 @@ async def evaluate_samples(
         usage["samples"] = len(data)
         usage["requests_asked"] = asker.asked
         usage["requests_failed"] = asker.failed
-    return RagReport(
+    report = RagReport(
         [str(m) for m in parsed],
         [s.id for s in data],
         columns,
@@ -260,6 +272,14 @@ async def evaluate_samples(
                   "language": opts.language},
         canonical=canonical_metric,
     )
+    if llm_metrics and stop is not None:
+        stop.partial = report  # the complete samples scored, the others undetermined
+        raise stop
+    return report
+
+
+#: The reason of a value left unscored because the run stopped (a spend limit, a revoked key).
+STOPPED = "not scored: the run stopped"
 
 
 def canonical_metric(spelling: str) -> str:

@@ -301,6 +301,10 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
         finally:
             await manager.stop()
             store.close()
+            # uvicorn ends the process by the signal it stopped on (no exit hooks): answers its
+            # jobs made while the cache's database was away are stored (or spilled) now.
+            if "ragjudge.llm.postgres" in sys.modules:
+                await asyncio.to_thread(sys.modules["ragjudge.llm.postgres"].close_kept)
 
     app = FastAPI(
         title="ragjudge",

@@ -30,7 +30,7 @@ from typing import Any
 
 from .._sync import run_sync
 from ..data import Qrels, Run
-from ..errors import InputError
+from ..errors import InputError, LLMError
 from ..judges import LLMRelevanceJudge
 from ..judges.relevance import Pair
 from ..llm import BUDGET_REASON, LLM, DryRun, Outcome, Progress, Prompt, load_prompt
@@ -647,24 +647,35 @@ async def synthesize(
     depth = opts.depth
     runs = _pool_runs(judge_pool, depth, [f"synth-{i:0{width}d}" for i in range(1, n + 1)])
     before = llm.usage
-    await _pipeline(job, judge, copy_span=opts.copy_span, roundtrip_k=opts.roundtrip_k,
-                    min_grade=opts.min_grade, min_confidence=opts.min_confidence, progress=progress)
+    stop: LLMError | None = None
+    try:
+        await _pipeline(job, judge, copy_span=opts.copy_span, roundtrip_k=opts.roundtrip_k,
+                        min_grade=opts.min_grade, min_confidence=opts.min_confidence, progress=progress)
+    except LLMError as exc:  # a spend limit, a revoked key: keep what was finished (paid for)
+        stop = exc
+        for c in job.candidates:
+            if c.pending:
+                c.drop("stopped", f"not finished: the run stopped ({exc})")
     kept = [c for c in job.candidates if c.kept]
     for i, c in enumerate(kept, 1):
         c.qid = f"synth-{i:0{width}d}"
     qrels = Qrels.from_dict({c.qid: {s: 3 for s in c.sources} for c in kept if c.qid},
                             source=f"synth:{llm.model}")
     pool_summary = None
-    if runs and kept:
+    if runs and kept and stop is None:
         queries = {c.qid: c.query for c in kept if c.qid and c.query}
         pooled = await judge.fill_holes(qrels, queries, job.corpus, runs, depth)
         qrels = pooled.qrels
         pool_summary = pooled.summary()
         pool_summary["depth"] = depth
     usage = llm.usage - before
-    return SynthResult(requested=n, candidates=job.candidates, qrels=qrels, corpus=job.corpus,
-                       sampling=job.pool.report, usage=usage, cost=llm.prices.cost(llm.model, usage),
-                       model=llm.model, params=job.params, pool=pool_summary)
+    result = SynthResult(requested=n, candidates=job.candidates, qrels=qrels, corpus=job.corpus,
+                         sampling=job.pool.report, usage=usage, cost=llm.prices.cost(llm.model, usage),
+                         model=llm.model, params=job.params, pool=pool_summary)
+    if stop is not None:
+        stop.partial = result  # the queries kept before the stop; the rest "stopped"
+        raise stop
+    return result
 
 
 def _judge_for(llm: LLM, prompt: str | Path | Prompt, min_grade: int, progress: bool,

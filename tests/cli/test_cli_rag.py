@@ -224,3 +224,31 @@ def test_a_run_cut_short_by_the_budget_exits_4_with_the_count(
     assert main(argv) == 4
     err = capsys.readouterr().err
     assert "stopped by --max-cost 1e-06: 3 of 3 samples" in err and not httpx2_mock.calls
+
+
+def test_a_run_stopped_by_a_revoked_key_writes_the_report_of_what_it_has(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], httpx2_mock: respx.Router,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAG_TEST_KEY", "sk-test")
+    seen = {"calls": 0}
+
+    def effect(request: Any) -> respx.MockResponse:
+        seen["calls"] += 1
+        if seen["calls"] > 1:
+            return respx.MockResponse(401, json={"error": {"message": "Incorrect API key provided",
+                                                           "type": "invalid_request_error"}})
+        return _reply({"reasoning": "ok", "grade": 3})
+
+    httpx2_mock.post(URL).mock(side_effect=effect)
+    p = write(tmp_path, [{"id": str(i), "user_input": f"q{i}", "response": "r"} for i in range(3)])
+    out = tmp_path / "report.json"
+    argv = ["rag", str(p), "-m", "answer_relevance", "--model", "m", "--base-url", BASE,
+            "--api-key-env", "RAG_TEST_KEY", "--cache", str(tmp_path / "c.sqlite"), "--concurrency", "1",
+            "-f", "json", "-q", "-o", str(out), "--no-progress"]
+    assert main(argv) == 2  # as judge exits for a run-stopping error
+    err = capsys.readouterr().err
+    assert "wrote the report of the 1 of 3 samples scored before it" in err and "Traceback" not in err
+    assert err.count("ragjudge: error:") == 1
+    scores = [s["scores"]["answer_relevance"] for s in json.loads(out.read_text())["samples"]]
+    assert sum(s["value"] is not None for s in scores) == 1
+    assert all("the run stopped" in s["reason"] for s in scores if s["value"] is None)

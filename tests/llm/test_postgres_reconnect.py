@@ -131,3 +131,33 @@ def test_a_restart_mid_run_costs_the_rerun_nothing(pg: Restartable) -> None:
     assert second.usage.calls == 0 and second.stats.cache_hits == len(items)
     assert _count(pg.url) == len(items)
     assert first.cache.outages == 1
+
+
+def test_answers_kept_at_close_wait_for_the_server(pg: Restartable) -> None:
+    c = Cache(pg.url)
+    pg.stop()
+    c.put("during", {"obj": 2})
+    threading.Timer(1.0, pg.start).start()  # back while close waits for it
+    c.close()
+    assert _count(pg.url) == 1 and Cache(pg.url).get("during") == {"obj": 2}
+
+
+def test_answers_kept_when_the_server_stays_away_are_stored_by_the_next_open(
+        pg: Restartable, tmp_path, monkeypatch, caplog) -> None:
+    from ragjudge.llm.postgres import spill_path
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    c = Cache(pg.url)
+    pg.stop()
+    c.put("a", {"obj": 1})
+    c.put("b", {"obj": 2})
+    c.close(wait=0.5)
+    spill = spill_path(pg.url)
+    assert spill.exists() and str(spill).startswith(str(tmp_path))
+    said = [r.getMessage() for r in caplog.records if "still unreachable" in r.getMessage()]
+    assert len(said) == 1 and str(spill) in said[0] and "nothing is paid again" in said[0]
+    pg.start()
+    d = Cache(pg.url)  # the next run: stores them before anything else
+    assert d.get("a") == {"obj": 1} and d.get("b") == {"obj": 2} and _count(pg.url) == 2
+    assert not spill.exists()
+    d.close()

@@ -437,3 +437,52 @@ def test_siblings_unusable_items_and_one_query_per_draw(httpx2_mock: respx.Route
     assert len(generation) == 4  # three draws + the repair turn of the coffee reply
     assert len(calls) - len(generation) == 6  # two judge calls per draw
     assert result.summary()["generation_calls"] == 3
+
+
+def test_a_revoked_key_leaves_the_queries_made_before_it(httpx2_mock: respx.Router, tmp_path: Path) -> None:
+    from ragjudge.errors import LLMError
+    from ragjudge.synth import SynthResult
+
+    fake = FakeModel()
+
+    def revoked_after_12(request: Any) -> respx.MockResponse:
+        if len(fake.calls) >= 12:
+            return respx.MockResponse(401, json={"error": {"message": "Incorrect API key provided"}})
+        return fake(request)
+
+    httpx2_mock.post(URL).mock(side_effect=revoked_after_12)
+    with pytest.raises(LLMError) as err:
+        synthesize_sync(make_corpus(3), 6, model="m", base_url=BASE, api_key=SECRET, cache=False,
+                        progress=False, oversample=3, concurrency=1)
+    result = err.value.partial
+    assert isinstance(result, SynthResult) and 0 < len(result.kept) < 6 and not result.ok
+    assert all(c.status != "pending" for c in result.candidates)
+    assert any(c.dropped_by == "stopped" and "the run stopped" in (c.reason or "") for c in result.candidates)
+    assert len(result.qrels) == len(result.kept)
+
+
+def test_the_cli_writes_the_queries_made_before_a_revoked_key(httpx2_mock: respx.Router, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from ragjudge.cli import main
+
+    fake = FakeModel()
+
+    def revoked_after_12(request: Any) -> respx.MockResponse:
+        if len(fake.calls) >= 12:
+            return respx.MockResponse(401, json={"error": {"message": "Incorrect API key provided"}})
+        return fake(request)
+
+    httpx2_mock.post(URL).mock(side_effect=revoked_after_12)
+    monkeypatch.setenv("SYNTH_TEST_KEY", SECRET)
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in make_corpus(3).items()))
+    out = tmp_path / "out"
+    code = main(["synth", "--corpus", str(corpus), "-n", "6", "--model", "m", "--base-url", BASE,
+                 "--api-key-env", "SYNTH_TEST_KEY", "-o", str(out), "--cache", str(tmp_path / "c.sqlite"),
+                 "--no-progress", "--oversample", "3", "--concurrency", "1"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "the run stopped; wrote the" in err and "queries made before it" in err and "Traceback" not in err
+    kept = [json.loads(x) for x in (out / "queries.jsonl").read_text().splitlines()]
+    assert 0 < len(kept) < 6
