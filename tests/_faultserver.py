@@ -86,7 +86,7 @@ USABLE = frozenset({"ok", "usage_huge", "usage_negative", "usage_text", "usage_c
 STICKY = frozenset({"spend_limit", "spend_limit_400"})
 #: USD per 1M tokens (the tests' own prices): prompt-cache reads at 0.1x input, 5-minute writes
 #: at 1.25x and 1-hour writes at 2x, as Anthropic bills them.
-PRICES = {"input": 1.0, "output": 4.0, "cached": 0.1, "cache_write": 1.25, "cache_write_1h": 2.0}
+PRICES = {"input": 1.0, "output": 4.0, "cached_input": 0.1, "cache_write": 1.25, "cache_write_1h": 2.0}
 #: Prompt tokens Anthropic adds for a forced tool (its tool-use system prompt).
 TOOL_PROMPT = 313
 
@@ -576,7 +576,7 @@ class FaultServer:
             self.billed_calls += 1
             self.prompt_tokens += prompt
             self.completion_tokens += completion
-            self._spend += ((prompt - read - w5 - w1h) * PRICES["input"] + read * PRICES["cached"]
+            self._spend += ((prompt - read - w5 - w1h) * PRICES["input"] + read * PRICES["cached_input"]
                             + w5 * PRICES["cache_write"] + w1h * PRICES["cache_write_1h"]
                             + completion * PRICES["output"]) / 1e6
             if key in self._clean:
