@@ -44,6 +44,8 @@ from .options import NuggetOptions, resolve
 __all__ = ["AssignResult", "assign_nuggets", "assign_nuggets_sync", "assign_prompt", "estimate_assign"]
 
 _D = NuggetOptions.default
+#: Reply tokens one nugget may take: a reason of at most 80 characters and a label, quoted.
+_PER_NUGGET = 100
 
 
 def assign_prompt(grades: int) -> str:
@@ -124,7 +126,7 @@ def _plan(by_q: Mapping[str, NuggetSet], answers: Sequence[Answer], opts: Nugget
         for start in range(0, len(texts), opts.assign_window):
             window = texts[start:start + opts.assign_window]
             slots.append((i, start, start + len(window)))
-            calls.append((sized(name, ("reasons", "labels"), len(window)),
+            calls.append((sized(name, ("reasons", "labels"), len(window), per_item=_PER_NUGGET),
                           {"query": ns.query or a.query, "answer": a.text,
                            "nuggets": numbered(window), "count": str(len(window))}))
     return slots, calls, missing
