@@ -43,7 +43,8 @@ steps:
   agree    agreement of LLM assignments with human ones (kappa with intervals), run-level
            Kendall tau, and a PPI interval for each run's score
 
-exit status: 0 ok; 1 a gate failed; 2 bad input (one-line message); 3 most LLM requests failed.
+exit status: 0 ok; 1 a gate failed; 2 bad input (one-line message); 3 most LLM requests failed;
+4 stopped by --max-cost before the end (assign).
 """
 
 
@@ -255,6 +256,11 @@ def _assign(args: argparse.Namespace) -> int:
     _print_usage("assign", res.usage, len(res.assignments), "answer")
     if args.score and res.assignments:
         sys.stdout.write(res.score().render("table") + "\n")
+    if res.budget_cut:
+        print(f"ragjudge: error: stopped by --max-cost {args.max_cost:g}: {res.budget_cut} of {res.total} "
+              "nugget grades not made; rerun with a higher budget to continue (exit status 4)",
+              file=sys.stderr)
+        return 4
     if res.mostly_failed:
         reasons: dict[str, int] = {}
         for a in res.assignments:

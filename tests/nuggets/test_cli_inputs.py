@@ -123,3 +123,27 @@ def test_assign_answers_sharing_no_query_with_the_nuggets(tmp_path: Path, no_llm
                  "-o", str(tmp_path / "o.jsonl"), "--model", "m"]) == 2
     line = _one_line_error(capsys, str(other), "2024-t1", "t1")
     assert "nuggets.jsonl" in line
+
+
+def test_assign_cut_short_by_the_cap_exits_4(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """A run --max-cost stopped before the end is not a finished result, even when fewer than
+    half the grades are missing: exit 4 and one line saying how many, as `judge` does."""
+    from conftest import oracle
+
+    from ragjudge.llm.fake import FakeLLM
+
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"fake-model": {"input": 1.0, "output": 4.0}}))
+    monkeypatch.setattr(cli_nuggets, "llm_from_args",
+                        lambda args: FakeLLM(oracle, prices=str(prices), max_cost=0.01, concurrency=1))
+    out = tmp_path / "a.jsonl"
+    code = main(["nuggets", "assign", str(EX / "nuggets.jsonl"), RUN, str(EX / "runs" / "run_b.jsonl"),
+                 str(EX / "runs" / "run_c.jsonl"), "-o", str(out), "--assign-window", "2",
+                 "--model", "m", "--max-cost", "0.01", "--no-progress"])
+    err = capsys.readouterr().err
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    cut = sum(1 for r in rows for n in r["nuggets"] if (n.get("failure") or "").startswith("budget"))
+    total = sum(len(r["nuggets"]) for r in rows)
+    assert 0 < cut < total, err
+    assert code == 4 and f"{cut} of {total} nugget grades not made" in err
