@@ -61,7 +61,7 @@ def _known(command: str, mode: str, endpoints: str, store: str = "") -> tuple[st
     pacing meets a pair's patience)."""
     if command == "service judge" and mode == "other model":
         return SERVICE_NOTICE, False
-    if command in ("judge", "evaluate --judge") and mode.startswith("429") and endpoints == "one":
+    if command in ("judge", "evaluate --judge", "nuggets assign") and mode.startswith("429") and endpoints == "one":
         return PACING, False
     if store == "postgres away at exit":
         return AWAY_AT_EXIT, False
