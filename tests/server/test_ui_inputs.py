@@ -10,9 +10,9 @@ import pytest
 
 pytest.importorskip("fastapi")
 
-import ragjudge.server  # noqa: E402
-from ragjudge.cli import main  # noqa: E402
-from ragjudge.server.ui.workspace import ROLES, Workspace  # noqa: E402
+import ragjudge.server
+from ragjudge.cli import main
+from ragjudge.server.ui.workspace import ROLES, Workspace
 
 EX = Path(__file__).resolve().parents[2] / "examples" / "nuggets"
 QRELS = EX / "qrels.txt"
