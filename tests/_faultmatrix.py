@@ -97,7 +97,8 @@ def _inputs(tmp: Path) -> dict[str, Path]:
         rates = {("cached_input" if k == "cached" else k): v for k, v in PRICES.items()}
         (tmp / "prices.json").write_text(json.dumps({p.model: rates for p in PROVIDERS.values()}))
     return {"run": run, "samples": tmp / "samples.jsonl", "prices": tmp / "prices.json",
-            "queries": EX / "queries.jsonl", "corpus": EX / "corpus.jsonl"}
+            "queries": EX / "queries.jsonl", "corpus": EX / "corpus.jsonl",
+            "nuggets": EX / "nuggets" / "nuggets.jsonl", "answers": EX / "nuggets" / "runs" / "run_a.jsonl"}
 
 
 # ----------------------------------------------------------------------------- item counts
@@ -149,6 +150,29 @@ def _rag_items(path: Path, expected: int) -> Items:
             items.failed += 1
         else:
             items.problems.append(f"sample {s.get('sample')}: no value and no reason ({score})")
+    return items
+
+
+def _nugget_items(path: Path) -> Items:
+    """Nugget grades: one per nugget of the query of each answer in the example's run_a."""
+    per_query = {}
+    for line in (EX / "nuggets" / "nuggets.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        per_query[rec["qid"]] = len(rec["nuggets"])
+    answers = [json.loads(x) for x in (EX / "nuggets" / "runs" / "run_a.jsonl").read_text().splitlines()]
+    items = Items(sum(per_query.get(a["topic_id"], 0) for a in answers))
+    if not path.exists():
+        items.problems.append("no assignments file")
+        return items
+    for line in path.read_text().splitlines():
+        rec = json.loads(line)
+        for n in rec["nuggets"]:
+            if n.get("assignment") is not None:
+                items.graded += 1
+            elif n.get("failure"):
+                items.failed += 1
+            else:
+                items.problems.append(f"{rec['run_id']}/{rec['qid']}: a nugget with neither grade nor reason")
     return items
 
 
@@ -208,6 +232,10 @@ COMMANDS: dict[str, Command] = {
         lambda t, i, llm: ["synth", "--corpus", str(i["corpus"]), "-n", "3", "--allow-fewer",
                            "-o", str(t / "synth"), *llm],
         lambda t: _synth_items(t / "synth", 0)),
+    "nuggets assign": Command(
+        lambda t, i, llm: ["nuggets", "assign", str(i["nuggets"]), str(i["answers"]), "-o", str(t / "a.jsonl"),
+                           "--assign-window", "2", "--no-progress", *llm],
+        lambda t: _nugget_items(t / "a.jsonl")),
     "service judge": Command(
         lambda t, i, llm: [a for a in llm if a not in ("--patience", "10")],
         lambda t: _judgment_items(t / "j.jsonl", 12), service=True, bound=2 * BOUND),

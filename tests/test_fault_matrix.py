@@ -57,6 +57,7 @@ FAST: list[Cell] = [
     ("judge", "mix + cap", "several", "sqlite", "openai"),
     ("judge", "reset", "one", "sqlite", "anthropic"),
     ("judge", "spend limit", "one", "sqlite", "anthropic"),
+    ("nuggets assign", "mix + cap", "one", "sqlite", "openai"),
 ]
 #: The postgres-restart store stops the test process's PostgreSQL server for seconds: only the
 #: modes whose outcome does not hang on timing run against it.

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
 from ..nuggets.options import NuggetOptions
 from ..report import FORMATS
-from ._inputs import add_option, options_from_args
+from ._inputs import add_option, check_writable, options_from_args, write_output
 from ._llm import add_llm_options, llm_from_args
 from ._plot import add_plot_options, check_plot_path, draw_panels, write_plot
 from .gates import JUnitReport, add_junit_option, below, parse_gate, report_failures, worse_than
@@ -44,7 +43,8 @@ steps:
   agree    agreement of LLM assignments with human ones (kappa with intervals), run-level
            Kendall tau, and a PPI interval for each run's score
 
-exit status: 0 ok; 1 a gate failed; 2 bad input (one-line message); 3 most LLM requests failed.
+exit status: 0 ok; 1 a gate failed; 2 bad input (one-line message); 3 most LLM requests failed;
+4 stopped by --max-cost before the end (assign).
 """
 
 
@@ -83,10 +83,7 @@ def _stats_options(p: argparse.ArgumentParser) -> None:
 
 
 def _emit(text: str, args: argparse.Namespace) -> None:
-    if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
-    else:
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    write_output(text if text.endswith("\n") else text + "\n", args.output)
 
 
 # ----------------------------------------------------------------------------- score
@@ -118,6 +115,7 @@ def _score_parser(steps: Any) -> None:
 def _score(args: argparse.Namespace) -> int:
     from ..nuggets import LABELS, LABELS_2, METRICS, read_assignments, score_assignments
 
+    check_writable([args.output])
     check_plot_path(args)
     metrics = [m.strip() for spec in (args.metrics or []) for m in spec.split(",") if m.strip()] or list(METRICS)
     gates = [parse_gate(g) for g in args.fail_under]
@@ -167,9 +165,33 @@ def _draw(plots: Any, report: Any, args: argparse.Namespace) -> Any:
 
 # ----------------------------------------------------------------------------- LLM steps
 def _answers(paths: list[str]) -> list[Any]:
+    """The answers of every file; a file without any is an error naming it (a truncated file
+    or a wrong path, never an evaluation of nothing)."""
     from ..nuggets import read_answers
 
-    return [a for p in paths for a in read_answers(p)]
+    out = []
+    for p in paths:
+        got = read_answers(p)
+        if not got:
+            raise InputError("no answers in this file", source=p)
+        out.extend(got)
+    return out
+
+
+def _check_assignable(nuggets: list[Any], answers_of: dict[str, list[Any]], source: str) -> None:
+    """Refuse, before any call, inputs that would assign nothing: a nuggets file without a
+    nugget, or an answers file none of whose queries has nuggets (mismatched ids: both sides'
+    first ids are shown)."""
+    if not any(s.nuggets for s in nuggets):
+        raise InputError("no nuggets to assign", source=source)
+    have = {s.qid for s in nuggets if s.nuggets}
+    for path, answers in answers_of.items():
+        qids = list(dict.fromkeys(a.qid for a in answers))
+        if not have.intersection(qids):
+            raise InputError(
+                f"none of its {len(qids)} queries ({', '.join(qids[:3])}{', ...' if len(qids) > 3 else ''}) "
+                f"has nuggets in {source} (queries {', '.join(sorted(have)[:3])}"
+                f"{', ...' if len(have) > 3 else ''}); are the query ids the same?", source=path)
 
 
 def _print_usage(what: str, usage: dict[str, Any], per: int, unit: str) -> None:
@@ -212,9 +234,12 @@ def _assign_parser(steps: Any) -> None:
 def _assign(args: argparse.Namespace) -> int:
     from ..nuggets import assign_nuggets_sync, estimate_assign, read_nuggets
 
+    check_writable([args.output])
     options = options_from_args(NuggetOptions, args)
     nuggets = read_nuggets(args.nuggets)
-    answers = _answers(args.answers)
+    answers_of = {p: _answers([p]) for p in args.answers}
+    _check_assignable(nuggets, answers_of, args.nuggets)
+    answers = [a for got in answers_of.values() for a in got]
     llm = llm_from_args(args)
     if args.dry_run:
         return _print_dry(estimate_assign(nuggets, answers, llm=llm, options=options))
@@ -231,6 +256,11 @@ def _assign(args: argparse.Namespace) -> int:
     _print_usage("assign", res.usage, len(res.assignments), "answer")
     if args.score and res.assignments:
         sys.stdout.write(res.score().render("table") + "\n")
+    if res.budget_cut:
+        print(f"ragjudge: error: stopped by --max-cost {args.max_cost:g}: {res.budget_cut} of {res.total} "
+              "nugget grades not made; rerun with a higher budget to continue (exit status 4)",
+              file=sys.stderr)
+        return 4
     if res.mostly_failed:
         reasons: dict[str, int] = {}
         for a in res.assignments:
@@ -273,6 +303,7 @@ def _create(args: argparse.Namespace) -> int:
         read_nuggets,
     )
 
+    check_writable([args.output])
     options = options_from_args(NuggetOptions, args)
     if args.label:
         sets = read_nuggets(args.label)
@@ -338,6 +369,7 @@ def _cite_parser(steps: Any) -> None:
 def _cite(args: argparse.Namespace) -> int:
     from ..nuggets import cite_support_sync, estimate_cite
 
+    check_writable([args.output, args.labels])
     answers = _answers(args.answers)
     llm = llm_from_args(args)
     if args.dry_run:
@@ -406,6 +438,7 @@ def _agree(args: argparse.Namespace) -> int:
 
     if bool(args.support_llm) != bool(args.support_human):
         raise InputError("give both --support-llm and --support-human", field="--support-human")
+    check_writable([args.output])
     rep = nugget_agreement(args.llm, _human(args), metric=args.metric,
                            support_llm=read_support(args.support_llm) if args.support_llm else None,
                            support_human=read_support(args.support_human) if args.support_human else None,

@@ -26,7 +26,8 @@ qrels, llm, run, queries, corpus, judgments, tolabel, labels, assignments):
   (or of `plan-labels LLM_ASSIGNMENTS --nuggets --sample N -o FILE`), LLM nugget assignments
   of `ragjudge nuggets assign` (each answer with its nuggets and the model's reasons).
 
-Only these files can be read through the page. Labels are appended, as they are given, to
+Files may be gzip-compressed (.gz). Only these files can be read through the page. Labels are
+appended, as they are given, to
 FILE.labels.jsonl beside the to-label file (or --labels PATH); reloading the page resumes.
 
 security: listens on 127.0.0.1 only. Every API request needs the bearer token: the one in

@@ -44,6 +44,8 @@ from .options import NuggetOptions, resolve
 __all__ = ["AssignResult", "assign_nuggets", "assign_nuggets_sync", "assign_prompt", "estimate_assign"]
 
 _D = NuggetOptions.default
+#: Reply tokens one nugget may take: a reason of at most 80 characters and a label, quoted.
+_PER_NUGGET = 100
 
 
 def assign_prompt(grades: int) -> str:
@@ -56,14 +58,16 @@ class AssignResult(ResultSurface):
     """Assignments of every answer that has nuggets, what they cost, and the answers left out.
 
     ``usage``: calls, cache hits, retries, failed calls, tokens and cost of this step;
-    ``failed``: nuggets left unassigned by a failed call; ``missing``: ``(run, qid)`` of
-    answers whose query has no nuggets."""
+    ``failed``: nuggets left unassigned by a failed call (``budget_cut`` of them because
+    ``--max-cost`` was reached: the run is unfinished, a rerun with a higher cap completes it
+    from the cache); ``missing``: ``(run, qid)`` of answers whose query has no nuggets."""
 
     assignments: list[Assignment]
     usage: dict[str, Any] = field(default_factory=dict)
     failed: int = 0
     total: int = 0
     missing: list[tuple[str, str]] = field(default_factory=list)
+    budget_cut: int = 0
 
     def write(self, path: str | Path) -> None:
         write_assignments(self.assignments, path)
@@ -80,7 +84,7 @@ class AssignResult(ResultSurface):
 
     def to_dict(self) -> dict[str, Any]:
         return {"assignments": [a.to_dict() for a in self.assignments], "usage": self.usage,
-                "failed": self.failed, "total": self.total,
+                "failed": self.failed, "total": self.total, "budget_cut": self.budget_cut,
                 "missing": [list(m) for m in self.missing]}
 
     def describe(self) -> str:
@@ -124,7 +128,7 @@ def _plan(by_q: Mapping[str, NuggetSet], answers: Sequence[Answer], opts: Nugget
         for start in range(0, len(texts), opts.assign_window):
             window = texts[start:start + opts.assign_window]
             slots.append((i, start, start + len(window)))
-            calls.append((sized(name, ("reasons", "labels"), len(window)),
+            calls.append((sized(name, ("reasons", "labels"), len(window), per_item=_PER_NUGGET),
                           {"query": ns.query or a.query, "answer": a.text,
                            "nuggets": numbered(window), "count": str(len(window))}))
     return slots, calls, missing
@@ -164,7 +168,7 @@ async def assign_nuggets(
     for (i, start, _end), o in zip(slots, outcomes):
         per_answer.setdefault(i, []).append((start, o))
     result: list[Assignment] = []
-    failed = total = 0
+    failed = total = budget_cut = 0
     for i, a in enumerate(ans):
         ns = by_q.get(a.qid)
         if ns is None:
@@ -180,6 +184,8 @@ async def assign_nuggets(
                 why = failure_reason(o)
                 grades.extend(AssignedNugget(n.text, n.importance, None, failure=why) for n in window)
                 failed += len(window)
+                if getattr(o.failure, "value", None) == "budget":  # FailureKind.BUDGET: not attempted
+                    budget_cut += len(window)
                 continue
             for n, lab, reason in zip(window, o.value["labels"], o.value["reasons"]):
                 if lab not in labels_ok:  # the schema's enum already refuses it; kept as a guard
@@ -195,7 +201,7 @@ async def assign_nuggets(
         result.append(Assignment(a.qid, a.run_id, tuple(grades), ns.query or a.query, a.text, prov))
     usage = usage_since(llm, before, answers=len(result), requests_asked=len(calls),
                         requests_failed=sum(1 for o in outcomes if o.error is not None))
-    return AssignResult(result, usage, failed, total, missing)
+    return AssignResult(result, usage, failed, total, missing, budget_cut)
 
 
 def assign_nuggets_sync(nuggets: Any, answers: Any, **kwargs: Any) -> AssignResult:

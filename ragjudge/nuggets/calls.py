@@ -18,7 +18,7 @@ __all__ = [
     "usage_since",
 ]
 
-_SIZED: dict[tuple[str, tuple[str, ...], int], Any] = {}
+_SIZED: dict[tuple[str, tuple[str, ...], int, int | None], Any] = {}
 
 
 def load(name: str) -> Any:
@@ -28,12 +28,19 @@ def load(name: str) -> Any:
     return load_prompt(name)
 
 
-def sized(name: str, arrays: Sequence[str], n: int) -> Any:
+#: Reply tokens reserved besides the items (braces, keys) when ``per_item`` sizes a reply.
+_REPLY_FRAME = 64
+
+
+def sized(name: str, arrays: Sequence[str], n: int, *, per_item: int | None = None) -> Any:
     """Prompt ``name`` with each reply array in ``arrays`` pinned to exactly ``n`` items, so the
     structured output and the local check both enforce the count (a short or long reply is
-    repaired or fails, never misaligned)."""
+    repaired or fails, never misaligned). With ``per_item`` (reply tokens one item may take),
+    ``max_tokens`` is cut to what ``n`` items need: the budget reserves the worst case of each
+    call, and the prompt's limit, made for a full window, would have a two-nugget call reserve
+    as much as a thirty-nugget one (a cut reply is still asked again with a larger limit)."""
     p = load(name)
-    key = (p.sha256, tuple(arrays), n)
+    key = (p.sha256, tuple(arrays), n, per_item)
     got = _SIZED.get(key)
     if got is None:
         schema = dict(p.output_schema)
@@ -41,7 +48,9 @@ def sized(name: str, arrays: Sequence[str], n: int) -> Any:
         for a in arrays:
             props[a] = {**props[a], "minItems": n, "maxItems": n}
         schema["properties"] = props
-        got = _SIZED[key] = replace(p, output_schema=schema)
+        limit = p.max_tokens if per_item is None else min(p.max_tokens, _REPLY_FRAME + per_item * n)
+        got = _SIZED[key] = replace(p, output_schema=schema, max_tokens=limit,
+                                    expected_output_tokens=min(p.expected_output_tokens, limit))
     return got
 
 

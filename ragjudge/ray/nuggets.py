@@ -148,7 +148,9 @@ async def assign_nuggets_ray(
     usage = {**{k: v for k, v in usage.items() if k not in tail}, "model": llm.model,
              "cost_usd": usage.get("cost_usd"), "answers": len(by_index),
              "requests_asked": usage.get("requests_asked", 0), "requests_failed": usage.get("requests_failed", 0)}
-    return AssignResult([by_index[i] for i in sorted(by_index)], usage, failed, total, here.missing)
+    result = [by_index[i] for i in sorted(by_index)]
+    cut = sum(1 for a in result for n in a.failed if (n.failure or "").startswith("budget"))  # FailureKind.BUDGET
+    return AssignResult(result, usage, failed, total, here.missing, cut)
 
 
 def assign_nuggets_ray_sync(nuggets: Any, answers: Any, **kwargs: Any) -> AssignResult:

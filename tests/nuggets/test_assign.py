@@ -114,3 +114,19 @@ def test_a_stopped_run_resumes_paying_only_for_the_rest() -> None:
     again = FakeLLM(oracle, cache=cache)
     res = assign_nuggets_sync(EX / "nuggets.jsonl", answers(), llm=again)
     assert len(again.calls) == 12 - 5 and res.usage["cache_hits"] == 5 and res.failed == 0
+
+
+def test_reply_limit_follows_the_window() -> None:
+    """A call's reply limit (what the budget reserves for it) is sized to its nuggets: a
+    two-nugget window reserves far less than the prompt's limit made for a full window, so a
+    cap a run fits in is not spent on reservations; a full window keeps the prompt's limit."""
+    llm = FakeLLM(oracle)
+    small = assign_nuggets_sync(EX / "nuggets.jsonl", answers(), llm=llm, assign_window=2)
+    big = assign_nuggets_sync(EX / "nuggets.jsonl", answers(), llm=FakeLLM(oracle), assign_window=30)
+    limits = {a.provenance["params"]["max_tokens"] for a in small.assignments}
+    assert max(limits) <= 300
+    full = {a.provenance["params"]["max_tokens"] for a in big.assignments}
+    assert max(full) < 2000  # five nuggets at most in the example
+    from ragjudge.nuggets.calls import sized
+
+    assert sized("nugget_assign.v1", ("reasons", "labels"), 30, per_item=100).max_tokens == 2000

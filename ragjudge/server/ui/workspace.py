@@ -47,10 +47,34 @@ def _page(items: Sequence[Any], offset: int, limit: int) -> dict[str, Any]:
 
 
 def _split_role(spec: str) -> tuple[str | None, str]:
+    """``ROLE=PATH`` as ``(role, path)``, a plain path as ``(None, path)``; an unknown role
+    (``zzz=PATH``) is an error listing the known ones, unless a file has that very name."""
     role, sep, path = spec.partition("=")
     if sep and role in ROLES and path:
         return role, path
+    if sep and path and role.isidentifier() and not os.path.exists(spec):
+        raise InputError(f"unknown kind {role!r}; known kinds: {', '.join(ROLES)}",
+                         source=spec)
     return None, spec
+
+
+def _read(path: str) -> str:
+    """A file's text: ``.gz`` read transparently, invalid UTF-8 naming its line."""
+    from ...io.streams import decode_text, open_input
+
+    with open_input(path) as stream:
+        return decode_text(stream.read(), stream.source)
+
+
+def _check_labels_log(path: Path, given: bool) -> None:
+    """The labels log can be appended to: an error before serving, not on the first label."""
+    from ...io.streams import check_output_path
+
+    check_output_path(path)
+    target = path if path.exists() else path.parent
+    if not os.access(target, os.W_OK):
+        how = "" if given else " (name another with --labels PATH)"
+        raise InputError(f"cannot write the labels log here: permission denied{how}", source=str(path))
 
 
 def _json(text: str, path: str) -> Any:
@@ -126,10 +150,7 @@ class Workspace:
         self.torn: list[str] = []
         specs = [_split_role(f) for f in files]
         for i, (role, path) in enumerate(specs):
-            try:
-                text = Path(path).read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
-                raise InputError(getattr(exc, "strerror", None) or str(exc), source=path) from None
+            text = _read(path)
             role = role or ("assignments" if _is_assignments(text) else sniff_kind(text, path))
             name = Path(path).name
             info: dict[str, Any] = {}
@@ -202,6 +223,7 @@ class Workspace:
         self._pair_index = {(p["qid"], p["docid"]): i
                             for i, p in enumerate(self.to_label.pairs)} if self.to_label else {}
         if self.labels_path is not None:
+            _check_labels_log(self.labels_path, given=labels is not None)
             self._reload()
         from .nugget_desk import NuggetDesk
 
