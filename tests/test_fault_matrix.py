@@ -70,6 +70,11 @@ def _param(cell: Cell) -> object:
     return pytest.param(*cell, marks=marks, id="-".join(c.replace(" ", "_") for c in cell))
 
 
+#: Modes whose answers reach the cache differently (none, refused, repaired, at the worst case).
+POSTGRES_MODES = ("clean", "5xx", "reset", "gzip", "other model", "usage huge", "mix + cap")
+#: Commands whose requests to the provider are another command's (evaluate --judge and the
+#: service's judge job send judge's requests).
+ANTHROPIC_SAME_AS = ("evaluate --judge", "service judge")
 #: Modes where the provider's wire format meets the several-endpoint logic (draining, stopping).
 PROVIDER_SEVERAL_MODES = ("clean", "always 5xx", "spend limit", "other model", "mix + cap")
 
@@ -78,7 +83,8 @@ def _wanted(cell: Cell) -> bool:
     """The cells CI runs. Each axis in full against the others where they interact, not the
     whole product (883 cells, over an hour on two workers): every command x mode x endpoint
     count on the SQLite cache for each provider (the wire formats); the PostgreSQL store with
-    one endpoint, OpenAI's wire (the store does not see the provider, nor the endpoint count);
+    one endpoint, OpenAI's wire, the modes whose answers reach the cache differently (the store
+    does not see the provider, nor the endpoint count);
     several Anthropic endpoints for the modes that drain or stop; the store events for a few
     modes. ``benchmarks/bench_faults.py --matrix`` runs any product of the axes."""
     command, mode, endpoints, store, provider = cell
@@ -93,7 +99,9 @@ def _wanted(cell: Cell) -> bool:
             return mode in RESTART_MODES and (provider == "openai" or command == "judge")
         return mode == "clean" and provider == "openai"
     if store == "postgres":
-        return provider == "openai" and endpoints == "one"
+        return provider == "openai" and endpoints == "one" and mode in POSTGRES_MODES
+    if provider != "openai" and command in ANTHROPIC_SAME_AS:
+        return False  # their requests are judge's: the wire is covered by judge's cells
     if provider != "openai" and endpoints == "several":
         return mode in PROVIDER_SEVERAL_MODES
     return True
