@@ -326,7 +326,10 @@ class LLMClient:
                 call.counted += 1
             if call.counted >= max(1, self.config.max_attempts):
                 return True
-            left = self.config.patience - (time.monotonic() - first - call.queued)
+            # Waits at the gate are excused up to half the time taken: where nothing but 429s
+            # come back, the gate's pacing is this request's wait too, and patience must end it.
+            elapsed = time.monotonic() - first
+            left = self.config.patience - (elapsed - min(call.queued, elapsed / 2))
             if left <= 0:
                 return True
             after = verdict.retry_after if verdict is not None else None
