@@ -22,9 +22,9 @@ Two budgets
     gives it as many billed-but-unusable replies).
     A failure the verdict calls ``free`` (a 429: the server asking to wait; an unreachable
     server) and a failed outage probe are not the pair's fault: they do not use that budget,
-    and are bounded by time instead (``patience`` seconds from the pair's first attempt, not
-    counting its waits at the runner's gate for the endpoint's shared pacing; the runner's
-    circuit breaker stops a run whose server stays unreachable). So an outage or a
+    and are bounded by time instead (``patience`` seconds from the pair's first attempt, its
+    waits at the runner's gate for the endpoint's shared pacing excused up to half its time;
+    the runner's circuit breaker stops a run whose server stays unreachable). So an outage or a
     shared rate limit delays work and loses none. A ``Retry-After`` beyond the patience left
     ends that request at once, with its reason.
 Fail fast
@@ -163,8 +163,8 @@ class _Call:
     ticket: Any = None
     #: (seconds the server asked to wait, patience left) when a Retry-After outran the patience
     refused_wait: tuple[float, float] | None = None
-    #: Seconds spent waiting at the runner's gate (the endpoint's shared pacing): not this
-    #: request's patience, since the shared rate limit delays work and loses none.
+    #: Seconds spent waiting at the runner's gate (the endpoint's shared pacing), excused
+    #: from the patience up to half the request's time (see the module docstring).
     queued: float = 0.0
 
 

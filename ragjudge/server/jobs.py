@@ -271,15 +271,18 @@ class _Job:
         async with self._write_lock:
             await asyncio.to_thread(self.write_account)
 
-    def _session_snapshot(self) -> dict[str, Any]:
-        """Progress from the LLM session's counters (jobs that are one library call)."""
-        done, counts = 0, {}
+    def _session_snapshot(self, *, finished: bool = False) -> dict[str, Any]:
+        """Progress from the LLM session's counters (jobs that are one library call): the
+        requests taken against the planned total; once ``finished``, those requests are the
+        total (the plan is an upper bound)."""
+        done, total, counts = 0, self.total, {}
         if self.llm is not None:
             st = self.llm.stats
-            done = min(self.total, st.calls + st.cache_hits + st.failed + st.skipped)
+            taken = st.calls + st.cache_hits + st.failed + st.skipped
+            done, total = (taken, taken) if finished else (min(self.total, taken), self.total)
             counts = {"calls": st.calls, "cache_hits": st.cache_hits, "retries": st.retries,
                       "failed": st.failed, "skipped_budget": st.skipped}
-        return {"done": done, "total": self.total, "counts": counts, "cost": self._cost(),
+        return {"done": done, "total": total, "counts": counts, "cost": self._cost(),
                 "usage": self._usage()}
 
 
@@ -444,10 +447,8 @@ class SynthJob(_Job):
         return out
 
     def snapshot(self) -> dict[str, Any]:
-        snap = self._session_snapshot()
-        if self.outcome is not None:  # finished: the requests it took are the total
-            snap["done"] = snap["total"] = (self.llm.stats.calls + self.llm.stats.cache_hits
-                                            + self.llm.stats.failed + self.llm.stats.skipped)
+        snap = self._session_snapshot(finished=self.outcome is not None)
+        if self.outcome is not None:
             snap["counts"].update(kept=self.outcome["kept"], requested=self.outcome["requested"])
         return snap
 
@@ -485,11 +486,7 @@ class NuggetsJob(_Job):
         return out
 
     def snapshot(self) -> dict[str, Any]:
-        snap = self._session_snapshot()
-        if self.finished:  # the requests it took are the total
-            snap["done"] = snap["total"] = (self.llm.stats.calls + self.llm.stats.cache_hits
-                                            + self.llm.stats.failed + self.llm.stats.skipped)
-        return snap
+        return self._session_snapshot(finished=self.finished)
 
 
 _KINDS: dict[str, type[_Job]] = {"judge": JudgeJob, "rag": RagJob, "synth": SynthJob,
