@@ -477,21 +477,11 @@ def _nuggets(args: argparse.Namespace) -> int:
         plans = plan_nugget_labels(read_assignments(args.qrels), read_assignments(args.human),
                                    args.width, metric=metric, method=method,
                                    confidence=args.confidence, population=_population(args))
-        if args.format == "json":
-            write_output(json.dumps(plans, indent=2, allow_nan=False) + "\n", args.output)
-            return 0
-        from ..render import render_table
-
-        heads = ["run", "score", "pilot answers", "corr(human, LLM)", "lambda", "pilot width",
-                 f"queries for width {args.width:g} ({method})", "queries human only"]
-        rows = [[p["run"], p["metric"], p["n_pilot"], p["correlation"], p["lambda"], p["pilot_width"],
-                 _n(p["n_ppi"]), _n(p["n_human_only"])] for p in plans]
-        text = render_table(heads, rows, args.format)
-        if args.format == "table":
-            text += (f"{int(100 * args.confidence)}% intervals; a query to assign is every run's answer "
-                     "to it; the pilot's variances are estimates, so add a margin\n")
-        write_output(text, args.output)
-        return 0
+        return _write_plans(args, plans, ["run", "score", "pilot answers", "corr(human, LLM)", "lambda",
+                                          "pilot width", f"queries for width {args.width:g} ({method})",
+                                          "queries human only"],
+                            f"{int(100 * args.confidence)}% intervals; a query to assign is every run's "
+                            "answer to it; the pilot's variances are estimates, so add a margin\n")
     if not args.output:
         raise InputError("--sample writes a to-label file: pass -o to_label.jsonl", field="-o")
     check_writable([args.output])
@@ -509,7 +499,6 @@ def _nuggets(args: argparse.Namespace) -> int:
 def _plan(args: argparse.Namespace) -> int:
     from ..io import read_qrels, read_run
     from ..measures import parse_measure, split_metric_list
-    from ..render import render_table
     from ..trust.ppi import plan_evaluation
 
     if args.nuggets:
@@ -531,17 +520,24 @@ def _plan(args: argparse.Namespace) -> int:
     runs = [read_run(path) for path in args.runs]
     plans = plan_evaluation(llm, runs, metrics, pilot, args.width, method=method,  # type: ignore[arg-type]
                             confidence=args.confidence, population=_population(args), rel=args.rel)
+    return _write_plans(args, plans, ["run", "metric", "pilot n", "corr(human, LLM)", "lambda",
+                                      "pilot width", f"n for width {args.width:g} ({method})", "n human only"],
+                        f"{int(100 * args.confidence)}% intervals over {plans[0]['n_llm']} LLM-labelled "
+                        "queries; the pilot's variances are estimates, so add a margin\n")
+
+
+def _write_plans(args: argparse.Namespace, plans: list[dict[str, Any]], heads: list[str], footer: str) -> int:
+    """A plan per run as JSON, or as a table (``heads``; ``footer`` under a text table)."""
     if args.format == "json":
         write_output(json.dumps(plans, indent=2, allow_nan=False) + "\n", args.output)
         return 0
-    heads = ["run", "metric", "pilot n", "corr(human, LLM)", "lambda", "pilot width",
-             f"n for width {args.width:g} ({method})", "n human only"]
+    from ..render import render_table
+
     rows = [[p["run"], p["metric"], p["n_pilot"], p["correlation"], p["lambda"], p["pilot_width"],
              _n(p["n_ppi"]), _n(p["n_human_only"])] for p in plans]
     text = render_table(heads, rows, args.format)
     if args.format == "table":
-        text += (f"{int(100 * args.confidence)}% intervals over {plans[0]['n_llm']} LLM-labelled "
-                 "queries; the pilot's variances are estimates, so add a margin\n")
+        text += footer
     write_output(text, args.output)
     return 0
 
