@@ -24,6 +24,7 @@ and calls its batch reduction. Semantics are those of the reference kernels besi
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -66,7 +67,7 @@ def _positions(grp: np.ndarray, toff: np.ndarray) -> np.ndarray:
 
 
 def _layout(qrels: Qrels, run: Run, targets: np.ndarray, depth: int | None,
-            notes: dict[str, int] | None = None, cutoff: int | None = None) -> Layout:
+            notes: dict[str, Any] | None = None, cutoff: int | None = None) -> Layout:
     qq, qoff, qdoc, qgr = qrels.arrays
     rq, roff, rdoc, rsc = run.arrays
     nt = len(targets)
@@ -106,13 +107,15 @@ def _layout(qrels: Qrels, run: Run, targets: np.ndarray, depth: int | None,
     if notes is not None:
         _diagnose(notes, run, ri, rfound, full, rlen, rsc if gather is None else rsc[gather],
                   grp, lab, rows, nt, cutoff)
+        notes["ids_foreign_pct"], notes["id_example"], notes["qrels_id_example"] = \
+            _foreign_ids(r_ids, q_ids)
     return Layout(
         nt=nt, grp=grp, pos=pos, toff=toff, nret=rlen.astype(np.int64), lab=lab, jud=jud,
         qgrp=qgrp, qlab=np.asarray(q_lab), qrels_max_grade=qrels.max_grade,
     )
 
 
-def _diagnose(notes: dict[str, int], run: Run, ri: np.ndarray, found: np.ndarray,
+def _diagnose(notes: dict[str, Any], run: Run, ri: np.ndarray, found: np.ndarray,
               full: np.ndarray, rlen: np.ndarray, scores: np.ndarray, grp: np.ndarray,
               lab: np.ndarray, rows: np.ndarray, nt: int, cutoff: int | None) -> None:
     """Counts that say when a number may mislead, from the columns the layout already built:
@@ -121,8 +124,8 @@ def _diagnose(notes: dict[str, int], run: Run, ri: np.ndarray, found: np.ndarray
     _, roff, _, rsc = run.arrays
     notes["queries_ranked"] = int(np.count_nonzero(full))
     notes["rows_judged"] = len(rows)  # the ranked rows the join found in the qrels
-    notes["queries_meeting_qrels"] = (int(np.count_nonzero(np.bincount(grp[rows], minlength=nt)))
-                                      if len(rows) else 0)
+    meets = np.bincount(grp[rows], minlength=nt) > 0 if len(rows) else np.zeros(nt, dtype=bool)
+    notes["queries_meeting_qrels"] = int(np.count_nonzero(meets))
     if cutoff is not None:
         notes["cutoff"] = cutoff
         notes["queries_short"] = int(np.count_nonzero(found & (full < cutoff)))
@@ -150,6 +153,48 @@ def _diagnose(notes: dict[str, int], run: Run, ri: np.ndarray, found: np.ndarray
     notes["queries_tied"] = len(np.union1d(grp[at], cut))
 
 
+def _kind_table() -> np.ndarray:
+    """Byte -> kind of character: digit 1, lower 2, upper 3, non-ASCII 4, NUL (padding) 0,
+    every other byte itself (punctuation is told apart: ``-`` in UUIDs, ``_`` in corpus ids)."""
+    t = np.arange(256, dtype=np.int64)
+    t[ord("0"):ord("9") + 1] = 1
+    t[ord("a"):ord("z") + 1] = 2
+    t[ord("A"):ord("Z") + 1] = 3
+    t[128:] = 4
+    return t
+
+
+_KIND = _kind_table()
+#: ranked ids looked at for their shape; a strided sample is as good as all of them for a share
+_SHAPE_SAMPLE = 2048
+
+
+def _strided(ids: np.ndarray, n: int) -> np.ndarray:
+    return np.ascontiguousarray(ids[:: max(len(ids) // n, 1)][:n])
+
+
+def _foreign_ids(r_ids: np.ndarray, q_ids: np.ndarray) -> tuple[int, str, str]:
+    """Percent of ranked ids shaped unlike every qrels id (a kind of character no qrels id has,
+    or a length far outside theirs), with one example of each side: content hashes or UUIDs
+    ranked against corpus ids meet few judged documents, but still some when the ranking mixes
+    both, so the share of queries meeting the qrels does not show them."""
+    rs, qs = _strided(r_ids, _SHAPE_SAMPLE), _strided(q_ids, 4 * _SHAPE_SAMPLE)
+    if not len(rs) or not len(qs) or rs.dtype.kind != "S" or qs.dtype.kind != "S":
+        return 0, "", ""
+    rm = _KIND[rs.view(np.uint8).reshape(len(rs), -1)]
+    qm = _KIND[qs.view(np.uint8).reshape(len(qs), -1)]
+    allowed = np.zeros(256, dtype=bool)
+    allowed[np.unique(qm)] = True
+    allowed[0] = True
+    rlen, qlen = (rm != 0).sum(axis=1), (qm != 0).sum(axis=1)
+    foreign = (~allowed[rm]).any(axis=1) | (rlen > 2 * int(qlen.max()) + 2) | (2 * rlen < int(qlen.min()))
+    if not foreign.any():
+        return 0, "", ""
+    first = int(np.flatnonzero(foreign)[0])
+    return (round(100 * float(foreign.mean())), rs[first].decode("utf-8", "replace"),
+            qs[0].decode("utf-8", "replace"))
+
+
 # ----------------------------------------------------------------------------- API
 def compute(
     qrels: Qrels,
@@ -158,7 +203,7 @@ def compute(
     *,
     qids: Iterable[str] | None = None,
     judged_only: bool = False,
-    notes: dict[str, int] | None = None,
+    notes: dict[str, Any] | None = None,
 ) -> dict[Measure, np.ndarray]:
     """Per-query values of every measure: ``{Measure: float64 array aligned with the queries}``.
 

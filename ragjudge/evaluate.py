@@ -192,9 +192,11 @@ class EvaluationWarning(UserWarning):
 
 #: Below this share of ranked queries meeting a judged document, the ids probably differ.
 FEW_MEETING = 0.1
+#: From this percent of ranked ids shaped unlike every qrels id, the ids probably differ.
+FOREIGN_PCT = 50
 
 
-def sanity_warnings(notes: Mapping[str, int], run: str, measures: Mapping[str, Measure]) -> list[str]:
+def sanity_warnings(notes: Mapping[str, Any], run: str, measures: Mapping[str, Measure]) -> list[str]:
     """One line per thing that may make ``run``'s numbers mislead, from the engine's counts."""
     out: list[str] = []
     ranked = notes.get("queries_ranked", 0)
@@ -208,6 +210,10 @@ def sanity_warnings(notes: Mapping[str, int], run: str, measures: Mapping[str, M
     elif meeting < FEW_MEETING * ranked:
         out.append(f"run {run}: only {meeting} of {ranked} queries rank any judged document; "
                    "check the document ids match the qrels")
+    elif notes.get("ids_foreign_pct", 0) >= FOREIGN_PCT:
+        out.append(f"run {run}: about {notes['ids_foreign_pct']}% of its ranked document ids are "
+                   f"shaped unlike any qrels id (e.g. {notes['id_example']!r} against "
+                   f"{notes['qrels_id_example']!r}); they count as non-relevant: check the ids")
     short, cutoff = notes.get("queries_short", 0), notes.get("cutoff")
     if cutoff is not None and short * 2 > ranked:
         deep = [key for key, m in measures.items() if m.k == cutoff]
@@ -215,7 +221,7 @@ def sanity_warnings(notes: Mapping[str, int], run: str, measures: Mapping[str, M
                    f"({', '.join(deep)} counts the missing ranks as non-relevant); retrieve at "
                    f"least {cutoff} per query")
     tied = notes.get("queries_tied", 0)
-    if tied:
+    if tied and meeting:  # with nothing judged, no order of ties changes a value
         out.append(f"run {run}: {notes.get('queries_tied_any', tied)} of {ranked} queries have "
                    f"tied scores, {tied} between documents of different grades, where the order "
                    "decides the value: ragjudge keeps trec_eval's (document id descending); "
@@ -273,7 +279,7 @@ def _evaluate_loaded(
     unique = list(dict.fromkeys(measures.values()))
     if max_depth is not None:
         run = run.top(max_depth)
-    notes: dict[str, int] = {}
+    notes: dict[str, Any] = {}
     computed = compute(qrels, run, unique, qids=compute_qids, judged_only=judged_only, notes=notes)
     values = {key: np.asarray(computed[m], dtype=np.float64) for key, m in measures.items()}
     meta: dict[str, Any] = {

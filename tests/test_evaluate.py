@@ -402,6 +402,28 @@ def test_few_ids_meeting_the_qrels_warn() -> None:
         evaluate(qrels, run, ["mrr"])
 
 
+def test_ranked_ids_shaped_unlike_the_qrels_warn_even_when_every_query_meets_one() -> None:
+    import hashlib
+
+    # Each query ranks its one judged document among nine content-hash ids: every query meets
+    # the qrels, yet 90% of the ids cannot be in them.
+    qrels = {f"q{i}": {f"D{i}": 1, f"D{i + 100}": 0} for i in range(30)}
+    run = {f"q{i}": {f"D{i}": 1.0, **{hashlib.sha256(f"{i}-{j}".encode()).hexdigest(): 2.0 + j
+                                       for j in range(9)}} for i in range(30)}
+    with pytest.warns(UserWarning, match=r"about 90% of its ranked document ids are shaped unlike "
+                                         r"any qrels id \(e.g. '[0-9a-f]{64}' against 'D"):
+        r = evaluate(qrels, run, ["ndcg@10"])
+    assert any("shaped unlike" in w for w in r.meta["warnings"])
+    import warnings
+
+    # Unjudged documents of the same corpus (the usual case in pooled qrels) are not foreign.
+    same = {f"q{i}": {f"D{i}": 1.0, **{f"D{1000 + 10 * i + j}": 2.0 + j for j in range(9)}}
+            for i in range(30)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        evaluate(qrels, same, ["ndcg@10"])
+
+
 def test_rankings_shorter_than_the_deepest_cutoff_warn() -> None:
     qrels = {f"q{i}": {"d1": 1} for i in range(4)}
     run = {f"q{i}": {f"d{j}": float(-j) for j in range(1, 5)} for i in range(4)}
@@ -428,6 +450,16 @@ def test_ties_that_decide_a_value_are_counted_and_said() -> None:
     assert len(r.meta["warnings"]) == 1
     cr = compare(qrels, {"x": run, "y": run}, ["P_1"])
     assert len(cr.to_dict()["meta"]["warnings"]) == 2
+
+
+def test_ties_in_a_run_that_meets_no_judged_document_are_not_said() -> None:
+    qrels = {f"q{i}": {"a": 1} for i in range(3)}
+    run = {f"q{i}": {"x": 1.0, "y": 1.0, "z": 1.0} for i in range(3)}
+    with pytest.warns(UserWarning) as seen:
+        r = evaluate(qrels, run, ["P_1", "ndcg@2"])
+    said = [str(w.message) for w in seen]
+    assert len(said) == 1 and "none of its document ids" in said[0]
+    assert r.meta["warnings"] == said
 
 
 def test_the_cli_prints_each_warning_as_one_line(tmp_path: Path,

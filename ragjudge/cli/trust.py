@@ -556,8 +556,14 @@ def _samples(args: argparse.Namespace) -> int:
     metrics = None
     if args.metrics:
         metrics = [m.strip() for v in args.metrics for m in v.split(",") if m.strip()]
-    est = ppi_samples(llm, human, metrics, method=method, confidence=args.confidence,
-                      population=_population(args))
+    try:
+        est = ppi_samples(llm, human, metrics, method=method, confidence=args.confidence,
+                          population=_population(args))
+    except InputError as exc:
+        if exc.source is not None:
+            raise
+        # The estimator sees two mappings; the ids it cannot pair are the human file's.
+        raise InputError(exc.message, source=args.human, field=exc.field) from None
     if args.format == "json":
         write_output(json.dumps({"ppi": {m: e.to_dict() for m, e in est.items()}}, indent=2,
                           allow_nan=False) + "\n", args.output)

@@ -143,3 +143,13 @@ def test_the_width_to_expect_is_what_30_alike_labels_give() -> None:
     more = ppi_mean(np.ones(MIN_LABELS), np.ones(MIN_LABELS), llm)
     assert few.expected_width == pytest.approx(more.width, rel=1e-9)
     assert more.small_sample() is None and few.width > 2 * more.width
+
+
+def test_ppi_samples_cli_names_the_human_file_for_ids_it_cannot_pair(tmp_path, capsys) -> None:
+    from ragjudge.cli import main
+
+    (tmp_path / "llm.csv").write_text("id,faith\n" + "\n".join(f"s{i},0.5" for i in range(40)))
+    (tmp_path / "human.csv").write_text("id,faith\n" + "\n".join(f"x{i},1" for i in range(35)))
+    assert main(["ppi-samples", str(tmp_path / "llm.csv"), "--human", str(tmp_path / "human.csv")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{tmp_path / 'human.csv'}: id: 35 human-labelled items" in err[0]
