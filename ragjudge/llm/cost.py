@@ -35,6 +35,10 @@ from typing import Any
 from ..errors import InputError
 
 log = logging.getLogger("ragjudge.llm")
+# Lines already logged by any table: a service builds one table per job, and its log should
+# say a missing price once, not once a job (each table still keeps its notes for its result).
+_LOGGED: set[str] = set()
+_LOGGED_LOCK = threading.Lock()
 
 __all__ = ["Usage", "Price", "PriceTable", "estimate_tokens", "BATCH_DISCOUNT", "database_price"]
 
@@ -390,7 +394,11 @@ class PriceTable:
         line = f"ragjudge: warning: {text}"
         if line not in self.notes:
             self.notes.append(line)
-            log.warning(line)
+            with _LOGGED_LOCK:
+                first = line not in _LOGGED
+                _LOGGED.add(line)
+            if first:
+                log.warning(line)
 
     def get(self, model: str) -> Price | None:
         """The price of ``model`` (None: unknown). A price taken from a prefix is said once."""

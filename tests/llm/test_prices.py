@@ -164,3 +164,18 @@ def test_a_price_file_with_a_field_or_model_that_cannot_be_meant_is_refused(tmp_
     with pytest.raises(InputError) as info:
         PriceTable.load(f, base=PriceTable())
     assert str(info.value).startswith(f"{f}: {why}")
+
+
+def test_a_missing_price_is_logged_once_for_every_table_but_kept_by_each(caplog) -> None:
+    import logging
+
+    from ragjudge.llm.cost import PriceTable, Usage
+
+    model = "no-such-model-for-the-log-test-7"
+    with caplog.at_level(logging.WARNING, logger="ragjudge.llm"):
+        tables = [PriceTable.default().merged({}) for _ in range(3)]  # a service: one per job
+        for t in tables:
+            assert t.cost(model, Usage(prompt_tokens=10, completion_tokens=1, calls=1)) is None
+    said = [r.getMessage() for r in caplog.records if model in r.getMessage()]
+    assert len(said) == 1
+    assert all(any(model in n for n in t.notes) for t in tables)
