@@ -45,8 +45,15 @@ Modules, lowest first (each imports only those above it in this list):
     reserved before sending) and the accounting of every billed reply.
 ``routing.py``  work across endpoints: ``route`` (weighted rendezvous hashing over the
     healthy ones), ``weight``, ``room`` and ``WorkQueues`` (an idle endpoint takes queued work).
+``dispatch.py``  ``Dispatcher``: a session's callers as one: sends a request where ``route``
+    says, moves it off an endpoint that is down, drains one that refuses the session, checks
+    that each serves the model.
+``conversation.py``  ``Converser``: the turns of one structured call (send, strict parse, the
+    repair turn of ``replies.Conversation``), and ``ServerFeatures``: the response format and
+    fields the server was learned to lack (the downgrade).
+``many.py``  ``fan_out``: the workers and per-endpoint queues behind ``structured_many``.
 ``session.py``  ``LLM``: the session over the caller (render -> cache -> claims -> dedup ->
-    caller -> repair policy -> strict parse -> cache write). ``structured``,
+    conversation -> cache write), holding the accounts and the provenance. ``structured``,
     ``structured_many``, ``prepare``/``accept`` (batch mode), ``estimate`` (dry run),
     ``embed``, ``client()``, ``cost``/``cost_of``, ``failure``, ``provenance``.
 ``batch.py``  ``run_batch``: the same calls through the OpenAI Batch API, resumable.

@@ -7,7 +7,8 @@ reply, at the usage it states or its worst case, never zero: a reply that cannot
 that never finished, one cut off while the server had it.
 
 The session (:mod:`.session`) sits above it: rendering, the cache and its claims, de-duplication,
-the repair policy, structured parsing and estimates. It never talks to a provider itself.
+the repair policy (:mod:`.conversation`), structured parsing and estimates, with the choice among
+several callers in :mod:`.dispatch`. None of them talks to a provider itself.
 """
 
 from __future__ import annotations

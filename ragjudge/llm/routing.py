@@ -4,7 +4,7 @@ queries one may hold at once, and the per-endpoint queues an idle endpoint takes
 Every request of one query goes to the same endpoint while it is healthy (its server reuses the
 prompt prefix it cached: a preference, not a rule), by rendezvous hashing weighted by each
 endpoint's capacity; when one is down only its own queries move, to their next choice. The
-session (:mod:`ragjudge.llm.session`) decides when to route, drain and move work; the circuit
+session's dispatcher (:mod:`ragjudge.llm.dispatch`) decides when to route, drain and move work; the circuit
 breaker (:mod:`ragjudge.llm.health`) is the one health signal read here.
 """
 

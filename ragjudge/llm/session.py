@@ -11,14 +11,15 @@ write -> usage and cost accounting.
 Per-item failures come back as :class:`Outcome` with ``value=None``, an ``error`` reason and
 a :class:`FailureKind`; configuration failures (bad key, unknown model, unsupported request)
 raise :class:`ragjudge.errors.LLMError` and stop the run. Values live in :mod:`.values`,
-reply parsing and the policy in :mod:`.replies`, the cost cap in :mod:`.budget`.
+reply parsing and the policy in :mod:`.replies`, the cost cap in :mod:`.budget`. The session
+holds the rendering, the cache, the accounts and the provenance, and delegates: the turns of
+one call to :mod:`.conversation`, the choice of an endpoint and moving work off one that is
+down to :mod:`.dispatch`, the fan-out of ``structured_many`` to :mod:`.many`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
-import re
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -29,54 +30,25 @@ from ..errors import InputError, LLMError
 from .budget import check_finite, worst_case_prompt_tokens
 from .cache import Cache, NullCache, cache_key, default_cache_path
 from .cachestore import CacheStore
-from .caller import Accounts, AccountsView, Caller, EndpointDown, call_failed_kind, loop_state
-from .client import (
-    CallFailed,
-    Completion,
-    LLMClient,
-    RejectedReply,
-    UnsupportedFeature,
-    redact_url,
-)
+from .caller import Accounts, AccountsView, Caller, loop_state
+from .client import LLMClient, RejectedReply, redact_url
+from .conversation import FORMATS, Converser, ServerFeatures
 from .cost import PriceTable, Usage, estimate_tokens
+from .dispatch import Dispatcher
 from .endpoint import Endpoint
-from .progress import Progress
+from .many import fan_out
 from .prompts import Prompt, load_prompt
 from .provenance import FailureKind, Provenance
 from .providers import provider_spec, recognise_object
 from .providers.openai import parse_completion
-from .replies import (
-    Conversation,
-    GiveUp,
-    apply_validate,
-    check_reply,
-    describe_exc,
-    label_probs,
-)
-from .routing import PREFER, WorkQueues, check_any_live, room, route
+from .replies import apply_validate, check_reply, describe_exc, label_probs
 from .runner import Runner
-from .values import (
-    BUDGET_REASON,
-    DryRun,
-    Embeddings,
-    Outcome,
-    PreparedCall,
-    Validator,
-    gather_or_stop,
-)
-
-log = logging.getLogger("ragjudge.llm")
+from .values import DryRun, Embeddings, Outcome, PreparedCall, Validator
 
 __all__ = ["LLM", "embedding_key", "FORMATS", "EMBED_BATCH"]
 
-#: Response formats, most to least strict; a server that rejects one gets the next.
-#: ``json_schema_basic`` is the schema without length/pattern keywords (Azure and OpenAI
-#: strict mode reject ``maxLength``; llama.cpp and vLLM grammars enforce it).
-FORMATS = ("json_schema", "json_schema_basic", "json_object", "text")
 #: Texts per ``/embeddings`` request (OpenAI accepts up to 2,048 inputs per request).
 EMBED_BATCH = 256
-# A 400 naming one of these rejects the schema's length/pattern keywords, not json_schema.
-_SCHEMA_KEYWORDS = re.compile(r"maxlength|minlength|pattern", re.IGNORECASE)
 
 
 def embedding_key(model: str, text: str) -> str:
@@ -89,7 +61,6 @@ class _LoopState:
 
     def __init__(self) -> None:
         self.inflight: dict[str, asyncio.Future[Outcome]] = {}
-        self.check = asyncio.Lock()  # one model check at a time; the others wait for it
 
 
 class LLM(AccountsView):
@@ -191,16 +162,18 @@ class LLM(AccountsView):
         self.callers = [Caller(e, accounts=self.accounts, http_client=http_client, fail_fast=several)
                         for e in (endpoint, *extra)]
         self.caller = self.callers[0]
-        self._checked_models = not several
-        self._said_down: dict[int, int] = {}  # id(caller) -> the outage said
+        #: Where each request goes among the endpoints, and what moves when one is down.
+        self.dispatcher = Dispatcher(self.callers, self.model)
         self.temperature = temperature
         self.seed = seed
         self.max_tokens = max_tokens
         self.logprobs = logprobs
         self.top_logprobs = top_logprobs
-        # Server capabilities learned from 400s, shared by every call of the session.
-        self._format = 0
-        self._drop: set[str] = set()
+        #: Server capabilities learned from 400s, shared by every call of the session.
+        self.features = ServerFeatures()
+        #: The turns of one call (send, strict parse, repair, downgrade): :mod:`.conversation`.
+        self.converser = Converser(self.dispatcher, self.features, self.stats, render=self._body,
+                                   provenance=self.provenance, attempts=endpoint.max_attempts)
         self._states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
             weakref.WeakKeyDictionary()
         )
@@ -209,9 +182,6 @@ class LLM(AccountsView):
     def __repr__(self) -> str:
         where = redact_url(self.endpoint.azure_endpoint or self.endpoint.resolved_base_url()) or self.endpoint.provider
         return f"LLM(model={self.model!r}, provider={self.endpoint.provider!r}, endpoint={where!r})"
-
-    def _where(self) -> str:
-        return self.caller.where()
 
     # The shared accounts (prices, budget, stats, usage, cost) read as the session's own come
     # from AccountsView; the first endpoint's runner is the session's.
@@ -278,7 +248,7 @@ class LLM(AccountsView):
         })
         record = self.cache.get(key)
         cached = self._from_record(record, prompt, key) if record is not None else None
-        body = self._body(prompt, messages, self._format)
+        body = self._body(prompt, messages, self.features.format)
         return PreparedCall(key, prompt, messages, body,
                             estimate_tokens(messages, body.get("response_format"),
                                             schema_overhead=self.spec.schema_overhead), cached,
@@ -288,18 +258,19 @@ class LLM(AccountsView):
               boost: int = 1) -> dict[str, Any]:
         params = self.params(prompt)
         params["max_tokens"] *= boost
+        drop = self.features.drop
         body: dict[str, Any] = {"model": self.model, "messages": messages}
-        if "temperature" not in self._drop:
+        if "temperature" not in drop:
             body["temperature"] = params["temperature"]
-        if params["seed"] is not None and "seed" not in self._drop and "seed" in self.spec.features:
+        if params["seed"] is not None and "seed" not in drop and "seed" in self.spec.features:
             body["seed"] = params["seed"]
-        body["max_completion_tokens" if "max_tokens" in self._drop else "max_tokens"] = params["max_tokens"]
+        body["max_completion_tokens" if "max_tokens" in drop else "max_tokens"] = params["max_tokens"]
         kind = FORMATS[fmt]
         rf = prompt.response_format("json_schema", basic=True) if kind == "json_schema_basic" \
             else prompt.response_format(kind)
         if rf is not None:
             body["response_format"] = rf
-        if self.logprobs and prompt.labels and "logprobs" not in self._drop and "logprobs" in self.spec.features:
+        if self.logprobs and prompt.labels and "logprobs" not in drop and "logprobs" in self.spec.features:
             body["logprobs"] = True
             body["top_logprobs"] = self.top_logprobs
         return body
@@ -395,9 +366,9 @@ class LLM(AccountsView):
         # the real usage when the call ends.
         tokens = call.estimated_prompt_tokens + self.params(call.prompt)["max_tokens"]
         # The slot (concurrency, tokens per minute) of the endpoint the call will go to.
-        runner = route(self.callers, call.data[0] if call.data else call.key).runner
+        runner = self.dispatcher.route(call.data[0] if call.data else call.key).runner
         async with runner.slot(tokens) as reservation:
-            outcome = await self._converse(call, validate)
+            outcome = await self.converser.run(call, validate)
             reservation.settle(outcome.usage.total_tokens)
         if outcome.ok:
             self.cache.put(call.key, self._record(outcome))
@@ -406,188 +377,6 @@ class LLM(AccountsView):
         else:
             self.stats.failed += 1
         return outcome
-
-    # -- several endpoints ---------------------------------------------------------------
-    def _drain(self, caller: Caller, exc: Exception) -> None:
-        """Stop sending to ``caller`` for good (it refused the session: a key, a model)."""
-        if caller.drained is None:
-            caller.drained = str(exc)
-            log.warning("endpoint %s drained: %s; its requests go to the other endpoints", caller.where(), exc)
-
-    def _say_down(self, caller: Caller, exc: Exception) -> None:
-        """One line when an endpoint goes down and its work moves (it is probed again later)."""
-        outage = caller.runner.breaker.outages
-        if self._said_down.get(id(caller)) != outage:
-            self._said_down[id(caller)] = outage
-            log.warning("endpoint %s is down (%s); its requests go to the other endpoints until it "
-                        "answers a probe", caller.where(), exc)
-
-    async def _check_models(self) -> None:
-        """Before anything is spent on several endpoints: each must list the session's model
-        (an endpoint that lists others is drained); one that lists nothing is taken on trust,
-        and every answer's provenance names the endpoint and the model it says it served."""
-        if self._checked_models:
-            return
-        async with self._state().check:
-            if self._checked_models:
-                return
-            listed = await asyncio.gather(*(c.served_models() for c in self.callers))
-            for caller, models in zip(self.callers, listed):
-                if models is not None and self.model not in models:
-                    self._drain(caller, LLMError(f"it does not serve {self.model!r} (it lists "
-                                                 f"{', '.join(models[:5]) or 'no model'})"))
-            if all(c.drained for c in self.callers):
-                raise LLMError(f"no endpoint serves {self.model!r}: "
-                               + "; ".join(f"{c.where()}: {c.drained}" for c in self.callers))
-            self._checked_models = True
-
-    async def _chat(self, body: dict[str, Any], key: str) -> tuple[Completion | None, Caller]:
-        """One chat request on the endpoint :func:`.routing.route` picks. With several endpoints, one
-        that is down (nothing was sent: :class:`EndpointDown`) passes the request on; one that
-        refuses the session (an :class:`LLMError`) is drained for good; a request that used up
-        its retries on one (5xx, timeouts: nothing billed) goes to another it has not tried.
-        When every endpoint is down, the request waits on its own like a single endpoint's
-        (the breaker's patience then stops the run). Nothing billed is sent twice."""
-        tried: set[int] = set()
-        while True:
-            caller = route(self.callers, key)
-            several = len(self.callers) > 1
-            wait = several and not any(c.healthy() for c in self.callers if c is not caller) \
-                and caller.down()
-            try:
-                return await caller.chat(body, wait=wait), caller
-            except EndpointDown as exc:
-                self._say_down(caller, exc)
-                if not any(c.healthy() for c in self.callers):
-                    await asyncio.sleep(0.05)  # every endpoint is down: the next pass waits on one
-                continue
-            except UnsupportedFeature:
-                raise
-            except RejectedReply:
-                raise
-            except CallFailed as exc:
-                tried.add(id(caller))
-                if not several or call_failed_kind(exc) is not FailureKind.RETRIES_EXHAUSTED:
-                    raise
-                return await self._chat_on(body, tried, exc)
-            except LLMError as exc:
-                if not several:
-                    raise
-                self._drain(caller, exc)
-                if all(c.drained for c in self.callers):
-                    raise
-
-    async def _chat_on(self, body: dict[str, Any], tried: set[int],
-                       failed: CallFailed) -> tuple[Completion | None, Caller]:
-        """The request again on the healthy endpoints it has not tried (it used up its
-        retries on the others: nothing was billed); ``failed`` when none serves it."""
-        for caller in self.callers:
-            if id(caller) in tried or not caller.healthy():
-                continue
-            tried.add(id(caller))
-            try:
-                return await caller.chat(body), caller
-            except EndpointDown as exc:
-                self._say_down(caller, exc)
-            except CallFailed as exc:
-                if isinstance(exc, RejectedReply) or call_failed_kind(exc) is not FailureKind.RETRIES_EXHAUSTED:
-                    raise
-                failed = exc
-            except LLMError as exc:
-                self._drain(caller, exc)
-        raise failed
-
-    async def _converse(self, call: PreparedCall, validate: Validator | None) -> Outcome:
-        """The turns of one structured call, as the policy of :mod:`.replies` directs."""
-        conv = Conversation(call.prompt, call.messages, attempts=self.config.max_attempts)
-        usage = Usage()
-        attempts = 0
-        latency = 0.0
-        served = fingerprint = where = None
-        route = call.data[0] if call.data else call.key
-        await self._check_models()
-
-        def done(value: Any = None, failure: tuple[FailureKind, str] | None = None,
-                 comp: Completion | None = None, fmt: int = 0, **extra: Any) -> Outcome:
-            prov = self.provenance(call.prompt, served_model=served, system_fingerprint=fingerprint,
-                                   response_format=FORMATS[fmt].replace("_basic", ""), endpoint=where)
-            return Outcome(value=None if failure else value, error=failure[1] if failure else None,
-                           failure=failure[0] if failure else None,
-                           text=comp.text if comp else None, usage=usage, latency=latency,
-                           provenance=prov, key=call.key, attempts=attempts,
-                           repaired=conv.repaired, **extra)
-
-        while True:
-            turn = conv.turn
-            fmt = self._format
-            dropped = set(self._drop)
-            body = self._body(turn.prompt, turn.messages, fmt, turn.boost)
-            try:
-                comp, answered = await self._chat(body, route)
-                if len(self.callers) > 1:
-                    where = answered.where()
-            except UnsupportedFeature as exc:
-                self._downgrade(exc, fmt, dropped)
-                continue
-            except CallFailed as exc:
-                attempts += exc.attempts
-                if isinstance(exc, RejectedReply):
-                    # Billed but no completion: the turn again, like a 5xx, but only once the
-                    # budget admits it again, and from the same retry budget as unusable content.
-                    usage = usage + (exc.usage or Usage())
-                    if conv.rejected():
-                        continue
-                return done(failure=(call_failed_kind(exc), exc.reason), fmt=fmt)
-            if comp is None:
-                return done(failure=(FailureKind.BUDGET, BUDGET_REASON), fmt=fmt)
-            attempts += comp.attempts
-            latency += comp.latency
-            usage = usage + comp.usage
-            fingerprint = comp.system_fingerprint or fingerprint
-            served = comp.model or served
-            if comp.refusal:
-                return done(failure=(FailureKind.REFUSAL, f"refusal: {comp.refusal}"), comp=comp, fmt=fmt)
-            if comp.finish_reason == "content_filter":
-                return done(failure=(FailureKind.REFUSAL, "refusal: content filter"), comp=comp, fmt=fmt)
-            if comp.finish_reason == "length":
-                step = conv.truncated(body.get("max_tokens") or body.get("max_completion_tokens"))
-                if isinstance(step, GiveUp):
-                    return done(failure=(step.kind, step.reason), comp=comp, fmt=fmt)
-                continue
-            try:
-                obj, value = check_reply(turn.check, comp.text, validate, quoted=call.data)
-            except (ValueError, TypeError, KeyError) as exc:
-                step = conv.unusable(comp.text, exc)
-                if isinstance(step, GiveUp):
-                    return done(failure=(step.kind, step.reason), comp=comp, fmt=fmt)
-                self.stats.repaired += 1
-                continue
-            dropped = tuple(f for f in conv.dropped if f not in obj)
-            self.stats.dropped += bool(dropped)
-            label = obj.get(call.prompt.label_field) if call.prompt.label_field else None
-            probs, expected = label_probs(comp.logprobs, comp.text, call.prompt, label)
-            return done(value, comp=comp, fmt=fmt, probs=probs, expected=expected, obj=obj,
-                        dropped=dropped)
-
-    def _downgrade(self, exc: UnsupportedFeature, fmt: int, dropped: set[str]) -> None:
-        """Drop a feature the server rejected (once per session), or give up."""
-        if exc.feature == "response_format":
-            if fmt + 1 >= len(FORMATS):
-                raise LLMError(f"{self._where()} rejected the request: {exc}")
-            nxt = fmt + 1
-            if FORMATS[nxt] == "json_schema_basic" and not _SCHEMA_KEYWORDS.search(str(exc)):
-                nxt += 1  # the server lacks json_schema itself, not some of its keywords
-            if self._format == fmt:
-                self._format = nxt
-                self.stats.fallbacks.append(f"response_format -> {FORMATS[nxt]}")
-            return
-        if exc.feature in dropped:
-            raise LLMError(f"{self._where()} rejected the request: {exc}")
-        if exc.feature not in self._drop:
-            self._drop.add(exc.feature)
-            self.stats.fallbacks.append(
-                "max_tokens -> max_completion_tokens" if exc.feature == "max_tokens"
-                else f"dropped {exc.feature}")
 
     # -- embeddings --------------------------------------------------------------------
     async def embed(self, texts: Sequence[str], *, model: str) -> Embeddings:
@@ -623,16 +412,7 @@ class LLM(AccountsView):
         usage = Usage()
         for i in range(0, len(todo), EMBED_BATCH):
             chunk = todo[i : i + EMBED_BATCH]
-            while True:
-                caller = route(self.callers, model)
-                try:
-                    reply, billed, failure = await caller.embeddings(model, chunk)
-                    break
-                except EndpointDown as exc:
-                    if any(c.healthy() for c in self.callers if c is not caller):
-                        self._say_down(caller, exc)
-                    else:
-                        self._drain(caller, exc)
+            reply, billed, failure = await self.dispatcher.embeddings(model, chunk)
             usage = usage + billed
             if reply is None:
                 assert failure is not None
@@ -664,71 +444,9 @@ class LLM(AccountsView):
         in the cache, so a rerun resumes without paying for them again.
         """
         prompt = load_prompt(prompt)
-        items = list(variables)
-        results: list[Outcome | None] = [None] * len(items)
-        # Items, not calls: a cache hit is no call (the status line counts hits apart).
-        bar = Progress(len(items), desc or prompt.name, unit="item", enabled=progress)
-        failed = cached = 0
-        await self._check_models()
-        n = len(self.callers)
-        # One queue (and its workers) per endpoint (routing.WorkQueues). Each endpoint's
-        # workers take a query only when it can start it soon (routing.room); one whose queue
-        # is empty takes queued queries from the busiest other.
-        work = WorkQueues(n)
-        index = {id(c): k for k, c in enumerate(self.callers)}
-        for i, item in enumerate(items):
-            k = 0
-            if n > 1:
-                key = next(iter(item.values()), "") if isinstance(item, Mapping) else ""
-                k = index[id(route(self.callers, str(key)))]
-            work.put(k, i)
-        held = [0] * n
-        changed = asyncio.Event()
-        gates = [asyncio.Lock() for _ in self.callers]
-
-        async def worker(k: int) -> None:
-            nonlocal failed, cached, changed
-            caller = self.callers[k]
-            if n > 1:
-                PREFER.set(caller)  # this task's own context: its requests go to its endpoint
-            while True:
-                async with gates[k]:  # one worker per endpoint waits for room, the others queue
-                    while n > 1 and (held[k] >= room(caller) or not caller.healthy()) and work:
-                        # A drained endpoint's workers wait while the others take its queue;
-                        # when every endpoint is drained nothing would ever take it.
-                        check_any_live(self.callers)
-                        wake = changed
-                        try:
-                            await asyncio.wait_for(wake.wait(), 0.25)
-                        except asyncio.TimeoutError:
-                            pass
-                    i = work.take(k)
-                    if i is None:
-                        return
-                    held[k] += 1
-                try:
-                    out = await self.structured(prompt, items[i], validate=validate)
-                finally:
-                    held[k] -= 1
-                    changed.set()
-                    changed = asyncio.Event()
-                results[i] = out
-                failed += not out.ok
-                cached += out.cached
-                cost = self.cost
-                bar.update(1, status=f"cached={cached} failed={failed} tokens={self.usage.total_tokens} "
-                                     + ("cost=?" if cost is None else f"cost=${cost:.4f}"))
-
-        # More workers than slots: cache hits and deduplicated waits must not idle the runner.
-        tasks = [asyncio.create_task(worker(k))
-                 for k, c in enumerate(self.callers)
-                 for _ in range(min(len(items), c.runner.concurrency * 2 + 8))]
-        try:
-            await gather_or_stop(tasks, results)
-        finally:
-            bar.close()
-        assert all(r is not None for r in results)
-        return results  # type: ignore[return-value]
+        return await fan_out(self.structured, prompt, list(variables), dispatcher=self.dispatcher,
+                             accounts=self.accounts, validate=validate, desc=desc or prompt.name,
+                             progress=progress)
 
     @staticmethod
     def _worst_reply(call: PreparedCall | None) -> Usage:
