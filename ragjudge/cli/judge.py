@@ -13,9 +13,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .._sync import run_sync
+from ..data import Qrels
 from ..errors import InputError, LLMError
+from ..io import read_corpus, read_queries, write_qrels
+from ..judges import LLMRelevanceJudge, pool_pairs
 from ..judges.options import COMBINE_RULES, JudgeOptions
+from ..ray import judge_ray_sync
 from ._inputs import (
     add_beir_options,
     add_format_options,
@@ -27,6 +33,7 @@ from ._inputs import (
     read_run_arg,
 )
 from ._llm import add_llm_options, llm_from_args
+from .trust import run_panel
 
 __all__ = ["register"]
 
@@ -136,13 +143,8 @@ def _say(msg: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..io import read_corpus, read_queries, write_qrels
-    from ..judges import LLMRelevanceJudge, pool_pairs
-
     options = options_from_args(JudgeOptions, args)
     if len(getattr(args, "models", None) or []) > 1:  # several --model: a judge panel
-        from .trust import run_panel
-
         return run_panel(args, options)
     if args.export_batch or args.import_batch:
         # Writing or reading batch files sends nothing: no API key needed.
@@ -185,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
         print(plan.describe())
         return 0
     if args.export_batch:
-        from ..judges import export_judge_batch
+        from ..judges import export_judge_batch  # deferred: the Batch API loads the openai SDK
 
         _say(export_judge_batch(judge, queries, corpus, runs, options.depth, args.export_batch, qrels=human,
                                 all_queries=options.all_queries).describe())
@@ -197,15 +199,13 @@ def run(args: argparse.Namespace) -> int:
     _check_outputs(args.output, args.judgments, pairs, human, write_qrels)
 
     if args.import_batch:
-        from ..judges import import_judge_batch
+        from ..judges import import_judge_batch  # deferred: the Batch API loads the openai SDK
 
         result = import_judge_batch(judge, queries, corpus, runs, options.depth, args.import_batch,
                                     qrels=human, all_queries=options.all_queries)
     elif args.batch:
         result = _run_batch(args, options, judge, queries, corpus, runs, human)
     elif args.engine == "ray":
-        from ..ray import judge_ray_sync
-
         result = judge_ray_sync(pairs, llm=llm, prompt=options.prompt, workers=args.ray_workers,
                                 address=args.ray_address, human=human)
     else:
@@ -254,10 +254,6 @@ def _check_outputs(output: str, judgments: str | None, pairs: Sequence[Any], hum
     """Create missing output directories and write a probe of the qrels (every pooled id,
     and the human labels kept) beside each output in its own format, then remove it: a bad
     path or an id the format cannot hold is a one-line error before the first call."""
-    import numpy as np
-
-    from ..data import Qrels
-
     probe_qrels = Qrels.from_arrays([p.qid for p in pairs], [p.docid for p in pairs],
                                     np.zeros(len(pairs), dtype=np.int64), dedup="first")
     if human is not None:
@@ -290,7 +286,7 @@ def _check_outputs(output: str, judgments: str | None, pairs: Sequence[Any], hum
 
 def _run_batch(args: argparse.Namespace, options: JudgeOptions, judge: Any, queries: Any,
                corpus: Any, runs: Any, human: Any) -> Any:
-    from ..judges import batch
+    from ..judges import batch  # deferred: the Batch API loads the openai SDK
 
     return batch.judge_with_batch_sync(judge, queries, corpus, runs, options.depth, qrels=human,
                                        all_queries=options.all_queries, state_path=args.batch_state)

@@ -11,6 +11,8 @@ from typing import Any
 
 from .._sync import run_sync
 from ..errors import InputError
+from ..io import format_run, read_corpus, read_queries, write_run
+from ..retrieve import BM25_METHODS, estimate_dense, retrieve_bm25, retrieve_dense, retrieve_hybrid
 from ._inputs import add_beir_options, beir_from_args, check_inputs, check_writable
 from ._llm import add_llm_options, llm_from_args
 
@@ -32,8 +34,6 @@ embedding request; 130 interrupted.
 
 
 def register(subparsers: Any) -> None:
-    from ..retrieve import BM25_METHODS
-
     p = subparsers.add_parser(
         "retrieve",
         help="make a run: BM25, dense (embeddings) or hybrid retrieval over a corpus",
@@ -77,14 +77,6 @@ def _say(msg: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..io import format_run, read_corpus, read_queries, write_run
-    from ..retrieve import (
-        estimate_dense,
-        retrieve_bm25,
-        retrieve_dense,
-        retrieve_hybrid,
-    )
-
     if args.beir is None and (args.queries is None or args.corpus is None):
         missing = "--corpus" if args.corpus is None else "--queries"
         raise InputError(f"{missing} is required (or --beir DIR)", field=missing)

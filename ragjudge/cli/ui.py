@@ -15,6 +15,9 @@ import sys
 import tempfile
 from typing import Any
 
+from ..server import ServerSettings, serve
+from ..server.ui.workspace import Workspace
+
 __all__ = ["register"]
 
 _EPILOG = """\
@@ -63,9 +66,6 @@ def _free_port() -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..server import ServerSettings, serve
-    from ..server.ui.workspace import Workspace
-
     Workspace(args.files, labels=args.labels)  # a bad file is an error before anything starts
     token = os.environ.get(args.token_env) if args.token_env else None
     if not token:
