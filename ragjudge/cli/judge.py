@@ -19,9 +19,7 @@ from .._sync import run_sync
 from ..data import Qrels
 from ..errors import InputError, LLMError
 from ..io import read_corpus, read_queries, write_qrels
-from ..judges import LLMRelevanceJudge, pool_pairs
 from ..judges.options import COMBINE_RULES, JudgeOptions
-from ..ray import judge_ray_sync
 from ._inputs import (
     add_beir_options,
     add_format_options,
@@ -34,6 +32,9 @@ from ._inputs import (
 )
 from ._llm import add_llm_options, llm_from_args
 from .trust import run_panel
+
+# Deferred imports: ragjudge.judges (the relevance judge), ragjudge.ray. They load the LLM stack
+# (session, client, tenacity), which `judge --help` and a rejected command line never need.
 
 __all__ = ["register"]
 
@@ -143,6 +144,8 @@ def _say(msg: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..judges import LLMRelevanceJudge, pool_pairs
+
     options = options_from_args(JudgeOptions, args)
     if len(getattr(args, "models", None) or []) > 1:  # several --model: a judge panel
         return run_panel(args, options)
@@ -206,6 +209,8 @@ def run(args: argparse.Namespace) -> int:
     elif args.batch:
         result = _run_batch(args, options, judge, queries, corpus, runs, human)
     elif args.engine == "ray":
+        from ..ray import judge_ray_sync
+
         result = judge_ray_sync(pairs, llm=llm, prompt=options.prompt, workers=args.ray_workers,
                                 address=args.ray_address, human=human)
     else:

@@ -16,7 +16,6 @@ import tempfile
 from typing import Any
 
 from ..server import ServerSettings, serve
-from ..server.ui.workspace import Workspace
 
 __all__ = ["register"]
 
@@ -66,6 +65,8 @@ def _free_port() -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from ..server.ui.workspace import Workspace  # deferred: it loads numpy, which `ui --help` never needs
+
     Workspace(args.files, labels=args.labels)  # a bad file is an error before anything starts
     token = os.environ.get(args.token_env) if args.token_env else None
     if not token:
