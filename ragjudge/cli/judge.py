@@ -199,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
     # Everything that could fail after the money is spent is checked first: the output
     # paths are writable, and every id can be written in the output's format.
     pairs = pool_pairs(queries, corpus, runs, options.depth, skip=human, all_queries=options.all_queries)
-    _check_outputs(args.output, args.judgments, pairs, human, write_qrels)
+    _check_outputs(args.output, args.judgments, pairs, human)
 
     if args.import_batch:
         from ..judges import import_judge_batch  # deferred: the Batch API loads the openai SDK
@@ -226,7 +226,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             result = run_sync(main())
         except LLMError as exc:
-            _write_partial(exc, args, llm, write_qrels)
+            _write_partial(exc, args, llm)
             raise
 
     write_qrels(result.qrels, args.output)
@@ -238,7 +238,7 @@ def run(args: argparse.Namespace) -> int:
     return 3 if result.mostly_failed else 0  # 1 is for gates; 3 = most LLM calls failed (as rag)
 
 
-def _write_partial(exc: LLMError, args: argparse.Namespace, llm: Any, write_qrels: Any) -> None:
+def _write_partial(exc: LLMError, args: argparse.Namespace, llm: Any) -> None:
     """The run stopped (a revoked key, a vanished model): write what was judged before it, so
     nothing paid for is lost, and say how to go on."""
     result = exc.partial
@@ -254,8 +254,7 @@ def _write_partial(exc: LLMError, args: argparse.Namespace, llm: Any, write_qrel
          + (f" and {args.judgments}" if args.judgments else "") + f"; {resume}")
 
 
-def _check_outputs(output: str, judgments: str | None, pairs: Sequence[Any], human: Any,
-                   write_qrels: Any) -> None:
+def _check_outputs(output: str, judgments: str | None, pairs: Sequence[Any], human: Any) -> None:
     """Create missing output directories and write a probe of the qrels (every pooled id,
     and the human labels kept) beside each output in its own format, then remove it: a bad
     path or an id the format cannot hold is a one-line error before the first call."""

@@ -9,7 +9,7 @@ import argparse
 import os
 from typing import Any
 
-from ..server import ServerSettings, serve
+from .. import server
 from ._llm import add_endpoint_options, add_provider_option, endpoint_fields
 
 __all__ = ["register"]
@@ -101,7 +101,7 @@ def register(subparsers: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    settings = ServerSettings(
+    settings = server.ServerSettings(
         host=args.host, port=args.port, token_env=args.token_env, workers=args.workers,
         max_body_bytes=args.max_body_bytes, max_pairs=args.max_pairs,
         client_concurrency=args.client_concurrency, body_seconds=args.body_seconds,
@@ -113,5 +113,5 @@ def _run(args: argparse.Namespace) -> int:
         ui_files=tuple(args.ui_file), ui_labels=args.ui_labels,
     )
     settings.check()
-    serve(settings)
+    server.serve(settings)
     return 0
