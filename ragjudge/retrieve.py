@@ -34,6 +34,11 @@ from .data import Run
 from ._lazy import optional
 from .errors import InputError, LLMError
 from .fuse import FUSION_METHODS, fuse
+from .io import read_corpus, read_queries
+from .synth.text import tokens
+
+# Deferred imports: ragjudge.llm. Its session brings the LLM stack (client, providers,
+# tenacity), which BM25 runs never need: dense retrieval imports it where it embeds.
 
 if TYPE_CHECKING:
     from .llm import LLM, DryRun
@@ -60,8 +65,6 @@ def read_texts(value: Any, kind: str) -> dict[str, str]:
     if kind not in ("corpus", "queries"):
         raise ValueError(f"kind must be 'corpus' or 'queries', got {kind!r}")
     if isinstance(value, (str, os.PathLike)):
-        from .io import read_corpus, read_queries
-
         out = read_corpus(value) if kind == "corpus" else read_queries(value)
     elif isinstance(value, Mapping):
         out = {}
@@ -164,10 +167,6 @@ def analyzer(stemmer: str | Callable[[str], str] | None = None,
         raise InputError(f"stemmer must be a language name or a function, got {stemmer!r}", field="stemmer")
 
     memo: dict[str, str] = {}
-
-    # Imported here: the synth package loads the LLM layer, which ``retrieve --help`` and BM25
-    # runs never need.
-    from .synth.text import tokens
 
     def analyze(text: str) -> list[str]:
         words = [w for w in tokens(text) if w not in stop]

@@ -10,8 +10,11 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import warnings
 from collections.abc import Sequence
+from importlib import import_module
 
+from .._version import __version__
 from ..errors import RagjudgeError
 
 __all__ = ["main", "build_parser"]
@@ -42,13 +45,10 @@ _SUBCOMMANDS = tuple(dict.fromkeys(module for module, _ in _COMMANDS.values()))
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of every command, or, given ``command``, of that one in full and the others
     as names and help only (what ``ragjudge --help`` and an unknown command need)."""
-    from importlib import import_module
-
     parser = argparse.ArgumentParser(
         prog="ragjudge",
         description="Evaluate retrieval and RAG systems with or without human labels.",
     )
-    from .._version import __version__
 
     parser.add_argument("--version", action="version", version=f"ragjudge {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -102,7 +102,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if extra:
         sub = args.subparsers.get(args.command, parser)
         sub.error("unrecognized arguments: " + " ".join(extra))
-    import warnings
 
     # A library warning is one line, like every other message of the command line.
     shown, warnings.showwarning = warnings.showwarning, _one_line_warning

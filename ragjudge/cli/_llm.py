@@ -12,7 +12,12 @@ import os
 from typing import Any
 
 from ..errors import InputError
+from ..llm.defaults import endpoint_flags
 from ._inputs import flags_named
+
+# Deferred imports: ragjudge.llm (its sessions, endpoints and providers). `evaluate` declares
+# these flags and calls no model unless --judge is given: the LLM stack loads when a command
+# builds an endpoint or a session, or shows the providers' help.
 
 __all__ = ["add_llm_options", "add_provider_option", "add_endpoint_options", "endpoint_fields", "llm_from_args",
            "endpoint_from_args", "endpoints_from_args"]
@@ -120,16 +125,12 @@ def add_endpoint_options(group: Any, which: str) -> None:
     """The flags of one group of the endpoint's fields (``endpoint``: address, key, timeouts;
     ``limits``: concurrency and rate caps), made from their declarations
     (:data:`ragjudge.llm.defaults.ENDPOINT_OPTIONS`): ``serve`` adds the same."""
-    from ..llm.defaults import endpoint_flags
-
     for _name, flag, kw in endpoint_flags(which):
         group.add_argument(flag, **kw)
 
 
 def endpoint_fields(args: argparse.Namespace) -> dict[str, Any]:
     """The endpoint's fields the parsed flags give (by their declared flags)."""
-    from ..llm.defaults import endpoint_flags
-
     fields = {name: getattr(args, name) for name, _flag, _kw in endpoint_flags() if hasattr(args, name)}
     fields["provider"] = getattr(args, "provider", "openai")
     return fields

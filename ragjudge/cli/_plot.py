@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from .. import plots
 from .._lazy import optional
 from ..errors import InputError
 from ..io import check_output_path
@@ -43,7 +44,6 @@ def write_plot(args: argparse.Namespace, draw: Callable[[Any], Any]) -> None:
         return
     matplotlib = optional("matplotlib", extra="plot", what="--plot")
     matplotlib.use("Agg")  # files only: never open a window from the shell
-    from .. import plots
 
     ax = draw(plots)
     plots.save_figure(ax, args.plot)

@@ -7,6 +7,8 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..io import check_output_path
+from ..measures import parse_measure, split_metric_list
+from ..trust.agreement import label_agreement, ranking_agreement
 from ._inputs import add_format_options, check_inputs, read_qrels_arg, read_run_arg, write_output
 from .trust import parse_scale
 from ._plot import add_plot_options, check_plot_path, draw_panels, write_plot
@@ -58,9 +60,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..measures import parse_measure, split_metric_list
-    from ..trust.agreement import label_agreement, ranking_agreement
-
     check_plot_path(args)
     if args.plot_kind == "systems" and not args.run:
         raise InputError("needs --run (two or more)", field="--plot-kind")

@@ -6,6 +6,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..errors import InputError
+from ..fuse import FUSION_METHODS, NORMALIZATIONS, fuse, tune_weights
+from ..io import format_run, read_qrels, read_run, write_run
+
 __all__ = ["register"]
 
 
@@ -18,8 +22,6 @@ def _weights(text: str) -> list[float]:
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    from ..fuse import FUSION_METHODS, NORMALIZATIONS
-
     p = sub.add_parser(
         "fuse",
         help="fuse several runs into one (rrf, combsum, combmnz, wsum)",
@@ -49,10 +51,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..errors import InputError
-    from ..fuse import fuse, tune_weights
-    from ..io import format_run, read_qrels, read_run
-
     if args.tune_qrels and args.weights is not None:
         raise InputError("--weights and --tune-qrels exclude each other: tuning chooses the weights")
     if args.name is not None and (not args.name or any(c.isspace() for c in args.name)):
@@ -70,8 +68,6 @@ def _run(args: argparse.Namespace) -> int:
     if args.output == "-":
         sys.stdout.write(format_run(fused, "trec"))
     else:
-        from ..io import write_run
-
         write_run(fused, args.output)
         print(f"wrote {args.output}", file=sys.stderr)
     return 0

@@ -10,12 +10,15 @@ test-report action) show per check.
 
 from __future__ import annotations
 
+import argparse
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..render import format_p
 
 __all__ = ["parse_gate", "below", "worse_than", "report_failures", "GATE_FAILED", "Check",
            "JUnitReport", "add_junit_option"]
@@ -60,8 +63,6 @@ def worse_than(report: Any, baseline: str, digits: int = 4) -> list[Check]:
     delta), or could not be tested against it (a gate never passes on a missing value). Numbers
     have the table's ``digits`` (a p-value too small for them reads ``< 0.0001``, as in the
     table)."""
-    from ..render import format_p
-
     out: list[Check] = []
     alpha = report.meta.get("alpha", 0.05)
     for metric in report.metrics:
@@ -105,9 +106,6 @@ def report_failures(option: str, checks: list[Check], junit: JUnitReport | None 
 def _junit_path(text: str) -> str:
     """``--junit``'s FILE, checked when the command line is read: the report is written last,
     after the work (and any paid call), so a folder or a missing folder is refused first."""
-    import argparse
-    import os
-
     if os.path.isdir(text):
         raise argparse.ArgumentTypeError(f"{text}: is a directory; give a file name")
     folder = os.path.dirname(os.path.abspath(text))
@@ -144,7 +142,7 @@ class JUnitReport:
         self.cases.append((f"ragjudge.{self.command}", name, message, "error"))
 
     def write(self, path: str | Path) -> None:
-        import xml.etree.ElementTree as ET
+        import xml.etree.ElementTree as ET  # deferred: only --junit needs an XML writer
 
         failures = sum(1 for *_, msg, kind in self.cases if msg is not None and kind == "failure")
         errors = sum(1 for *_, kind in self.cases if kind == "error")

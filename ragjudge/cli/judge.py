@@ -13,8 +13,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .._sync import run_sync
+from ..data import Qrels
 from ..errors import InputError, LLMError
+from ..io import read_corpus, read_queries, write_qrels
 from ..judges.options import COMBINE_RULES, JudgeOptions
 from ._inputs import (
     add_beir_options,
@@ -27,6 +31,10 @@ from ._inputs import (
     read_run_arg,
 )
 from ._llm import add_llm_options, llm_from_args
+from .trust import run_panel
+
+# Deferred imports: ragjudge.judges (the relevance judge), ragjudge.ray. They load the LLM stack
+# (session, client, tenacity), which `judge --help` and a rejected command line never need.
 
 __all__ = ["register"]
 
@@ -136,13 +144,10 @@ def _say(msg: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..io import read_corpus, read_queries, write_qrels
     from ..judges import LLMRelevanceJudge, pool_pairs
 
     options = options_from_args(JudgeOptions, args)
     if len(getattr(args, "models", None) or []) > 1:  # several --model: a judge panel
-        from .trust import run_panel
-
         return run_panel(args, options)
     if args.export_batch or args.import_batch:
         # Writing or reading batch files sends nothing: no API key needed.
@@ -185,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
         print(plan.describe())
         return 0
     if args.export_batch:
-        from ..judges import export_judge_batch
+        from ..judges import export_judge_batch  # deferred: the Batch API loads the openai SDK
 
         _say(export_judge_batch(judge, queries, corpus, runs, options.depth, args.export_batch, qrels=human,
                                 all_queries=options.all_queries).describe())
@@ -194,10 +199,10 @@ def run(args: argparse.Namespace) -> int:
     # Everything that could fail after the money is spent is checked first: the output
     # paths are writable, and every id can be written in the output's format.
     pairs = pool_pairs(queries, corpus, runs, options.depth, skip=human, all_queries=options.all_queries)
-    _check_outputs(args.output, args.judgments, pairs, human, write_qrels)
+    _check_outputs(args.output, args.judgments, pairs, human)
 
     if args.import_batch:
-        from ..judges import import_judge_batch
+        from ..judges import import_judge_batch  # deferred: the Batch API loads the openai SDK
 
         result = import_judge_batch(judge, queries, corpus, runs, options.depth, args.import_batch,
                                     qrels=human, all_queries=options.all_queries)
@@ -221,7 +226,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             result = run_sync(main())
         except LLMError as exc:
-            _write_partial(exc, args, llm, write_qrels)
+            _write_partial(exc, args, llm)
             raise
 
     write_qrels(result.qrels, args.output)
@@ -233,7 +238,7 @@ def run(args: argparse.Namespace) -> int:
     return 3 if result.mostly_failed else 0  # 1 is for gates; 3 = most LLM calls failed (as rag)
 
 
-def _write_partial(exc: LLMError, args: argparse.Namespace, llm: Any, write_qrels: Any) -> None:
+def _write_partial(exc: LLMError, args: argparse.Namespace, llm: Any) -> None:
     """The run stopped (a revoked key, a vanished model): write what was judged before it, so
     nothing paid for is lost, and say how to go on."""
     result = exc.partial
@@ -249,15 +254,10 @@ def _write_partial(exc: LLMError, args: argparse.Namespace, llm: Any, write_qrel
          + (f" and {args.judgments}" if args.judgments else "") + f"; {resume}")
 
 
-def _check_outputs(output: str, judgments: str | None, pairs: Sequence[Any], human: Any,
-                   write_qrels: Any) -> None:
+def _check_outputs(output: str, judgments: str | None, pairs: Sequence[Any], human: Any) -> None:
     """Create missing output directories and write a probe of the qrels (every pooled id,
     and the human labels kept) beside each output in its own format, then remove it: a bad
     path or an id the format cannot hold is a one-line error before the first call."""
-    import numpy as np
-
-    from ..data import Qrels
-
     probe_qrels = Qrels.from_arrays([p.qid for p in pairs], [p.docid for p in pairs],
                                     np.zeros(len(pairs), dtype=np.int64), dedup="first")
     if human is not None:
@@ -290,7 +290,7 @@ def _check_outputs(output: str, judgments: str | None, pairs: Sequence[Any], hum
 
 def _run_batch(args: argparse.Namespace, options: JudgeOptions, judge: Any, queries: Any,
                corpus: Any, runs: Any, human: Any) -> Any:
-    from ..judges import batch
+    from ..judges import batch  # deferred: the Batch API loads the openai SDK
 
     return batch.judge_with_batch_sync(judge, queries, corpus, runs, options.depth, qrels=human,
                                        all_queries=options.all_queries, state_path=args.batch_state)

@@ -6,12 +6,19 @@ Only argument parsing and output here; the work is :func:`ragjudge.rag.evaluate_
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import warnings
 from typing import Any
 
 from ..errors import InputError, LLMError, MetricError
+from ..integrations.mlflow import log_mlflow
+from ..llm.provenance import FailureKind
+from ..rag import SampleSet, evaluate_samples_sync, read_samples, read_traces
+from ..rag.evaluate import STOPPED, check_embedding_model, needs_embeddings, plan_requests
+from ..rag.metrics import parse_rag_metric, parse_rag_metrics
 from ..rag.options import GRADING_MODES, MATCH_MODES, RagOptions
+from ..rag.traces import span_scores
 from ._inputs import add_option, check_writable, options_from_args, write_output
 from ._llm import add_llm_options, llm_from_args
 from ._plot import add_plot_options, check_plot_path, write_plot
@@ -122,10 +129,6 @@ def register(subparsers: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..rag import evaluate_samples_sync, read_samples, read_traces
-    from ..rag.evaluate import plan_requests
-    from ..rag.metrics import parse_rag_metrics
-
     check_plot_path(args)
     # Before any paid call: a folder or an unwritable path given as an output is one line now,
     # not a traceback after the LLM was paid.
@@ -139,7 +142,6 @@ def _run(args: argparse.Namespace) -> int:
             f"{', '.join(str(m) for m in needs_llm)} need an LLM: pass --model M "
             "(and --base-url for a non-OpenAI endpoint)"
         )
-    from ..rag.evaluate import check_embedding_model, needs_embeddings
 
     check_embedding_model(metrics, args.embedding_model)
     if args.embedding_model and not needs_embeddings(metrics):
@@ -154,8 +156,6 @@ def _run(args: argparse.Namespace) -> int:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if parquet:
-            from ..rag import SampleSet
-
             samples = SampleSet([])  # streamed by the workers, never read here
         elif args.trace_fraction is not None or args.trace_limit is not None:
             samples = read_traces(args.samples, fraction=args.trace_fraction, limit=args.trace_limit,
@@ -175,6 +175,7 @@ def _run(args: argparse.Namespace) -> int:
         return _dry_run(llm, samples, metrics, args, options, plan_requests)
 
     if args.engine == "ray":
+        # Deferred: ragjudge.ray loads the LLM stack, which metrics without an LLM never need.
         from ..ray import rag_ray_sync
 
         report = rag_ray_sync(args.samples if parquet else samples, metrics, llm=llm, options=options,
@@ -197,8 +198,6 @@ def _run(args: argparse.Namespace) -> int:
     if args.span_scores:
         _write_span_scores(report, samples, args.span_scores)
     if args.mlflow:
-        from ..integrations.mlflow import log_mlflow
-
         print(f"ragjudge: logged to MLflow run {log_mlflow(report)}", file=sys.stderr)
     if report.usage:
         u = report.usage
@@ -248,7 +247,6 @@ def _write_partial(exc: LLMError, args: argparse.Namespace, llm: Any) -> None:
     if report is None or not hasattr(report, "render"):
         return
     write_output(report.render(args.format, per_sample=args.per_sample, digits=args.digits), args.output)
-    from ..rag.evaluate import STOPPED
 
     done = sum(1 for i in range(len(report.sample_ids))
                if not any((s[i].reason or "").startswith(STOPPED) for s in report.scores.values()))
@@ -260,17 +258,11 @@ def _write_partial(exc: LLMError, args: argparse.Namespace, llm: Any) -> None:
 
 
 def _check_gates(report: Any, gates: list[tuple[str, float]]) -> list[Check]:
-    from ..rag.metrics import parse_rag_metric
-
     return [(f"{m} >= {threshold:g}", below(str(m), report.mean(str(m)), threshold, "has no determined value"))
             for spec, threshold in gates for m in parse_rag_metric(spec)]
 
 
 def _write_span_scores(report: Any, samples: Any, path: str) -> None:
-    import json
-
-    from ..rag.traces import span_scores
-
     records = span_scores(report, samples)
     write_output("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), path)
     print(f"ragjudge: {len(records)} span score record(s) written to {path}", file=sys.stderr)
@@ -278,8 +270,6 @@ def _write_span_scores(report: Any, samples: Any, path: str) -> None:
 
 def _over_budget(report: Any) -> int:
     """Samples with a value the budget left undetermined (a call skipped by --max-cost)."""
-    from ..llm.provenance import FailureKind
-
     cut = set()
     for scores in report.scores.values():
         for i, score in enumerate(scores):

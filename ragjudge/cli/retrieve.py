@@ -11,6 +11,8 @@ from typing import Any
 
 from .._sync import run_sync
 from ..errors import InputError
+from ..io import format_run, read_corpus, read_queries, write_run
+from ..retrieve import BM25_METHODS, estimate_dense, retrieve_bm25, retrieve_dense, retrieve_hybrid
 from ._inputs import add_beir_options, beir_from_args, check_inputs, check_writable
 from ._llm import add_llm_options, llm_from_args
 
@@ -32,8 +34,6 @@ embedding request; 130 interrupted.
 
 
 def register(subparsers: Any) -> None:
-    from ..retrieve import BM25_METHODS
-
     p = subparsers.add_parser(
         "retrieve",
         help="make a run: BM25, dense (embeddings) or hybrid retrieval over a corpus",
@@ -77,14 +77,6 @@ def _say(msg: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..io import format_run, read_corpus, read_queries, write_run
-    from ..retrieve import (
-        estimate_dense,
-        retrieve_bm25,
-        retrieve_dense,
-        retrieve_hybrid,
-    )
-
     if args.beir is None and (args.queries is None or args.corpus is None):
         missing = "--corpus" if args.corpus is None else "--queries"
         raise InputError(f"{missing} is required (or --beir DIR)", field=missing)
@@ -106,8 +98,8 @@ def run(args: argparse.Namespace) -> int:
             print("dry run: bm25 makes no LLM calls; nothing to estimate")
             return 0
         check_writable([args.output])
-        result = _bm25(args, corpus, queries, name, retrieve_bm25)
-        _write(result, args.output, format_run, write_run)
+        result = _bm25(args, corpus, queries, name)
+        _write(result, args.output)
         return 0
 
     if not args.model:  # only embeddings are asked for: the session's chat model is never used
@@ -137,13 +129,13 @@ def run(args: argparse.Namespace) -> int:
          f"{usage.prompt_tokens if usage else 0} tokens, {llm.stats.cache_hits} texts from cache, "
          + ("unknown price" if cost is None else f"${cost:.4f}"))
     if args.method == "hybrid":
-        lexical = _bm25(args, corpus, queries, "bm25", retrieve_bm25)
+        lexical = _bm25(args, corpus, queries, "bm25")
         result = retrieve_hybrid([lexical, result], k=args.k, name=name)
-    _write(result, args.output, format_run, write_run)
+    _write(result, args.output)
     return 0
 
 
-def _bm25(args: argparse.Namespace, corpus: Any, queries: Any, name: str, retrieve_bm25: Any) -> Any:
+def _bm25(args: argparse.Namespace, corpus: Any, queries: Any, name: str) -> Any:
     try:
         return retrieve_bm25(corpus, queries, k=args.k, k1=args.k1, b=args.b, method=args.bm25_variant,
                              stemmer=args.stemmer, stopwords=args.stopwords, name=name)
@@ -153,7 +145,7 @@ def _bm25(args: argparse.Namespace, corpus: Any, queries: Any, name: str, retrie
         raise
 
 
-def _write(result: Any, output: str | None, format_run: Any, write_run: Any) -> None:
+def _write(result: Any, output: str | None) -> None:
     if output is None:
         sys.stdout.write(format_run(result, "trec"))
         sys.stdout.flush()

@@ -9,6 +9,9 @@ import argparse
 import os
 from typing import Any
 
+from .. import server
+from ._llm import add_endpoint_options, add_provider_option, endpoint_fields
+
 __all__ = ["register"]
 
 _EPILOG = """\
@@ -62,8 +65,6 @@ def register(subparsers: Any) -> None:
     llm = p.add_argument_group("LLM endpoint of jobs (the server's, never a request's)")
     llm.add_argument("--model", default=os.environ.get("RAGJUDGE_MODEL"), metavar="M",
                      help="default model (or $RAGJUDGE_MODEL); requests may name another")
-    from ._llm import add_endpoint_options, add_provider_option
-
     add_provider_option(llm, "the model's API (", "; default openai)")
     llm.add_argument("--endpoint", dest="endpoints", action="append", default=[], metavar="URL[,KEY=VALUE...]",
                      help="spread jobs over several endpoints serving the model; repeat (as for judge: "
@@ -100,10 +101,7 @@ def register(subparsers: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..server import ServerSettings, serve
-    from ._llm import endpoint_fields
-
-    settings = ServerSettings(
+    settings = server.ServerSettings(
         host=args.host, port=args.port, token_env=args.token_env, workers=args.workers,
         max_body_bytes=args.max_body_bytes, max_pairs=args.max_pairs,
         client_concurrency=args.client_concurrency, body_seconds=args.body_seconds,
@@ -115,5 +113,5 @@ def _run(args: argparse.Namespace) -> int:
         ui_files=tuple(args.ui_file), ui_labels=args.ui_labels,
     )
     settings.check()
-    serve(settings)
+    server.serve(settings)
     return 0

@@ -13,6 +13,7 @@ from typing import Any
 
 from .._sync import run_sync
 from ..errors import InputError, LLMError
+from ..io import read_corpus, read_run
 from ..synth.options import SynthOptions
 from ..synth.result import SynthResult
 from ._inputs import add_option, check_writable, flags_named, options_from_args
@@ -113,7 +114,8 @@ def synth_options(args: argparse.Namespace) -> SynthOptions:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..io import read_corpus, read_run
+    # Deferred: the generator loads the LLM stack (session, client, tenacity), which
+    # `synth --help` and a rejected command line never need.
     from ..synth import estimate_synth, synthesize
 
     llm = llm_from_args(args)

@@ -12,10 +12,23 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError, LLMError
+from ..evaluate import EvaluationWarning
+from ..io import read_corpus, read_qrels, read_queries, read_run, write_qrels
+from ..measures import parse_measure, split_metric_list
+from ..nuggets.data import read_answers, read_assignments
+from ..nuggets.score import METRICS
+from ..render import render_table
+from ..report import render_reports
 from ._inputs import check_writable, write_output
+from ._llm import llm_from_args
+
+# Deferred imports: ragjudge.trust, ragjudge.judges, ragjudge._sync, ragjudge.llm.prompts,
+# ragjudge.nuggets.labelling. `evaluate` imports this module for its options and must load no
+# trust wing, LLM stack, asyncio or hashlib: each function imports the wing it runs.
 
 if TYPE_CHECKING:
     from ..judges.options import JudgeOptions
@@ -73,14 +86,11 @@ def _method(args: argparse.Namespace) -> str:
 
 # ----------------------------------------------------------------------------- evaluate modes
 def _human_or_none(args: argparse.Namespace) -> Any:
-    from ..io import read_qrels
-
     return None if args.qrels.lower() == "none" else read_qrels(args.qrels, dedup=args.dedup)
 
 
 def evaluate_ppi(args: argparse.Namespace, metrics: Any, runs: dict[str, Any]) -> int:
     """``evaluate --human QRELS --ppi``: QRELS are LLM labels, --human those of a subset."""
-    from ..io import read_qrels
     from ..trust.ppi import ppi_evaluate
 
     if not args.human:
@@ -107,8 +117,6 @@ def evaluate_ppi(args: argparse.Namespace, metrics: Any, runs: dict[str, Any]) -
 
 
 def _render_reports(reports: list[Any], args: argparse.Namespace, extra: str = "") -> None:
-    from ..report import render_reports
-
     text = render_reports(reports, args.format, per_query=args.per_query, digits=args.digits)
     if args.format == "table":
         text += extra
@@ -137,8 +145,6 @@ def _llm(args: argparse.Namespace, model: str) -> Any:
     """The LLM session ``ragjudge judge`` would build from the same options (``evaluate``
     declares them with the shared definition; its ``--seed`` is the bootstrap's, so the
     model's sampling seed keeps its default)."""
-    from ._llm import llm_from_args
-
     ns = argparse.Namespace(**{**vars(args), "model": model, "seed": 0})
     return llm_from_args(ns)
 
@@ -148,7 +154,6 @@ def evaluate_judged(args: argparse.Namespace, metrics: Any, runs: dict[str, Any]
     unjudged top documents, then evaluate). ``metrics`` ``None`` is label-free without -m: the
     pool-free defaults of the prompt's scale."""
     from .._sync import run_sync
-    from ..io import read_corpus, read_queries
     from ..judges import LLMRelevanceJudge
     from ..judges.ondemand import Pool, default_depth, evaluate_with_judge, label_free_metrics, scale_top
 
@@ -201,10 +206,6 @@ def evaluate_judged(args: argparse.Namespace, metrics: Any, runs: dict[str, Any]
         finally:
             await llm.aclose()
 
-    import warnings
-
-    from ..evaluate import EvaluationWarning
-
     try:
         # The library evaluates several times (judged@k before and after, the kept pool, the
         # scores): the final reports' warnings are printed once each below, not every time.
@@ -254,7 +255,6 @@ def _query_set(path: str | None) -> list[str] | None:
     """Query ids from ``--query-set FILE``: a queries file (BEIR JSONL or TSV), or one id a line."""
     if path is None:
         return None
-    from ..io import read_queries
 
     try:
         return list(read_queries(path))
@@ -274,10 +274,8 @@ def run_panel(args: argparse.Namespace, options: JudgeOptions) -> int:
     """``ragjudge judge --model A --model B ...``: every model grades the same pairs; write the
     combined qrels, each model's judgments, and print their agreement."""
     from .._sync import run_sync
-    from ..io import read_corpus, read_qrels, read_queries, read_run, write_qrels
     from ..judges import LLMRelevanceJudge
     from ..trust.panel import judge_panel
-    from ._llm import llm_from_args
 
     if not args.output and not args.dry_run:
         raise InputError("no output file (pass -o OUT.qrels, or --dry-run)", field="-o")
@@ -405,7 +403,6 @@ def register(sub: Any) -> None:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from ..io import read_qrels, write_qrels
     from ..trust.simulate import JUDGES, simulate_qrels
 
     if args.judge not in JUDGES:
@@ -431,7 +428,6 @@ def _add_output_and_ppi_options(p: argparse.ArgumentParser) -> None:
 
 def _sample(args: argparse.Namespace, metrics: list[str]) -> int:
     """``plan-labels --sample N -o to_label.jsonl``: the seeded sample of pairs to label."""
-    from ..io import read_corpus, read_qrels, read_queries, read_run
     from ..llm.prompts import load_prompt
     from ..trust.labelling import sample_to_label
 
@@ -459,9 +455,7 @@ def _nuggets(args: argparse.Namespace) -> int:
     """``plan-labels LLM_ASSIGNMENTS --nuggets``: the seeded sample of answers whose nuggets a
     person assigns (``--sample N -o FILE``), or how many queries a target width needs (from a
     pilot of human assignments: ``--human FILE --width W``)."""
-    from ..nuggets.data import read_answers, read_assignments
     from ..nuggets.labelling import plan_nugget_labels, sample_nuggets_to_label
-    from ..nuggets.score import METRICS
 
     if args.runs:
         raise InputError("--nuggets takes the LLM assignments file only, no runs", field="RUN")
@@ -497,8 +491,6 @@ def _nuggets(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from ..io import read_qrels, read_run
-    from ..measures import parse_measure, split_metric_list
     from ..trust.ppi import plan_evaluation
 
     if args.nuggets:
@@ -531,7 +523,6 @@ def _write_plans(args: argparse.Namespace, plans: list[dict[str, Any]], heads: l
     if args.format == "json":
         write_output(json.dumps(plans, indent=2, allow_nan=False) + "\n", args.output)
         return 0
-    from ..render import render_table
 
     rows = [[p["run"], p["metric"], p["n_pilot"], p["correlation"], p["lambda"], p["pilot_width"],
              _n(p["n_ppi"]), _n(p["n_human_only"])] for p in plans]
@@ -547,7 +538,6 @@ def _n(value: int | None) -> Any:
 
 
 def _samples(args: argparse.Namespace) -> int:
-    from ..render import render_table
     from ..trust.ppi import ppi_samples, read_scores
 
     method = _method(args)

@@ -15,6 +15,8 @@ import sys
 import tempfile
 from typing import Any
 
+from .. import server  # server.serve looked up when called (a test stands in for it)
+
 __all__ = ["register"]
 
 _EPILOG = """\
@@ -63,8 +65,7 @@ def _free_port() -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..server import ServerSettings, serve
-    from ..server.ui.workspace import Workspace
+    from ..server.ui.workspace import Workspace  # deferred: it loads numpy, which `ui --help` never needs
 
     Workspace(args.files, labels=args.labels)  # a bad file is an error before anything starts
     token = os.environ.get(args.token_env) if args.token_env else None
@@ -73,12 +74,12 @@ def _run(args: argparse.Namespace) -> int:
         os.environ[args.token_env] = token
     port = args.port or _free_port()
     state = tempfile.mkdtemp(prefix="ragjudge-ui-")
-    settings = ServerSettings(host="127.0.0.1", port=port, token_env=args.token_env,
+    settings = server.ServerSettings(host="127.0.0.1", port=port, token_env=args.token_env,
                               no_cache=True, jobs_db=os.path.join(state, "jobs.sqlite"),
                               ui_files=tuple(args.files), ui_labels=args.labels,
                               drain_seconds=1.0)
     settings.check()
     print(f"ragjudge ui: http://127.0.0.1:{port}/ui/#token={token}", flush=True)
     print("(Ctrl-C stops)", file=sys.stderr, flush=True)
-    serve(settings)
+    server.serve(settings)
     return 0

@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from collections import deque
 from collections.abc import Iterator
 from itertools import chain
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -560,8 +562,6 @@ def scan_trec(
         what = "judgments" if kind == "qrels" else "ranked documents"
         raise InputError(f"no {what} found: the input is empty or has only comments", source=source)
     if longer:
-        import warnings
-
         where = f"{source}:{longer[0]}" if source else f"line {longer[0]}"
         warnings.warn(f"{where}: {len(longer)} line(s) with more than {_KINDS[kind][0]} columns; "
                       f"the text after column {_KINDS[kind][0]} is ignored, as trec_eval does",
@@ -575,8 +575,6 @@ def run_name(path: PathLike, head: bytes | None = None) -> str:
     A file descriptor's path (``/dev/fd/63`` from bash's ``<(zcat bm25.run.gz)``) has no
     meaningful stem: there the name is the run tag (sixth column) of the first line of
     ``head``, the TREC run's first bytes, when it has one."""
-    from pathlib import Path
-
     if source_name(path) == "<stdin>":
         return "stdin"
     if head is not None and is_fd_path(path):

@@ -26,7 +26,8 @@ import numpy as np
 from .._sync import run_sync
 from ..data import Qrels, Run
 from ..errors import InputError, LLMError
-from ..evaluate import DEFAULT_METRICS, evaluate
+from ..evaluate import DEFAULT_METRICS, compare as compare_runs, evaluate
+from ..io import read_corpus, read_queries, read_run, write_qrels
 from ..io.coerce import as_qrels, as_run
 from ..measures import parse_measure, spec_of, split_metric_list
 from .pool import Pool, PoolRun, run_fingerprint
@@ -205,7 +206,6 @@ def _texts(value: Mapping[str, str] | str | os.PathLike[str] | None, what: str) 
         raise InputError(f"judging on demand needs the {what} texts ({what}=...)", field=what)
     if isinstance(value, Mapping):
         return value
-    from ..io import read_corpus, read_queries
 
     return read_queries(value) if what == "queries" else read_corpus(value)
 
@@ -328,8 +328,6 @@ def rescore_pool(pool: Pool, qrels: Qrels, *, skip: Sequence[str] = (),
     file is gone or no longer holds the same run cannot be: it is listed with its reason.
     ``earlier``: the records the runs in ``skip`` had before this call, so a run evaluated
     again is compared with its own earlier scores too."""
-    from ..io import read_run
-
     out = []
     for name in skip:
         was, now = (earlier or {}).get(name), pool.runs.get(name)
@@ -473,9 +471,6 @@ async def evaluate_with_judge(
 
     The judge's LLM session is left open (the caller owns it); the blocking twin
     :func:`evaluate_with_judge_sync` closes it."""
-    from ..evaluate import compare as compare_runs
-    from ..io import write_qrels
-
     def warned(line: str) -> None:
         if warn is None:
             warnings.warn(line, stacklevel=3)

@@ -33,6 +33,8 @@ import numpy as np
 
 from ..data import Qrels, Run
 from ..errors import InputError
+from ..io import format_qrels, read_qrels
+from ..io.streams import decode_text
 
 __all__ = ["Pool", "PoolRun", "run_fingerprint"]
 
@@ -104,10 +106,8 @@ class Pool:
             return pool
         if p.is_dir():
             raise InputError("is a folder, not a pool file", source=str(p), field="--pool")
-        from ..io import read_qrels
 
         has_data = False
-        from ..io.streams import decode_text
 
         try:
             raw = p.read_bytes()
@@ -215,8 +215,6 @@ class Pool:
     # -- writing -------------------------------------------------------------------------
     def text(self) -> str:
         """The pool file's content."""
-        from ..io import format_qrels
-
         parts = [_HEADER]
         if self.judge is not None:
             parts.append("#judge " + json.dumps(self.judge, sort_keys=True) + "\n")

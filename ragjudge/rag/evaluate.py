@@ -17,19 +17,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._sync import run_sync
 from ..errors import LLMError, MetricError
+from ..llm.progress import Progress
+from ..llm.provenance import FailureKind
 from .metrics import (
     DeterministicMetric, LLMMetric, RagMetric, Request, Setup, definition, parse_rag_metrics, reviewed
 )
 from .report import RagReport, Score, undetermined
 from .options import DEFAULT_GRADING, GRADING_MODES, RagOptions
 from .samples import Sample, SampleSet, as_samples
-
-if TYPE_CHECKING:  # a type only: importing the llm package loads openai (~2 s)
-    from ..llm.provenance import FailureKind
 
 __all__ = [
     "evaluate_samples",
@@ -52,7 +51,7 @@ def _resolve_llm(judge: Any) -> tuple[Any, Any]:
     if judge is None:
         return None, None
     if isinstance(judge, str):
-        from ..llm import LLM  # the openai client (~2 s to import): only when a model is named
+        from ..llm import LLM  # deferred: the LLM stack loads only when a model is named
 
         return LLM(judge), None
     if hasattr(judge, "structured"):
@@ -111,8 +110,6 @@ class _Asker:
 
 
 def _kind(failure: FailureKind | None) -> FailureKind:
-    # Reached only after an LLM call, so the llm package (and openai) is loaded already.
-    from ..llm.provenance import FailureKind
 
     return failure if failure is not None else FailureKind.OTHER
 
@@ -223,8 +220,6 @@ async def evaluate_samples(
     if llm_metrics:
         # The LLM layer's one progress display: a bar on a terminal or in a notebook (no
         # IProgress warning without ipywidgets), a few plain lines when stderr is redirected.
-        from ..llm.progress import Progress
-
         bar = Progress(len(data), "rag samples", unit="sample", enabled=progress, leave=False)
 
         async def one(s: Sample) -> list[Score]:

@@ -11,16 +11,21 @@ PostgreSQL database) and that resume after a restart without paying again. FastA
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
-from .settings import ServerSettings, is_loopback
+from ..errors import InputError, RagjudgeError
+from .settings import SETTINGS_ENV, ServerSettings, is_loopback
+from .store import StoreUnavailable, open_job_store
+
+# Deferred imports: ragjudge.server.app, which imports FastAPI. Importing this package (the
+# parsers of `serve` and `ui`, the settings' checks) loads no web stack: FastAPI and uvicorn
+# load when the app is built or served, after _require() checked that the extra is installed.
 
 __all__ = ["ServerSettings", "create_app", "serve", "is_loopback"]
 
 
 def _require() -> None:
-    from ..errors import RagjudgeError
-
     try:
         import fastapi  # noqa: F401
         import fastapi_offline  # noqa: F401  (the /docs assets, served locally)
@@ -41,9 +46,6 @@ def check_job_store(settings: ServerSettings) -> None:
     """Open the job store and reach it, once: a wrong password, a missing database, no
     server or an unknown scheme is a one-line :class:`ragjudge.errors.InputError` before the
     service starts listening."""
-    from ..errors import InputError
-    from .store import StoreUnavailable, open_job_store
-
     with open_job_store(settings.jobs_path()) as store:
         try:
             store.check()
@@ -54,12 +56,8 @@ def check_job_store(settings: ServerSettings) -> None:
 
 def serve(settings: ServerSettings) -> None:
     """Run the service with uvicorn until interrupted (graceful stop: jobs are requeued)."""
-    import os
-
     _require()
     import uvicorn
-
-    from .settings import SETTINGS_ENV
 
     settings.check()
     check_job_store(settings)

@@ -24,11 +24,16 @@ import sys
 from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
+import fastapi_offline
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
 from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
 
 from .. import __version__
 from ..errors import MetricError, RagjudgeError
@@ -40,6 +45,7 @@ from .service import TooLarge
 from .settings import SETTINGS_ENV, ServerSettings
 from .store import StoreUnavailable, open_job_store
 from .ui import PAGE_PATHS as UI_PAGE_PATHS
+from .ui.routes import ui_router
 
 __all__ = ["create_app", "app_from_env", "API_VERSION", "RETRY_AFTER"]
 
@@ -246,17 +252,7 @@ def _offline_docs(app: FastAPI) -> None:
     """``/docs`` (Swagger UI), its OAuth2 redirect and ``/redoc``, every script, stylesheet and
     icon served from ``/docs/assets/`` out of the installed ``fastapi-offline`` package: the
     pages name no other host, so they work offline and leak nothing to a CDN."""
-    from pathlib import Path as FilePath
-
-    import fastapi_offline
-    from fastapi.openapi.docs import (
-        get_redoc_html,
-        get_swagger_ui_html,
-        get_swagger_ui_oauth2_redirect_html,
-    )
-    from fastapi.staticfiles import StaticFiles
-
-    static = FilePath(fastapi_offline.__file__).parent / "static"
+    static = Path(fastapi_offline.__file__).parent / "static"
     app.mount(_DOCS_ASSETS, StaticFiles(directory=static), name="docs-assets")
     redirect = "/docs/oauth2-redirect"
 
@@ -325,16 +321,12 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
     app.add_middleware(Guard, token=settings.token(), max_body=settings.max_body_bytes,
                        per_client=settings.client_concurrency, body_seconds=settings.body_seconds)
     if settings.cors_origins:  # outside the guard: a browser's preflight carries no token
-        from fastapi.middleware.cors import CORSMiddleware
-
         app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
                            allow_methods=["GET", "POST", "DELETE"],
                            allow_headers=["Authorization", "Content-Type", "Idempotency-Key"])
     app.include_router(api_router(settings))
     app.include_router(health_router())
     if settings.ui_files:  # the web page over the operator's files (ragjudge ui, --ui-file)
-        from .ui.routes import ui_router
-
         app.include_router(ui_router(settings.ui_files, settings.ui_labels))
     return app
 

@@ -16,6 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..llm import default_cache_path
+from ..llm.endpoint import Endpoint, parse_endpoint
+from ..llm.postgres import import_psycopg
+from .store import check_target
 
 __all__ = ["ServerSettings", "is_loopback", "SETTINGS_ENV"]
 
@@ -33,7 +37,6 @@ def _default_cache() -> Path | str:
     env = os.environ.get("RAGJUDGE_CACHE", "")
     if _is_url(env):
         return env.strip()
-    from ..llm import default_cache_path
 
     return Path(default_cache_path())
 
@@ -119,7 +122,6 @@ class ServerSettings:
                                  field=flag)
         if self.no_cache and self.cache:
             raise InputError("--cache and --no-cache contradict each other", field="--no-cache")
-        from ..llm.endpoint import Endpoint, parse_endpoint
 
         try:  # the endpoint's own checks, each error naming its flag
             base = Endpoint(self.model or "model", **self.llm)
@@ -141,22 +143,16 @@ class ServerSettings:
             raise InputError(f"is a directory; give a file name, got {self.ui_labels!r}",
                              field="--ui-labels")
         if self.jobs_db:
-            from .store import check_target
-
             check_target(self.jobs_db)
         for flag, path in (("--jobs-db", self.jobs_db), ("--cache", self.cache), ("--prices", None)):
             if path and not _is_url(path) and Path(path).expanduser().is_dir():
                 raise InputError(f"is a directory; give a file name, got {path!r}", field=flag)
         if any(v and _is_url(v) for v in (self.jobs_db, self.cache, os.environ.get("RAGJUDGE_CACHE"))):
-            from ..llm.postgres import import_psycopg
-
             import_psycopg()  # a missing driver is a one-line error before the server starts
 
     def llm_endpoints(self, model: str, concurrency: int | None = None) -> list[Any]:
         """The :class:`ragjudge.llm.Endpoint` values jobs call: one, or one per ``endpoints``
         entry (each taking the server's limits unless it sets its own)."""
-        from ..llm.endpoint import Endpoint, parse_endpoint
-
         base = Endpoint(model, **self.llm)
         base = base.replace(concurrency=min(concurrency or base.concurrency, base.concurrency))
         return [parse_endpoint(spec, base) for spec in self.endpoints] or [base]

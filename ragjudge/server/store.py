@@ -34,6 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError, RagjudgeError
+from ..llm.cachestore import check_local_filesystem, is_postgres_url
+from ..llm.postgres import DB_NOW, ensure_schema, import_psycopg, redact_url
+from ..llm.redaction import redact
 
 __all__ = ["JobStore", "SqliteJobStore", "PostgresJobStore", "StoreUnavailable", "open_job_store", "check_target",
            "MAX_IDEMPOTENCY_KEY", "FINAL"]
@@ -58,7 +61,6 @@ class StoreUnavailable(Exception):
 
 def _first_line(exc: BaseException) -> str:
     # The driver may quote the URL's password (a space or a bad %-escape in it): redacted.
-    from ..llm.redaction import redact
 
     text = str(exc).strip().splitlines()
     return redact(text[0]) if text else type(exc).__name__
@@ -264,7 +266,6 @@ class SqliteJobStore(JobStore):
 
     def __init__(self, path: str | Path) -> None:
         super().__init__()
-        from ..llm.cachestore import check_local_filesystem
 
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -329,7 +330,6 @@ class PostgresJobStore(JobStore):
 
     def __init__(self, url: str) -> None:
         super().__init__()
-        from ..llm.postgres import DB_NOW, ensure_schema, import_psycopg, redact_url
 
         self.names = {"jobs": "ragjudge_jobs", "judgments": "ragjudge_judgments",
                       "accounts": "ragjudge_job_accounts", "now": DB_NOW,
@@ -345,7 +345,7 @@ class PostgresJobStore(JobStore):
             raise InputError(f"cannot open the job store: {_first_line(exc)}", source=self.path) from None
 
     def _connect(self) -> Any:
-        from psycopg.rows import dict_row
+        from psycopg.rows import dict_row  # deferred: psycopg is an extra, loaded by import_psycopg
 
         return self._psycopg.connect(self.url, autocommit=True, connect_timeout=5,
                                      application_name="ragjudge job store", row_factory=dict_row)
@@ -399,8 +399,6 @@ def check_target(target: str | Path) -> str | Path:
     """``target`` as :func:`open_job_store` reads it: a ``postgresql://`` URL (a string) or a
     SQLite file (a path; ``sqlite:///path`` too). Any other scheme is a one-line
     :class:`InputError`."""
-    from ..llm.cachestore import is_postgres_url
-
     if isinstance(target, Path):
         return target
     text = target.strip()

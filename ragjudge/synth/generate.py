@@ -19,8 +19,8 @@ crash, or with more queries) free for everything already answered.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
-
 import math
 import random
 from collections.abc import Iterable, Mapping, Sequence
@@ -31,6 +31,7 @@ from typing import Any
 from .._sync import run_sync
 from ..data import Qrels, Run
 from ..errors import InputError, LLMError
+from ..io import read_corpus, read_queries
 from ..judges import LLMRelevanceJudge
 from ..judges.relevance import Pair
 from ..llm import BUDGET_REASON, LLM, DryRun, Outcome, Progress, Prompt, load_prompt
@@ -99,8 +100,6 @@ def parse_styles(spec: str | Mapping[str, float] | None, known: Iterable[str] = 
 def read_examples(path: str | Path) -> list[str]:
     """Few-shot example queries: BEIR ``queries.jsonl`` / TSV (``.jsonl``, ``.tsv``) or plain
     text, one query per line."""
-    from ..io import read_queries
-
     p = Path(path)
     if p.suffix in (".jsonl", ".tsv", ".gz"):
         qs = list(read_queries(p).values())
@@ -284,8 +283,6 @@ class _Job:
 
 def _corpus(corpus: Mapping[str, str] | str | Path) -> Mapping[str, str]:
     if isinstance(corpus, (str, Path)):
-        from ..io import read_corpus
-
         corpus = read_corpus(corpus)
     if not isinstance(corpus, Mapping):
         raise InputError("corpus must be a file path or a mapping {docid: text}", field="corpus")
@@ -461,8 +458,6 @@ async def _pipeline(job: _Job, judge: LLMRelevanceJudge, *, copy_span: int, roun
     What is started and what is judged depends only on the replies, never on timing: a rerun
     from the cache makes the same calls, so it pays for nothing.
     """
-    import asyncio
-
     draws = job.draws
     total = len(draws)
     filtered = [asyncio.Event() for _ in draws]

@@ -56,22 +56,28 @@ vectorised over rows, so a simulation of thousands of studies is a few array ope
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 import math
 import warnings
-from functools import lru_cache
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from statistics import NormalDist
 from typing import Any, Literal
 
 import numpy as np
 
+from .._lazy import optional
 from ..data import Qrels, Run
 from ..errors import InputError
+from ..evaluate import evaluate
+from ..measures import parse_measure, spec_of
 from ..render import ResultSurface, render_table
 from ..stats import t_two_sided_p
+from .agreement import grades_in_scale
 from .resample import Interval
-from ..evaluate import evaluate
-from .._lazy import optional
 
 __all__ = [
     "METHODS",
@@ -117,8 +123,6 @@ def t_quantile(confidence: float, df: float) -> float:
     expansion of Abramowitz & Stegun 26.7.5, accurate to ~1e-9 there)."""
     alpha = 1.0 - confidence
     if df > 1000:
-        from statistics import NormalDist
-
         z = NormalDist().inv_cdf(1.0 - alpha / 2.0)
         return (z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
                 + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * df**3))
@@ -482,10 +486,6 @@ def parse_scores(text: str, source: str = "<scores>") -> dict[str, dict[str, flo
     """Per-item scores ``{id: {metric: value}}`` from the JSON of ``ragjudge rag -f json -q``
     (``samples[].scores[metric].value``), JSON Lines objects with an ``id`` (or ``sample``,
     ``qid``) field and metric fields, or CSV with such a header."""
-    import csv
-    import io
-    import json
-
     stripped = text.lstrip("\ufeff").lstrip()
     if not stripped:
         raise InputError("empty scores file", source=source)
@@ -613,8 +613,6 @@ class PPIReport(ResultSurface):
         return {"runs": self.run_dicts(), "settings": self.settings, "notes": self.all_notes()}
 
     def to_json(self, indent: int | None = 2) -> str:
-        import json
-
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
 
     def table(self, digits: int = 4) -> tuple[list[str], list[list[Any]]]:
@@ -638,8 +636,6 @@ class PPIReport(ResultSurface):
 
     def render(self, fmt: str = "table", digits: int = 4) -> str:
         if fmt == "json":
-            import json
-
             runs = self.run_dicts()
             return json.dumps(runs[0] if len(runs) == 1 else runs, indent=2, allow_nan=False) + "\n"
         h, r = self.table(digits)
@@ -718,8 +714,6 @@ def ppi_evaluate(
     """
     _check(confidence, method, population)
     if scale is not None:
-        from .agreement import grades_in_scale
-
         grades_in_scale(human_qrels, scale)
         grades_in_scale(llm_qrels, scale)
     names, llm_vals, hum_vals, reports, common, notes = _paired_values(
@@ -760,8 +754,6 @@ def ppi_evaluate(
 
 def _unit_metric(metric: str, rel: int | None) -> bool:
     """Whether every value of ``metric`` lies in [0, 1] (its range, for the intervals)."""
-    from ..measures import parse_measure, spec_of
-
     m = parse_measure(metric, rel=rel)
     return bool(spec_of(m).in_unit_interval(m))
 

@@ -24,8 +24,10 @@ import numpy as np
 
 from ..data import Qrels, Run
 from ..errors import InputError
-from ..report import Report
 from ..evaluate import evaluate
+from ..io.streams import decode_text, open_input
+from ..llm.prompts import list_prompts, load_prompt
+from ..report import Report
 
 __all__ = ["soft_evaluate", "read_judgments", "grade_distributions"]
 
@@ -38,9 +40,9 @@ def read_judgments(path: str) -> list[Any]:
     A grade (or a probability's grade) outside the scale of the prompt the record names, a
     grade its own distribution rules out, and a pair given twice with different labels are
     errors naming the line: each would move the expected values without a word."""
-    from ..judges import Judgment  # the judge brings the openai client (~2 s): only when reading judgments
-
-    from ..io.streams import decode_text, open_input
+    # Deferred: the judges bring the LLM stack (session, client, tenacity); only reading a
+    # judgments file needs their record type.
+    from ..judges import Judgment
 
     out = []
     seen: dict[tuple[str, str], tuple[int, Any]] = {}
@@ -121,7 +123,6 @@ def _prompt_scale(prompt_id: str, version: str) -> set[int] | None:
     """The integer labels of a shipped prompt (``None`` when it is not one, or has none)."""
     if not prompt_id:
         return None
-    from ..llm.prompts import list_prompts, load_prompt
 
     name = f"{prompt_id}.v{version}" if version else prompt_id
     if name not in list_prompts():

@@ -11,11 +11,16 @@ records differ (:mod:`ragjudge.nuggets.labelling`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
 from ...errors import InputError
+from ...nuggets.agree import nugget_agreement
+from ...nuggets.labelling import (complete_nugget_queries, human_assignments, nugget_undo_target,
+                                  replay_nugget_labels, revealed_answers)
+from ...nuggets.score import answer_scores
 
 __all__ = ["NuggetDesk"]
 
@@ -56,8 +61,6 @@ class NuggetDesk:
         return self.tl
 
     def labels(self) -> dict[tuple[str, str, int], dict[str, Any]]:
-        from ...nuggets.labelling import replay_nugget_labels
-
         with self._lock:
             recs = [r for r in self._records() if r.get("op") == "undo" or "run_id" in r]
         return replay_nugget_labels(recs)
@@ -69,8 +72,6 @@ class NuggetDesk:
     # ------------------------------------------------------------------------- explorer
     def answers(self, run: str = "", search: str = "", offset: int = 0, limit: int = 50) -> dict[str, Any]:
         """Every LLM-assigned answer (filter by run and by query id or text)."""
-        from ...nuggets.score import answer_scores
-
         if not self.assignments:
             raise LookupError("no LLM nugget assignments were given (assignments=FILE)")
         s = search.strip().lower()
@@ -89,8 +90,6 @@ class NuggetDesk:
     def answer(self, run_id: str, qid: str) -> dict[str, Any]:
         """One answer: its text, each nugget with the LLM's assignment and reason, and the
         human label in force (when the labels log has one)."""
-        from ...nuggets.score import answer_scores
-
         a = self._by_answer.get((run_id, qid))
         if a is None:
             raise KeyError(f"no LLM assignment of run {run_id!r} for query {qid!r}")
@@ -119,8 +118,6 @@ class NuggetDesk:
 
     # ------------------------------------------------------------------------- labelling
     def state(self) -> dict[str, Any]:
-        from ...nuggets.labelling import complete_nugget_queries
-
         tl = self._need()
         now = self.labels()
         per = []
@@ -164,8 +161,6 @@ class NuggetDesk:
                 "answer": a.get("answer", ""), "review": bool(review), "nuggets": nuggets}
 
     def add_label(self, index: int, nugget: int, assignment: str | None, who: str) -> dict[str, Any]:
-        from ...nuggets.labelling import revealed_answers
-
         tl = self._need()
         if not 0 <= index < len(tl.answers):
             raise KeyError(f"no answer {index}")
@@ -186,8 +181,6 @@ class NuggetDesk:
 
     def undo(self, who: str) -> dict[str, Any]:
         """Take back ``who``'s latest nugget label still in force (never another assessor's)."""
-        from ...nuggets.labelling import nugget_undo_target
-
         tl = self._need()
         with self._lock:
             recs = [r for r in self._records() if r.get("op") == "undo" or "run_id" in r]
@@ -200,20 +193,14 @@ class NuggetDesk:
 
     def human(self) -> list[Any]:
         """The human assignments of the completed queries."""
-        from ...nuggets.labelling import human_assignments
-
         return human_assignments(self._need(), self.labels())
 
     def human_jsonl(self) -> str:
-        import json
-
         return "".join(json.dumps(a.to_dict(), ensure_ascii=False) + "\n" for a in self.human())
 
     def ppi(self) -> dict[str, Any]:
         """Each run's nugget score over all its answers: PPI from the LLM assignments and the
         human ones of the completed queries (with LLM-only and human-only intervals)."""
-        from ...nuggets.agree import nugget_agreement
-
         tl = self._need()
         metric = tl.meta.get("metric") or "all"
         human = self.human()

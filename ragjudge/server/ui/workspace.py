@@ -16,8 +16,25 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ...data import Qrels, Run
 from ...errors import InputError
+from ...io import format_qrels, read_corpus, read_qrels, read_queries, read_run
+from ...io.sniff import is_result, sniff_kind
+from ...io.streams import check_output_path, decode_text, open_input
+from ...nuggets.data import parse_assignments
+from ...nuggets.labelling import NUGGET_TO_LABEL_FORMAT, parse_nugget_to_label
+from ...trust.agreement import cohen_kappa
+from ...trust.labelling import (complete_queries, labels_qrels, parse_to_label, replay_labels, shown_header,
+                                shown_pairs, undo_target)
+from ...trust.ppi import ESTIMAND_TEXT, POPULATION_OF, ppi_evaluate
+from .nugget_desk import NuggetDesk
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
 
 __all__ = ["Workspace", "ROLES", "MAX_LIMIT"]
 
@@ -28,11 +45,8 @@ MAX_LIMIT = 500
 
 
 def _lock_file(fd: int) -> None:
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows: one worker per log
-        return
-    fcntl.flock(fd, fcntl.LOCK_EX)
+    if fcntl is not None:  # Windows has none: one worker per log
+        fcntl.flock(fd, fcntl.LOCK_EX)
 
 
 def _now() -> str:
@@ -60,16 +74,12 @@ def _split_role(spec: str) -> tuple[str | None, str]:
 
 def _read(path: str) -> str:
     """A file's text: ``.gz`` read transparently, invalid UTF-8 naming its line."""
-    from ...io.streams import decode_text, open_input
-
     with open_input(path) as stream:
         return decode_text(stream.read(), stream.source)
 
 
 def _check_labels_log(path: Path, given: bool) -> None:
     """The labels log can be appended to: an error before serving, not on the first label."""
-    from ...io.streams import check_output_path
-
     check_output_path(path)
     target = path if path.exists() else path.parent
     if not os.access(target, os.W_OK):
@@ -100,8 +110,6 @@ def _is_assignments(text: str) -> bool:
 
 
 def _is_nugget_to_label(text: str) -> bool:
-    from ...nuggets.labelling import NUGGET_TO_LABEL_FORMAT
-
     first = text.lstrip("\ufeff \t\r\n").split("\n", 1)[0]
     try:
         rec = json.loads(first)
@@ -124,10 +132,6 @@ class Workspace:
     """The files a server was started with and the labels log."""
 
     def __init__(self, files: Sequence[str], *, labels: str | None = None) -> None:
-        from ...io import read_corpus, read_qrels, read_queries, read_run
-        from ...io.sniff import is_result, sniff_kind
-        from ...trust.labelling import parse_to_label
-
         self.files: list[dict[str, Any]] = []
         self.results: list[dict[str, Any]] = []
         self.human: list[tuple[str, Qrels]] = []
@@ -186,8 +190,6 @@ class Workspace:
                 n = self._read_judgments(path, text)
                 info = {"judgments": n}
             elif role == "assignments":
-                from ...nuggets.data import parse_assignments
-
                 got = parse_assignments(text, source=path)
                 self.assignments.extend(got)
                 info = {"answers": len(got)}
@@ -195,8 +197,6 @@ class Workspace:
                 if self.to_label is not None or self.nug_to_label is not None:
                     raise InputError("only one to-label file per server", source=path)
                 if _is_nugget_to_label(text):
-                    from ...nuggets.labelling import parse_nugget_to_label
-
                     self.nug_to_label = parse_nugget_to_label(text, source=path)
                 else:
                     self.to_label = parse_to_label(text, source=path)
@@ -225,8 +225,6 @@ class Workspace:
         if self.labels_path is not None:
             _check_labels_log(self.labels_path, given=labels is not None)
             self._reload()
-        from .nugget_desk import NuggetDesk
-
         self.nuggets = NuggetDesk(self.nug_to_label, self.assignments, records=self._records,
                                   append=self._append, lock=self._lock)
 
@@ -278,8 +276,6 @@ class Workspace:
         self._log, self._log_size = records, size
 
     def labels_now(self) -> dict[tuple[str, str], dict[str, Any]]:
-        from ...trust.labelling import replay_labels
-
         if self.labels_path is None or self.nug_to_label is not None:
             return {}  # a nugget labels log holds no passage labels
         with self._lock:
@@ -338,7 +334,6 @@ class Workspace:
         now = self.labels_now()
         done = [self._pair_index[k] for k in now if k in self._pair_index]
         nxt = next((i for i, p in enumerate(tl.pairs) if (p["qid"], p["docid"]) not in now), None)
-        from ...trust.labelling import complete_queries
 
         meta = tl.meta
         return {
@@ -381,7 +376,6 @@ class Workspace:
         if grade is not None and str(grade) not in scale:
             raise InputError(f"grade {grade} is not on the scale {', '.join(scale)}", field="grade")
         p = tl.pairs[index]
-        from ...trust.labelling import shown_pairs
 
         with self._lock:
             self._reload()
@@ -394,8 +388,6 @@ class Workspace:
 
     def undo(self, who: str) -> dict[str, Any]:
         """Take back ``who``'s latest label still in force (never another assessor's)."""
-        from ...trust.labelling import undo_target
-
         self._need_to_label()
         with self._lock:
             self._reload()
@@ -407,15 +399,10 @@ class Workspace:
         return state
 
     def labels_trec(self) -> str:
-        from ...io import format_qrels
-        from ...trust.labelling import labels_qrels
-
         now = self.labels_now()
         text = format_qrels(labels_qrels(now), format="trec")
         shown = sum(1 for r in now.values() if r.get("grade") is not None and r.get("llm_grade_shown"))
         if shown:
-            from ...trust.labelling import shown_header
-
             text = shown_header(shown) + text
         return text
 
@@ -431,9 +418,6 @@ class Workspace:
         return Qrels.from_dict(data, source="LLM labels") if data else None
 
     def ppi(self) -> dict[str, Any]:
-        from ...trust.labelling import complete_queries, labels_qrels
-        from ...trust.ppi import ESTIMAND_TEXT, POPULATION_OF, ppi_evaluate
-
         tl = self._need_to_label()
         meta = tl.meta
         estimand = meta.get("estimand") or "collection"
@@ -628,10 +612,6 @@ class Workspace:
 
     def agreement(self, *, human_grade: int | None = None, llm_grade: int | None = None,
                   offset: int = 0, limit: int = 50) -> dict[str, Any]:
-        import numpy as np
-
-        from ...trust.agreement import cohen_kappa
-
         human = self._human_labels()
         pairs = []
         for key, h in human.items():
