@@ -17,6 +17,7 @@ from ..evaluate import DEFAULT_METRICS, TESTS, EvaluationWarning, compare, evalu
 from ..data import Run
 from ..render import html_note
 from ..io import check_output_path, read_run
+from ..integrations.mlflow import log_mlflow
 from ..io.streams import is_fd_path
 from ..measures import Measure, parse_measure, split_metric_list
 from ..report import FORMATS, TREC_FORMAT, CompareReport, Report, render_reports
@@ -481,8 +482,6 @@ def _run(args: argparse.Namespace) -> int:
             result = reports[0] if len(reports) == 1 else reports
     write_output(_render(result, args), args.output)
     if args.mlflow:
-        from ..integrations.mlflow import log_mlflow
-
         print(f"ragjudge: logged to MLflow run {log_mlflow(result)}", file=sys.stderr)
     write_plot(args, lambda plots: _draw(plots, args, result, qrels, names, early))
     for r in reports:

@@ -32,6 +32,7 @@ from typing import Any
 
 from .._sync import run_sync
 from ..errors import InputError
+from ..llm.progress import Progress
 from ..retrieve import read_texts
 from .frameworks import (
     Failure,
@@ -281,8 +282,6 @@ async def collect_samples(
 
     bar: Any = None
     if progress:
-        from ..llm.progress import Progress
-
         bar = Progress(len(ids), "collect samples", unit="question")
     failures = [0]
 

@@ -36,6 +36,7 @@ from typing import Any
 from .._sync import run_sync
 from ..data import Run
 from ..errors import InputError, RagjudgeError
+from ..llm.progress import Progress
 from ..retrieve import read_texts
 from .frameworks import (
     Failure,
@@ -288,8 +289,6 @@ async def run_retriever(
 
     bar: Any = None
     if progress:
-        from ..llm.progress import Progress
-
         bar = Progress(len(qids), f"retrieve {name}", unit="query")
     failures = [0]
 

@@ -29,13 +29,14 @@ import json
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
+from .._sync import run_sync
 from ..data import Qrels
 from ..errors import InputError, LLMError
 from ..judges.relevance import JudgeResult, Judgment, LLMRelevanceJudge, Pair, as_pair
 from ..llm import LLM
 from ..llm.cost import Usage
 from ..llm.provenance import FailureKind
-from ..llm.replies import apply_validate
+from ..llm.replies import apply_validate, check_reply
 from .cluster import (
     ENGINES,
     actors,
@@ -103,8 +104,6 @@ def vllm_judgment(judge: LLMRelevanceJudge, row: Mapping[str, Any]) -> dict[str,
     """The judgment of one vLLM reply, parsed by ragjudge's strict parser and the judge's
     validator (a reply that fails either is a failed judgment with its reason, never a
     guess); ``{"index", "judgment"}`` as the session workers return."""
-    from ..llm.replies import check_reply
-
     pair = Pair(str(row["qid"]), str(row["docid"]), str(row["query"]), str(row["passage"]))
     llm = judge.llm
     call = llm.prepare(judge.prompt, {"query": pair.query, "passage": pair.passage})
@@ -252,6 +251,4 @@ async def judge_ray(
 
 def judge_ray_sync(pairs: Iterable[Any], **kwargs: Any) -> JudgeResult:
     """Blocking :func:`judge_ray` (works inside Jupyter's running loop)."""
-    from .._sync import run_sync
-
     return run_sync(judge_ray(pairs, **kwargs))

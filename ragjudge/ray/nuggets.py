@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .._sync import run_sync
 from ..llm import LLM
 from ..nuggets.assign import AssignResult, assign_nuggets, estimate_assign
 from ..nuggets.data import Answer, Assignment, NuggetSet, read_answers, read_nuggets
@@ -155,6 +156,4 @@ async def assign_nuggets_ray(
 
 def assign_nuggets_ray_sync(nuggets: Any, answers: Any, **kwargs: Any) -> AssignResult:
     """Blocking :func:`assign_nuggets_ray` (works inside Jupyter's running loop)."""
-    from .._sync import run_sync
-
     return run_sync(assign_nuggets_ray(nuggets, answers, **kwargs))

@@ -34,6 +34,7 @@ import warnings
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
+from .._sync import run_sync
 from ..errors import InputError, LLMError
 from ..llm import LLM
 from ..llm.provenance import FailureKind
@@ -325,6 +326,4 @@ async def rag_ray(
 
 def rag_ray_sync(samples: Any, metrics: Any, **kwargs: Any) -> RagReport:
     """Blocking :func:`rag_ray` (works inside Jupyter's running loop)."""
-    from .._sync import run_sync
-
     return run_sync(rag_ray(samples, metrics, **kwargs))

@@ -12,8 +12,9 @@ from typing import Any
 
 from ..data import Qrels
 from ..errors import InputError
+from ..io import format_qrels
 from ..llm.cost import Usage
-from ..render import ResultSurface
+from ..render import ResultSurface, render_table
 from .filters import Candidate, FilterLine, accounting
 from .sampling import SamplingReport
 from .._lazy import optional
@@ -174,8 +175,6 @@ class SynthResult(ResultSurface):
 
     def to_latex(self) -> str:
         """The filter accounting as a booktabs LaTeX table (``\\usepackage{booktabs}``)."""
-        from ..render import render_table
-
         rows = [[f.name, f.seen, f.dropped, f.description] for f in self.filters]
         return render_table(["filter", "seen", "dropped", "drops"], rows, "latex")
 
@@ -183,8 +182,6 @@ class SynthResult(ResultSurface):
     def write(self, directory: str | Path) -> list[Path]:
         """Write ``queries.jsonl``, ``qrels.txt``, ``samples.jsonl``, ``synth.jsonl`` (every
         candidate) and ``summary.json`` into ``directory`` (created if needed)."""
-        from ..io import format_qrels
-
         out = Path(directory)
         try:
             out.mkdir(parents=True, exist_ok=True)

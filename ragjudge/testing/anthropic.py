@@ -254,6 +254,8 @@ class AnthropicFakeThread:
 
     def __init__(self, *, api_key: str = DEFAULT_KEY, port: int = 0, models: tuple[str, ...] = MODELS,
                  page_size: int = 1000, **sim: Any) -> None:
+        # Deferred: the simulator loads aiohttp's server, which the Messages API wire
+        # helpers of this module do not need.
         from .simulator import SimConfig, SimulatorThread
 
         sim.setdefault("latency", 0.01)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from ...errors import MetricError
+from ...llm.prompts import load_prompt
 from ...measures import Measure, format_spec
 from ...measures.grammar import Param
 from ..report import Score
@@ -93,8 +94,6 @@ _SIZED: dict[tuple[str, str, int], Any] = {}
 def prompt(name: str, language: str = "en") -> Any:
     """A shipped prompt template by name (``"faithfulness_claims.v2"``), in its ``language``
     variant where one is shipped (``faithfulness_claims.es.v2``)."""
-    from ...llm.prompts import load_prompt  # the llm package loads openai (~2 s): only for LLM metrics
-
     return load_prompt(name, language=language)
 
 
