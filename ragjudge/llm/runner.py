@@ -71,7 +71,7 @@ from .concurrency import ConcurrencyLimit
 from .defaults import DEFAULT_CONCURRENCY
 from .health import CircuitBreaker, EndpointDown, Slowdown
 from .looplag import LoopLag
-from .providers.base import RateInfo
+from .providers.base import AttemptFailed, RateInfo
 from .rate import WINDOW, RateLearner
 
 __all__ = ["Runner", "Attempt", "Reservation", "HEADROOM"]
@@ -81,6 +81,9 @@ log = logging.getLogger("ragjudge.llm")
 
 #: The share of an advertised limit the pacer keeps to (see the module docstring).
 HEADROOM = 0.98
+#: Seconds after a run-stopping refusal during which no new attempt starts (Runner._check_stop):
+#: far longer than the loop turns a stopped run takes to cancel its other requests.
+STOP_HOLD = 5.0
 # The current task's HTTP attempt (see Attempt): lets observe() place a reply's remaining-budget
 # headers on our own timeline, tell which start a 429 rejected, and record the reply's status.
 _TICKET: contextvars.ContextVar["Attempt | None"] = contextvars.ContextVar("ragjudge_runner_ticket", default=None)
@@ -119,6 +122,10 @@ class _LoopState:
         self.active = 0  # HTTP attempts in flight (the adaptive limit's count)
         self.waiters: list[asyncio.Future[None]] = []
         self.lag = LoopLag()
+        self.entered = 0  # attempts that came to the gate, in order
+        #: A run-stopping refusal (a spend limit, a bad key), how many attempts had come to the
+        #: gate when it came and when (monotonic): see Runner._check_stop.
+        self.stop: tuple[str, int, float] | None = None
 
 
 @dataclass
@@ -298,6 +305,8 @@ class Runner:
         budget, then the rpm pacing. Yields the :class:`Attempt`; raises
         :class:`ragjudge.errors.LLMError` when the server stayed unreachable too long."""
         st = self._state()
+        entry = st.entered
+        st.entered += 1
         if not st.first_reply.is_set() and self.header_rpm is None and self.adaptive_rpm is None:
             if st.probing:
                 await st.first_reply.wait()
@@ -306,13 +315,28 @@ class Runner:
                 # set the pace before a burst of `concurrency` requests can overrun the window.
                 st.probing = True
                 try:
-                    async with self._admit(st, tokens, wait, may_probe) as ticket:
+                    async with self._admit(st, tokens, wait, may_probe, entry) as ticket:
                         yield ticket
                 finally:
                     st.first_reply.set()
                 return
-        async with self._admit(st, tokens, wait, may_probe) as ticket:
+        async with self._admit(st, tokens, wait, may_probe, entry) as ticket:
             yield ticket
+
+    @staticmethod
+    def _check_stop(st: _LoopState, entry: int) -> None:
+        """Raise the run-stopping refusal (a spend limit, a bad key) instead of starting this
+        attempt, if it was waiting at the gate when the refusal came or came to the gate within
+        :data:`STOP_HOLD` s after it. Checked after the last wait, with no await before the
+        start: the refusal's task and the cancellation of the run's other tasks are a few
+        loop turns apart, and an attempt let go in between is one more request to a server
+        that has refused the run. After the hold, a new call on the same session is sent (the
+        user may have raised the limit), and meets its own refusal if not."""
+        if st.stop is None:
+            return
+        reason, mark, at = st.stop
+        if entry < mark or time.monotonic() - at < STOP_HOLD:
+            raise LLMError(reason)
 
     async def _await_breaker(self, wait: bool = False, may_probe: bool = True) -> bool:
         """Wait while the circuit breaker is open; True when this attempt is its probe. With
@@ -356,7 +380,8 @@ class Runner:
 
     @asynccontextmanager
     async def _admit(self, st: _LoopState, tokens: int, wait: bool = False,
-                     may_probe: bool = True) -> AsyncIterator[Attempt]:
+                     may_probe: bool = True, entry: int = -1) -> AsyncIterator[Attempt]:
+        self._check_stop(st, entry)
         while True:
             probe = await self._await_breaker(wait, may_probe)
             await self._acquire_active(st, probe)
@@ -380,6 +405,7 @@ class Runner:
                     self._say_pause(wait)
                 # Re-check at least every second: a fresher reply may have brought better news.
                 await asyncio.sleep(min(max(wait, 0.01), 1.0))
+            self._check_stop(st, entry)
         except BaseException:
             self._release_active(st)
             if probe:
@@ -411,6 +437,10 @@ class Runner:
         """Feed an attempt's end to the circuit breaker, the adaptive limit and the slowdown
         line."""
         now = time.monotonic()
+        if isinstance(exc, AttemptFailed) and not exc.verdict.retry and isinstance(exc.verdict.final, LLMError):
+            # The server refused the run (a spend limit, a bad key): the attempts waiting at
+            # the gate now must not go out (see _check_stop).
+            st.stop = (str(exc.verdict.final), st.entered, now)
         failure = classify_failure(exc) if exc is not None else None
         if failure is not None and failure.url != "the server" and self.where == "the server":
             self.where = failure.url  # redacted; the wait lines name the server from now on
