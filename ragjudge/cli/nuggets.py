@@ -43,8 +43,10 @@ steps:
   agree    agreement of LLM assignments with human ones (kappa with intervals), run-level
            Kendall tau, and a PPI interval for each run's score
 
-exit status: 0 ok; 1 a gate failed; 2 bad input (one-line message); 3 most LLM requests failed;
-4 stopped by --max-cost before the end (assign).
+exit status: 0 ok; 1 a gate failed; 2 bad input (one-line message), or a run-stopping endpoint
+error (a spend limit, a bad key: create and assign write what was made before it and name the
+rest; a rerun pays only for the rest); 3 most LLM requests failed; 4 stopped by --max-cost
+before the end (assign).
 """
 
 
