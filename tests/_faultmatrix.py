@@ -21,7 +21,8 @@ returns a :class:`CellResult`; :meth:`CellResult.violations` lists the broken in
 * ``transient``: under faults a retry outlives (5xx, 429, overload on some calls), no item
   fails;
 * ``stop``: a spend limit reached on the only endpoint stops the run at once: a non-zero exit,
-  one line naming the limit, no request resent for it beyond those already in flight;
+  one line naming the limit, no request resent for it beyond those already in flight, and
+  what was paid for before it written;
 * ``rerun``: after a store outage mid-run (``postgres restart``), the same command again
   pays again only for the calls that were in flight at the outage (a request billed in the
   rerun that had already had a clean reply).
@@ -476,6 +477,8 @@ class CellResult:
             said = any(w in self.stderr.lower() for w in ("spend limit", "quota", "usage limit"))
             if self.code in (None, 0) or not stopped or not said:
                 out.append(f"stop: a spend limit did not stop the run with one line (exit {self.code})")
+        if self.stops and self.billed_calls and any(p.startswith("no ") for p in self.items.problems):
+            out.append(f"stop: {self.billed_calls} replies paid for before the limit, and no output written")
         if self.resent_after_stop:
             out.append(f"stop: {self.resent_after_stop} requests sent again after a spend limit refused them")
         if self.rerun is not None and self.rerun[0] > self.rerun[1]:

@@ -39,16 +39,11 @@ EXIT = "exit: synth exits 0 although every generation call failed"
 BUDGET = "budget: a run cut short by --max-cost exits 0"
 HANG = "bound: with --max-cost and several endpoints the run stops sending after a few calls and never ends"
 LLM_COMMANDS = ("judge", "rag", "evaluate --judge", "synth")
-PACING = ("transient: under 30% 429s on the only endpoint the runner's pacing can hold a pair at the gate "
-          "past its patience (waits there are excused up to half its time) while the server answers 70% of calls")
 
 
 def _known(command: str, mode: str, endpoints: str, store: str = "") -> tuple[str, bool] | None:
-    """(why, strict) for a cell that breaks an invariant today; not strict where the outcome
-    depends on timing (when the budget binds against the calls in flight, how the runner's
-    pacing meets a pair's patience)."""
-    if mode.startswith("429") and endpoints == "one" and command in ("judge", "evaluate --judge", "nuggets assign"):
-        return PACING, False
+    """(why, strict) for a cell that breaks an invariant today (none does); not strict where the
+    outcome depends on timing (when the budget binds against the calls in flight)."""
     return None
 
 

@@ -9,7 +9,7 @@ import argparse
 import sys
 from typing import Any
 
-from ..errors import InputError
+from ..errors import InputError, LLMError
 from ..nuggets.options import NuggetOptions
 from ..report import FORMATS
 from ._inputs import add_option, check_writable, options_from_args, write_output
@@ -43,8 +43,10 @@ steps:
   agree    agreement of LLM assignments with human ones (kappa with intervals), run-level
            Kendall tau, and a PPI interval for each run's score
 
-exit status: 0 ok; 1 a gate failed; 2 bad input (one-line message); 3 most LLM requests failed;
-4 stopped by --max-cost before the end (assign).
+exit status: 0 ok; 1 a gate failed; 2 bad input (one-line message), or a run-stopping endpoint
+error (a spend limit, a bad key: create and assign write what was made before it and name the
+rest; a rerun pays only for the rest); 3 most LLM requests failed; 4 stopped by --max-cost
+before the end (assign).
 """
 
 
@@ -249,7 +251,11 @@ def _assign(args: argparse.Namespace) -> int:
         res = assign_nuggets_ray_sync(nuggets, answers, llm=llm, options=options, workers=args.ray_workers,
                                       address=args.ray_address)
     else:
-        res = assign_nuggets_sync(nuggets, answers, llm=llm, options=options, progress=not args.no_progress)
+        try:
+            res = assign_nuggets_sync(nuggets, answers, llm=llm, options=options, progress=not args.no_progress)
+        except LLMError as exc:
+            _write_stopped_assign(exc, args, llm)
+            raise
     res.write(args.output)
     for run, qid in res.missing:
         print(f"ragjudge: {run} {qid}: no nuggets for this query; not assigned", file=sys.stderr)
@@ -271,6 +277,27 @@ def _assign(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 3
     return 0
+
+
+def _resume_hint(llm: Any) -> str:
+    return ("a rerun resumes from the cache without paying for them again" if llm.cache.path is not None
+            else "--no-cache was given: a rerun pays for them again")
+
+
+def _write_stopped_assign(exc: LLMError, args: argparse.Namespace, llm: Any) -> None:
+    """The run stopped (a spend limit, a revoked key): write the assignments made before it
+    (the other nuggets failed with the stop as reason), so nothing paid for is lost, and say
+    how many are incomplete."""
+    from ..nuggets import AssignResult
+
+    res = exc.partial
+    if not isinstance(res, AssignResult):
+        return
+    res.write(args.output)
+    incomplete = sum(1 for a in res.assignments if a.failed)
+    print(f"ragjudge: the run stopped; wrote {len(res.assignments)} answers to {args.output}: "
+          f"{res.total - res.failed} of {res.total} nugget grades made, {res.stopped} not made, "
+          f"{incomplete} answers incomplete; {_resume_hint(llm)}", file=sys.stderr)
 
 
 def _create_parser(steps: Any) -> None:
@@ -312,7 +339,11 @@ def _create(args: argparse.Namespace) -> int:
             print("dry run: label importance of the unlabelled nuggets of "
                   f"{sum(1 for s in sets if any(n.importance is None for n in s.nuggets))} queries")
             return 0
-        res = label_importance_sync(sets, llm=llm, options=options, progress=not args.no_progress)
+        try:
+            res = label_importance_sync(sets, llm=llm, options=options, progress=not args.no_progress)
+        except LLMError as exc:
+            _write_stopped_create(exc, args, llm)
+            raise
     else:
         if args.qrels and not args.corpus:
             raise InputError("--qrels needs --corpus (the passages' texts)", field="--corpus")
@@ -330,7 +361,11 @@ def _create(args: argparse.Namespace) -> int:
                   importance=not args.no_importance, options=options)
         if args.dry_run:
             return _print_dry(estimate_create(queries, **kw))
-        res = create_nuggets_sync(queries, progress=not args.no_progress, **kw)
+        try:
+            res = create_nuggets_sync(queries, progress=not args.no_progress, **kw)
+        except LLMError as exc:
+            _write_stopped_create(exc, args, llm)
+            raise
     res.write(args.output)
     for q, why in res.failures.items():
         for w in why:
@@ -340,6 +375,30 @@ def _create(args: argparse.Namespace) -> int:
         print(f"ragjudge: error: {res.failed} of {res.calls} calls failed", file=sys.stderr)
         return 3
     return 0
+
+
+def _write_stopped_create(exc: LLMError, args: argparse.Namespace, llm: Any) -> None:
+    """The run stopped (a spend limit, a revoked key): write the nugget sets made before it and
+    name the queries left unfinished (their nuggets, or their importance)."""
+    from ..nuggets import CreateResult
+
+    res = exc.partial
+    if not isinstance(res, CreateResult):
+        return
+    made = {s.qid for s in res.sets}
+    no_set = [q for q in res.stopped if q not in made]
+    unlabelled = [s.qid for s in res.sets if any(n.importance is None for n in s.nuggets)]
+
+    def some(qids: list[str]) -> str:
+        return ", ".join(qids[:5]) + (f" and {len(qids) - 5} more" if len(qids) > 5 else "")
+
+    left = "; ".join(([f"the nuggets of {some(no_set)}"] if no_set else [])
+                     + ([f"the importance of {some(unlabelled)}"] if unlabelled else []))
+    if res.sets:  # an empty file would only replace an earlier one
+        res.write(args.output)
+    wrote = f"wrote the nuggets of {len(res.sets)} queries to {args.output}" if res.sets else "nothing to write"
+    print(f"ragjudge: the run stopped; {wrote}" + (f"; not made: {left}" if left else "")
+          + f"; {_resume_hint(llm)}", file=sys.stderr)
 
 
 _ALCE = """\

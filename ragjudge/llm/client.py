@@ -22,8 +22,9 @@ Two budgets
     gives it as many billed-but-unusable replies).
     A failure the verdict calls ``free`` (a 429: the server asking to wait; an unreachable
     server) and a failed outage probe are not the pair's fault: they do not use that budget,
-    and are bounded by time instead (``patience`` seconds from the pair's first attempt, its
-    waits at the runner's gate for the endpoint's shared pacing excused up to half its time;
+    and are bounded by time instead (``patience`` seconds from the pair's first failed
+    attempt -- the queue it met before is the run's pacing, not trouble of its own -- its
+    waits at the runner's gate since, for the endpoint's shared pacing, excused up to half;
     the runner's circuit breaker stops a run whose server stays unreachable). So an outage or a
     shared rate limit delays work and loses none. A ``Retry-After`` beyond the patience left
     ends that request at once, with its reason.
@@ -163,8 +164,11 @@ class _Call:
     ticket: Any = None
     #: (seconds the server asked to wait, patience left) when a Retry-After outran the patience
     refused_wait: tuple[float, float] | None = None
-    #: Seconds spent waiting at the runner's gate (the endpoint's shared pacing), excused
-    #: from the patience up to half the request's time (see the module docstring).
+    #: When its first attempt failed: the patience counts from then (the queue it met before
+    #: is the run's pacing, not an outage or a run of 429s of its own).
+    troubled_at: float | None = None
+    #: Seconds spent waiting at the runner's gate since then (the endpoint's shared pacing),
+    #: excused from the patience up to half that time (see the module docstring).
     queued: float = 0.0
 
 
@@ -273,7 +277,8 @@ class LLMClient:
         async with gate() as ticket:
             call.ticket = ticket
             start = time.monotonic()
-            call.queued += start - arrived
+            if call.troubled_at is not None:
+                call.queued += start - arrived
             if in_flight is not None:
                 in_flight(True)
             # A cancellation (a BaseException) skips every in_flight(False) below and leaves the
@@ -307,7 +312,6 @@ class LLMClient:
 
     async def _retrying(self, once: Callable[[_Call], Any]) -> Any:
         call = _Call()
-        first = time.monotonic()
 
         def before_sleep(state: RetryCallState) -> None:
             self.retries += 1
@@ -326,9 +330,13 @@ class LLMClient:
                 call.counted += 1
             if call.counted >= max(1, self.config.max_attempts):
                 return True
-            # Waits at the gate are excused up to half the time taken: where nothing but 429s
-            # come back, the gate's pacing is this request's wait too, and patience must end it.
-            elapsed = time.monotonic() - first
+            # Patience counts from the first failure; waits at the gate since are excused up to
+            # half that time: where nothing but 429s come back, the gate's pacing is this
+            # request's wait too, and patience must end it.
+            now = time.monotonic()
+            if call.troubled_at is None:
+                call.troubled_at = now
+            elapsed = now - call.troubled_at
             left = self.config.patience - (elapsed - min(call.queued, elapsed / 2))
             if left <= 0:
                 return True

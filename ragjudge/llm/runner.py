@@ -38,7 +38,12 @@ The rpm ceiling adapts (the effective rate is the smallest of the known limits):
   episode); then raise it every few seconds of quiet, binding pacing, halving the gap to the
   rate that last failed, and probe past that rate only after holding just below it for a while.
   A 429 whose headers show budget left (an overloaded replica, a spurious reply) only makes
-  that request wait and retry: it must not throttle the whole run.
+  that request wait and retry: it must not throttle the whole run. The resend of a request
+  refused by a 429 of the limit goes at the front of the schedule (the slots handed out since
+  each move back one, so the spacing holds), not behind every request queued meanwhile.
+* A run-stopping refusal (a spend limit, a bad key) ends the attempts waiting at the gate,
+  and those coming to it within :data:`STOP_HOLD` s, with its reason: none goes out while the
+  run's other tasks are being cancelled.
 
 Its parts, each pure bookkeeping under a clock passed in, live in their own modules: the rate
 learned from 429s (:mod:`.rate`), the endpoint's health -- circuit breaker and slowdown line --
@@ -71,7 +76,7 @@ from .concurrency import ConcurrencyLimit
 from .defaults import DEFAULT_CONCURRENCY
 from .health import CircuitBreaker, EndpointDown, Slowdown
 from .looplag import LoopLag
-from .providers.base import RateInfo
+from .providers.base import AttemptFailed, RateInfo
 from .rate import WINDOW, RateLearner
 
 __all__ = ["Runner", "Attempt", "Reservation", "HEADROOM"]
@@ -81,6 +86,9 @@ log = logging.getLogger("ragjudge.llm")
 
 #: The share of an advertised limit the pacer keeps to (see the module docstring).
 HEADROOM = 0.98
+#: Seconds after a run-stopping refusal during which no new attempt starts (Runner._check_stop):
+#: far longer than the loop turns a stopped run takes to cancel its other requests.
+STOP_HOLD = 5.0
 # The current task's HTTP attempt (see Attempt): lets observe() place a reply's remaining-budget
 # headers on our own timeline, tell which start a 429 rejected, and record the reply's status.
 _TICKET: contextvars.ContextVar["Attempt | None"] = contextvars.ContextVar("ragjudge_runner_ticket", default=None)
@@ -119,6 +127,15 @@ class _LoopState:
         self.active = 0  # HTTP attempts in flight (the adaptive limit's count)
         self.waiters: list[asyncio.Future[None]] = []
         self.lag = LoopLag()
+        self.entered = 0  # attempts that came to the gate, in order
+        #: Tasks whose last attempt the server refused with a 429 of its limit: their next
+        #: attempt takes the start slot that one held (see Runner._admit).
+        self.refused: weakref.WeakSet[asyncio.Task[object]] = weakref.WeakSet()
+        self.front = -math.inf  # the latest start time given to an attempt (the schedule's front)
+        self.moved = 0  # slots given to resends ahead of those handed out (see Runner._pace)
+        #: A run-stopping refusal (a spend limit, a bad key), how many attempts had come to the
+        #: gate when it came and when (monotonic): see Runner._check_stop.
+        self.stop: tuple[str, int, float] | None = None
 
 
 @dataclass
@@ -230,6 +247,30 @@ class Runner:
         if now > st.next_start:
             self.pace_missed += now - st.next_start  # diagnostics: slots nobody was ready for
         st.next_start = at + 60.0 / rpm
+        moved = st.moved
+        while at > now:
+            await asyncio.sleep(at - now)
+            now = time.monotonic()
+            if st.moved != moved:
+                # Resends took slots ahead of this one (_pace_resend): it moves back as many.
+                at += (st.moved - moved) * 60.0 / (self.rpm or rpm)
+                moved = st.moved
+
+    async def _pace_resend(self, st: _LoopState) -> None:
+        """The next slot of the schedule for a resend of a refused attempt (see _admit): at the
+        front, every slot already handed out moving back one, so the spacing holds for all."""
+        now = time.monotonic()
+        rpm = self.rpm
+        if rpm is None:
+            return
+        gap = 60.0 / rpm
+        at = max(now, st.front + gap, self.learner.next_release(now))
+        st.front = at
+        if st.next_start > at:  # attempts wait for later slots: each moves back one
+            st.moved += 1
+            st.next_start += gap
+        else:
+            st.next_start = at + gap
         if at > now:
             await asyncio.sleep(at - now)
 
@@ -298,6 +339,8 @@ class Runner:
         budget, then the rpm pacing. Yields the :class:`Attempt`; raises
         :class:`ragjudge.errors.LLMError` when the server stayed unreachable too long."""
         st = self._state()
+        entry = st.entered
+        st.entered += 1
         if not st.first_reply.is_set() and self.header_rpm is None and self.adaptive_rpm is None:
             if st.probing:
                 await st.first_reply.wait()
@@ -306,13 +349,28 @@ class Runner:
                 # set the pace before a burst of `concurrency` requests can overrun the window.
                 st.probing = True
                 try:
-                    async with self._admit(st, tokens, wait, may_probe) as ticket:
+                    async with self._admit(st, tokens, wait, may_probe, entry) as ticket:
                         yield ticket
                 finally:
                     st.first_reply.set()
                 return
-        async with self._admit(st, tokens, wait, may_probe) as ticket:
+        async with self._admit(st, tokens, wait, may_probe, entry) as ticket:
             yield ticket
+
+    @staticmethod
+    def _check_stop(st: _LoopState, entry: int) -> None:
+        """Raise the run-stopping refusal (a spend limit, a bad key) instead of starting this
+        attempt, if it was waiting at the gate when the refusal came or came to the gate within
+        :data:`STOP_HOLD` s after it. Checked after the last wait, with no await before the
+        start: the refusal's task and the cancellation of the run's other tasks are a few
+        loop turns apart, and an attempt let go in between is one more request to a server
+        that has refused the run. After the hold, a new call on the same session is sent (the
+        user may have raised the limit), and meets its own refusal if not."""
+        if st.stop is None:
+            return
+        reason, mark, at = st.stop
+        if entry < mark or time.monotonic() - at < STOP_HOLD:
+            raise LLMError(reason)
 
     async def _await_breaker(self, wait: bool = False, may_probe: bool = True) -> bool:
         """Wait while the circuit breaker is open; True when this attempt is its probe. With
@@ -356,10 +414,21 @@ class Runner:
 
     @asynccontextmanager
     async def _admit(self, st: _LoopState, tokens: int, wait: bool = False,
-                     may_probe: bool = True) -> AsyncIterator[Attempt]:
+                     may_probe: bool = True, entry: int = -1) -> AsyncIterator[Attempt]:
+        self._check_stop(st, entry)
+        task = asyncio.current_task()
+        # A resend of an attempt the server refused with a 429 of its limit (a request it did no
+        # work for, a start its window did not count) goes at the front of the schedule, the
+        # slots handed out since each moving back one, and takes an in-flight place at once:
+        # it still waits out the cooldown and keeps the spacing, but does not queue behind the
+        # whole schedule again (which, at a pace cut by the 429s, outlasted the patience of
+        # the requests at its back).
+        resend = task is not None and task in st.refused
+        if resend:
+            st.refused.discard(task)  # type: ignore[arg-type]
         while True:
             probe = await self._await_breaker(wait, may_probe)
-            await self._acquire_active(st, probe)
+            await self._acquire_active(st, probe or resend)
             if probe or not self.breaker.open:
                 break
             self._release_active(st)  # the breaker opened while we waited: back to its gate
@@ -369,17 +438,23 @@ class Runner:
                 if delay > 0:
                     await asyncio.sleep(min(delay, 1.0))
                     continue
-                await self._pace(st)
+                paced = not resend
+                if paced:
+                    await self._pace(st)
+                else:
+                    await self._pace_resend(st)
                 # Checked after pacing, with no await before the counters move: check-and-start
                 # is atomic, so concurrent attempts cannot all spend the same reported budget.
                 wait = self._budget_wait(tokens)
                 if wait <= 0 and self._cooldown_until <= time.monotonic():
                     break
-                self._refund(st)  # not starting now: the slot goes back to the schedule
+                if paced:
+                    self._refund(st)  # not starting now: the slot goes back to the schedule
                 if wait >= LONG_WAIT:
                     self._say_pause(wait)
                 # Re-check at least every second: a fresher reply may have brought better news.
                 await asyncio.sleep(min(max(wait, 0.01), 1.0))
+            self._check_stop(st, entry)
         except BaseException:
             self._release_active(st)
             if probe:
@@ -388,6 +463,7 @@ class Runner:
         self.started += 1
         self._started_tokens += tokens
         now = time.monotonic()
+        st.front = max(st.front, now)
         ticket = Attempt(float(self.started), self._started_tokens, float(tokens),
                          self.learner.on_start(now), now, probe)
         if self.limiter is not None:
@@ -411,6 +487,10 @@ class Runner:
         """Feed an attempt's end to the circuit breaker, the adaptive limit and the slowdown
         line."""
         now = time.monotonic()
+        if isinstance(exc, AttemptFailed) and not exc.verdict.retry and isinstance(exc.verdict.final, LLMError):
+            # The server refused the run (a spend limit, a bad key): the attempts waiting at
+            # the gate now must not go out (see _check_stop).
+            st.stop = (str(exc.verdict.final), st.entered, now)
         failure = classify_failure(exc) if exc is not None else None
         if failure is not None and failure.url != "the server" and self.where == "the server":
             self.where = failure.url  # redacted; the wait lines name the server from now on
@@ -554,6 +634,9 @@ class Runner:
             self.refused_waits += 1
             return
         wait = min(after if after is not None else 1.0, 60.0)
+        task = asyncio.current_task() if _in_loop() else None
+        if task is not None:
+            self._state().refused.add(task)
         self.slowdown.pause(max(0.0, now + wait - max(self._cooldown_until, now)))
         self._cooldown_until = max(self._cooldown_until, now + wait)
         if self.limiter is not None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .._sync import run_sync
-from ..errors import InputError
+from ..errors import InputError, LLMError
 from ..render import ResultSurface
 from .calls import (
     estimate_groups,
@@ -59,8 +59,10 @@ class AssignResult(ResultSurface):
 
     ``usage``: calls, cache hits, retries, failed calls, tokens and cost of this step;
     ``failed``: nuggets left unassigned by a failed call (``budget_cut`` of them because
-    ``--max-cost`` was reached: the run is unfinished, a rerun with a higher cap completes it
-    from the cache); ``missing``: ``(run, qid)`` of answers whose query has no nuggets."""
+    ``--max-cost`` was reached, ``stopped`` of them because a run-stopping error -- a spend
+    limit, a revoked key -- ended the run first: either way the run is unfinished, and a rerun
+    completes it from the cache); ``missing``: ``(run, qid)`` of answers whose query has no
+    nuggets."""
 
     assignments: list[Assignment]
     usage: dict[str, Any] = field(default_factory=dict)
@@ -68,6 +70,7 @@ class AssignResult(ResultSurface):
     total: int = 0
     missing: list[tuple[str, str]] = field(default_factory=list)
     budget_cut: int = 0
+    stopped: int = 0
 
     def write(self, path: str | Path) -> None:
         write_assignments(self.assignments, path)
@@ -85,6 +88,7 @@ class AssignResult(ResultSurface):
     def to_dict(self) -> dict[str, Any]:
         return {"assignments": [a.to_dict() for a in self.assignments], "usage": self.usage,
                 "failed": self.failed, "total": self.total, "budget_cut": self.budget_cut,
+                "stopped": self.stopped,
                 "missing": [list(m) for m in self.missing]}
 
     def describe(self) -> str:
@@ -147,7 +151,11 @@ async def assign_nuggets(
 
     ``llm`` is a structured session (:class:`ragjudge.llm.LLM`, or
     :class:`~ragjudge.llm.fake.FakeLLM` in tests); options as :class:`NuggetOptions` or its
-    field names as keywords."""
+    field names as keywords.
+
+    A run-stopping :class:`~ragjudge.errors.LLMError` (a spend limit, a revoked key) is raised
+    with the assignments as ``partial``: the calls answered before it graded (they are cached,
+    so a rerun does not pay for them again), the others failed with the stop as reason."""
     opts = resolve(options, kwargs)
     by_q, ans = _inputs(nuggets, answers)
     slots, calls, missing = _plan(by_q, ans, opts)
@@ -157,18 +165,25 @@ async def assign_nuggets(
     groups: dict[int, list[int]] = {}
     for j, (p, _) in enumerate(calls):
         groups.setdefault(id(p), []).append(j)
+    stop: LLMError | None = None
     for idx in groups.values():
         prompt = calls[idx[0]][0]
-        outs = await llm.structured_many(prompt, [calls[j][1] for j in idx], progress=progress,
-                                         desc="nugget assignment")
+        try:
+            outs = await llm.structured_many(prompt, [calls[j][1] for j in idx], progress=progress,
+                                             desc="nugget assignment")
+        except LLMError as exc:
+            # Nothing more is sent; the calls answered before the stop are kept (paid for).
+            stop, outs = exc, list(exc.partial or [])
         for j, o in zip(idx, outs):
             outcomes[j] = o
+        if stop is not None:
+            break
     labels_ok = LABELS if opts.grades == 3 else LABELS_2
     per_answer: dict[int, list[tuple[int, Any]]] = {}
     for (i, start, _end), o in zip(slots, outcomes):
         per_answer.setdefault(i, []).append((start, o))
     result: list[Assignment] = []
-    failed = total = budget_cut = 0
+    failed = total = budget_cut = stopped = 0
     for i, a in enumerate(ans):
         ns = by_q.get(a.qid)
         if ns is None:
@@ -180,6 +195,12 @@ async def assign_nuggets(
                       for n in ns.nuggets]
         for start, o in outs:
             window = ns.nuggets[start:start + opts.assign_window]
+            if o is None:  # never answered: the run stopped first
+                grades.extend(AssignedNugget(n.text, n.importance, None, failure=f"{STOPPED} ({stop})")
+                              for n in window)
+                failed += len(window)
+                stopped += len(window)
+                continue
             if o.error is not None:
                 why = failure_reason(o)
                 grades.extend(AssignedNugget(n.text, n.importance, None, failure=why) for n in window)
@@ -200,8 +221,16 @@ async def assign_nuggets(
             prov["window"] = opts.assign_window
         result.append(Assignment(a.qid, a.run_id, tuple(grades), ns.query or a.query, a.text, prov))
     usage = usage_since(llm, before, answers=len(result), requests_asked=len(calls),
-                        requests_failed=sum(1 for o in outcomes if o.error is not None))
-    return AssignResult(result, usage, failed, total, missing, budget_cut)
+                        requests_failed=sum(1 for o in outcomes if o is None or o.error is not None))
+    res = AssignResult(result, usage, failed, total, missing, budget_cut, stopped)
+    if stop is not None:
+        stop.partial = res
+        raise stop
+    return res
+
+
+#: The failure of a nugget left unassigned because the run stopped (a spend limit, a revoked key).
+STOPPED = "not assigned: the run stopped"
 
 
 def assign_nuggets_sync(nuggets: Any, answers: Any, **kwargs: Any) -> AssignResult:

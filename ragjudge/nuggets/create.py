@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .._sync import run_sync
-from ..errors import InputError
+from ..errors import InputError, LLMError
 from ..render import ResultSurface
 from .calls import (
     estimate_groups,
@@ -63,12 +63,15 @@ _PROMPTS: dict[tuple[str, int, int], Any] = {}
 
 @dataclass
 class CreateResult(ResultSurface):
-    """The nugget sets made (one per query), what they cost, and the failed calls per query."""
+    """The nugget sets made (one per query), what they cost, and the failed calls per query.
+    ``stopped``: the queries a run-stopping error (a spend limit, a revoked key) left unfinished:
+    their creation (no set is written for them) or their importance (labelled in part)."""
 
     sets: list[NuggetSet]
     usage: dict[str, Any] = field(default_factory=dict)
     failures: dict[str, list[str]] = field(default_factory=dict)
     calls: int = 0
+    stopped: list[str] = field(default_factory=list)
 
     @property
     def failed(self) -> int:
@@ -83,7 +86,7 @@ class CreateResult(ResultSurface):
 
     def to_dict(self) -> dict[str, Any]:
         return {"sets": [s.to_dict() for s in self.sets], "usage": self.usage,
-                "failures": self.failures}
+                "failures": self.failures, "stopped": self.stopped}
 
     def describe(self) -> str:
         n = sum(len(s.nuggets) for s in self.sets)
@@ -178,18 +181,26 @@ def passages_for(
 
 
 async def _create_one(llm: Any, qid: str, query: str, ps: list[tuple[str, str]], opts: NuggetOptions,
-                      outcomes: list[Any], failures: list[str]) -> list[Nugget]:
+                      outcomes: list[Any], failures: list[str], stop: list[LLMError]) -> list[Nugget] | None:
+    """The query's nuggets; ``None`` when a run-stopping error (kept in ``stop``, shared by
+    every query: the others start no further call) ended it first."""
     found: list[Nugget] = []
     seen: set[str] = set()
     for start in range(0, len(ps), opts.create_window):
         room = opts.max_nuggets - len(found)
         if room <= 0:
             break
+        if stop:
+            return None
         window = ps[start:start + opts.create_window]
-        o = await llm.structured(_create_prompt(len(window), room), {
-            "query": query, "passages": "\n".join(f"[{i}] {' '.join(t.split())}"
-                                                  for i, (_, t) in enumerate(window, start=1)),
-            "nuggets": numbered(n.text for n in found) or _NONE_YET, "room": str(room)})
+        try:
+            o = await llm.structured(_create_prompt(len(window), room), {
+                "query": query, "passages": "\n".join(f"[{i}] {' '.join(t.split())}"
+                                                      for i, (_, t) in enumerate(window, start=1)),
+                "nuggets": numbered(n.text for n in found) or _NONE_YET, "room": str(room)})
+        except LLMError as exc:
+            stop.append(exc)
+            return None
         outcomes.append(o)
         if o.error is not None:
             failures.append(f"passages {start + 1}-{start + len(window)}: {failure_reason(o)}")
@@ -213,12 +224,24 @@ async def label_importance(sets: Sequence[NuggetSet] | str | Path, *, llm: Any,
     opts = resolve(options, kwargs)
     items = read_nuggets(sets) if isinstance(sets, (str, Path)) else list(sets)
     before = snapshot(llm)
-    out, failures, outs = await _importance(llm, items, opts, only_missing, progress)
-    return CreateResult(out, usage_since(llm, before), failures, len(outs))
+    out, failures, outs, stop = await _importance(llm, items, opts, only_missing, progress)
+    res = CreateResult(out, usage_since(llm, before), failures, len(outs),
+                       _unlabelled(out, items, only_missing) if stop else [])
+    if stop is not None:
+        stop.partial = res  # the labels made before the stop; the rest left unlabelled
+        raise stop
+    return res
+
+
+def _unlabelled(out: list[NuggetSet], before: list[NuggetSet], only_missing: bool) -> list[str]:
+    """Queries the importance step left with a nugget unlabelled (it stopped first)."""
+    return [s.qid for s, b in zip(out, before)
+            if any(n.importance is None for n in s.nuggets)
+            and not (only_missing and all(n.importance is not None for n in b.nuggets))]
 
 
 async def _importance(llm: Any, sets: list[NuggetSet], opts: NuggetOptions, only_missing: bool,
-                      progress: bool) -> tuple[list[NuggetSet], dict[str, list[str]], list[Any]]:
+                      progress: bool) -> tuple[list[NuggetSet], dict[str, list[str]], list[Any], LLMError | None]:
     slots: list[tuple[int, int]] = []
     calls: list[tuple[Any, dict[str, str]]] = []
     for i, s in enumerate(sets):
@@ -230,11 +253,15 @@ async def _importance(llm: Any, sets: list[NuggetSet], opts: NuggetOptions, only
             calls.append((sized(IMPORTANCE, ("labels",), len(window)),
                           {"query": s.query, "nuggets": numbered(n.text for n in window),
                            "count": str(len(window))}))
-    outcomes = await _many(llm, calls, progress, "nugget importance")
+    outcomes, stop = await _many(llm, calls, progress, "nugget importance")
     new = [list(s.nuggets) for s in sets]
     failures: dict[str, list[str]] = {}
     per_set: dict[int, list[Any]] = {}
     for (i, start), o in zip(slots, outcomes):
+        if o is None:  # never answered: the run stopped first
+            failures.setdefault(sets[i].qid, []).append(
+                f"importance of nuggets {start + 1}-: not labelled: the run stopped ({stop})")
+            continue
         per_set.setdefault(i, []).append(o)
         if o.error is not None:
             failures.setdefault(sets[i].qid, []).append(f"importance of nuggets {start + 1}-: {failure_reason(o)}")
@@ -247,21 +274,29 @@ async def _importance(llm: Any, sets: list[NuggetSet], opts: NuggetOptions, only
         if i in per_set:
             prov["importance"] = provenance_of(per_set[i])
         out.append(replace(s, nuggets=tuple(new[i]), provenance=prov))
-    return out, failures, outcomes
+    return out, failures, [o for o in outcomes if o is not None], stop
 
 
-async def _many(llm: Any, calls: list[tuple[Any, dict[str, str]]], progress: bool, desc: str) -> list[Any]:
-    """Outcomes of ``(prompt, variables)`` calls in order: one ``structured_many`` per prompt."""
+async def _many(llm: Any, calls: list[tuple[Any, dict[str, str]]], progress: bool,
+                desc: str) -> tuple[list[Any], LLMError | None]:
+    """Outcomes of ``(prompt, variables)`` calls in order: one ``structured_many`` per prompt.
+    A run-stopping error ends it: the outcomes answered before it, ``None`` for the rest, and
+    the error."""
     outcomes: list[Any] = [None] * len(calls)
     groups: dict[int, list[int]] = {}
     for j, (p, _) in enumerate(calls):
         groups.setdefault(id(p), []).append(j)
     for idx in groups.values():
-        outs = await llm.structured_many(calls[idx[0]][0], [calls[j][1] for j in idx],
-                                         progress=progress, desc=desc)
+        try:
+            outs = await llm.structured_many(calls[idx[0]][0], [calls[j][1] for j in idx],
+                                             progress=progress, desc=desc)
+        except LLMError as exc:
+            for j, o in zip(idx, exc.partial or []):
+                outcomes[j] = o
+            return outcomes, exc
         for j, o in zip(idx, outs):
             outcomes[j] = o
-    return outcomes
+    return outcomes, None
 
 
 async def create_nuggets(
@@ -280,7 +315,10 @@ async def create_nuggets(
     """Nuggets of every query with passages (see :func:`passages_for`), then their importance.
 
     Queries run concurrently; the windows of one query run in order (each call sees the nuggets
-    found so far)."""
+    found so far). A run-stopping :class:`~ragjudge.errors.LLMError` (a spend limit, a revoked
+    key) is raised with ``partial`` the result so far: the sets of the queries whose creation
+    finished (importance labelled as far as it got), the others named in ``stopped``; every
+    answered call is cached, so a rerun pays only for the rest."""
     opts = resolve(options, kwargs)
     qs = _texts(queries, "queries")
     ans = read_answers(answers) if isinstance(answers, (str, Path)) else answers
@@ -289,23 +327,37 @@ async def create_nuggets(
     order = [q for q in qs if ps.get(q)]
     outcomes: dict[str, list[Any]] = {q: [] for q in order}
     failures: dict[str, list[str]] = {q: [] for q in order}
-    found = await asyncio.gather(*(_create_one(llm, q, qs[q], ps[q], opts, outcomes[q], failures[q])
+    stop: list[LLMError] = []
+    found = await asyncio.gather(*(_create_one(llm, q, qs[q], ps[q], opts, outcomes[q], failures[q], stop)
                                    for q in order))
     sets = []
+    stopped: list[str] = []
     for q, nuggets in zip(order, found):
+        if nuggets is None:
+            stopped.append(q)
+            failures[q].append(f"not created: the run stopped ({stop[0]})")
+            continue
         prov = {"create": provenance_of(outcomes[q]), "passages": [i for i, _ in ps[q]],
                 "window": opts.create_window, "max_nuggets": opts.max_nuggets}
         sets.append(NuggetSet(q, qs[q], tuple(nuggets), prov))
     n_calls = sum(len(v) for v in outcomes.values())
-    if importance:
-        sets, imp_fail, imp_outs = await _importance(llm, sets, opts, False, progress)
+    if importance and not stop:
+        created = sets
+        sets, imp_fail, imp_outs, imp_stop = await _importance(llm, sets, opts, False, progress)
         for q, v in imp_fail.items():
             failures[q].extend(v)
         n_calls += len(imp_outs)
+        if imp_stop is not None:
+            stop.append(imp_stop)
+            stopped = _unlabelled(sets, created, False)
     failures = {q: v for q, v in failures.items() if v}
     usage = usage_since(llm, before, queries=len(sets),
                         no_passages=[q for q in qs if not ps.get(q)])
-    return CreateResult(sets, usage, failures, n_calls)
+    res = CreateResult(sets, usage, failures, n_calls, stopped)
+    if stop:
+        stop[0].partial = res
+        raise stop[0]
+    return res
 
 
 def create_nuggets_sync(queries: Any, **kwargs: Any) -> CreateResult:

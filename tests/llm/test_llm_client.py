@@ -360,3 +360,31 @@ def test_logprob_alternatives_merge_and_fall_back_as_the_server_meant() -> None:
     assert tokens({"token": "x", "logprob": "-0.5"}, {"token": "x", "logprob": None}) == {"x": None}
     assert tokens() == {"2": -0.1}  # no alternatives: the token alone
     assert tokens(own=0.5) == {"2": None}  # a positive logprob is no probability
+
+
+def test_patience_counts_from_the_first_failure_not_from_the_queue(httpx2_mock: respx.Router) -> None:
+    # A request that waited at the runner's gate (the run's shared pacing) longer than twice its
+    # patience before its first attempt, then met one 429, is retried: the queue was not a run
+    # of 429s of its own.
+    from contextlib import asynccontextmanager
+
+    route = httpx2_mock.post(URL)
+    route.side_effect = [error(429, "slow down", headers={"retry-after-ms": "1"}), ok(completion("hi"))]
+    client = LLMClient(ClientConfig(model="m", base_url=BASE, api_key=SECRET, patience=0.2, backoff_base=0.001))
+    gates = [0]
+
+    @asynccontextmanager
+    async def gate() -> Any:
+        gates[0] += 1
+        if gates[0] == 1:
+            await asyncio.sleep(0.6)  # queued behind the others' slots
+        yield None
+
+    async def go() -> Any:
+        try:
+            return await client.complete({"model": "m", "messages": [{"role": "user", "content": "x"}]}, gate=gate)
+        finally:
+            await client.close()
+
+    comp = asyncio.run(go())
+    assert comp.text == "hi" and route.call_count == 2

@@ -230,3 +230,36 @@ def test_overloaded_replies_and_timeouts_cut_the_adaptive_limit() -> None:
 
     asyncio.run(main())
     assert Runner(adaptive=False).concurrency_limit == DEFAULT_CONCURRENCY
+
+
+def test_a_resend_after_a_429_goes_at_the_front_of_the_schedule() -> None:
+    # The requests queued behind one the server refused keep their order behind its resend: it
+    # does not wait out the whole schedule again (at a pace cut by 429s that outlasted the
+    # patience of the requests at the back).
+    from ragjudge.llm.providers.base import RateInfo
+
+    runner = Runner(concurrency=8, adaptive=False)  # the pacing alone orders the starts
+    limits = RateInfo(limit_requests=300)  # pace 294 rpm: a start every ~0.2 s
+    order: list[str] = []
+
+    async def one(name: str, refused: bool = False) -> None:
+        if refused:
+            with pytest.raises(RuntimeError):
+                async with runner.attempt():
+                    order.append(name + "1")
+                    await asyncio.sleep(0.05)  # the others take the next slots meanwhile
+                    runner.observe(RateInfo(limit_requests=300, retry_after=0.05), 429)
+                    raise RuntimeError("429")
+        async with runner.attempt():
+            order.append(name)
+            runner.observe(limits, 200)
+
+    async def main() -> None:
+        await one("warm-up")  # its reply states the limit: the others are paced from the start
+        first = asyncio.create_task(one("a", refused=True))
+        await asyncio.sleep(0)  # `a` takes the first slot, the others the next ones
+        await asyncio.gather(first, *(one(n) for n in "bcdef"))
+
+    asyncio.run(main())
+    assert order[:2] == ["warm-up", "a1"] and order.index("a") <= 3, order  # not behind b..f
+    assert sorted(order) == sorted(["warm-up", "a1", "a", *"bcdef"])
