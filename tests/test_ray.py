@@ -304,6 +304,43 @@ def test_nugget_assignment_on_a_local_cluster_equals_one_process(cluster: Any, s
 
 
 @pytest.mark.slow  # a local Ray cluster and a loopback server
+def test_nugget_assignment_stopped_by_a_spend_limit_on_the_workers_keeps_what_they_made(
+        cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """As one process: the grades made before the limit are written, the rest fail with the
+    stop as reason, the exit status is 2, and a rerun pays only for what is missing."""
+    from _faultserver import FaultServer
+
+    from ragjudge.cli import main
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-fault")
+    ex = EXAMPLES / "nuggets"
+
+    def assign(server: FaultServer, out: Path, cache: Path) -> int:
+        return main(["nuggets", "assign", str(ex / "nuggets.jsonl"), str(ex / "runs" / "run_a.jsonl"),
+                     "-o", str(out), "--assign-window", "2", "--concurrency", "1", "--no-progress",
+                     "--model", "fault-model", "--base-url", server.base_url, "--cache", str(cache),
+                     "--engine", "ray", "--ray-workers", "2"])
+
+    with FaultServer({}) as clean:
+        assert assign(clean, tmp_path / "all.jsonl", tmp_path / "all.sqlite") == 0
+    whole = clean.billed_calls
+    capsys.readouterr()
+    out, cache = tmp_path / "a.jsonl", tmp_path / "c.sqlite"
+    with FaultServer({"spend_limit": 0.1}, seed=1) as limited:
+        assert assign(limited, out, cache) == 2
+    err = capsys.readouterr().err
+    assert "the run stopped; wrote" in err and "quota" in err
+    grades = [n for line in out.read_text().splitlines() for n in json.loads(line)["nuggets"]]
+    made = [n for n in grades if n["assignment"] is not None]
+    stopped = [n for n in grades if n["assignment"] is None]
+    assert stopped and all(n["failure"].startswith("not assigned: the run stopped") for n in stopped)
+    assert 0 < len(made) <= 2 * limited.billed_calls  # a paid call grades one or two (the rerun checks none is lost)
+    with FaultServer({}) as again:
+        assert assign(again, out, cache) == 0
+    assert again.billed_calls == whole - limited.billed_calls and again.paid_twice == 0
+
+
+@pytest.mark.slow  # a local Ray cluster and a loopback server
 def test_rag_workers_share_one_budget(cluster: Any, sim: Any, tmp_path: Path) -> None:
     """max_cost split between the workers: the run stops within it, the samples it could not pay
     for are undetermined with the budget as their failure (the CLI's exit status 4)."""

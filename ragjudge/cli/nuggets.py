@@ -12,6 +12,28 @@ from typing import Any
 from ..errors import InputError, LLMError
 from ..nuggets.options import NuggetOptions
 from ..report import FORMATS
+from ..nuggets import (
+    LABELS,
+    LABELS_2,
+    METRICS,
+    AssignResult,
+    CreateResult,
+    assign_nuggets_sync,
+    cite_support_sync,
+    create_nuggets_sync,
+    estimate_assign,
+    estimate_cite,
+    estimate_create,
+    label_importance_sync,
+    nugget_agreement,
+    read_answers,
+    read_assignments,
+    read_nuggets,
+    read_support,
+    score_assignments,
+)
+from ..nuggets.labelling import human_from_files
+from ..report import render_reports
 from ._inputs import add_option, check_writable, options_from_args, write_output
 from ._llm import add_llm_options, llm_from_args
 from ._plot import add_plot_options, check_plot_path, draw_panels, write_plot
@@ -115,8 +137,6 @@ def _score_parser(steps: Any) -> None:
 
 
 def _score(args: argparse.Namespace) -> int:
-    from ..nuggets import LABELS, LABELS_2, METRICS, read_assignments, score_assignments
-
     check_writable([args.output])
     check_plot_path(args)
     metrics = [m.strip() for spec in (args.metrics or []) for m in spec.split(",") if m.strip()] or list(METRICS)
@@ -137,8 +157,6 @@ def _score(args: argparse.Namespace) -> int:
     else:
         text = report.render(args.format, per_query=args.per_query, digits=args.digits)
         if args.per_query:
-            from ..report import render_reports
-
             text += ("\n" if args.format == "table" else "") + render_reports(
                 list(report.reports.values()), args.format, per_query=True, digits=args.digits)
     _emit(text, args)
@@ -169,8 +187,6 @@ def _draw(plots: Any, report: Any, args: argparse.Namespace) -> Any:
 def _answers(paths: list[str]) -> list[Any]:
     """The answers of every file; a file without any is an error naming it (a truncated file
     or a wrong path, never an evaluation of nothing)."""
-    from ..nuggets import read_answers
-
     out = []
     for p in paths:
         got = read_answers(p)
@@ -234,8 +250,6 @@ def _assign_parser(steps: Any) -> None:
 
 
 def _assign(args: argparse.Namespace) -> int:
-    from ..nuggets import assign_nuggets_sync, estimate_assign, read_nuggets
-
     check_writable([args.output])
     options = options_from_args(NuggetOptions, args)
     nuggets = read_nuggets(args.nuggets)
@@ -245,17 +259,17 @@ def _assign(args: argparse.Namespace) -> int:
     llm = llm_from_args(args)
     if args.dry_run:
         return _print_dry(estimate_assign(nuggets, answers, llm=llm, options=options))
-    if args.engine == "ray":
-        from ..ray import assign_nuggets_ray_sync
+    try:
+        if args.engine == "ray":
+            from ..ray import assign_nuggets_ray_sync  # deferred: loads Ray, only for --engine ray
 
-        res = assign_nuggets_ray_sync(nuggets, answers, llm=llm, options=options, workers=args.ray_workers,
-                                      address=args.ray_address)
-    else:
-        try:
+            res = assign_nuggets_ray_sync(nuggets, answers, llm=llm, options=options,
+                                          workers=args.ray_workers, address=args.ray_address)
+        else:
             res = assign_nuggets_sync(nuggets, answers, llm=llm, options=options, progress=not args.no_progress)
-        except LLMError as exc:
-            _write_stopped_assign(exc, args, llm)
-            raise
+    except LLMError as exc:
+        _write_stopped_assign(exc, args, llm)
+        raise
     res.write(args.output)
     for run, qid in res.missing:
         print(f"ragjudge: {run} {qid}: no nuggets for this query; not assigned", file=sys.stderr)
@@ -288,8 +302,6 @@ def _write_stopped_assign(exc: LLMError, args: argparse.Namespace, llm: Any) -> 
     """The run stopped (a spend limit, a revoked key): write the assignments made before it
     (the other nuggets failed with the stop as reason), so nothing paid for is lost, and say
     how many are incomplete."""
-    from ..nuggets import AssignResult
-
     res = exc.partial
     if not isinstance(res, AssignResult):
         return
@@ -323,13 +335,6 @@ def _create_parser(steps: Any) -> None:
 
 
 def _create(args: argparse.Namespace) -> int:
-    from ..nuggets import (
-        create_nuggets_sync,
-        estimate_create,
-        label_importance_sync,
-        read_nuggets,
-    )
-
     check_writable([args.output])
     options = options_from_args(NuggetOptions, args)
     if args.label:
@@ -380,8 +385,6 @@ def _create(args: argparse.Namespace) -> int:
 def _write_stopped_create(exc: LLMError, args: argparse.Namespace, llm: Any) -> None:
     """The run stopped (a spend limit, a revoked key): write the nugget sets made before it and
     name the queries left unfinished (their nuggets, or their importance)."""
-    from ..nuggets import CreateResult
-
     res = exc.partial
     if not isinstance(res, CreateResult):
         return
@@ -426,8 +429,6 @@ def _cite_parser(steps: Any) -> None:
 
 
 def _cite(args: argparse.Namespace) -> int:
-    from ..nuggets import cite_support_sync, estimate_cite
-
     check_writable([args.output, args.labels])
     answers = _answers(args.answers)
     llm = llm_from_args(args)
@@ -484,8 +485,6 @@ def _human(args: argparse.Namespace) -> Any:
         raise InputError("give HUMAN, or --to-label FILE --labels LOG (not both)", field="HUMAN")
     if args.human:
         return args.human
-    from ..nuggets.labelling import human_from_files
-
     human = human_from_files(args.to_label, args.labels)
     print(f"ragjudge: {len(human)} answers assigned by hand in {args.labels} (completed queries only)",
           file=sys.stderr)
@@ -493,8 +492,6 @@ def _human(args: argparse.Namespace) -> Any:
 
 
 def _agree(args: argparse.Namespace) -> int:
-    from ..nuggets import nugget_agreement, read_support
-
     if bool(args.support_llm) != bool(args.support_human):
         raise InputError("give both --support-llm and --support-human", field="--support-human")
     check_writable([args.output])

@@ -26,8 +26,8 @@ __all__ = ["Endpoint", "ENDPOINT_FIELDS", "DEFAULT_CONCURRENCY", "parse_endpoint
 
 
 def _spec(name: str) -> Any:
-    # The registry loads every provider module (and their shared base); a command that only
-    # declares its LLM flags, and never calls a model, should not pay for that at start-up.
+    # Deferred: the registry loads every provider module (and their shared base); a command
+    # that only declares its LLM flags, and never calls a model, should not pay for that.
     from .providers import provider_spec
 
     return provider_spec(name)

@@ -40,6 +40,7 @@ from .data import (
     write_assignments,
 )
 from .options import NuggetOptions, resolve
+from .score import score_assignments
 
 __all__ = ["AssignResult", "assign_nuggets", "assign_nuggets_sync", "assign_prompt", "estimate_assign"]
 
@@ -77,8 +78,6 @@ class AssignResult(ResultSurface):
 
     def score(self, **kwargs: Any) -> Any:
         """Per-run scores with intervals (:func:`ragjudge.nuggets.score_assignments`)."""
-        from .score import score_assignments
-
         return score_assignments(self.assignments, **kwargs)
 
     @property

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
+from ..llm.prompts import load_prompt
+from ..llm.values import DryRun
 
 __all__ = [
     "estimate_groups",
@@ -23,8 +25,6 @@ _SIZED: dict[tuple[str, tuple[str, ...], int, int | None], Any] = {}
 
 def load(name: str) -> Any:
     """A shipped prompt (the llm package loads on first use, not with the readers)."""
-    from ..llm.prompts import load_prompt
-
     return load_prompt(name)
 
 
@@ -76,8 +76,6 @@ def estimate_groups(llm: Any, groups: Iterable[tuple[Any, list[Mapping[str, Any]
                     assumptions: str = "") -> Any:
     """One :class:`~ragjudge.llm.values.DryRun` summing the estimates of ``(prompt, variables)``
     groups (prompts sized to different counts are estimated apart)."""
-    from ..llm.values import DryRun
-
     total = dict(pairs=0, cached=0, duplicates=0, calls=0, prompt_tokens=0, completion_tokens=0)
     cost: float | None = 0.0
     worst: float | None = 0.0

@@ -43,6 +43,7 @@ from .calls import (
     usage_since,
 )
 from .data import Answer, read_answers, read_texts
+from ..evaluate import compare_reports
 
 __all__ = [
     "CITE_METRICS",
@@ -140,8 +141,6 @@ class CiteResult(ResultSurface):
 
     def score(self, *, baseline: str | None = None, **kwargs: Any) -> Any:
         """Per-run means with intervals and paired tests (a :class:`~ragjudge.report.CompareReport`)."""
-        from ..evaluate import compare_reports
-
         reps = self.reports()
         if not reps:
             raise InputError("no answers to score", field="answers")

@@ -44,6 +44,7 @@ from .data import (
     write_nuggets,
 )
 from .options import NuggetOptions, resolve
+from ..io.coerce import as_qrels
 
 __all__ = [
     "CreateResult",
@@ -153,8 +154,6 @@ def passages_for(
             out[str(q)] = [(str(i), str(t)) for i, t in items][: opts.max_passages]
         return out
     if qrels is not None:
-        from ..io.coerce import as_qrels
-
         q = as_qrels(qrels)
         for qid in queries:
             graded = sorted(((g, d) for d, g in q.get(qid).items() if g >= opts.min_grade),

@@ -28,6 +28,7 @@ from typing import Any
 from ..errors import InputError
 from ..io.records import jsonl_lines, jsonl_objects, load_json
 from ..io.streams import decode_text, open_input
+from ..io.texts import parse_corpus
 
 __all__ = [
     "IMPORTANCE",
@@ -352,6 +353,8 @@ def parse_answers(text: str, *, source: str = "<answers>", run_id: str | None = 
 
 
 def _from_samples(text: str, source: str, run_id: str) -> list[Answer]:
+    # Deferred: `evaluate` loads this module (plan-labels' nugget options) and must not load
+    # the RAG wing; only a samples file given as answers needs it.
     from ..rag.samples import parse_samples
 
     fmt = "json" if text.lstrip("\ufeff \t\r\n").startswith("[") else "jsonl"
@@ -459,8 +462,6 @@ def read_texts(path: str | Path, *, wanted: Iterable[str] | None = None) -> dict
     text, source = _read_text(path)
     stripped = text.lstrip("\ufeff \t\r\n")
     if not stripped.startswith("{"):
-        from ..io.texts import parse_corpus
-
         rows = parse_corpus(text, source=source, format="tsv")
         return {k: v for k, v in rows.items() if keep is None or k in keep}
     out: dict[str, str] = {}

@@ -33,6 +33,8 @@ from ..io.records import jsonl_objects
 from ..trust.labelling import replay_labels, undo_target
 from .data import LABELS, Answer, AssignedNugget, Assignment, read_assignments
 from .score import METRICS
+from .score import answer_scores
+from ..trust.ppi import plan_labels
 
 __all__ = [
     "NUGGET_TO_LABEL_FORMAT",
@@ -253,8 +255,6 @@ def llm_assignments_of(to_label: NuggetToLabel) -> list[Assignment] | None:
 
 
 def _run_scores(items: Sequence[Assignment], metric: str) -> dict[str, dict[str, float]]:
-    from .score import answer_scores
-
     out: dict[str, dict[str, float]] = {}
     for a in items:
         v = answer_scores(a)[0][metric]
@@ -278,8 +278,6 @@ def plan_nugget_labels(
     pilot of human assignments of a few (:func:`ragjudge.trust.ppi.plan_labels` per run, the
     answers of a run as its items). One dict per run with ``run`` and ``metric`` added; a run
     with fewer than 2 piloted answers is left out."""
-    from ..trust.ppi import plan_labels
-
     if metric not in METRICS:
         raise InputError(f"unknown nugget score {metric!r}; expected {', '.join(METRICS)}",
                          field="metric")

@@ -22,6 +22,8 @@ from .cite import CiteResult, cite_support, estimate_cite, read_support, support
 from .create import CreateResult, create_nuggets, estimate_create
 from .data import Answer, Nugget, NuggetSet, read_answers, read_nuggets
 from .options import NuggetOptions, resolve
+from .create import label_importance
+from ..llm.values import DryRun
 
 __all__ = ["NuggetEvaluation", "estimate_answers", "evaluate_answers", "evaluate_answers_sync"]
 
@@ -102,8 +104,6 @@ async def evaluate_answers(
     else:
         sets = read_nuggets(nuggets) if isinstance(nuggets, (str, Path)) else list(nuggets)
         if any(n.importance is None for s in sets for n in s.nuggets):
-            from .create import label_importance
-
             created = await label_importance(sets, llm=llm, options=opts, progress=progress)
             sets = created.sets
             usage["importance"] = created.usage
@@ -167,8 +167,6 @@ def estimate_answers(answers: Any, *, llm: Any, nuggets: Any = None, queries: An
 
 
 def _sum(parts: list[Any], llm: Any) -> Any:
-    from ..llm.values import DryRun
-
     keys = ("pairs", "cached", "duplicates", "calls", "prompt_tokens", "completion_tokens")
     total = {k: sum(getattr(p, k) for p in parts) for k in keys}
     cost = None if any(p.cost is None for p in parts) else sum(p.cost for p in parts)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .._sync import run_sync
+from ..errors import LLMError
 from ..llm import LLM
 from ..nuggets.assign import AssignResult, assign_nuggets, estimate_assign
 from ..nuggets.data import Answer, Assignment, NuggetSet, read_answers, read_nuggets
@@ -71,9 +72,18 @@ class _AssignWorker:
         rows = batch.to_pylist()
         answers: list[Answer] = [pickle.loads(r["answer"]) for r in rows]
         sets = {s.qid: s for s in (pickle.loads(r["nuggets"]) for r in rows)}
-        res = await assign_nuggets(list(sets.values()), answers, llm=self.llm, options=self.options)
+        stop = ""
+        try:
+            res = await assign_nuggets(list(sets.values()), answers, llm=self.llm, options=self.options)
+        except LLMError as exc:
+            # The run stopped here (a spend limit, a revoked key): the grades made before it
+            # are paid for and go back to the driver, which stops the run with them.
+            if not isinstance(exc.partial, AssignResult):
+                raise
+            res, stop = exc.partial, " ".join(str(exc).split())
         # the session's totals, not this batch's difference: another batch runs beside it
         usage = {"worker": self.uid, "totals": totals(self.llm), "failed": res.failed, "total": res.total,
+                 "stopped": res.stopped, "stop": stop,
                  "requests_asked": res.usage.get("requests_asked", 0),
                  "requests_failed": res.usage.get("requests_failed", 0)}
         # every answer here has nuggets, so the assignments are the answers, in order
@@ -131,6 +141,7 @@ async def assign_nuggets_ray(
     usage: dict[str, Any] = {}
     _add(usage, {**here.usage, "cost_usd": None if after is None else after - (before or 0.0)})
     failed, total = here.failed, here.total
+    stopped, stop = here.stopped, ""
     by_index: dict[int, Assignment] = {}
     mine = iter(here.assignments)
     for i, a in enumerate(ans):
@@ -142,6 +153,8 @@ async def assign_nuggets_ray(
         by_index.update(got)
         failed += sum(p["failed"] for p in parts)
         total += sum(p["total"] for p in parts)
+        stopped += sum(p.get("stopped", 0) for p in parts)
+        stop = next((p["stop"] for p in parts if p.get("stop")), "")
         spent = sum_totals((p["worker"], p["totals"]) for p in parts)
         _add(usage, {k: v for k, v in spent.items() if k in usage})  # the keys assign_nuggets reports
         _add(usage, {k: sum(p[k] for p in parts) for k in ("requests_asked", "requests_failed")})
@@ -151,7 +164,12 @@ async def assign_nuggets_ray(
              "requests_asked": usage.get("requests_asked", 0), "requests_failed": usage.get("requests_failed", 0)}
     result = [by_index[i] for i in sorted(by_index)]
     cut = sum(1 for a in result for n in a.failed if (n.failure or "").startswith("budget"))  # FailureKind.BUDGET
-    return AssignResult(result, usage, failed, total, here.missing, cut)
+    res = AssignResult(result, usage, failed, total, here.missing, cut, stopped)
+    if stop:  # as one process: the run-stopping error, with everything made before it
+        exc = LLMError(stop)
+        exc.partial = res
+        raise exc
+    return res
 
 
 def assign_nuggets_ray_sync(nuggets: Any, answers: Any, **kwargs: Any) -> AssignResult:
