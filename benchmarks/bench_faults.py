@@ -1,4 +1,4 @@
-"""Fault benchmark of the LLM judge (issue 7): what survives odd replies, outages, hidden
+"""Fault benchmark of the LLM judge: what survives odd replies, outages, hidden
 reasoning, shared limits and a single-slot server, with default settings.
 
 Every scenario runs ``LLMRelevanceJudge`` against a fresh ``benchmarks/simulator.py`` process on

@@ -25,7 +25,7 @@ Usage::
     python benchmarks/bench_judge.py --pairs 300 --json out.json --skip-quantized
     python benchmarks/bench_judge.py --only-busy --burners 20 --repeats 3 --pairs 400
 
-Targets (issue 3): >= 95% of the ceiling with default settings and almost no 429s; 0 lost with
+Targets: >= 95% of the ceiling with default settings and almost no 429s; 0 lost with
 faults; 0 duplicate paid calls; a repeated run makes 0 calls.
 """
 

@@ -1,6 +1,6 @@
 """Benchmark ``ragjudge rag`` against the loopback simulator (and RAGAS when it is installed).
 
-Setting (issue 4): simulator at 300 ms latency and 600 requests/minute, 200 generated samples
+Setting: simulator at 300 ms latency and 600 requests/minute, 200 generated samples
 with 5 contexts each, metrics context_precision + context_recall + faithfulness, ``ragjudge
 rag`` with its DEFAULT settings (only --model/--base-url/--no-cache given), once without faults
 and once with 10% 5xx + 5% malformed replies. Reported: wall time, requests and tokens per

@@ -200,7 +200,7 @@ def test_compare_report_outputs() -> None:
     other = {q: dict(reversed(list(d.items()))) for q, d in RUN.items()}
     cr = compare(QRELS, {"a": RUN, "b": other}, ["map", "mrr"], n_resamples=200)
     headers, rows = cr.table()
-    # The baseline-mode columns are pinned: issue 11 only appended d_z and win/tie/loss.
+    # The baseline-mode columns are pinned: later columns (d_z, win/tie/loss) were only appended.
     assert headers == ["run", "metric", "mean", "ci_low", "ci_high", "delta", "delta_low",
                        "delta_high", "p", "p_holm", "sig", "d_z", "wins", "ties", "losses"]
     assert len(rows) == 4

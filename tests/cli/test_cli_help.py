@@ -1,4 +1,4 @@
-"""CLI consistency (issue 11 item 6): help for every option, compare's help, install hints,
+"""CLI consistency: help for every option, compare's help, install hints,
 writers that create their folder."""
 
 from __future__ import annotations

@@ -286,7 +286,7 @@ def test_kill_9_then_resume_pays_at_most_in_flight(files: dict[str, Path], tmp_p
         server.shutdown()
 
 
-# ----------------------------------------------------------------------------- issue 7 regressions
+# ----------------------------------------------------------------------------- input errors and limits
 def test_bad_prices_file_is_a_one_line_error(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
     prices = files["dir"] / "prices.json"
     prices.write_text('{"judge-model": {"input": NaN, "output": 1.0}}')

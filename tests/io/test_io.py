@@ -356,7 +356,7 @@ def test_write_error_creates_no_file(tmp_path):
     path = tmp_path / "out.trec"
     assert err(io.write_run, run, path).field == "query id"
     assert not path.exists()
-    # A missing folder is created (issue 11); a file in the way of the folder is an error.
+    # A missing folder is created; a file in the way of the folder is an error.
     (tmp_path / "a_file").write_text("")
     e = err(io.write_run, io.parse_run(RUN), tmp_path / "a_file" / "x.trec")
     assert "cannot write" in str(e)

@@ -210,7 +210,7 @@ def test_client_complete_direct(httpx2_mock: respx.Router) -> None:
 
 
 
-# ----------------------------------------------------------------------------- issue 7 (3, 9)
+# ----------------------------------------------------------------------------- 429s and the attempt budget
 @pytest.mark.slow
 def test_429s_do_not_use_up_the_attempt_budget(httpx2_mock: respx.Router, tmp_path: Path) -> None:
     # A shared limit answers 429 many times in a row: the server asking to wait is not the

@@ -284,7 +284,7 @@ def test_config_rejects_impossible_fault_mixes() -> None:
         sim.SimConfig(p_hang=1.5)
 
 
-# ----------------------------------------------------------------------------- outages (issue 7.3)
+# ----------------------------------------------------------------------------- outages
 def free_port() -> int:
     """A loopback port nobody listens on (bound, then released)."""
     import socket
@@ -397,7 +397,7 @@ def test_two_sessions_on_one_cache_file_pay_once(tmp_path: Path) -> None:
     assert a.llm.cache.waited + b.llm.cache.waited > 0
 
 
-# ----------------------------------------------------------------------------- local servers (issue 7.5)
+# ----------------------------------------------------------------------------- local servers
 @pytest.mark.slow
 def test_a_single_slot_server_is_not_flooded(tmp_path: Path) -> None:
     # A llama.cpp-like server with one slot: requests queue inside it. With 16 in flight and

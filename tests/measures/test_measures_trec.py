@@ -1,4 +1,4 @@
-"""trec_eval measures beyond the core set, and the overflow edges (issue 14 items 4-5).
+"""trec_eval measures beyond the core set, and the overflow edges.
 
 Agreement with trec_eval's own outputs is in test_conformance_trec_eval.py; these are
 hand-computed values and the failure modes.
