@@ -124,8 +124,8 @@ def _diagnose(notes: dict[str, Any], run: Run, ri: np.ndarray, found: np.ndarray
     _, roff, _, rsc = run.arrays
     notes["queries_ranked"] = int(np.count_nonzero(full))
     notes["rows_judged"] = len(rows)  # the ranked rows the join found in the qrels
-    meets = np.bincount(grp[rows], minlength=nt) > 0 if len(rows) else np.zeros(nt, dtype=bool)
-    notes["queries_meeting_qrels"] = int(np.count_nonzero(meets))
+    notes["queries_meeting_qrels"] = (int(np.count_nonzero(np.bincount(grp[rows], minlength=nt)))
+                                      if len(rows) else 0)
     if cutoff is not None:
         notes["cutoff"] = cutoff
         notes["queries_short"] = int(np.count_nonzero(found & (full < cutoff)))

@@ -10,8 +10,6 @@ import sys
 from typing import Any
 
 from ..errors import InputError, LLMError
-from ..nuggets.options import NuggetOptions
-from ..report import FORMATS
 from ..nuggets import (
     LABELS,
     LABELS_2,
@@ -33,7 +31,8 @@ from ..nuggets import (
     score_assignments,
 )
 from ..nuggets.labelling import human_from_files
-from ..report import render_reports
+from ..nuggets.options import NuggetOptions
+from ..report import FORMATS, render_reports
 from ._inputs import add_option, check_writable, options_from_args, write_output
 from ._llm import add_llm_options, llm_from_args
 from ._plot import add_plot_options, check_plot_path, draw_panels, write_plot

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
+
 from ..llm.prompts import load_prompt
 from ..llm.values import DryRun
 

@@ -29,6 +29,7 @@ import numpy as np
 
 from .._sync import run_sync
 from ..errors import InputError
+from ..evaluate import compare_reports
 from ..io.records import jsonl_objects
 from ..io.streams import decode_text, open_input
 from ..render import ResultSurface
@@ -43,7 +44,6 @@ from .calls import (
     usage_since,
 )
 from .data import Answer, read_answers, read_texts
-from ..evaluate import compare_reports
 
 __all__ = [
     "CITE_METRICS",

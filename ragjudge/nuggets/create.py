@@ -23,6 +23,7 @@ from typing import Any
 
 from .._sync import run_sync
 from ..errors import InputError, LLMError
+from ..io.coerce import as_qrels
 from ..render import ResultSurface
 from .calls import (
     estimate_groups,
@@ -44,7 +45,6 @@ from .data import (
     write_nuggets,
 )
 from .options import NuggetOptions, resolve
-from ..io.coerce import as_qrels
 
 __all__ = [
     "CreateResult",

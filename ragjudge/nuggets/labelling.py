@@ -31,10 +31,9 @@ from typing import Any
 from ..errors import InputError
 from ..io.records import jsonl_objects
 from ..trust.labelling import replay_labels, undo_target
-from .data import LABELS, Answer, AssignedNugget, Assignment, read_assignments
-from .score import METRICS
-from .score import answer_scores
 from ..trust.ppi import plan_labels
+from .data import LABELS, Answer, AssignedNugget, Assignment, read_assignments
+from .score import METRICS, answer_scores
 
 __all__ = [
     "NUGGET_TO_LABEL_FORMAT",

@@ -15,15 +15,14 @@ from typing import Any
 
 from .._sync import run_sync
 from ..errors import InputError
+from ..llm.values import DryRun
 from ..render import ResultSurface
 from .agree import NuggetAgreement, nugget_agreement
 from .assign import AssignResult, assign_nuggets, estimate_assign
 from .cite import CiteResult, cite_support, estimate_cite, read_support, support_pairs
-from .create import CreateResult, create_nuggets, estimate_create
+from .create import CreateResult, create_nuggets, estimate_create, label_importance
 from .data import Answer, Nugget, NuggetSet, read_answers, read_nuggets
 from .options import NuggetOptions, resolve
-from .create import label_importance
-from ..llm.values import DryRun
 
 __all__ = ["NuggetEvaluation", "estimate_answers", "evaluate_answers", "evaluate_answers_sync"]
 
