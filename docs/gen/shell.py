@@ -6,6 +6,7 @@ needs an "LLM", is the project's loopback simulator (deterministic noise, plumbi
 from __future__ import annotations
 
 import atexit
+import fcntl
 import os
 import shlex
 import socket
@@ -19,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent  # the environment building the docs has ragjudge installed
 _DIRS: dict[str, Path] = {}
 _PROCS: list[subprocess.Popen] = []
+_LOCKS: list[int] = []  # open lock files, one per port this process's simulator holds
 
 
 def workdir(session: str) -> Path:
@@ -67,10 +69,14 @@ def sh(command: str, session: str = "docs", *, shown: str | None = None, stderr:
 
 
 def simulator(port: int = 8765) -> str:
-    """Start the loopback simulator once (ended when the build ends); its base URL."""
+    """Start the loopback simulator once (ended by :func:`stop` or when the build ends); its
+    base URL. The pages print the port, so two processes building or testing pages at once (a
+    docs build beside the test suite's workers) take turns: each holds a lock on the port from
+    here to :func:`stop`, and never leans on a simulator another process may end mid-page."""
     url = f"http://127.0.0.1:{port}/v1"
     if any(getattr(p, "port", None) == port for p in _PROCS):
         return url
+    _LOCKS.append(_lock(Path(tempfile.gettempdir()) / f"ragjudge-docs-simulator-{port}.lock"))
     # the command "Try the LLM features offline" gives a reader
     proc = subprocess.Popen([sys.executable, "-m", "ragjudge.testing.simulator", "--port",
                              str(port), "--latency", "0.01"], stdout=subprocess.DEVNULL,
@@ -85,6 +91,24 @@ def simulator(port: int = 8765) -> str:
         except OSError:
             time.sleep(0.1)
     raise RuntimeError("the loopback simulator did not start")
+
+
+def _lock(path: Path, wait: float = 1800) -> int:
+    """An exclusive lock on ``path`` (released by :func:`stop`, or by the system when the
+    process ends, however it ends); waits up to ``wait`` s for another holder, e.g. a whole
+    docs build."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                os.close(fd)
+                raise RuntimeError(f"{path}: another process has held the docs simulator's port "
+                                   f"for {wait:.0f} s") from None
+            time.sleep(0.2)
 
 
 def quote(*args: str) -> str:
@@ -111,6 +135,11 @@ def recorded(name: str, start: str | None = None) -> str:
 
 
 @atexit.register
-def _stop() -> None:
-    for proc in _PROCS:
+def stop() -> None:
+    """End the simulators this process started and free their ports for other processes."""
+    while _PROCS:
+        proc = _PROCS.pop()
         proc.kill()
+        proc.wait()
+    while _LOCKS:
+        os.close(_LOCKS.pop())  # closing the file releases its lock

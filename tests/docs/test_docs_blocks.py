@@ -10,15 +10,21 @@ from pathlib import Path
 
 import pytest
 
-# One worker runs the docs tests: the pages' simulator listens on the port they print (8765).
-pytestmark = pytest.mark.xdist_group("docs-simulator")
-
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "docs" / "gen"))
 
 import blocks  # noqa: E402  (docs/gen/blocks.py)
+import shell  # noqa: E402  (docs/gen/shell.py)
 
 PAGES = blocks.guide_pages()
+
+
+@pytest.fixture(autouse=True)
+def _simulator_freed():  # type: ignore[no-untyped-def]
+    """The pages' simulator listens on the port they print (8765), under a lock other processes
+    wait for (the docs build in another test worker): each test frees it as it ends."""
+    yield
+    shell.stop()
 
 
 def test_the_check_finds_an_unmarked_block() -> None:

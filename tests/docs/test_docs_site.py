@@ -15,9 +15,6 @@ from pathlib import Path
 
 import pytest
 
-# One worker runs the docs tests: the pages' simulator listens on the port they print (8765).
-pytestmark = pytest.mark.xdist_group("docs-simulator")
-
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "docs" / "gen"))
 

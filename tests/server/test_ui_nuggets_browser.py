@@ -109,14 +109,20 @@ def _progress(pg) -> tuple[int, int]:  # type: ignore[no-untyped-def]
     return int(words[0]), int(words[2])
 
 
-def test_answer_view_shows_nuggets_and_the_models_reasons(page) -> None:  # type: ignore[no-untyped-def]
-    pg = page
-    pg.wait_for_selector("text=Views")
+def _open_first_answer(pg) -> None:  # type: ignore[no-untyped-def]
+    """The answers view, then the first answer of topic t1 (a sampled one: seeing its nuggets
+    is review, recorded for whoever labels it)."""
     pg.click("nav >> text=Answers")
     pg.wait_for_selector("#answers")
     assert pg.locator("#answers tr").count() == 13  # the header and 12 answers
     pg.locator("#answers a", has_text="t1").first.click()
     pg.wait_for_selector("#answer-nuggets")
+
+
+def test_answer_view_shows_nuggets_and_the_models_reasons(page) -> None:  # type: ignore[no-untyped-def]
+    pg = page
+    pg.wait_for_selector("text=Views")
+    _open_first_answer(pg)
     text = pg.locator("#answer-nuggets").inner_text()
     assert "overlap of" in text and "vital" in text
     assert pg.locator("#answer-nuggets tr").count() == 6  # the header and 5 nuggets
@@ -127,6 +133,9 @@ def test_answer_view_shows_nuggets_and_the_models_reasons(page) -> None:  # type
 def test_assign_with_keys_blind_undo_reload_review_and_ppi(page, server) -> None:  # type: ignore[no-untyped-def]
     pg = page
     log: Path = server[1]
+    # The test stands alone (xdist may run it on a fresh server): it opens the sampled answer
+    # itself; after the first test, on the same server, that is the same answer again.
+    _open_first_answer(pg)
     pg.click("nav >> text=Assign nuggets")
     pg.wait_for_selector("#progress-text")
     assert pg.locator("#nuggets .llm").count() == 0 and "overlap of" not in pg.locator("main").inner_text()
@@ -144,7 +153,7 @@ def test_assign_with_keys_blind_undo_reload_review_and_ppi(page, server) -> None
     assert [r["assignment"] for r in recs if r["op"] == "label"] == [
         "support", "not_support", "partial_support", "not_support", "support"]
     # blind: a label carries llm_shown only where the model's assignments were seen (the
-    # answers view of the first test opened one sampled answer, for whoever labels it)
+    # answers view opened one sampled answer, for whoever labels it)
     seen = {(r["qid"], r["run_id"]) for r in recs if r["op"] == "reveal"}
     assert len(seen) == 1 and all(r["op"] == "label" or r["who"] == "" for r in recs if r["op"] == "reveal")
     assert all(r["who"] == "ana" and r["llm_shown"] == ((r["qid"], r["run_id"]) in seen)
