@@ -31,14 +31,16 @@ The rpm ceiling adapts (the effective rate is the smallest of the known limits):
   limit headers are known before the first burst (with no rate known the second goes alone
   too: see :class:`ConcurrencyLimit`).
 * A 429 that reflects the account's limit (its ``x-ratelimit-remaining-*`` is exhausted, or it
-  carries no such headers) pauses every new start for the server's ``Retry-After``. When no
+  carries no such headers and the limit is evident: below) pauses every new start for the server's ``Retry-After``. When no
   header told us the limit, :class:`RateLearner` sets the rate from the 429s alone (AIMD): cut
   to 90% of the capacity measured over the time actually observed (accepted starts over the
   observed span plus ``Retry-After``), at most halving per episode (a burst of 429s is one
   episode); then raise it every few seconds of quiet, binding pacing, halving the gap to the
   rate that last failed, and probe past that rate only after holding just below it for a while.
   A 429 whose headers show budget left (an overloaded replica, a spurious reply) only makes
-  that request wait and retry: it must not throttle the whole run. The resend of a request
+  that request wait and retry: it must not throttle the whole run. So does a 429 without any
+  header until the recent 429s are too many to be rejections at random (a fixed share of
+  requests refused at any pace; :meth:`RateLearner.limit_evident`). The resend of a request
   refused by a 429 of the limit goes at the front of the schedule (the slots handed out since
   each move back one, so the spacing holds), not behind every request queued meanwhile.
 * A run-stopping refusal (a spend limit, a bad key) ends the attempts waiting at the gate,
@@ -599,7 +601,7 @@ class Runner:
             ticket.status = status
             ticket.server_time = rate.server_time
         if 200 <= status < 300:
-            self.learner.on_success(now)
+            self.learner.on_success(now, None if ticket is None else ticket.entry)
             return
         if status != 429:
             return
@@ -613,11 +615,12 @@ class Runner:
         if rem_req is not None or rem_tok is not None:
             need = ticket.tokens if ticket is not None else 1.0
             limited = (rem_req is not None and rem_req <= 0) or (rem_tok is not None and rem_tok < need)
+        elif limit_req is not None or self.header_rpm is not None:
+            limited = True  # a limit the headers stated, and no count of what is left of it
         else:
-            # No budget headers: nothing tells a limit from a glitch; assume the limit (measured
-            # against a header-less 600 rpm server: 6 429s per 1,500 requests this way, 36 when
-            # waiting for a burst of three to be sure).
-            limited = True
+            # No header at all: the limit once the recent 429s are too many for rejections at
+            # random, or once one is known; before, only this request waits (see RateLearner).
+            limited = self.learner.limit_evident()
         if not limited:
             self.isolated_429 += 1
             # A rejected request does not count against the server's window: give its start

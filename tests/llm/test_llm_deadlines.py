@@ -252,6 +252,12 @@ def test_a_far_retry_after_does_not_pause_the_whole_run() -> None:
         await asyncio.wait_for(start(), timeout=10)
 
     asyncio.run(go())
+    # A lone header-less 429 is not yet a limit (only its request waits); were it one, its wait
+    # beyond the patience would still keep it from pausing or throttling the run.
+    assert runner.isolated_429 == 1 and runner.adaptive_rpm is None
+    for _ in range(10):
+        runner.learner.on_rejected(runner.learner.on_start(0.0))
+    asyncio.run(go())
     assert runner.refused_waits == 1 and runner.adaptive_rpm is None
 
 

@@ -127,7 +127,9 @@ def test_429_without_headers_learns_a_rate_and_pauses() -> None:
         await asyncio.gather(*tasks)
 
     asyncio.run(main())
-    assert r.rate_limited == 10 and r.isolated_429 == 0
+    # The first nine 429s could be rejections at random: each only waits; ten in a row (known
+    # outcomes, in start order) are the limit.
+    assert r.rate_limited == 10 and r.isolated_429 == 9
     assert r._cooldown_until > time.monotonic() + 1
     # 21 accepted starts over (a few ms observed + the 2 s Retry-After): ~630 rpm; 90% of it.
     # The old rule divided a minute's successes by a whole minute: ~20 rpm.
