@@ -29,7 +29,8 @@ class RateLearner:
     chance of so many 429s among the last ``n`` known outcomes, were each rejected at
     ``NOISE`` = 30% independently, is below ``ALPHA`` for some ``n`` <= ``RECENT`` (10 429s in a
     row, or 22 of the last 32). A full window answers everything with 429 and crosses that
-    within a burst; until then each 429 only delays its own request. Once a limit is known,
+    within a burst; until then each 429 only delays its own request (:meth:`on_unexplained`
+    keeps what the first of them measured, for the cut). Once a limit is known,
     every such 429 is the limit (AIMD, below); rate-independent 429s above ``NOISE``, or on top
     of a real limit, are read as the limit too -- slower, never lost.
 
@@ -99,6 +100,10 @@ class RateLearner:
         self._resume_at = -math.inf  # start of the current probe interval
         self._edge_since: float | None = None
         self._release: deque[float] = deque()
+        # What the server had let through at the first 429 not (yet) read as a limit, and when
+        # it arrived (see on_unexplained).
+        self._early: float | None = None
+        self._early_at = -math.inf
         # Length of the server's window, as the first (unthrottled) 429 showed it: probing past
         # the known limit waits this long for the verdict (a 60 s window answers an overrun
         # only once its minute is full; probing every 5 s would overshoot by x1.1^12 first).
@@ -145,6 +150,19 @@ class RateLearner:
                 return True
         return False
 
+    def on_unexplained(self, now: float, *, retry_after: float, started_at: float | None = None) -> None:
+        """A 429 not read as a limit (yet): remember what the server had let through at the
+        first of them, measured as a cut then would have (the 429s of attempts started before
+        it arrived refine it). Should the limit become evident, the first cut measures no less:
+        by then its requests are waiting out their 429s and fewer starts count as accepted."""
+        if self.rpm is not None:
+            return
+        est = self.capacity(now, retry_after, started_at)[0]
+        if self._early is None:
+            self._early, self._early_at = est, now
+        elif (started_at if started_at is not None else now) < self._early_at:
+            self._early = min(self._early, est)
+
     def capacity(self, now: float, retry_after: float, at: float | None = None) -> tuple[float, float, float]:
         """(rpm the server let through, observed span + Retry-After, start of the span).
 
@@ -177,6 +195,13 @@ class RateLearner:
             self._edge_since = None
         est, span, _ = self.capacity(now, retry_after, started_at)
         base = self._base
+        if base is None and self._early is not None and now - self._early_at <= WINDOW:
+            # Measure as a cut at the first 429 would have: the 429s of attempts started
+            # before it arrived refine that measurement; later starts (sent while those 429s
+            # only waited) would read the window low.
+            if (started_at if started_at is not None else now) < self._early_at:
+                self._early = min(self._early, est)
+            est = max(est, self._early)
         if base is None:
             # Unthrottled: the burst filled the window, so `est` is the capacity itself.
             target = self.BETA * est

@@ -623,6 +623,9 @@ class Runner:
             limited = self.learner.limit_evident()
         if not limited:
             self.isolated_429 += 1
+            if rem_req is None and rem_tok is None:
+                self.learner.on_unexplained(now, retry_after=min(rate.retry_after or 1.0, 60.0),
+                                            started_at=None if ticket is None else ticket.entry[0])
             # A rejected request does not count against the server's window: give its start
             # slot back, or every such 429 would cost a pacing interval on top of its retry.
             st = self._states.get(asyncio.get_running_loop()) if _in_loop() else None

@@ -214,6 +214,8 @@ def run_model(limit: float, window: float, seconds: float, latency: float = 0.3,
         if learner.limit_evident():
             learner.on_limit(t + EPS, retry_after=retry_after, current=learner.rpm, started_at=t)
             cooldown = max(cooldown, t + EPS + retry_after)
+        else:
+            learner.on_unexplained(t + EPS, retry_after=retry_after, started_at=t)
 
     start(0.0)
     learner.on_success(latency)
@@ -280,6 +282,24 @@ def test_a_limit_is_evident_only_past_what_chance_explains() -> None:
     assert not fresh.limit_evident()
     fresh.on_rejected(fresh.on_start(0.0))
     assert fresh.limit_evident()
+
+
+def test_a_limit_evident_after_a_few_429s_is_measured_at_the_first() -> None:
+    # 10 per 1 s window, a probe then a burst of 24: the first nine 429s could be at random
+    # (each only waits); the tenth makes the limit evident. The cut measures the window as a cut
+    # at the first 429 would have, refined by every 429 of the burst: 600 rpm, paced at 90%.
+    learner = RateLearner()
+    learner.on_start(0.0)
+    learner.on_success(0.3)
+    entries = [learner.on_start(0.3) for _ in range(24)]
+    for n, e in enumerate(entries[9:], 1):  # the probe holds one place in the window
+        learner.on_rejected(e)
+        if learner.limit_evident():
+            assert n >= 10
+            learner.on_limit(0.3 + EPS, retry_after=0.7, current=learner.rpm, started_at=e[0])
+        else:
+            learner.on_unexplained(0.3 + EPS, retry_after=0.7, started_at=e[0])
+    assert learner.cuts == 1 and learner.rpm == pytest.approx(0.9 * 600)
 
 
 @pytest.mark.slow
