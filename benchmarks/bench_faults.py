@@ -46,8 +46,8 @@ Scenarios:
     ``synth``, a ``serve`` job) against every fault mode (5xx, 429 with and without Retry-After,
     a stall after the headers, a reset mid-body, a gzip header on a plain body, malformed JSON,
     empty choices, another model's name, usage of 1e400 / -500 / "many" tokens, an endpoint
-    failing every call, a mix under a cap at half the clean spend), with one endpoint (the
-    faults at the rates of the mode) and with three (the first faulty, two clean), with the
+    failing every call, 429s + 5xx + stalls at once, a mix under a cap at half the clean
+    spend), with one endpoint (the faults at the rates of the mode) and with three (the first faulty, two clean), with the
     SQLite and (``--stores sqlite,postgres``) the PostgreSQL cache (``postgres restart``: its
     server stopped for 2 s mid-run, then the command run again; ``postgres away at exit``: for
     6 s, past the run's end), for each provider the fault

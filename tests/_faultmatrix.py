@@ -313,6 +313,8 @@ MODES: dict[str, Mode] = {
     "429 retry-after": Mode({"429": 0.3}),
     "429 bare": Mode({"429_bare": 0.3}),
     "stall": Mode({"stall": 0.2}),
+    # what an overloaded provider does: some requests refused, some failing, some stalling
+    "429 + 5xx + stall": Mode({"429_bare": 0.1, "5xx": 0.1, "stall": 0.1}),
     "reset": Mode({"reset": 0.3}),
     "gzip": Mode({"gzip": 0.3}),
     "malformed": Mode({"malformed": 0.3}),

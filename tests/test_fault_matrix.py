@@ -80,10 +80,10 @@ PROVIDER_SEVERAL_MODES = ("clean", "always 5xx", "spend limit", "other model", "
 
 def _wanted(cell: Cell) -> bool:
     """The cells CI runs. Each axis in full against the others where they interact, not the
-    whole product (883 cells, over an hour on two workers): every command x mode x endpoint
-    count on the SQLite cache for each provider (the wire formats); the PostgreSQL store with
-    one endpoint, OpenAI's wire, the modes whose answers reach the cache differently (the store
-    does not see the provider, nor the endpoint count);
+    whole product (2,016 cells, hours on two workers: a PostgreSQL restart cell takes ~40 s):
+    every command x mode x endpoint count on the SQLite cache for each provider (the wire
+    formats); the PostgreSQL store with one endpoint, OpenAI's wire, the modes whose answers
+    reach the cache differently (the store does not see the provider, nor the endpoint count);
     several Anthropic endpoints for the modes that drain or stop; the store events for a few
     modes. ``benchmarks/bench_faults.py --matrix`` runs any product of the axes."""
     command, mode, endpoints, store, provider = cell
