@@ -157,7 +157,11 @@ class RateLearner:
         by then its requests are waiting out their 429s and fewer starts count as accepted."""
         if self.rpm is not None:
             return
-        est = self.capacity(now, retry_after, started_at)[0]
+        self._note_early(now, self.capacity(now, retry_after, started_at)[0], started_at)
+
+    def _note_early(self, now: float, est: float, started_at: float | None) -> None:
+        """The first 429's measurement: set by the first, lowered by the 429s of attempts
+        started before it arrived (the in-flight starts it counted as accepted were not)."""
         if self._early is None:
             self._early, self._early_at = est, now
         elif (started_at if started_at is not None else now) < self._early_at:
@@ -199,8 +203,7 @@ class RateLearner:
             # Measure as a cut at the first 429 would have: the 429s of attempts started
             # before it arrived refine that measurement; later starts (sent while those 429s
             # only waited) would read the window low.
-            if (started_at if started_at is not None else now) < self._early_at:
-                self._early = min(self._early, est)
+            self._note_early(now, est, started_at)
             est = max(est, self._early)
         if base is None:
             # Unthrottled: the burst filled the window, so `est` is the capacity itself.

@@ -31,12 +31,13 @@ The rpm ceiling adapts (the effective rate is the smallest of the known limits):
   limit headers are known before the first burst (with no rate known the second goes alone
   too: see :class:`ConcurrencyLimit`).
 * A 429 that reflects the account's limit (its ``x-ratelimit-remaining-*`` is exhausted, or it
-  carries no such headers and the limit is evident: below) pauses every new start for the server's ``Retry-After``. When no
-  header told us the limit, :class:`RateLearner` sets the rate from the 429s alone (AIMD): cut
-  to 90% of the capacity measured over the time actually observed (accepted starts over the
-  observed span plus ``Retry-After``), at most halving per episode (a burst of 429s is one
-  episode); then raise it every few seconds of quiet, binding pacing, halving the gap to the
-  rate that last failed, and probe past that rate only after holding just below it for a while.
+  carries no such headers and the limit is evident: below) pauses every new start for the
+  server's ``Retry-After``. When no header told us the limit, :class:`RateLearner` sets the
+  rate from the 429s alone (AIMD): cut to 90% of the capacity measured over the time actually
+  observed (accepted starts over the observed span plus ``Retry-After``), at most halving per
+  episode (a burst of 429s is one episode); then raise it every few seconds of quiet, binding
+  pacing, halving the gap to the rate that last failed, and probe past that rate only after
+  holding just below it for a while.
   A 429 whose headers show budget left (an overloaded replica, a spurious reply) only makes
   that request wait and retry: it must not throttle the whole run. So does a 429 without any
   header until the recent 429s are too many to be rejections at random (a fixed share of
@@ -612,6 +613,9 @@ class Runner:
         # replica, a spurious reply: only this request waits its Retry-After, in the client)?
         rem_req = rate.remaining_requests
         rem_tok = rate.remaining_tokens
+        after = rate.retry_after
+        wait = min(after if after is not None else 1.0, 60.0)
+        started_at = None if ticket is None else ticket.entry[0]
         if rem_req is not None or rem_tok is not None:
             need = ticket.tokens if ticket is not None else 1.0
             limited = (rem_req is not None and rem_req <= 0) or (rem_tok is not None and rem_tok < need)
@@ -621,25 +625,22 @@ class Runner:
             # No header at all: the limit once the recent 429s are too many for rejections at
             # random, or once one is known; before, only this request waits (see RateLearner).
             limited = self.learner.limit_evident()
+            if not limited:
+                self.learner.on_unexplained(now, retry_after=wait, started_at=started_at)
         if not limited:
             self.isolated_429 += 1
-            if rem_req is None and rem_tok is None:
-                self.learner.on_unexplained(now, retry_after=min(rate.retry_after or 1.0, 60.0),
-                                            started_at=None if ticket is None else ticket.entry[0])
             # A rejected request does not count against the server's window: give its start
             # slot back, or every such 429 would cost a pacing interval on top of its retry.
             st = self._states.get(asyncio.get_running_loop()) if _in_loop() else None
             if st is not None:
                 self._refund(st)
             return
-        after = rate.retry_after
         if after is not None and after > self.breaker.patience:
             # The client ends this request at once (a wait beyond the patience is refused):
             # pausing every start for it, or learning a rate from it, would stall the pairs
             # the server still serves (a spurious "come back in an hour" froze whole runs).
             self.refused_waits += 1
             return
-        wait = min(after if after is not None else 1.0, 60.0)
         task = asyncio.current_task() if _in_loop() else None
         if task is not None:
             self._state().refused.add(task)
@@ -649,5 +650,4 @@ class Runner:
             self.limiter.on_drop(now, now if ticket is None else ticket.t0)
         if limit_req is None and self.header_rpm is None:
             # No header says the limit: learn it from this 429 (see RateLearner).
-            self.learner.on_limit(now, retry_after=wait, current=self.rpm,
-                                  started_at=None if ticket is None else ticket.entry[0])
+            self.learner.on_limit(now, retry_after=wait, current=self.rpm, started_at=started_at)
