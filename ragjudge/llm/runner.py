@@ -624,7 +624,7 @@ class Runner:
         else:
             # No header at all: the limit once the recent 429s are too many for rejections at
             # random, or once one is known; before, only this request waits (see RateLearner).
-            limited = self.learner.limit_evident()
+            limited = self.learner.limit_evident(None if ticket is None else ticket.entry)
             if not limited:
                 self.learner.on_unexplained(now, retry_after=wait, started_at=started_at)
         if not limited:

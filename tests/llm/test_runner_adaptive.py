@@ -183,12 +183,14 @@ def test_no_raise_when_demand_does_not_bind() -> None:
 
 
 def run_model(limit: float, window: float, seconds: float, latency: float = 0.3,
-              concurrency: int = 16, noise: float = 0.0, seed: int = 0) -> tuple[int, int, RateLearner]:
+              concurrency: int = 16, noise: float = 0.0, seed: int = 0,
+              lowered: tuple[float, float] | None = None) -> tuple[int, int, RateLearner]:
     """A discrete-event model of the runner against a server taking ``limit`` starts per sliding
     ``window``, with unlimited demand: slow start (a probe, then ``concurrency`` at once), then
     the pacer (one start per 60/rpm s, not before the cooldown or the burst-residue release).
     ``noise``: the share of starts the server also rejects at random (a 429 with Retry-After 1 s
-    unrelated to the limit). As in the runner, a 429 is the limit only when
+    unrelated to the limit). ``lowered``: (time, limit) from when the server takes fewer
+    (another client sharing the quota). As in the runner, a 429 is the limit only when
     ``limit_evident``; else only its request waits. Returns (admitted, rejected, learner)."""
     learner = RateLearner()
     rng = random.Random(seed)
@@ -203,7 +205,8 @@ def run_model(limit: float, window: float, seconds: float, latency: float = 0.3,
         while admitted and admitted[0] <= t - window + tick:
             admitted.popleft()
         at_random = rng.random() < noise
-        if len(admitted) < limit and not at_random:
+        cap = limit if lowered is None or t < lowered[0] else lowered[1]
+        if len(admitted) < cap and not at_random:
             admitted.append(t)
             counts["ok"] += 1
             learner.on_success(t, entry)
@@ -211,7 +214,7 @@ def run_model(limit: float, window: float, seconds: float, latency: float = 0.3,
         counts["429"] += 1
         retry_after = 1.0 if at_random else admitted[0] + window - t
         learner.on_rejected(entry)
-        if learner.limit_evident():
+        if learner.limit_evident(entry):
             learner.on_limit(t + EPS, retry_after=retry_after, current=learner.rpm, started_at=t)
             cooldown = max(cooldown, t + EPS + retry_after)
         else:
@@ -243,8 +246,9 @@ def test_converges_near_the_ceiling_of_a_sliding_window_server(window: float, se
     ok, rejected, learner = run_model(limit=int(10 * window), window=window, seconds=seconds)
     assert ok / (600 * seconds / 60) >= 0.92
     # Up to two bursts' worth at the start (the first could be 429s at random), then a few per
-    # probe past the limit.
-    assert rejected <= 32
+    # probe past the limit (each must stand out from the server's floor of 429s at random
+    # before it cuts: 26-42 here, were 17-29 when every 429 past the first cut was the limit).
+    assert rejected <= 48
     assert learner.rpm is not None and 0.85 * 600 <= learner.rpm <= 1.15 * 600
 
 
@@ -256,6 +260,54 @@ def test_429s_at_random_never_throttle_the_run(seed: int) -> None:
     unthrottled = 16 / 0.3 * 60  # 16 starts per 0.3 s reply
     assert learner.cuts == 0 and learner.rpm is None
     assert (ok + rejected) / unthrottled >= 0.95 and 0.25 <= rejected / (ok + rejected) <= 0.35
+
+
+@pytest.mark.parametrize("noise, window, least, mean", [(0.05, 1.0, 0.6, 0.7), (0.05, 10.0, 0.9, 0.93),
+                                                         (0.15, 1.0, 0.3, 0.45)])
+def test_429s_at_random_on_top_of_a_limit_do_not_sink_the_rate(noise: float, window: float, least: float,
+                                                                mean: float) -> None:
+    # 600 rpm without headers, and a share of starts refused at random besides. Past the first
+    # cut every 429 used to be the limit: 5% at random kept 19-41% of the ceiling, 15% kept
+    # 12-13%. Now a 429 must stand out from the floor measured below the limit.
+    shares = []
+    for seed in range(5):
+        ok, _, learner = run_model(limit=int(10 * window), window=window, seconds=120.0, noise=noise, seed=seed)
+        shares.append(ok / 1200)
+        assert learner.floor() is not None
+    assert min(shares) >= least and sum(shares) / len(shares) >= mean, shares
+
+
+@pytest.mark.parametrize("window", [1.0, 10.0])
+def test_a_limit_lowered_mid_run_is_followed(window: float) -> None:
+    # Another client takes half the quota after 90 s: the 429s of the rate the cuts set (over
+    # the new limit) must not pass for the floor. Were 0.96 / 0.76 of the ceiling.
+    ok, rejected, learner = run_model(limit=int(10 * window), window=window, seconds=180.0,
+                                      lowered=(90.0, int(5 * window)))
+    assert ok / (600 * 1.5 + 300 * 1.5) >= 0.85
+    assert learner.rpm is not None and 0.8 * 300 <= learner.rpm <= 1.15 * 300
+    assert rejected <= 80
+
+
+def test_the_floor_is_measured_below_the_limit_and_follows_a_change() -> None:
+    learner = RateLearner()
+    learner.on_limit(1.0, retry_after=1.0, current=None)  # a cut: 90% of what got through
+    assert learner.floor() is None
+    for i in range(29):  # during the cut's Retry-After: not below the limit yet
+        learner.on_rejected(learner.on_start(1.5))
+    t = 2.2
+    for i in range(60):  # paced at the cut's rate after it: 1 in 10 refused
+        t += 0.1
+        e = learner.on_start(t)
+        learner.on_rejected(e) if i % 10 == 0 else learner.on_success(t, e)
+    assert learner.floor() == pytest.approx((3 + 0.1) / 31)
+    for i in range(60):  # the newer half refuses nothing: the floor follows it
+        t += 0.1
+        learner.on_success(t, learner.on_start(t))
+    assert learner.floor() == pytest.approx(0.1 / 61)
+    assert learner.rpm is not None
+    learner.rpm *= 2  # raised: no longer below the limit
+    learner.on_rejected(learner.on_start(t + 0.1))
+    assert learner.floor() == pytest.approx(0.1 / 61)
 
 
 def test_a_limit_is_evident_only_past_what_chance_explains() -> None:
@@ -320,7 +372,8 @@ def test_real_judge_learns_a_header_less_per_second_limit(tmp_path: Path) -> Non
     assert stats["admitted"] == 150 and llm.runner.learner.cuts >= 1
     achieved = (stats["admitted"] - 1) / stats["admit_span_s"] * 60.0
     assert achieved / rpm >= 0.6
-    assert stats["rate_limited"] <= 40
+    # 14-53 in six runs of this test (the old rule: 15-46).
+    assert stats["rate_limited"] <= 64
 
 
 # ----------------------------------------------------------------------------- circuit breaker
