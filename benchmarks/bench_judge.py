@@ -12,7 +12,8 @@ Scenarios (each against a fresh simulator process on 127.0.0.1):
    (``--fault-seeds``): judgments lost must be 0.
 4. **repeat** -- scenario 1's job again on its cache (run right after 1): requests sent must be 0.
 5. optional (``--no-headers``): the limit enforced per 1 s window by a server that sends no
-   ``x-ratelimit-*`` headers, so the runner must learn it from 429s alone.
+   ``x-ratelimit-*`` headers, so the runner must learn it from 429s alone; then the same with 5%
+   of requests refused at random besides (429s that are not the limit).
 6. optional (``--burners N``): scenario 1 on a busy machine, side by side: runs without and
    with ``N`` CPU-burning neighbour processes (busy loops, ended with each run) alternate
    ``--repeats`` times; prints each run's rate against the ceiling, the most requests the
@@ -311,6 +312,13 @@ def main(argv: list[str] | None = None) -> int:
             with SimProcess(*limits, "--window", "1", "--no-ratelimit-headers") as sim:
                 js, llm, wall = run_judge(sim.base_url, Path(tmp) / "h.sqlite", make_pairs(args.pairs, "noheaders"))
                 rows.append(summarize(f"{int(args.rpm)} rpm per 1 s window, no x-ratelimit headers", js, llm, wall, sim.stats(), args.rpm))
+                print(json.dumps(rows[-1]), flush=True)
+            # the same, and 5% of requests refused at random besides (an overloaded upstream):
+            # 429s the pacer must not read as the limit
+            with SimProcess(*limits, "--window", "1", "--no-ratelimit-headers", "--p-429", "0.05") as sim:
+                js, llm, wall = run_judge(sim.base_url, Path(tmp) / "h5.sqlite", make_pairs(args.pairs, "noheaders5"))
+                rows.append(summarize(f"{int(args.rpm)} rpm per 1 s window, no headers, 5% 429s at random",
+                                      js, llm, wall, sim.stats(), args.rpm))
                 print(json.dumps(rows[-1]), flush=True)
 
         if not args.skip_quantized:
