@@ -16,7 +16,7 @@ from ragjudge.errors import InputError
 from ragjudge.judges import JudgeOptions
 from ragjudge.rag import RagOptions
 from ragjudge.server import models
-from ragjudge.server.jobs import judge_options, rag_inputs, synth_inputs
+from ragjudge.server.service import judge_options, rag_inputs, synth_inputs
 from ragjudge.synth import SynthOptions
 
 # Options a surface deliberately does not offer, with the reason.
@@ -190,6 +190,9 @@ ENDPOINT_NOT_ON_THE_CLI = {"model": "each command names the model its own way", 
 LLM_COMMANDS = {"judge": ["judge", "--run", "r.trec"], "rag": MINIMAL["rag"], "synth": MINIMAL["synth"],
                 "retrieve": ["retrieve", "--corpus", "c.jsonl", "--queries", "q.tsv"],
                 "evaluate": ["evaluate", "q.txt", "r.run", "--judge", "m"],
+                "nuggets create": ["nuggets", "create", "-o", "n.jsonl"],
+                "nuggets assign": ["nuggets", "assign", "-o", "a.jsonl", "n.jsonl", "answers.jsonl"],
+                "nuggets cite": ["nuggets", "cite", "answers.jsonl"],
                 "serve": ["serve"]}
 
 
