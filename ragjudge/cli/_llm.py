@@ -140,9 +140,10 @@ def endpoint_fields(args: argparse.Namespace) -> dict[str, Any]:
     return fields
 
 
-def endpoints_from_args(args: argparse.Namespace) -> list[Any]:
-    """The endpoints the flags describe: one, or one per ``--endpoint``."""
-    base = endpoint_from_args(args)
+def endpoints_from_args(args: argparse.Namespace, *, model: str | None = None) -> list[Any]:
+    """The endpoints the flags describe: one, or one per ``--endpoint`` (``model``: instead of
+    ``--model``)."""
+    base = endpoint_from_args(args, model=model)
     specs = getattr(args, "endpoints", None) or []
     if not specs:
         return [base]
@@ -154,12 +155,13 @@ def endpoints_from_args(args: argparse.Namespace) -> list[Any]:
         return [parse_endpoint(spec, base) for spec in specs]
 
 
-def endpoint_from_args(args: argparse.Namespace) -> Any:
-    """The :class:`ragjudge.llm.Endpoint` the flags describe (errors name the flag)."""
+def endpoint_from_args(args: argparse.Namespace, *, model: str | None = None) -> Any:
+    """The :class:`ragjudge.llm.Endpoint` the flags describe (errors name the flag; ``model``:
+    instead of ``--model``)."""
     from ..llm import Endpoint
 
     try:
-        return Endpoint(args.model, **endpoint_fields(args))
+        return Endpoint(model or args.model, **endpoint_fields(args))
     except InputError as exc:
         if exc.field:  # the library names the field; the user typed the flag
             exc.field = "--" + exc.field.replace("_", "-")
