@@ -16,7 +16,7 @@ from ragjudge.errors import InputError
 from ragjudge.judges import JudgeOptions
 from ragjudge.rag import RagOptions
 from ragjudge.server import models
-from ragjudge.server.jobs import judge_options, rag_inputs, synth_inputs
+from ragjudge.server.service import judge_options, rag_inputs, synth_inputs
 from ragjudge.synth import SynthOptions
 
 # Options a surface deliberately does not offer, with the reason.
@@ -190,6 +190,9 @@ ENDPOINT_NOT_ON_THE_CLI = {"model": "each command names the model its own way", 
 LLM_COMMANDS = {"judge": ["judge", "--run", "r.trec"], "rag": MINIMAL["rag"], "synth": MINIMAL["synth"],
                 "retrieve": ["retrieve", "--corpus", "c.jsonl", "--queries", "q.tsv"],
                 "evaluate": ["evaluate", "q.txt", "r.run", "--judge", "m"],
+                "nuggets create": ["nuggets", "create", "-o", "n.jsonl"],
+                "nuggets assign": ["nuggets", "assign", "-o", "a.jsonl", "n.jsonl", "answers.jsonl"],
+                "nuggets cite": ["nuggets", "cite", "answers.jsonl"],
                 "serve": ["serve"]}
 
 
@@ -223,20 +226,75 @@ def test_every_endpoint_field_reaches_each_command_with_its_default(command: str
 
 
 def test_the_cli_and_the_service_build_the_same_endpoint() -> None:
-    from ragjudge.cli._llm import endpoint_fields, endpoint_from_args
+    from ragjudge.cli._llm import endpoint_from_args
+    from ragjudge.cli.serve import settings_from_args
     from ragjudge.llm import Endpoint
     from ragjudge.server.settings import ServerSettings
 
     flags = ["--base-url", "http://llm.test/v1", "--timeout", "5", "--max-attempts", "2", "--patience", "30",
              "--concurrency", "3", "--rpm", "120", "--tpm", "9000", "--api-key-env", "MY_KEY"]
     cli = endpoint_from_args(_parse([*LLM_COMMANDS["rag"], "--model", "m", *flags]))
-    settings = ServerSettings(model="m", llm=endpoint_fields(_parse(["serve", *flags])), no_cache=True)
+    settings = settings_from_args(_parse(["serve", "--model", "m", *flags, "--no-cache"]))
     settings.check()
+    assert settings.endpoints == (cli,)  # the settings hold the endpoint itself
     (served,) = settings.llm_endpoints("m")
     assert served == cli == Endpoint("m", base_url="http://llm.test/v1", timeout=5.0, max_attempts=2,
                                      patience=30.0, concurrency=3, rpm=120.0, tpm=9000.0, api_key_env="MY_KEY")
     # passed to worker processes as JSON and back
-    assert ServerSettings.from_json(settings.to_json()).llm_endpoints("m") == [served]
+    again = ServerSettings.from_json(settings.to_json())
+    assert again == settings and again.llm_endpoints("m") == [served]
+
+
+def test_the_service_settings_hold_endpoints_and_a_job_only_takes_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``serve`` makes the endpoints once (each ``--endpoint`` parsed then); a job's LLM takes
+    them with its model and its limit, and nothing after the flags parses an endpoint again."""
+    pytest.importorskip("fastapi")
+    import ragjudge.llm.endpoint
+    from ragjudge.cli.serve import settings_from_args
+    from ragjudge.llm import Endpoint
+    from ragjudge.server.service import build_llm
+    from ragjudge.server.settings import ANY_MODEL, ServerSettings
+
+    settings = settings_from_args(_parse(["serve", "--concurrency", "8", "--no-cache", "--endpoint",
+                                          "http://a.test/v1,rpm=60", "--endpoint", "http://b.test/v1,concurrency=4"]))
+    assert settings.endpoints == (Endpoint(ANY_MODEL, base_url="http://a.test/v1", rpm=60.0, concurrency=8),
+                                  Endpoint(ANY_MODEL, base_url="http://b.test/v1", concurrency=4))
+    settings = ServerSettings.from_json(settings.to_json())  # as a worker process gets them
+
+    def no_parsing(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("an endpoint was parsed after the settings were made")
+
+    monkeypatch.setattr(ragjudge.llm.endpoint, "parse_endpoint", no_parsing)
+    llm = build_llm(settings, models.ModelSettings(model="j", concurrency=6), check_key=False)
+    assert [c.endpoint for c in llm.callers] == [
+        Endpoint("j", base_url="http://a.test/v1", rpm=60.0, concurrency=6),
+        Endpoint("j", base_url="http://b.test/v1", concurrency=4)]
+    assert settings.llm_endpoints("j") == [e.replace(model="j") for e in settings.endpoints]
+    # a library caller gives Endpoint values, never --endpoint strings
+    with pytest.raises(TypeError, match="Endpoint"):
+        ServerSettings(endpoints=("http://a.test/v1,rpm=60",))  # type: ignore[arg-type]
+    assert ServerSettings(model="m").endpoints == (Endpoint("m"),)
+
+
+def test_serve_flags_carry_the_settings_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each of ``serve``'s flags for a field of ServerSettings defaults to that field's default
+    (stated once, on the field): ``serve`` with no flags is ``ServerSettings()``."""
+    import dataclasses
+
+    from ragjudge.cli.serve import settings_from_args
+    from ragjudge.server.settings import ServerSettings
+
+    for var in ("RAGJUDGE_MODEL", "RAGJUDGE_PROVIDER"):
+        monkeypatch.delenv(var, raising=False)
+    args = _parse(["serve"])
+    flagged = [f for f in dataclasses.fields(ServerSettings) if hasattr(args, f.name)]
+    assert {f.name for f in flagged} >= {"host", "port", "token_env", "workers", "max_body_bytes", "max_pairs",
+                                         "client_concurrency", "body_seconds", "max_jobs", "lease_seconds",
+                                         "drain_seconds"}
+    for f in flagged:
+        if f.name != "endpoints":  # the flag's list of strings; the field's Endpoint values
+            assert getattr(args, f.name) == f.default, f.name
+    assert settings_from_args(args) == ServerSettings()
 
 
 @pytest.mark.parametrize("argv, flag", [
@@ -244,14 +302,14 @@ def test_the_cli_and_the_service_build_the_same_endpoint() -> None:
     (["--patience", "-1"], "--patience"), (["--concurrency", "0"], "--concurrency"),
 ])
 def test_a_bad_endpoint_flag_is_named_by_the_cli_and_serve(argv: list[str], flag: str) -> None:
-    from ragjudge.cli._llm import endpoint_fields, llm_from_args
-    from ragjudge.server.settings import ServerSettings
+    from ragjudge.cli._llm import llm_from_args
+    from ragjudge.cli.serve import settings_from_args
 
     with pytest.raises(InputError) as err:
         llm_from_args(_parse([*LLM_COMMANDS["rag"], "--model", "m", *argv]))
     assert err.value.field == flag
     with pytest.raises(InputError) as err2:
-        ServerSettings(llm=endpoint_fields(_parse(["serve", *argv])), no_cache=True).check()
+        settings_from_args(_parse(["serve", *argv, "--no-cache"]))
     assert err2.value.field == flag
 
 

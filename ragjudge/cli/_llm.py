@@ -12,7 +12,7 @@ import os
 from typing import Any
 
 from ..errors import InputError
-from ..llm.defaults import endpoint_flags
+from ..llm.defaults import ENDPOINT_OPTIONS, endpoint_flags
 from ._inputs import flags_named
 
 # Deferred imports: ragjudge.llm (its sessions, endpoints and providers). `evaluate` declares
@@ -20,7 +20,10 @@ from ._inputs import flags_named
 # builds an endpoint or a session, or shows the providers' help.
 
 __all__ = ["add_llm_options", "add_provider_option", "add_endpoint_options", "endpoint_fields", "llm_from_args",
-           "endpoint_from_args", "endpoints_from_args"]
+           "endpoint_from_args", "endpoints_from_args", "DEFAULT_PROVIDER"]
+
+#: ``--provider``'s default (unless ``$RAGJUDGE_PROVIDER`` names another), as the endpoint declares it.
+DEFAULT_PROVIDER: str = ENDPOINT_OPTIONS["provider"].default
 
 
 class _ProviderFlag(argparse.Action):
@@ -63,9 +66,9 @@ def _url_providers() -> list[str]:
 
 
 def add_provider_option(group: Any, before: str, after: str, *, about: bool = False) -> None:
-    """Add ``--provider NAME`` (default openai, or ``$RAGJUDGE_PROVIDER``); its help is
-    ``before`` + the registered names (with what each is, if ``about``) + ``after``."""
-    group.add_argument("--provider", default=os.environ.get("RAGJUDGE_PROVIDER") or "openai",
+    """Add ``--provider NAME`` (default :data:`DEFAULT_PROVIDER`, or ``$RAGJUDGE_PROVIDER``); its
+    help is ``before`` + the registered names (with what each is, if ``about``) + ``after``."""
+    group.add_argument("--provider", default=os.environ.get("RAGJUDGE_PROVIDER") or DEFAULT_PROVIDER,
                        metavar="NAME", action=_ProviderFlag, help_parts=(before, after, about))
 
 
@@ -92,7 +95,7 @@ def add_llm_options(p: Any, *, model: bool = True, group: Any = None,
     if model:
         ep.add_argument("--model", default=os.environ.get("RAGJUDGE_MODEL"), metavar="M",
                         help="model name (or $RAGJUDGE_MODEL)")
-    add_provider_option(ep, "the model's API: ", " (default openai, or $RAGJUDGE_PROVIDER)", about=True)
+    add_provider_option(ep, "the model's API: ", f" (default {DEFAULT_PROVIDER}, or $RAGJUDGE_PROVIDER)", about=True)
     ep.add_argument("--endpoint", dest="endpoints", action="append", metavar="URL[,KEY=VALUE...]",
                     help="spread the work over several endpoints serving the same model; repeat: "
                          "URL, then optional key_env=VAR, rpm=N, tpm=N, concurrency=N, weight=W, "
@@ -108,7 +111,8 @@ def add_llm_options(p: Any, *, model: bool = True, group: Any = None,
     rl = _Only(rl if rl is not None else p.add_argument_group("rate limits and cost"))
     add_endpoint_options(rl, "limits")
     rl.add_argument("--cache", metavar="PATH",
-                    help="SQLite cache file (default $RAGJUDGE_CACHE or ~/.cache/ragjudge/judgments.sqlite)")
+                    help="SQLite cache file, or a postgresql:// URL shared by several hosts (default "
+                         "$RAGJUDGE_CACHE or ~/.cache/ragjudge/judgments.sqlite)")
     rl.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     rl.add_argument("--dry-run", action="store_true",
                     help="print calls, estimated tokens and cost; send nothing")
@@ -132,13 +136,14 @@ def add_endpoint_options(group: Any, which: str) -> None:
 def endpoint_fields(args: argparse.Namespace) -> dict[str, Any]:
     """The endpoint's fields the parsed flags give (by their declared flags)."""
     fields = {name: getattr(args, name) for name, _flag, _kw in endpoint_flags() if hasattr(args, name)}
-    fields["provider"] = getattr(args, "provider", "openai")
+    fields["provider"] = getattr(args, "provider", DEFAULT_PROVIDER)
     return fields
 
 
-def endpoints_from_args(args: argparse.Namespace) -> list[Any]:
-    """The endpoints the flags describe: one, or one per ``--endpoint``."""
-    base = endpoint_from_args(args)
+def endpoints_from_args(args: argparse.Namespace, *, model: str | None = None) -> list[Any]:
+    """The endpoints the flags describe: one, or one per ``--endpoint`` (``model``: instead of
+    ``--model``)."""
+    base = endpoint_from_args(args, model=model)
     specs = getattr(args, "endpoints", None) or []
     if not specs:
         return [base]
@@ -150,12 +155,13 @@ def endpoints_from_args(args: argparse.Namespace) -> list[Any]:
         return [parse_endpoint(spec, base) for spec in specs]
 
 
-def endpoint_from_args(args: argparse.Namespace) -> Any:
-    """The :class:`ragjudge.llm.Endpoint` the flags describe (errors name the flag)."""
+def endpoint_from_args(args: argparse.Namespace, *, model: str | None = None) -> Any:
+    """The :class:`ragjudge.llm.Endpoint` the flags describe (errors name the flag; ``model``:
+    instead of ``--model``)."""
     from ..llm import Endpoint
 
     try:
-        return Endpoint(args.model, **endpoint_fields(args))
+        return Endpoint(model or args.model, **endpoint_fields(args))
     except InputError as exc:
         if exc.field:  # the library names the field; the user typed the flag
             exc.field = "--" + exc.field.replace("_", "-")

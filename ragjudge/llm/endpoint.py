@@ -3,10 +3,11 @@ options value.
 
 Each field is declared once, with its default, help and flag, in :data:`.defaults.ENDPOINT_OPTIONS`
 (where the CLI reads it without loading this module) and checked once, in
-:meth:`Endpoint.validate`; the CLI's flags (``cli/_llm.add_llm_options``), ``serve``'s, the
-service's settings and the keywords of :class:`ragjudge.llm.LLM` are all made from them. Built once -- by
-the CLI from its flags, by the service from its settings, by library callers directly -- and
-passed down to the session, the client and the provider; nothing below restates these options.
+:meth:`Endpoint.validate`; the CLI's flags (``cli/_llm.add_llm_options``), ``serve``'s and the
+keywords of :class:`ragjudge.llm.LLM` are all made from them. Built once -- by the CLI from its
+flags (``serve`` keeps them in the service's settings, and a job takes them with its own model),
+by library callers directly -- and passed down to the session, the client and the provider;
+nothing below restates these options.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 from ..errors import LLMError
+from .defaults import ENDPOINT_OPTIONS
 
 __all__ = ["CircuitBreaker", "EndpointDown", "Slowdown"]
 
@@ -52,7 +53,7 @@ class CircuitBreaker:
     FIRST_PROBE = 0.5
     MAX_PROBE = 30.0
 
-    def __init__(self, *, patience: float = 600.0, startup: float = 5.0) -> None:
+    def __init__(self, *, patience: float = ENDPOINT_OPTIONS["patience"].default, startup: float = 5.0) -> None:
         self.patience = patience
         self.startup = startup
         self.reached = False  # any HTTP reply seen from the server

@@ -76,7 +76,7 @@ from dataclasses import dataclass, field
 from ..errors import LLMError
 from .client import LONG_WAIT, classify_failure
 from .concurrency import ConcurrencyLimit
-from .defaults import DEFAULT_CONCURRENCY
+from .defaults import DEFAULT_CONCURRENCY, ENDPOINT_OPTIONS
 from .health import CircuitBreaker, EndpointDown, Slowdown
 from .looplag import LoopLag
 from .providers.base import AttemptFailed, RateInfo
@@ -165,7 +165,8 @@ class Runner:
     """Concurrency cap, rpm throttle and tpm budget, adapting to the server's signals."""
 
     def __init__(self, concurrency: int = DEFAULT_CONCURRENCY, rpm: float | None = None, tpm: float | None = None, *,
-                 adaptive: bool = True, patience: float = 600.0, startup: float = 5.0) -> None:
+                 adaptive: bool = True, patience: float = ENDPOINT_OPTIONS["patience"].default,
+                 startup: float = 5.0) -> None:
         """``concurrency``: calls in flight at most; ``adaptive``: fewer HTTP attempts in flight
         while the server's latency grows with load (:class:`ConcurrencyLimit`); ``patience``:
         seconds of outage before the run stops, ``startup``: the same for a server that never

@@ -1,8 +1,8 @@
 """The HTTP service (``ragjudge serve``; optional extra ``ragjudge[server]``).
 
 A thin FastAPI layer over the library: ``/v1/evaluate``, ``/v1/compare`` and ``/v1/rag`` return
-the library's own JSON; ``/v1/judge``, ``/v1/synth`` and LLM-graded ``/v1/rag`` run as
-background jobs whose state lives in a job store (SQLite beside the LLM cache, or a shared
+the library's own JSON; ``/v1/judge``, ``/v1/synth``, ``/v1/nuggets`` and LLM-graded ``/v1/rag``
+run as background jobs whose state lives in a job store (SQLite beside the LLM cache, or a shared
 PostgreSQL database) and that resume after a restart without paying again. FastAPI and uvicorn are imported only here, never by the core.
 
     from ragjudge.server import ServerSettings, create_app
@@ -55,11 +55,12 @@ def check_job_store(settings: ServerSettings) -> None:
 
 
 def serve(settings: ServerSettings) -> None:
-    """Run the service with uvicorn until interrupted (graceful stop: jobs are requeued)."""
+    """Check ``settings`` and the job store, then run the service with uvicorn until
+    interrupted (graceful stop: jobs are requeued)."""
+    settings.check()  # a bad option is its one-line error whether or not the extra is installed
     _require()
     import uvicorn
 
-    settings.check()
     check_job_store(settings)
     # Worker processes (and the single-process case alike) build the app from the environment,
     # so every process runs the same settings; secrets stay in their own variables.

@@ -50,14 +50,12 @@ from .service import (
     nuggets_inputs,
     rag_inputs,
     synth_inputs,
-    synth_plan,
     synth_result,
 )
 from .settings import ServerSettings
-from .store import FINAL, JobStore, StoreUnavailable
+from .store import JobStore, StoreUnavailable
 
-__all__ = ["JobManager", "FINAL", "CANCEL_GRACE", "build_llm", "judge_options", "judge_pairs",
-           "rag_inputs", "synth_inputs", "synth_plan", "synth_result"]
+__all__ = ["JobManager", "CANCEL_GRACE"]
 
 log = logging.getLogger("ragjudge.server")
 

@@ -1,7 +1,12 @@
 """Settings of the HTTP service: one frozen value, passed to worker processes as JSON.
 
-Nothing secret is stored here: the bearer token and provider API keys stay in the server's
-environment and are read by name (``token_env``, ``api_key_env``) where they are needed.
+The LLM endpoint is held as :class:`ragjudge.llm.Endpoint` values, built once (by ``ragjudge
+serve`` from its flags) and passed down: a job takes them with its own model and limit
+(:meth:`ServerSettings.llm_endpoints`), nothing re-reads a flag or parses an ``--endpoint``.
+
+Nothing secret is stored here by ``ragjudge serve``: the bearer token and provider API keys
+stay in the server's environment and are read by name (``token_env``, ``api_key_env``) where
+they are needed.
 """
 
 from __future__ import annotations
@@ -10,21 +15,23 @@ import ipaddress
 import json
 import math
 import os
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
 
 from ..errors import InputError
 from ..llm import default_cache_path
-from ..llm.endpoint import Endpoint, parse_endpoint
+from ..llm.endpoint import Endpoint
 from ..llm.postgres import import_psycopg
 from .store import check_target
 
-__all__ = ["ServerSettings", "is_loopback", "SETTINGS_ENV"]
+__all__ = ["ServerSettings", "is_loopback", "SETTINGS_ENV", "ANY_MODEL"]
 
 #: Environment variable carrying the settings (JSON) to uvicorn worker processes.
 SETTINGS_ENV = "RAGJUDGE_SERVER_SETTINGS"
+
+#: The model of the settings' endpoints when the server has no default model: a stand-in,
+#: never called (every job takes the endpoints with its own model, the request's).
+ANY_MODEL = "(the job's model)"
 
 
 def _is_url(value: str) -> bool:
@@ -67,13 +74,11 @@ class ServerSettings:
     cors_origins: tuple[str, ...] = ()
     access_log: bool = True  # uvicorn's line per answered request on stdout (ragjudge serve)
     # the LLM endpoint: only ever from the server's configuration, never from a request
-    model: str | None = None
-    #: the endpoint's fields but the model (``provider``, ``base_url``, ``timeout``,
-    #: ``patience``, ``concurrency``...: :class:`ragjudge.llm.Endpoint`'s, with its defaults)
-    llm: Mapping[str, Any] = field(default_factory=dict)
-    #: several endpoints serving the model (``URL[,key_env=VAR][,rpm=N]...`` each, as
-    #: ``--endpoint``); empty: the one at ``base_url``
-    endpoints: tuple[str, ...] = ()
+    model: str | None = None  # the default model; a request may name another
+    #: where and how jobs call the model: one :class:`ragjudge.llm.Endpoint` (provider, address,
+    #: key variable, timeouts, limits), or several serving it (``--endpoint``), each taken by a
+    #: job with the job's model. Empty: one with :class:`~ragjudge.llm.Endpoint`'s defaults.
+    endpoints: tuple[Endpoint, ...] = ()
     cache: str | None = None  # None: $RAGJUDGE_CACHE or ~/.cache/ragjudge/judgments.sqlite
     no_cache: bool = False
     prices: str | None = None
@@ -86,6 +91,13 @@ class ServerSettings:
     # the web page at /ui/: the only files it may read (ROLE=PATH or PATH), the labels log
     ui_files: tuple[str, ...] = ()
     ui_labels: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.endpoints, tuple) or not all(isinstance(e, Endpoint) for e in self.endpoints):
+            raise TypeError("endpoints must be a tuple of ragjudge.llm.Endpoint values "
+                            "(an --endpoint string is read by ragjudge.llm.endpoint.parse_endpoint)")
+        if not self.endpoints:
+            object.__setattr__(self, "endpoints", (Endpoint(self.model or ANY_MODEL),))
 
     def token(self) -> str | None:
         """The bearer token from the server's environment (``None``: no authentication)."""
@@ -122,18 +134,7 @@ class ServerSettings:
                                  field=flag)
         if self.no_cache and self.cache:
             raise InputError("--cache and --no-cache contradict each other", field="--no-cache")
-
-        try:  # the endpoint's own checks, each error naming its flag
-            base = Endpoint(self.model or "model", **self.llm)
-        except InputError as exc:
-            raise InputError(exc.message, field="--" + (exc.field or "model").replace("_", "-")) from None
-        if self.endpoints and base.base_url:
-            raise InputError("give either --base-url or --endpoint (repeated), not both", field="--endpoint")
-        for spec in self.endpoints:  # checked now, not at the first job
-            try:
-                parse_endpoint(spec, base)
-            except InputError as exc:
-                raise InputError(exc.message, field="--endpoint") from None
+        # The endpoints were checked when they were made (Endpoint.validate).
         for spec in self.ui_files:
             role, sep, rest = spec.partition("=")
             path = rest if sep and rest and role.isalpha() else spec
@@ -150,12 +151,12 @@ class ServerSettings:
         if any(v and _is_url(v) for v in (self.jobs_db, self.cache, os.environ.get("RAGJUDGE_CACHE"))):
             import_psycopg()  # a missing driver is a one-line error before the server starts
 
-    def llm_endpoints(self, model: str, concurrency: int | None = None) -> list[Any]:
-        """The :class:`ragjudge.llm.Endpoint` values jobs call: one, or one per ``endpoints``
-        entry (each taking the server's limits unless it sets its own)."""
-        base = Endpoint(model, **self.llm)
-        base = base.replace(concurrency=min(concurrency or base.concurrency, base.concurrency))
-        return [parse_endpoint(spec, base) for spec in self.endpoints] or [base]
+    def llm_endpoints(self, model: str, concurrency: int | None = None) -> list[Endpoint]:
+        """The endpoints a job calls: :attr:`endpoints` with the job's ``model``, each with at
+        most ``concurrency`` requests in flight (a request may lower the server's limit, never
+        raise it)."""
+        return [e.replace(model=model, concurrency=min(concurrency or e.concurrency, e.concurrency))
+                for e in self.endpoints]
 
     def cache_path(self) -> Path | str | None:
         """The cache: a SQLite file, or a ``postgresql://`` URL (kept as a string)."""
@@ -178,13 +179,17 @@ class ServerSettings:
         return cache.with_name("jobs.sqlite")
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self))
+        """The settings as JSON (each endpoint as its mapping of fields, :meth:`Endpoint.to_dict`)."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["endpoints"] = [e.to_dict() for e in self.endpoints]
+        return json.dumps(data)
 
     @classmethod
     def from_json(cls, text: str) -> ServerSettings:
+        """The settings :meth:`to_json` wrote (each endpoint made, and checked, once more in this
+        process: its URL's secrets are registered for redaction here too)."""
         data = json.loads(text)
         data["cors_origins"] = tuple(data.get("cors_origins") or ())
-        data["endpoints"] = tuple(data.get("endpoints") or ())
+        data["endpoints"] = tuple(Endpoint.from_mapping(e) for e in data.get("endpoints") or ())
         data["ui_files"] = tuple(data.get("ui_files") or ())
-        data["llm"] = dict(data.get("llm") or {})
         return cls(**data)

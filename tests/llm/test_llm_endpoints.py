@@ -119,21 +119,30 @@ def test_cli_judge_over_two_endpoints(tmp_path: Path, monkeypatch: pytest.Monkey
 
 def test_the_service_builds_its_jobs_sessions_over_the_endpoints_it_was_given() -> None:
     pytest.importorskip("fastapi")
-    from ragjudge.server.jobs import build_llm
+    from ragjudge.cli import build_parser
+    from ragjudge.cli.serve import settings_from_args
     from ragjudge.server.models import ModelSettings
+    from ragjudge.server.service import build_llm
     from ragjudge.server.settings import ServerSettings
 
-    settings = ServerSettings(model="m", endpoints=("http://a/v1,rpm=60", "http://b/v1,weight=2,concurrency=4"),
-                              llm={"concurrency": 8}, no_cache=True)
+    def serve(*argv: str) -> ServerSettings:
+        return settings_from_args(build_parser().parse_args(["serve", "--model", "m", "--no-cache", *argv]))
+
+    settings = serve("--endpoint", "http://a/v1,rpm=60", "--endpoint", "http://b/v1,weight=2,concurrency=4",
+                     "--concurrency", "8")
     settings.check()
     llm = build_llm(settings, ModelSettings(), check_key=False)
     assert [c.endpoint.base_url for c in llm.callers] == ["http://a/v1", "http://b/v1"]
-    assert (llm.callers[0].endpoint.rpm, llm.callers[1].endpoint.weight, llm.callers[1].endpoint.concurrency) \
-        == (60.0, 2.0, 4)
+    assert (llm.callers[0].endpoint.rpm, llm.callers[0].endpoint.concurrency, llm.callers[1].endpoint.weight,
+            llm.callers[1].endpoint.concurrency) == (60.0, 8, 2.0, 4)
     again = ServerSettings.from_json(settings.to_json())  # as passed to worker processes
     assert again.endpoints == settings.endpoints
-    with pytest.raises(InputError, match="--endpoint"):
-        ServerSettings(model="m", endpoints=("http://a/v1,rpm=x",), no_cache=True).check()
+    with pytest.raises(InputError, match="rpm must be a float") as err:
+        serve("--endpoint", "http://a/v1,rpm=x")
+    assert err.value.field == "--endpoint"
+    with pytest.raises(InputError, match="not both") as err:
+        serve("--endpoint", "http://a/v1", "--base-url", "http://b/v1")
+    assert err.value.field == "--endpoint"
 
 
 @pytest.mark.slow  # each endpoint gets its few seconds before it is given up

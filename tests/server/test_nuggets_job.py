@@ -19,6 +19,7 @@ pytest.importorskip("fastapi", reason="the server tests need the server extra")
 
 from fastapi.testclient import TestClient  # noqa: E402
 
+from ragjudge.llm import Endpoint  # noqa: E402
 from ragjudge.server import ServerSettings, create_app  # noqa: E402
 
 pytestmark = pytest.mark.slow  # a simulator thread and in-process job runs
@@ -46,8 +47,8 @@ def _env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _settings(tmp: Path, sim: Any, **kw: Any) -> ServerSettings:
     kw.setdefault("model", "sim-model")
-    return ServerSettings(llm={"base_url": sim.base_url, "concurrency": 2}, jobs_db=str(tmp / "jobs.sqlite"),
-                          cache=str(tmp / "cache.sqlite"), **kw)
+    return ServerSettings(endpoints=(Endpoint(kw["model"], base_url=sim.base_url, concurrency=2),),
+                          jobs_db=str(tmp / "jobs.sqlite"), cache=str(tmp / "cache.sqlite"), **kw)
 
 
 @contextmanager

@@ -22,6 +22,7 @@ pytest.importorskip("fastapi", reason="the server tests need the server extra")
 
 from fastapi.testclient import TestClient  # noqa: E402
 
+from ragjudge.llm import Endpoint  # noqa: E402
 from ragjudge.server import ServerSettings, create_app  # noqa: E402
 from ragjudge.server.store import SqliteJobStore, StoreUnavailable, open_job_store  # noqa: E402
 
@@ -57,8 +58,8 @@ def _pairs(n: int) -> dict[str, Any]:
 
 def _settings(tmp: Path, sim: Any, **kw: Any) -> ServerSettings:
     kw.setdefault("model", "sim-model")
-    return ServerSettings(llm={"base_url": sim.base_url, "concurrency": 2}, jobs_db=str(tmp / "jobs.sqlite"),
-                          cache=str(tmp / "cache.sqlite"), **kw)
+    return ServerSettings(endpoints=(Endpoint(kw["model"], base_url=sim.base_url, concurrency=2),),
+                          jobs_db=str(tmp / "jobs.sqlite"), cache=str(tmp / "cache.sqlite"), **kw)
 
 
 @contextmanager
@@ -86,8 +87,8 @@ def _true_spend(sim: Any) -> float:
 def test_a_store_outage_is_503_with_one_log_line(tmp_path: Path, outage: threading.Event,
                                                  caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO)
-    settings = ServerSettings(model="sim-model", llm={"base_url": "http://127.0.0.1:9/v1"}, max_jobs=0,
-                              jobs_db=str(tmp_path / "jobs.sqlite"), cache=str(tmp_path / "c.sqlite"))
+    settings = ServerSettings(model="sim-model", endpoints=(Endpoint("sim-model", base_url="http://127.0.0.1:9/v1"),),
+                              max_jobs=0, jobs_db=str(tmp_path / "jobs.sqlite"), cache=str(tmp_path / "c.sqlite"))
     with _app(settings) as c:
         job = c.post("/v1/judge", json=_pairs(3)).json()["id"]
         outage.set()

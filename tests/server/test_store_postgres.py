@@ -18,6 +18,7 @@ pytest.importorskip("fastapi", reason="the server tests need the server extra")
 
 from fastapi.testclient import TestClient  # noqa: E402
 
+from ragjudge.llm import Endpoint  # noqa: E402
 from ragjudge.server import ServerSettings, create_app  # noqa: E402
 
 
@@ -47,7 +48,7 @@ def _wait(c: TestClient, job: str, until: Any = None, timeout: float = 90.0) -> 
 def _app(tmp: Path, sim: Any, url: str) -> TestClient:
     # the LLM cache is a local file: only the job store is on the database under test
     return TestClient(create_app(ServerSettings(
-        model="sim-model", llm={"base_url": sim.base_url, "concurrency": 2}, jobs_db=url,
+        model="sim-model", endpoints=(Endpoint("sim-model", base_url=sim.base_url, concurrency=2),), jobs_db=url,
         cache=str(tmp / "cache.sqlite"))))
 
 
