@@ -19,10 +19,12 @@
   owner was on this machine (its pid is gone), else when its heartbeat lapses (``claim_ttl``
   seconds), so an interrupted run still resumes.
 
-This module is the embedded backend of the one cache interface (:mod:`.cachestore`);
-``Cache("postgresql://user@host/db")`` opens the shared Postgres backend (:mod:`.postgres`)
-instead, with the same behaviour. A SQLite cache on a network filesystem (NFS, SMB, Lustre,
-GPFS, ceph, sshfs) is refused: its locks are not reliable there.
+This module is the embedded backend of the one cache interface (:mod:`.cachestore`), and
+holds the one way a cache is opened from what names it: :func:`open_cache` reads a target (a
+SQLite file path, a ``postgresql://`` URL for the shared Postgres backend, :mod:`.postgres`, an
+open store, or ``True`` for the default, :func:`default_cache_path`) and opens that store.
+A SQLite cache on a network filesystem (NFS, SMB, Lustre, GPFS, ceph, sshfs) is refused: its
+locks are not reliable there.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ..errors import InputError
 from .cachestore import HOST, CacheStore, check_local_filesystem, is_postgres_url, pid_alive
@@ -44,8 +46,8 @@ from .postgres import PostgresCache
 
 log = logging.getLogger("ragjudge.llm")
 
-__all__ = ["Cache", "CacheStore", "NullCache", "PostgresCache", "cache_key", "default_cache_path",
-           "open_cache"]
+__all__ = ["Cache", "CacheStore", "NullCache", "PostgresCache", "cache_key", "cache_target",
+           "default_cache_path", "open_cache"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS answers (
@@ -67,11 +69,24 @@ CREATE TABLE IF NOT EXISTS claims (
 """
 
 
-def default_cache_path() -> Path:
-    """``$RAGJUDGE_CACHE``, else ``$XDG_CACHE_HOME/ragjudge/judgments.sqlite`` (``~/.cache``)."""
+def cache_target(text: str, *, field: str = "cache") -> Path | str:
+    """What a cache named by ``text`` (a flag, a setting, ``$RAGJUDGE_CACHE``) is: a
+    ``postgresql://`` URL, kept as the string it is, else a SQLite file path (``~`` expanded).
+    Another URL scheme or a libpq ``key=value`` string is an :class:`InputError` naming
+    ``field``."""
+    if is_postgres_url(text):
+        return text.strip()
+    _refuse_other_stores(text, field)
+    return Path(text).expanduser()
+
+
+def default_cache_path() -> Path | str:
+    """The cache target when none is given: ``$RAGJUDGE_CACHE`` as :func:`cache_target` reads
+    it (a ``postgresql://`` URL stays a string), else the SQLite file
+    ``$XDG_CACHE_HOME/ragjudge/judgments.sqlite`` (``~/.cache``)."""
     env = os.environ.get("RAGJUDGE_CACHE")
     if env:
-        return Path(env).expanduser()
+        return cache_target(env, field="$RAGJUDGE_CACHE")
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "ragjudge" / "judgments.sqlite"
 
@@ -82,23 +97,6 @@ def cache_key(payload: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
-def _postgres_target(target: object) -> str | None:
-    """The Postgres URL ``target`` names, or None. A URL that went through ``Path()`` (as
-    ``$RAGJUDGE_CACHE`` does in :func:`default_cache_path`) lost a slash: it is taken back from
-    the environment, else mended."""
-    if is_postgres_url(target):
-        return str(target).strip()
-    if isinstance(target, Path):
-        text = str(target)
-        if text.lower().startswith(("postgresql:/", "postgres:/")):
-            env = os.environ.get("RAGJUDGE_CACHE", "")
-            if is_postgres_url(env) and Path(env).expanduser() == target:
-                return env.strip()
-            scheme, _, rest = text.partition(":/")
-            return f"{scheme}://{rest}"
-    return None
-
-
 #: A URL of another scheme ("mysql://user:pw@host/db"), or a libpq "key=value" connection
 #: string: never a SQLite file name (it would be made in the working folder, the password in
 #: its name).
@@ -106,42 +104,47 @@ _OTHER_URL = re.compile(r"(?i)^\s*([a-z][a-z0-9+.\-]*):/")
 _CONNINFO = re.compile(r"(?i)^\s*(?:host|hostaddr|dbname|user|password|port|service)\s*=")
 
 
-def _check_target(target: str | Path) -> None:
-    """A one-line error for a cache ``target`` that names no SQLite file and no PostgreSQL URL."""
-    text, field = str(target), "cache"
-    if isinstance(target, Path):
-        # $RAGJUDGE_CACHE goes through Path(), which folds "://" into ":/".
-        env = os.environ.get("RAGJUDGE_CACHE", "")
-        if env and Path(env).expanduser() == target:
-            text, field = env, "$RAGJUDGE_CACHE"
-    if "://" not in text and not _CONNINFO.match(text):
-        return
+def _refuse_other_stores(text: str, field: str, *, folded: bool = False) -> None:
+    """A one-line error for a cache target ``text`` that names no SQLite file. ``folded``: it
+    came as a path, and ``Path()`` folds a URL's "//" into "/" (``postgresql:/u@h/db``)."""
     if _CONNINFO.match(text):
         raise InputError("looks like a PostgreSQL connection string: give the cache as a "
                          "postgresql://user@host/db URL (the password in $PGPASSWORD or ~/.pgpass), "
                          "or a SQLite file path", field=field)
     scheme = _OTHER_URL.match(text)
+    if "://" not in text and not (folded and scheme is not None and len(scheme.group(1)) > 1):
+        return  # a file path (a one-letter "scheme" is a drive: "C:/")
+    if folded and scheme is not None and is_postgres_url(scheme.group(1) + "://"):
+        raise InputError("a postgresql:// URL given as a path lost its '//': give the URL as a string",
+                         field=field)
     raise InputError(f"unknown cache scheme {(scheme.group(1) if scheme else text) + '://'!r}: give a "
                      "SQLite file path or a postgresql:// URL", field=field)
 
 
-def open_cache(target: str | Path | CacheStore, *, claim_ttl: float = 30.0) -> CacheStore:
-    """The cache ``target`` names: an open store as is, a ``postgresql://`` URL as a
-    :class:`PostgresCache`, a SQLite file path as a :class:`Cache`; anything else (another
-    URL scheme, a ``key=value`` connection string) is an :class:`InputError`."""
+def open_cache(target: Literal[True] | str | os.PathLike[str] | CacheStore | None = True, *,
+               claim_ttl: float = 30.0) -> CacheStore:
+    """The one opener of the answer cache, from what names it: ``True`` or ``None`` the default
+    (:func:`default_cache_path`), an open store as is, a ``postgresql://`` URL a
+    :class:`PostgresCache`, a SQLite file path a :class:`Cache`; anything else (another URL
+    scheme, a ``key=value`` connection string) is an :class:`InputError`.
+
+    ``claim_ttl``: seconds after its last heartbeat that another machine's claim is
+    considered abandoned."""
     if isinstance(target, CacheStore):
         return target
-    url = _postgres_target(target)
-    if url is not None:
-        return PostgresCache(url, claim_ttl=claim_ttl)
+    if target is True or target is None:
+        target = default_cache_path()
+    if isinstance(target, str) and is_postgres_url(target):
+        return PostgresCache(target.strip(), claim_ttl=claim_ttl)
     return Cache(target, claim_ttl=claim_ttl)
 
 
 class Cache(CacheStore):
-    """SQLite-backed ``key -> record`` store (records are JSON objects).
+    """SQLite-backed ``key -> record`` store (records are JSON objects), at a file path.
 
-    ``Cache("postgresql://user@host/db")`` returns a :class:`PostgresCache` instead (the same
-    interface on a database several hosts share); ``isinstance(x, Cache)`` holds for both.
+    The PostgreSQL backend is its sibling, :class:`PostgresCache`, behind the same interface
+    (:class:`CacheStore`, what to test with ``isinstance``); :func:`open_cache` opens either
+    from what names it.
 
     A cache fault never costs the run (one warning line each, naming the file):
 
@@ -157,17 +160,14 @@ class Cache(CacheStore):
     so does a file on a network filesystem (unless ``$RAGJUDGE_ALLOW_NETWORK_SQLITE=1``).
     """
 
-    def __new__(cls, path: str | Path | CacheStore, **kw: Any) -> Any:
-        other_store = isinstance(path, CacheStore) and Cache not in type(path).__mro__
-        if cls is Cache and (other_store or _postgres_target(path) is not None):
-            # Not a Cache instance proper, so Python does not run Cache.__init__ on it.
-            return open_cache(path, **kw)
-        return super().__new__(cls)
-
-    def __init__(self, path: str | Path, *, claim_ttl: float = 30.0) -> None:
-        """``claim_ttl``: seconds after its last heartbeat that a claim of a process on another
-        machine (or whose liveness cannot be checked) is considered abandoned."""
-        _check_target(path)
+    def __init__(self, path: str | os.PathLike[str], *, claim_ttl: float = 30.0) -> None:
+        """``path``: the SQLite file (made with its folder if missing). ``claim_ttl``: seconds
+        after its last heartbeat that a claim of a process on another machine (or whose
+        liveness cannot be checked) is considered abandoned."""
+        if is_postgres_url(path):
+            raise TypeError("Cache is the SQLite file store: open a postgresql:// URL with "
+                            "ragjudge.llm.cache.open_cache(url) (or LLM(cache=url))")
+        _refuse_other_stores(os.fspath(path), "cache", folded=not isinstance(path, str))
         super().__init__(claim_ttl=claim_ttl)
         self.path = Path(path).expanduser()
         self._db: sqlite3.Connection | None = None
@@ -359,10 +359,6 @@ class Cache(CacheStore):
 
     def __repr__(self) -> str:
         return f"Cache({str(self.path)!r})"
-
-
-# ``isinstance(x, Cache)`` (as the session checks what it is given) holds for either backend.
-Cache.register(PostgresCache)
 
 
 # Messages of SQLite's "this file is damaged" errors (SQLITE_CORRUPT, SQLITE_NOTADB): matched on

@@ -6,8 +6,10 @@
 
 * :class:`ragjudge.llm.cache.Cache` -- a SQLite file (the embedded default);
 * :class:`ragjudge.llm.postgres.PostgresCache` -- a PostgreSQL database, selected by a
-  ``postgresql://`` URL (``Cache("postgresql://user@host/db")``, ``--cache postgresql://...``),
-  for several hosts sharing one cache.
+  ``postgresql://`` URL (``--cache postgresql://...``, ``LLM(cache=URL)``), for several hosts
+  sharing one cache.
+
+:func:`ragjudge.llm.cache.open_cache` opens the one a target names.
 
 Both keep the same claim semantics: a claim has an owner and an expiry pushed back by a
 heartbeat thread; another owner's live claim makes :meth:`CacheStore.claim_or_wait` wait for

@@ -1,7 +1,7 @@
 """The LLM answer cache on PostgreSQL, for several hosts sharing one cache.
 
-``Cache("postgresql://user@host/db")`` (``--cache postgresql://...``, ``LLM(cache=URL)``) opens
-a :class:`PostgresCache`: the interface of :class:`~ragjudge.llm.cachestore.CacheStore` with the
+A ``postgresql://user@host/db`` URL (``--cache postgresql://...``, ``LLM(cache=URL)``,
+:func:`ragjudge.llm.cache.open_cache`) opens a :class:`PostgresCache`: the interface of :class:`~ragjudge.llm.cachestore.CacheStore` with the
 SQLite cache's semantics, on two tables of that database (``ragjudge_cache``,
 ``ragjudge_claims``; created on first use):
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from ..errors import InputError, LLMError
 from .budget import check_finite, worst_case_prompt_tokens
-from .cache import Cache, NullCache, cache_key, default_cache_path
+from .cache import NullCache, cache_key, open_cache
 from .cachestore import CacheStore
 from .caller import Accounts, AccountsView, Caller, loop_state
 from .client import LLMClient, RejectedReply, redact_url
@@ -142,14 +142,12 @@ class LLM(AccountsView):
         if check_key:  # fail fast on a missing key, before any work (a dry run needs none)
             for e in (endpoint, *extra):
                 e.resolve_key()
-        if cache is True:
-            self.cache: CacheStore | NullCache = Cache(default_cache_path())
-        elif cache is False or cache is None:
-            self.cache = NullCache()
-        elif isinstance(cache, (CacheStore, NullCache)):
+        if cache is False or cache is None:
+            self.cache: CacheStore | NullCache = NullCache()
+        elif isinstance(cache, NullCache):
             self.cache = cache
-        else:
-            self.cache = Cache(cache)
+        else:  # True (the default target), a path, a postgresql:// URL or an open store
+            self.cache = open_cache(cache)
         # The provider's list prices join the built-in table; a price file overrides both.
         base = PriceTable.default().merged(self.spec.prices)
         if isinstance(prices, (str, Path)):

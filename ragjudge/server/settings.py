@@ -19,7 +19,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from ..errors import InputError
-from ..llm import default_cache_path
+from ..llm.cache import cache_target, default_cache_path
+from ..llm.cachestore import is_postgres_url
 from ..llm.endpoint import Endpoint
 from ..llm.postgres import import_psycopg
 from .store import check_target
@@ -32,20 +33,6 @@ SETTINGS_ENV = "RAGJUDGE_SERVER_SETTINGS"
 #: The model of the settings' endpoints when the server has no default model: a stand-in,
 #: never called (every job takes the endpoints with its own model, the request's).
 ANY_MODEL = "(the job's model)"
-
-
-def _is_url(value: str) -> bool:
-    """A ``postgresql://`` URL (a shared Postgres store) rather than a file name."""
-    return value.strip().lower().startswith(("postgresql://", "postgres://"))
-
-
-def _default_cache() -> Path | str:
-    """``$RAGJUDGE_CACHE`` (a file or a ``postgresql://`` URL), else the default file."""
-    env = os.environ.get("RAGJUDGE_CACHE", "")
-    if _is_url(env):
-        return env.strip()
-
-    return Path(default_cache_path())
 
 
 def is_loopback(host: str) -> bool:
@@ -146,9 +133,9 @@ class ServerSettings:
         if self.jobs_db:
             check_target(self.jobs_db)
         for flag, path in (("--jobs-db", self.jobs_db), ("--cache", self.cache), ("--prices", None)):
-            if path and not _is_url(path) and Path(path).expanduser().is_dir():
+            if path and not is_postgres_url(path) and Path(path).expanduser().is_dir():
                 raise InputError(f"is a directory; give a file name, got {path!r}", field=flag)
-        if any(v and _is_url(v) for v in (self.jobs_db, self.cache, os.environ.get("RAGJUDGE_CACHE"))):
+        if any(is_postgres_url(v) for v in (self.jobs_db, self.cache, os.environ.get("RAGJUDGE_CACHE"))):
             import_psycopg()  # a missing driver is a one-line error before the server starts
 
     def llm_endpoints(self, model: str, concurrency: int | None = None) -> list[Endpoint]:
@@ -159,12 +146,11 @@ class ServerSettings:
                 for e in self.endpoints]
 
     def cache_path(self) -> Path | str | None:
-        """The cache: a SQLite file, or a ``postgresql://`` URL (kept as a string)."""
+        """The cache target, as the library reads one: a SQLite file, or a ``postgresql://``
+        URL (kept as a string); ``None`` with ``--no-cache``."""
         if self.no_cache:
             return None
-        if self.cache:
-            return self.cache if _is_url(self.cache) else Path(self.cache).expanduser()
-        return _default_cache()
+        return cache_target(self.cache, field="--cache") if self.cache else default_cache_path()
 
     def jobs_path(self) -> Path | str:
         """Job state lives beside the cache (or in the cache's default folder); with a
@@ -173,7 +159,7 @@ class ServerSettings:
             return self.jobs_db.strip() if "://" in self.jobs_db else Path(self.jobs_db).expanduser()
         cache = self.cache_path()
         if cache is None:
-            cache = _default_cache()
+            cache = default_cache_path()
         if isinstance(cache, str):
             return cache
         return cache.with_name("jobs.sqlite")

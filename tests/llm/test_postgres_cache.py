@@ -1,5 +1,5 @@
 """The LLM cache on a real PostgreSQL server: the SQLite cache's semantics (answers, in-flight
-claims, takeover of a dead owner's claim, read-only degradation) across two Cache objects and
+claims, takeover of a dead owner's claim, read-only degradation) across two cache objects and
 two processes, and one payment per answer for two sessions on the same pairs."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow  # a real PostgreSQL server
 from _postgres import fresh_database, wait_until  # noqa: E402
 
 from ragjudge.errors import InputError  # noqa: E402
-from ragjudge.llm.cache import Cache, CacheStore  # noqa: E402
+from ragjudge.llm.cache import Cache, CacheStore, open_cache  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,31 +38,31 @@ def _sql(url: str, sql: str, args: tuple = ()) -> list[tuple]:
 
 
 def test_a_url_opens_the_postgres_backend_behind_the_one_interface(url: str) -> None:
-    c = Cache(url)
-    assert isinstance(c, Cache) and isinstance(c, CacheStore) and type(c).__name__ == "PostgresCache"
-    assert Cache(c) is c  # an open store is passed through
+    c = open_cache(url)
+    assert isinstance(c, CacheStore) and not isinstance(c, Cache) and type(c).__name__ == "PostgresCache"
+    assert open_cache(c) is c  # an open store is passed through
     assert c.get("k") is None and "k" not in c and len(c) == 0
     c.put("k", {"obj": {"grade": 2}, "model": "m", "prompt_id": "p"})
     assert c.get("k") == {"obj": {"grade": 2}, "model": "m", "prompt_id": "p"}
     assert c.hits == 1 and c.writes == 1 and "k" in c and len(c) == 1
     c.put("k", {"obj": {"grade": 3}})  # a later answer replaces it
-    assert Cache(url).get("k") == {"obj": {"grade": 3}}
+    assert open_cache(url).get("k") == {"obj": {"grade": 3}}
     c.close()
 
 
 def test_the_password_never_shows(url: str) -> None:
     secret = url.replace("postgres@", "postgres:hunter2@")
-    c = Cache(secret)  # trust auth ignores the password
+    c = open_cache(secret)  # trust auth ignores the password
     assert "hunter2" not in repr(c) and "hunter2" not in str(c.path)
     c.close()
     with pytest.raises(InputError) as err:
-        Cache(secret.rsplit(":", 1)[0] + ":1/db")  # nothing listens on port 1
+        open_cache(secret.rsplit(":", 1)[0] + ":1/db")  # nothing listens on port 1
     assert "hunter2" not in str(err.value) and "\n" not in str(err.value)
     assert str(err.value).startswith("postgresql://postgres:***@")
 
 
 def test_a_live_claim_excludes_other_owners_until_released(url: str) -> None:
-    a, b = Cache(url), Cache(url)
+    a, b = open_cache(url), open_cache(url)
     assert a.claim("k") and a.claim("k")  # re-entrant for its owner
     assert not b.claim("k")
     a.release("k")
@@ -72,7 +72,7 @@ def test_a_live_claim_excludes_other_owners_until_released(url: str) -> None:
 
 
 def test_writing_the_answer_drops_the_claim_and_waiters_get_it(url: str) -> None:
-    a, b = Cache(url), Cache(url)
+    a, b = open_cache(url), open_cache(url)
 
     async def main() -> dict[str, object] | None:
         assert await a.claim_or_wait("k") is None  # a will pay for it
@@ -91,7 +91,7 @@ def test_writing_the_answer_drops_the_claim_and_waiters_get_it(url: str) -> None
 
 
 def test_a_failed_call_passes_the_claim_on(url: str) -> None:
-    a, b = Cache(url), Cache(url)
+    a, b = open_cache(url), open_cache(url)
 
     async def main() -> dict[str, object] | None:
         assert await a.claim_or_wait("k") is None
@@ -107,7 +107,7 @@ def test_a_failed_call_passes_the_claim_on(url: str) -> None:
 
 
 def test_an_abandoned_claim_from_another_machine_expires(url: str) -> None:
-    a = Cache(url, claim_ttl=0.3)
+    a = open_cache(url, claim_ttl=0.3)
     # A claim from another host: its pid cannot be checked, only its expiry (on the DB clock).
     _sql(url, "INSERT INTO ragjudge_claims VALUES ('k', 'elsewhere:1:x', 'elsewhere', 1, "
               "EXTRACT(EPOCH FROM clock_timestamp()) + 0.3)")
@@ -122,12 +122,12 @@ def test_an_abandoned_claim_from_another_machine_expires(url: str) -> None:
 
 
 def test_the_heartbeat_keeps_a_long_call_claimed(url: str) -> None:
-    a = Cache(url, claim_ttl=0.3)
+    a = open_cache(url, claim_ttl=0.3)
     assert a.claim("k")
     time.sleep(1.0)  # several TTLs: the heartbeat pushed the expiry back
     (left,), = _sql(url, "SELECT expires - EXTRACT(EPOCH FROM clock_timestamp()) FROM ragjudge_claims")
     assert left > 0
-    b = Cache(url)
+    b = open_cache(url)
     assert not b.claim("k")
     a.close()
     assert b.claim("k")  # closing drops a's claims
@@ -138,11 +138,11 @@ def test_claims_of_a_killed_process_are_taken_over(url: str) -> None:
     # kill -9 leaves the claim behind; on this machine the dead pid frees it at once (the TTL
     # is an hour: no waiting for the expiry).
     code = ("import sys, os, signal; sys.path.insert(0, sys.argv[2]);"
-            "from ragjudge.llm.cache import Cache; c = Cache(sys.argv[1], claim_ttl=3600); "
+            "from ragjudge.llm.cache import open_cache; c = open_cache(sys.argv[1], claim_ttl=3600); "
             "c.claim('k'); os.kill(os.getpid(), signal.SIGKILL)")
     subprocess.run([sys.executable, "-c", code, url, str(ROOT)], check=False, timeout=60)
     assert _sql(url, "SELECT COUNT(*) FROM ragjudge_claims") == [(1,)]  # left behind
-    b = Cache(url)
+    b = open_cache(url)
     assert b.claim("k")
     b.close()
 
@@ -152,12 +152,12 @@ def test_two_processes_wait_for_each_other_instead_of_paying_twice(url: str, tmp
     # the same keys: it gets every answer by waiting, and pays (claims) none itself.
     keys = [f"k{i}" for i in range(20)]
     a_code = ("import sys, time; sys.path.insert(0, sys.argv[2]);"
-              "from ragjudge.llm.cache import Cache; c = Cache(sys.argv[1]);"
+              "from ragjudge.llm.cache import open_cache; c = open_cache(sys.argv[1]);"
               f"keys = {keys!r}; assert all(c.claim(k) for k in keys);"
               "open(sys.argv[3], 'w').write('claimed');"
               "[(time.sleep(0.05), c.put(k, {'obj': {'by': 'a', 'k': k}})) for k in keys]; c.close()")
     b_code = ("import sys, json, asyncio\nsys.path.insert(0, sys.argv[2])\n"
-              "from ragjudge.llm.cache import Cache\nc = Cache(sys.argv[1])\n"
+              "from ragjudge.llm.cache import open_cache\nc = open_cache(sys.argv[1])\n"
               f"keys = {keys!r}\n"
               "async def main():\n    return await asyncio.gather(*(c.claim_or_wait(k) for k in keys))\n"
               "out = asyncio.run(main())\n"
@@ -176,12 +176,12 @@ def test_two_processes_wait_for_each_other_instead_of_paying_twice(url: str, tmp
 
 
 def test_a_failing_write_turns_the_cache_read_only(url: str) -> None:
-    a = Cache(url)
+    a = open_cache(url)
     a.put("old", {"obj": 1})
     _sql(url, "REVOKE ALL ON ragjudge_cache, ragjudge_claims FROM PUBLIC")
     _sql(url, "CREATE ROLE reader LOGIN")
     _sql(url, "GRANT SELECT ON ragjudge_cache, ragjudge_claims TO reader")
-    r = Cache(url.replace("postgres@", "reader@"))  # may not create tables: uses the existing ones
+    r = open_cache(url.replace("postgres@", "reader@"))  # may not create tables: uses the existing ones
     assert r.get("old") == {"obj": 1}
     assert r.claim("k")  # cannot record claims: granted (pay rather than wait forever)
     r.put("k", {"obj": 2})  # not stored, no exception
@@ -193,7 +193,7 @@ def test_a_failing_write_turns_the_cache_read_only(url: str) -> None:
 
 
 def test_a_lost_connection_is_reopened(url: str) -> None:
-    c = Cache(url)
+    c = open_cache(url)
     c.put("k", {"obj": 1})
     pid = c._db.info.backend_pid
     _sql(url, "SELECT pg_terminate_backend(%s)", (pid,))
@@ -205,7 +205,7 @@ def test_a_lost_connection_is_reopened(url: str) -> None:
 
 def test_an_unreachable_database_at_open_is_one_line() -> None:
     with pytest.raises(InputError) as err:
-        Cache("postgresql://nobody@127.0.0.1:1/nothing")
+        open_cache("postgresql://nobody@127.0.0.1:1/nothing")
     assert "cannot open the cache" in str(err.value) and "\n" not in str(err.value)
 
 
@@ -241,7 +241,7 @@ def test_a_killed_judge_leaves_nothing_that_blocks_the_rerun(url: str, tmp_path:
     from ragjudge.llm import LLM
 
     code = ("import sys, os, signal; sys.path.insert(0, sys.argv[2]);"
-            "from ragjudge.llm.cache import Cache; c = Cache(sys.argv[1], claim_ttl=3600);"
+            "from ragjudge.llm.cache import open_cache; c = open_cache(sys.argv[1], claim_ttl=3600);"
             "[c.claim(f'k{i}') for i in range(5)]; os.kill(os.getpid(), signal.SIGKILL)")
     subprocess.run([sys.executable, "-c", code, url, str(ROOT)], check=False, timeout=60)
     llm = LLM("m", base_url="http://127.0.0.1:1/v1", api_key="x", cache=url)

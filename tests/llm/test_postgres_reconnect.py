@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow  # a real PostgreSQL server, restarted
 from _postgres import PostgresServer, postgres_bin, wait_until  # noqa: E402
 
 from ragjudge.llm import LLM, Endpoint  # noqa: E402
-from ragjudge.llm.cache import Cache  # noqa: E402
+from ragjudge.llm.cache import open_cache  # noqa: E402
 
 
 class Restartable:
@@ -67,7 +67,7 @@ def _count(url: str) -> int:
 
 
 def test_answers_made_while_the_server_is_away_are_stored_when_it_is_back(pg: Restartable) -> None:
-    c = Cache(pg.url)
+    c = open_cache(pg.url)
     c.put("before", {"obj": 1})
     pg.stop()
     assert c.get("before") is None  # a miss, not a crash
@@ -78,7 +78,7 @@ def test_answers_made_while_the_server_is_away_are_stored_when_it_is_back(pg: Re
     pg.start()
     # Within the backoff, the next use of the cache reaches the server again and stores it.
     assert wait_until(lambda: c.get("before") == {"obj": 1}, timeout=15)
-    assert _count(pg.url) == 2 and Cache(pg.url).get("during") == {"obj": 2}
+    assert _count(pg.url) == 2 and open_cache(pg.url).get("during") == {"obj": 2}
     assert c.outages == 1
     c.close()
 
@@ -134,12 +134,12 @@ def test_a_restart_mid_run_costs_the_rerun_nothing(pg: Restartable) -> None:
 
 
 def test_answers_kept_at_close_wait_for_the_server(pg: Restartable) -> None:
-    c = Cache(pg.url)
+    c = open_cache(pg.url)
     pg.stop()
     c.put("during", {"obj": 2})
     threading.Timer(1.0, pg.start).start()  # back while close waits for it
     c.close()
-    assert _count(pg.url) == 1 and Cache(pg.url).get("during") == {"obj": 2}
+    assert _count(pg.url) == 1 and open_cache(pg.url).get("during") == {"obj": 2}
 
 
 def test_answers_kept_when_the_server_stays_away_are_stored_by_the_next_open(
@@ -147,7 +147,7 @@ def test_answers_kept_when_the_server_stays_away_are_stored_by_the_next_open(
     from ragjudge.llm.postgres import spill_path
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    c = Cache(pg.url)
+    c = open_cache(pg.url)
     pg.stop()
     c.put("a", {"obj": 1})
     c.put("b", {"obj": 2})
@@ -157,7 +157,7 @@ def test_answers_kept_when_the_server_stays_away_are_stored_by_the_next_open(
     said = [r.getMessage() for r in caplog.records if "still unreachable" in r.getMessage()]
     assert len(said) == 1 and str(spill) in said[0] and "nothing is paid again" in said[0]
     pg.start()
-    d = Cache(pg.url)  # the next run: stores them before anything else
+    d = open_cache(pg.url)  # the next run: stores them before anything else
     assert d.get("a") == {"obj": 1} and d.get("b") == {"obj": 2} and _count(pg.url) == 2
     assert not spill.exists()
     d.close()
