@@ -25,7 +25,6 @@ Replies (:func:`completion_from_dict`, :func:`embedding_reply_from_dict`)
 
 from __future__ import annotations
 
-import gc
 import math
 import os
 import re
@@ -277,26 +276,6 @@ def embedding_tokens(usage: Any) -> int | None:
     return None
 
 
-class CollectorPaused:
-    """``with CollectorPaused():`` no cyclic garbage collection inside the block (unless it
-    was off already). For reading a reply: its JSON tree is hundreds of containers that live
-    only while it is read, and each would count toward the next collection; a collection
-    started midway finds them alive and promotes them, so old-generation passes (whole-heap,
-    100+ ms on a busy machine, with the event loop stalled) came every few hundred replies.
-    Freed inside the block, they are never counted at all."""
-
-    __slots__ = ("_was_on",)
-
-    def __enter__(self) -> None:
-        self._was_on = gc.isenabled()
-        if self._was_on:
-            gc.disable()
-
-    def __exit__(self, *exc: object) -> None:
-        if self._was_on:
-            gc.enable()
-
-
 def rate_info(headers: Mapping[str, str]) -> RateInfo:
     """What OpenAI-style ``x-ratelimit-*``, ``Retry-After`` and ``openai-processing-ms`` headers
     state."""
@@ -372,14 +351,9 @@ class OpenAIProvider(SDKProvider):
         return await self._send(self.sdk.embeddings, body, read_timeout, input=[])
 
     def chat_reply(self, sent: Sent, *, attempts: int) -> Completion:
-        with CollectorPaused():  # the reply's JSON tree is gone when this returns
-            return self._chat_reply(sent.content, sent.latency, attempts)
-
-    @staticmethod
-    def _chat_reply(content: bytes, latency: float, attempts: int) -> Completion:
-        data = json_object(content)
+        data = json_object(sent.content)
         try:
-            return completion_from_dict(data, latency=latency, attempts=attempts)
+            return completion_from_dict(data, latency=sent.latency, attempts=attempts)
         except BadBody:
             raise
         except Exception as exc:  # a 200 read this far is billed: never an uncounted crash
