@@ -105,9 +105,10 @@ class BatchResult:
 def default_state_path() -> Path:
     """Where batch state lives without a cache file: beside the default cache (in the default
     cache folder when ``$RAGJUDGE_CACHE`` is a Postgres URL)."""
-    if is_postgres_url(os.environ.get("RAGJUDGE_CACHE", "")):
+    target = default_cache_path()
+    if isinstance(target, str):  # a PostgreSQL URL: no folder of its own
         return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ragjudge" / "batches.sqlite"
-    return default_cache_path().parent / "batches.sqlite"
+    return target.parent / "batches.sqlite"
 
 
 # ----------------------------------------------------------------------------- state
