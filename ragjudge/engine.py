@@ -31,7 +31,7 @@ import numpy as np
 from .data import Qrels, Run
 from .errors import InputError, MetricError
 from .ids import join_ids, locate, over_slices, target_ids
-from .measures import Measure, parse_measure, spec_of
+from .measures import Measure, canonical_measure, parse_measure, spec_of
 from .measures.layout import Layout
 
 __all__ = ["compute"]
@@ -209,7 +209,8 @@ def compute(
 
     The queries are ``qids`` if given, else every qrels query in qrels order (``Qrels.query_ids``).
     A query absent from the run gets the value of an empty ranking (trec_eval ``-c``); run queries
-    outside the evaluated set are ignored. Measures may be given as specs (``"ndcg@10"``).
+    outside the evaluated set are ignored. Measures may be given as specs (``"ndcg@10"``, parsed
+    here) or as :class:`Measure` values (used as they are; one built by hand must be canonical).
     ``judged_only`` (trec_eval ``-J``) first removes from every ranking the documents without a
     qrels entry or with a negative label; the others move up. ``notes``, when given, is
     filled with counts that say when a value may mislead (see :func:`_diagnose`).
@@ -218,8 +219,9 @@ def compute(
         raise InputError("compute() needs a Qrels and a Run")
     ms: list[Measure] = []
     for m in measures:
-        mm = parse_measure(m)  # validates a Measure built by hand, too
-        if isinstance(m, Measure) and mm != m:
+        # A Measure travels as it is (checked, never parsed again); only a spec string is parsed.
+        mm = canonical_measure(m) if isinstance(m, Measure) else parse_measure(m)
+        if mm != m and isinstance(m, Measure):  # the result is keyed by the caller's Measure
             raise MetricError(
                 f"{m!r} is not in canonical form ({mm!r}); build measures with parse_measure()"
             )

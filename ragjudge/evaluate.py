@@ -29,7 +29,7 @@ from .data import Dedup, Qrels, Run
 from .errors import InputError, MetricError
 from .io.coerce import as_qrels, as_run
 from .lists import check_gold, check_ranking, score_lists
-from .measures import MIN_GEO_MEAN, Measure, parse_measure, spec_of, split_metric_list
+from .measures import MIN_GEO_MEAN, Measure, canonical_measure, parse_measure, spec_of, split_metric_list
 from .report import Comparison, CompareReport, Report
 from .stats import bootstrap_cis, cohens_dz, holm, paired_t_test, randomization_tests, win_tie_loss
 from .engine import compute
@@ -126,10 +126,12 @@ def several_runs(run: Any) -> bool:
 
 
 def _metric_keys(metrics: MetricsArg, rel: int | None) -> dict[str, Measure]:
-    """``{key as the user typed it: Measure}``; a string may be a comma-separated list; a mapping
-    gives the keys itself (``{"P@10": Measure}``, how the CLI passes what it parsed)."""
+    """``{key as the user typed it: Measure}``: the API edge, where a user's spec string is
+    parsed (with ``rel``), once; a :class:`Measure` is checked and kept as it is (in canonical
+    form: one built by hand may not be; its key is its spec as given). A string may be a comma-separated list; a mapping gives the keys itself
+    (``{"P@10": Measure}``, how the CLI passes what it parsed)."""
     if isinstance(metrics, Mapping):
-        out = {str(key): parse_measure(spec, rel=rel) for key, spec in metrics.items()}
+        out = {str(key): _measure(spec, rel) for key, spec in metrics.items()}
         if not out:
             raise MetricError("no metrics given")
         return out
@@ -142,20 +144,28 @@ def _metric_keys(metrics: MetricsArg, rel: int | None) -> dict[str, Measure]:
     out: dict[str, Measure] = {}
     for item in items:
         if isinstance(item, Measure):
-            specs: list[str | Measure] = [item]
-        elif isinstance(item, str):
+            key = str(item)
+            if key not in out:
+                out[key] = canonical_measure(item)
+            continue
+        if isinstance(item, str):
             specs = list(split_metric_list(item))
         elif hasattr(item, "NAME"):  # an ir_measures measure object: str() is its spec
             specs = [str(item)]
         else:
             raise MetricError(f"a metric must be a spec string or a Measure, got {item!r}")
         for spec in specs:
-            key = str(spec) if isinstance(spec, Measure) else spec.strip()
+            key = spec.strip()
             if key not in out:
                 out[key] = parse_measure(spec, rel=rel)
     if not out:
         raise MetricError("no metrics given")
     return out
+
+
+def _measure(spec: str | Measure, rel: int | None) -> Measure:
+    """One metric of a ``{key: metric}`` mapping: a Measure as it is, a spec parsed with ``rel``."""
+    return canonical_measure(spec) if isinstance(spec, Measure) else parse_measure(spec, rel=rel)
 
 
 def _check_max_depth(max_depth: int | None) -> None:
@@ -335,7 +345,8 @@ def evaluate(
     (read with :func:`ragjudge.io.read_qrels` / :func:`~ragjudge.io.read_run`, ``dedup``
     applying to files). ``metrics``: spec strings (a string may be a comma-separated list) or
     :class:`Measure` objects; report keys are the specs exactly as given; default
-    :data:`DEFAULT_METRICS`. ``rel``: default relevance threshold of measures that take one.
+    :data:`DEFAULT_METRICS`. ``rel``: default relevance threshold of the spec strings' measures
+    that take one and do not set it (a :class:`Measure` is used as it is).
     ``skip_missing``: average over the queries in both qrels and run instead of scoring qrels
     queries missing from the run as empty rankings. ``judged_only`` (trec_eval ``-J``): drop
     the documents without a qrels entry (or with a negative label) from every ranking first,

@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 from .errors import InputError
 
+if TYPE_CHECKING:  # pragma: no cover
+    from concurrent.futures import ThreadPoolExecutor
+
 __all__ = [
-    "LONG_ID", "KEY_WIDTH", "SLICE_ROWS", "LOW_BYTES", "worker_threads", "over_slices",
-    "long_key", "full_id", "key_rows", "compact_ids", "to_bytes_array", "str_column",
+    "LONG_ID", "KEY_WIDTH", "SLICE_ROWS", "LOW_BYTES", "worker_threads", "thread_pool",
+    "over_slices", "long_key", "full_id", "key_rows", "compact_ids", "to_bytes_array", "str_column",
     "joined_column", "decode_id", "decode_column", "group_sorted", "id_words", "sort_keys",
     "fmix", "hash_ids", "pair_hash", "join_ids", "target_ids", "locate", "qid_runs", "sized_runs",
     "reorder_runs", "row_codes", "sort_distinct", "sort_by_code_then_id", "first_duplicate",
@@ -50,6 +53,16 @@ def worker_threads() -> int:
     return max(1, min(4, cores))
 
 
+def thread_pool(workers: int) -> ThreadPoolExecutor:
+    """A pool of ``workers`` threads for the column kernels and the reader's scan (the caller
+    shuts it down); they start one only for an input of several slices or blocks."""
+    # deferred: a small input starts no pool, and its start-up loads no concurrent.futures
+    # (tests/test_startup.py)
+    from concurrent.futures import ThreadPoolExecutor
+
+    return ThreadPoolExecutor(max_workers=workers)
+
+
 def over_slices(fn: Callable[[int, int], _T], n: int) -> list[_T]:
     """``fn(lo, hi)`` for each :data:`SLICE_ROWS` slice of ``range(n)``, results in slice
     order; on :func:`worker_threads` threads when the column spans several slices. ``fn`` must
@@ -58,11 +71,7 @@ def over_slices(fn: Callable[[int, int], _T], n: int) -> list[_T]:
     workers = worker_threads()
     if len(bounds) < 4 or workers == 1:
         return [fn(lo, hi) for lo, hi in bounds]
-    # Imported here: concurrent.futures (with logging and threading) is ~7 ms of a start-up
-    # that a small evaluation would pay for nothing.
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=workers) as pool:
+    with thread_pool(workers) as pool:
         return list(pool.map(lambda b: fn(*b), bounds))
 
 _M1 = np.uint64(0xFF51AFD7ED558CCD)
@@ -88,7 +97,8 @@ _LONG: dict[bytes, bytes] = {}
 
 def long_key(raw: bytes) -> bytes:
     """The stored key of an id longer than :data:`LONG_ID` bytes (registered for decoding)."""
-    # Imported here: hashlib loads OpenSSL (~5 ms of every start-up), and long ids are rare.
+    # deferred: long ids are rare, and an evaluation's start-up loads no hashlib
+    # (tests/test_startup.py)
     import hashlib
 
     # numpy S arrays drop trailing NULs, so the key is stored (and looked up) without them.

@@ -12,7 +12,7 @@ import csv
 import io
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .errors import InputError
@@ -190,16 +190,22 @@ def _render_latex(headers: Sequence[str], cells: list[list[str]], numeric: list[
 def html_note(text: str) -> str:
     """``text`` as an HTML small-print paragraph (escaped, quotes included): a report's footer
     or note under its tables."""
-    # Imported here: most runs render no HTML, and html.entities is ~3 ms of a start-up.
+    return f"<p><small>{_html_escape()(text)}</small></p>"
+
+
+def _html_escape() -> Callable[[str], str]:
+    """``html.escape``, quotes included."""
+    # deferred: most runs render no HTML, and an evaluation's start-up loads no html module
+    # (tests/test_startup.py)
     from html import escape
 
-    return f"<p><small>{escape(text)}</small></p>"
+    return escape
 
 
 def _render_html(
     headers: Sequence[str], cells: list[list[str]], numeric: list[bool], title: str | None
 ) -> str:
-    from html import escape  # once per table, not per cell (see html_note)
+    escape = _html_escape()  # once per table, not per cell
 
     def td(tag: str, text: str, j: int) -> str:
         style = ' style="text-align:right"' if numeric[j] else ' style="text-align:left"'

@@ -76,6 +76,61 @@ def test_keys_are_the_specs_as_typed() -> None:
     assert r2.metrics == ["map", "rbp(p=0.5,gain=binary)@5"]
 
 
+def _count_parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The spec texts the measure parser reads from now on (every parse_measure goes through
+    grammar._parse), in order."""
+    from ragjudge.measures import grammar
+
+    seen: list[str] = []
+    real = grammar._parse
+
+    def counting(spec: str, rel: int | None) -> object:
+        seen.append(spec)
+        return real(spec, rel)
+
+    monkeypatch.setattr(grammar, "_parse", counting)
+    return seen
+
+
+def test_each_metric_name_is_parsed_once_and_travels_as_a_measure(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = _count_parses(monkeypatch)
+    r = evaluate(QRELS, RUN, ["ndcg@10", "P@5"])
+    assert sorted(seen) == ["P@5", "ndcg@10"]
+    assert r.metrics == ["ndcg@10", "P@5"] and r.meta["measures"]["P@5"] == "precision@5"
+    # Several runs: still once per name, not once per run.
+    seen.clear()
+    compare(QRELS, {"a": RUN, "b": RUN}, ["ndcg@10", "P@5"], n_resamples=10)
+    assert sorted(seen) == ["P@5", "ndcg@10"]
+    # Measures already made are not parsed again.
+    ms = {"ndcg@10": parse_measure("ndcg@10"), "P@5": parse_measure("P@5")}
+    seen.clear()
+    evaluate(QRELS, RUN, ms)
+    evaluate(QRELS, RUN, list(ms.values()))
+    assert seen == []
+
+
+def test_a_measure_is_used_as_it_is_and_rel_applies_to_strings() -> None:
+    # P(rel=1)@1 parses to P@1 (rel at its default): rel=2 must not reach it a second time.
+    parsed = {"P(rel=1)@1": parse_measure("P(rel=1)@1", rel=2), "P_1": parse_measure("P_1", rel=2)}
+    r = evaluate(QRELS, RUN, parsed, rel=2)
+    assert r.per_query["q1"] == {"P(rel=1)@1": 1.0, "P_1": 0.0}
+    assert evaluate(QRELS, RUN, "P(rel=1)@1", rel=2).per_query["q1"]["P(rel=1)@1"] == 1.0
+
+
+def test_hand_built_measures_are_checked_at_the_edge() -> None:
+    from ragjudge.measures import Measure
+
+    assert evaluate(QRELS, RUN, [Measure("ndcg", (), 3)]).metrics == ["ndcg@3"]
+    # Not in canonical form: scored as its canonical equal, keyed as given.
+    r = evaluate(QRELS, RUN, [Measure("ndcg", (("gain", "linear"),), 3), Measure("p", (), 1)])
+    assert r.meta["measures"] == {"ndcg(gain=linear)@3": "ndcg@3", "p@1": "precision@1"}
+    with pytest.raises(MetricError, match="unknown metric"):
+        evaluate(QRELS, RUN, {"x": Measure("nope")})
+    with pytest.raises(MetricError, match="bad value"):
+        evaluate(QRELS, RUN, [Measure("ndcg", (("gain", "cubic"),), 3)])
+
+
 def test_default_metrics() -> None:
     r = evaluate(QRELS, RUN)
     assert r.metrics == list(DEFAULT_METRICS)

@@ -14,6 +14,7 @@ import argparse
 import math
 import os
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
@@ -142,8 +143,6 @@ class JUnitReport:
         self.cases.append((f"ragjudge.{self.command}", name, message, "error"))
 
     def write(self, path: str | Path) -> None:
-        import xml.etree.ElementTree as ET  # deferred: only --junit needs an XML writer
-
         failures = sum(1 for *_, msg, kind in self.cases if msg is not None and kind == "failure")
         errors = sum(1 for *_, kind in self.cases if kind == "error")
         suite = ET.Element("testsuite", name=f"ragjudge {self.command}", tests=str(len(self.cases)),

@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import tempfile
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -248,8 +249,6 @@ def read_logged(run_id: str, prefix: str = "") -> tuple[str, dict[str, Any]]:
         if not kind:
             raise InputError(f"MLflow run {run_id} has no ragjudge report" + (
                 f" under prefix {prefix!r}" if prefix else ""), field="run_id")
-        import tempfile
-
         with tempfile.TemporaryDirectory() as tmp:
             path = client.download_artifacts(run_id, f"{folder}/{kind}.json", tmp)
             with open(path, encoding="utf-8") as f:

@@ -11,7 +11,8 @@ The content decides, the file name only breaks ties (an input with no data line)
   (``qid docid rank``); anything else is read as TREC.
 
 :func:`sniff_kind` goes one step up, for a page handed any file: what the file *is* (qrels, a
-run, queries, a corpus, judgments, an evaluation result, a to-label file or a labels log).
+run, queries, a corpus, judgments, an evaluation result, a to-label file of pairs or of nugget
+answers, a labels log or LLM nugget assignments).
 """
 
 from __future__ import annotations
@@ -24,10 +25,14 @@ from ..errors import InputError
 from .numbers import is_int
 from .streams import BOM, WS_BYTES
 
-__all__ = ["KINDS", "QRELS_FORMATS", "RUN_FORMATS", "sniff_format", "sniff_kind", "first_data_line", "is_result"]
+__all__ = ["KINDS", "QRELS_FORMATS", "RUN_FORMATS", "NUGGET_TO_LABEL_FORMAT", "sniff_format",
+           "sniff_kind", "first_data_line", "is_result"]
 
 #: What :func:`sniff_kind` tells apart.
-KINDS = ("result", "qrels", "run", "queries", "corpus", "judgments", "tolabel", "labels")
+KINDS = ("result", "qrels", "run", "queries", "corpus", "judgments", "tolabel", "nugget_tolabel",
+         "labels", "assignments")
+#: The ``format`` of a nugget to-label file's meta line (``plan-labels --nuggets``).
+NUGGET_TO_LABEL_FORMAT = "ragjudge-nugget-to-label/1"
 _QUERY_NAMES = ("quer", "topic", "question")
 _CORPUS_NAMES = ("corpus", "doc", "passage", "collection")
 
@@ -95,11 +100,36 @@ def _texts_kind(name: str, texts: list[str]) -> str:
     return "queries" if mean < 120 else "corpus"
 
 
+def _first_record(stripped: str) -> Any:
+    """The first line as JSON, ``None`` when it is none."""
+    try:
+        return json.loads(stripped.split("\n", 1)[0])
+    except json.JSONDecodeError:
+        return None
+
+
+def _nugget_kind(first: Any) -> str | None:
+    """``nugget_tolabel`` (its meta line's format), ``assignments`` (one object per answer: a
+    query id and its ``nuggets`` list, no ``kind`` or ``docid``) or ``None``."""
+    if not isinstance(first, dict):
+        return None
+    if first.get("format") == NUGGET_TO_LABEL_FORMAT:
+        return "nugget_tolabel"
+    if (isinstance(first.get("nuggets"), list) and "kind" not in first and "docid" not in first
+            and any(k in first for k in ("qid", "topic_id", "query_id"))):
+        return "assignments"
+    return None
+
+
 def sniff_kind(text: str, name: str | None = None) -> str:
     """Which of :data:`KINDS` a file holds, from its content (``name``, the file's name, breaks
     ties between queries and a corpus). Raises :class:`InputError` when it cannot tell."""
     lower = Path(name or "").name.lower()
     stripped = text.lstrip("\ufeff \t\r\n")
+    if stripped[:1] == "{":
+        nuggets = _nugget_kind(_first_record(stripped))
+        if nuggets is not None:
+            return nuggets
     if stripped[:1] in ("{", "["):
         try:
             whole = json.loads(stripped)
@@ -152,5 +182,6 @@ def sniff_kind(text: str, name: str | None = None) -> str:
         return _texts_kind(lower, [ln.split("\t", 1)[1] for ln in lines if "\t" in ln])
     if len(tokens) == 3 and is_int(tokens[-1]):
         return "run"
+    # the roles a page's ROLE=PATH names: tolabel names a nugget to-label file too
     raise InputError("cannot tell what this file is; name its role: ROLE=PATH with ROLE one of "
-                     + ", ".join(KINDS), source=name)
+                     + ", ".join(k for k in KINDS if k != "nugget_tolabel"), source=name)

@@ -31,7 +31,7 @@ import numpy as np
 
 from ..data import Dedup, Qrels, Run
 from ..errors import InputError
-from ..ids import LONG_ID, LOW_BYTES, long_key, worker_threads
+from ..ids import LONG_ID, LOW_BYTES, long_key, thread_pool, worker_threads
 from .numbers import parse_float, parse_int
 from .streams import (
     BOM, Input, PathLike, as_bytes, blocks_from_bytes, check_utf8, is_fd_path, opened, source_name,
@@ -536,14 +536,11 @@ def scan_trec(
     else:
         head = [b for b in (next(it, None), next(it, None)) if b is not None]
         if len(head) < 2 or workers == 1:
-            # One block (a small file) or one thread: no pool. concurrent.futures (with logging
-            # and threading) would be ~9 ms of the start-up of every small evaluation.
+            # One block (a small file) or one thread: no pool, nor its module (ids.thread_pool).
             for block in chain(head, it):
                 take(block, _scan_block(block, kind, line > ARROW_AFTER_LINES))
         else:
-            from concurrent.futures import ThreadPoolExecutor
-
-            pool = ThreadPoolExecutor(max_workers=workers)
+            pool = thread_pool(workers)
             pending: deque[tuple[bytes, Future]] = deque()
             try:
                 for block in chain(head, it):

@@ -29,6 +29,7 @@ import math
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -246,8 +247,6 @@ def database_price(model: str) -> Price | None:
     db = _database()
     if db is None or not model:
         return None
-    from datetime import datetime, timezone
-
     try:
         _provider, info = db.find_provider_model(model, None, None, None)
         mp = info.get_prices(datetime.now(timezone.utc))

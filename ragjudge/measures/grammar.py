@@ -10,7 +10,8 @@ names); :func:`parse_measure` validates a ranking-measure spec against the regis
 :class:`Measure`, a frozen value whose ``str()`` is the canonical spec and parses back to an equal
 value. Parameters left at their default are dropped from the canonical form (``ndcg(gain=linear)@10``
 is ``ndcg@10``), except those marked ``always_show`` (``p`` of the RBP measures, whose default
-differs between toolkits).
+differs between toolkits). A :class:`Measure` already made travels as it is:
+:func:`canonical_measure` checks one built by hand without turning it back into text.
 
 A measure is registered with one :class:`MeasureSpec` by its family module (``sets``, ``ranks``,
 ``graded``, ``judged``, ``counts``), which holds the spec, the per-query reference kernel and the
@@ -41,6 +42,7 @@ __all__ = [
     "ParamValue",
     "Ranked",
     "parse_measure",
+    "canonical_measure",
     "parse_spec",
     "format_spec",
     "split_metric_list",
@@ -289,10 +291,15 @@ def format_spec(name: str, params: Sequence[tuple[str, Any]], k: int | None) -> 
     """The spec text ``name[(p=v,...)][@k]`` that :func:`parse_spec` reads back (floats as repr)."""
     text = name
     if params:
-        text += "(" + ",".join(f"{key}={repr(v) if isinstance(v, float) else v}" for key, v in params) + ")"
+        text += "(" + ",".join(f"{key}={_value_text(v)}" for key, v in params) + ")"
     if k is not None:
         text += f"@{k}"
     return text
+
+
+def _value_text(value: Any) -> str:
+    """A parameter value as a spec writes it (floats as repr, so they read back equal)."""
+    return repr(value) if isinstance(value, float) else str(value)
 
 
 # ----------------------------------------------------------------------------- parsing
@@ -406,14 +413,17 @@ def _resolve_name(name: str, k: int | None, spec: str) -> tuple[str, int | None]
         return _CUT_NAMES[m.group(1)], int(m.group(2))
     name = _ALIASES.get(name, name)
     if name not in _REGISTRY:
-        candidates = sorted(set(_REGISTRY) | set(_ALIASES))
-        close = difflib.get_close_matches(name, candidates, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise MetricError(
-            f"unknown metric {name!r} in {spec!r}{hint}; known metrics: "
-            + ", ".join(known_measures())
-        )
+        raise _unknown(name, spec)
     return name, k
+
+
+def _unknown(name: str, spec: str) -> MetricError:
+    candidates = sorted(set(_REGISTRY) | set(_ALIASES))
+    close = difflib.get_close_matches(name, candidates, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return MetricError(
+        f"unknown metric {name!r} in {spec!r}{hint}; known metrics: " + ", ".join(known_measures())
+    )
 
 
 def parse_measure(spec: str | Measure, *, rel: int | None = None) -> Measure:
@@ -434,7 +444,8 @@ def parse_measure(spec: str | Measure, *, rel: int | None = None) -> Measure:
 @functools.lru_cache(maxsize=4096)
 def _parse(spec: str, rel: int | None) -> Measure:
     # Measures are immutable values, so a spec parses the same way every time: the cache spares
-    # repeated validation of Measure values handed back in (compute(), compare over many runs).
+    # parsing the same text again where it is read per item (a RAG metric's measure at each
+    # sample's grade scale). Measures already made are never parsed again (canonical_measure).
     foreign = _foreign(spec)
     if foreign is not None:
         if len(foreign) != 1:
@@ -474,13 +485,63 @@ def _native(spec: str, rel: int | None) -> Measure:
                 f"bad value {text!r} for parameter {key!r} of metric {name!r} in {spec!r}: "
                 f"expected {exc}"
             ) from None
+    return _canonical(ms, values, given, k, spec)
+
+
+def _canonical(ms: MeasureSpec, values: dict[str, ParamValue], given: set[str], k: int | None,
+               spec: str) -> Measure:
+    """The measure of typed parameter ``values`` (``given``: those the spec named): the
+    measure's cross-parameter check, then defaults dropped (``always_show`` kept), keys sorted."""
     if ms.check is not None:
         ms.check(values, given, spec)
     params = []
-    for key in sorted(set(values) | {k2 for k2, p in pspecs.items() if p.always_show}):
-        p = pspecs[key]
+    for key in sorted(set(values) | {k2 for k2, p in ms.params.items() if p.always_show}):
+        p = ms.params[key]
         v = values.get(key, p.default)
         if v == p.default and not p.always_show:
             continue
         params.append((key, v))
-    return Measure(name, tuple(params), k)  # type: ignore[arg-type]
+    return Measure(ms.name, tuple(params), k)  # type: ignore[arg-type]
+
+
+def canonical_measure(measure: Measure) -> Measure:
+    """The canonical form of a :class:`Measure` value: ``measure`` itself when it is canonical
+    (what :func:`parse_measure` returns), else its canonical equal; a :class:`MetricError` when
+    it is no valid measure.
+
+    The value is checked as it is, never turned back into a spec and parsed: its name (or an
+    alias) is registered, its cutoff one the measure takes, each parameter a known one whose
+    converter accepts the value unchanged, and the measure's cross-parameter check passes; the
+    canonical form drops parameters left at their default and sorts the others. A parsed
+    measure comes back unchanged, as does one built by hand in canonical form
+    (``Measure("ndcg", (), 10)``).
+    """
+    if not isinstance(measure, Measure):
+        raise MetricError(f"a metric must be a spec string or a Measure, got {measure!r}")
+    if not isinstance(measure.name, str):
+        raise MetricError(f"a measure's name is a string, got {measure!r}")
+    name, k = _resolve_name(measure.name.lower(), measure.k, repr(measure))  # aliases, P_10
+    ms = _REGISTRY[name]
+    if k is not None:
+        if isinstance(k, bool) or not isinstance(k, int) or not 0 < k <= MAX_CUTOFF:
+            raise MetricError(f"cutoff of {measure!r} must be a positive integer up to {MAX_CUTOFF:,}")
+        if not ms.cutoff:
+            raise MetricError(f"metric {ms.name!r} takes no cutoff, got {measure!r}")
+    values: dict[str, ParamValue] = {}
+    for key, value in measure.params:
+        p = ms.params.get(key)
+        if p is None:
+            allowed = ", ".join(sorted(ms.params)) or "none"
+            raise MetricError(
+                f"unknown parameter {key!r} for metric {ms.name!r} in {measure!r}; allowed: {allowed}"
+            )
+        try:
+            typed = p.convert(_value_text(value))  # the converters read text: a value's own spelling
+        except ValueError as exc:
+            typed = exc
+        if typed != value:
+            raise MetricError(f"bad value {value!r} for parameter {key!r} of metric {ms.name!r} "
+                              f"in {measure!r}: expected {p.allowed}")
+        values[key] = value
+    canonical = _canonical(ms, values, set(values), k, format_spec(name, measure.params, k))
+    return measure if canonical == measure else canonical

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -146,8 +147,6 @@ def _ranking(human: np.ndarray, llm: np.ndarray, n_resamples: int, confidence: f
 
     def stats(cols: np.ndarray) -> dict[str, float]:
         with np.errstate(all="ignore"):
-            import warnings
-
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
                 h = np.nanmean(human[:, cols], axis=1)

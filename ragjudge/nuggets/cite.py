@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -210,8 +210,6 @@ def _plan(answers: Sequence[Answer], corpus: Mapping[str, str]
 
 def _sized(pairs: int, sentences: int) -> Any:
     p = sized(PROMPT, ("pairs",), pairs)
-    from dataclasses import replace
-
     schema = dict(p.output_schema)
     props = dict(schema["properties"])
     props["sentences"] = {**props["sentences"], "minItems": sentences, "maxItems": sentences}

@@ -30,6 +30,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..io.records import jsonl_objects
+from ..io.sniff import NUGGET_TO_LABEL_FORMAT  # the format id, which io.sniff recognises
 from ..trust.labelling import replay_labels, undo_target
 from ..trust.ppi import plan_labels
 from .data import LABELS, Answer, AssignedNugget, Assignment, read_assignments
@@ -52,9 +53,6 @@ __all__ = [
     "revealed_answers",
     "sample_nuggets_to_label",
 ]
-
-#: The ``format`` of a nugget to-label file's meta line.
-NUGGET_TO_LABEL_FORMAT = "ragjudge-nugget-to-label/1"
 
 
 @dataclass

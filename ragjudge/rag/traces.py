@@ -36,6 +36,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from ..errors import InputError
@@ -170,8 +171,6 @@ def _time(value: Any) -> float:
         return 0.0
     if isinstance(value, (int, float)):
         return float(value) / (1e9 if value > 1e14 else 1e3 if value > 1e11 else 1)
-    from datetime import datetime
-
     try:
         return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
     except ValueError:

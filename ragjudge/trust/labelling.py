@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -230,8 +231,6 @@ def shown_header(n: int) -> str:
 def shown_in_qrels(path: str) -> int | None:
     """How many labels of a qrels file exported by the labelling page were given with the
     LLM's grade in view (its first line says so); ``None`` when it does not say."""
-    import re
-
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             first = f.readline()

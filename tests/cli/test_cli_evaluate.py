@@ -65,6 +65,31 @@ def test_skip_missing_and_rel(files: dict[str, str], capsys: pytest.CaptureFixtu
     assert json.loads(out)["mean"]["P_1"] == 0.0
 
 
+def test_each_metric_name_is_parsed_once(files: dict[str, str], capsys: pytest.CaptureFixture[str],
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """-m ndcg@10 is parsed by the command, once; the Measure travels down to the kernels."""
+    from ragjudge.measures import grammar
+
+    seen: list[str] = []
+    real = grammar._parse
+    monkeypatch.setattr(grammar, "_parse", lambda spec, rel: seen.append(spec) or real(spec, rel))
+    code, out, _ = _run(capsys, "evaluate", files["qrels"], files["a"], "-m", "ndcg@10,P@5",
+                        "-f", "json")
+    assert code == 0 and list(json.loads(out)["mean"]) == ["ndcg@10", "P@5"]
+    assert sorted(seen) == ["P@5", "ndcg@10"]
+    seen.clear()
+    code, out, _ = _run(capsys, "evaluate", files["qrels"], files["a"], files["b"],
+                        "-m", "ndcg@10,P@5", "--resamples", "10", "-f", "json")
+    assert code == 0 and sorted(seen) == ["P@5", "ndcg@10"]
+
+
+def test_rel_reaches_each_spec_once(files: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    # P(rel=1)@1 keeps its own threshold under --rel 2 (it is not parsed a second time with it).
+    code, out, _ = _run(capsys, "evaluate", files["qrels"], files["a"], "-m", "P(rel=1)@1,P_1",
+                        "--rel", "2", "-f", "json")
+    assert code == 0 and json.loads(out)["mean"] == {"P(rel=1)@1": 1 / 3, "P_1": 0.0}
+
+
 def test_json_shape(files: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, "evaluate", files["qrels"], files["a"], "-m", "map", "-m", "ndcg@3",
                         "--format", "json")

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from ragjudge.errors import MetricError
 from ragjudge.measures import (
     Measure,
+    canonical_measure,
     known_measures,
     parse_measure,
     parse_spec,
@@ -106,6 +107,26 @@ def test_split_metric_list():
         split_metric_list("rbp(p=0.8,map")
     with pytest.raises(MetricError):
         split_metric_list("map),p@5")
+
+
+def test_a_measure_value_is_checked_as_a_value():
+    # Every registered example: what parse_measure made comes back itself, never re-parsed.
+    from ragjudge.measures import registry
+
+    for spec in [e for ms in registry().values() for e in ms.examples]:
+        m = parse_measure(spec)
+        assert canonical_measure(m) is m, spec
+    # Built by hand: its canonical equal (defaults dropped, aliases and P_10 resolved).
+    assert canonical_measure(Measure("ndcg", (("gain", "linear"),), 10)) == Measure("ndcg", (), 10)
+    assert canonical_measure(Measure("P_10")) == parse_measure("P@10")
+    assert str(canonical_measure(Measure("rbp"))) == "rbp(p=0.8)"
+    for bad, why in ((Measure("nope"), "unknown metric"), (Measure("map", (), 0), "cutoff"),
+                     (Measure("ndcg", (("gain", "cubic"),), 5), "bad value"),
+                     (Measure("ndcg", (("foo", 1),), 5), "unknown parameter"),
+                     (Measure("rprec", (), 5), "takes no cutoff"),
+                     (Measure("rbp", (("gain", "graded"), ("rel", 2))), "only applies")):
+        with pytest.raises(MetricError, match=why):
+            canonical_measure(bad)
 
 
 def test_known_measures():

@@ -80,3 +80,13 @@ def test_labels_a_folder_is_refused_before_serving(
         tmp_path: Path, no_serving: None, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["ui", "--labels", str(tmp_path), str(QRELS)]) == 2
     _one_line(capsys, str(tmp_path), "directory")
+
+
+def test_a_nugget_to_label_file_is_sniffed_or_forced_as_tolabel(tmp_path: Path) -> None:
+    from _nugget_data import make_nugget_workspace
+
+    ws = make_nugget_workspace(tmp_path / "ws")
+    for spec in (str(ws["tolabel"]), f"tolabel={ws['tolabel']}"):
+        w = Workspace([spec, str(ws["llm"])], labels=str(tmp_path / "labels.jsonl"))
+        assert w.nug_to_label is not None and w.to_label is None and w.assignments
+        assert [f["role"] for f in w.files] == ["tolabel", "assignments"]

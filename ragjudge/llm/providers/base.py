@@ -19,8 +19,10 @@ billed but cannot be used; pass every message that may carry a URL or key throug
 from __future__ import annotations
 
 import contextvars
+import email.utils
 import json
 import re
+import socket
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -170,8 +172,6 @@ def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
             return max(0.0, float(ra))
         except ValueError:
             try:
-                import email.utils  # an HTTP date is rare; the CLI's start-up need not load it
-
                 when = email.utils.parsedate_to_datetime(ra)
                 return max(0.0, when.timestamp() - time.time())
             except (TypeError, ValueError):
@@ -271,8 +271,6 @@ def failure_of(exc: BaseException) -> Failure:
             return Failure("unreachable", "connect timeout", url)
         return Failure("timeout", "timeout", url)
     if names & _CONNECTION_NAMES:
-        import socket  # only on a connection failure: the CLI's start-up does not pay for it
-
         reason = "connection error"
         for e in reversed(chain):  # the root cause first
             if isinstance(e, ConnectionRefusedError):

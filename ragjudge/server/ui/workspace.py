@@ -24,7 +24,7 @@ from ...io import format_qrels, read_corpus, read_qrels, read_queries, read_run
 from ...io.sniff import is_result, sniff_kind
 from ...io.streams import check_output_path, decode_text, open_input
 from ...nuggets.data import parse_assignments
-from ...nuggets.labelling import NUGGET_TO_LABEL_FORMAT, parse_nugget_to_label
+from ...nuggets.labelling import parse_nugget_to_label
 from ...trust.agreement import cohen_kappa
 from ...trust.labelling import (complete_queries, labels_qrels, parse_to_label, replay_labels, shown_header,
                                 shown_pairs, undo_target)
@@ -38,7 +38,8 @@ except ImportError:  # pragma: no cover - Windows
 
 __all__ = ["Workspace", "ROLES", "MAX_LIMIT"]
 
-#: ``ROLE=PATH`` spellings that override what a file is sniffed as (:func:`ragjudge.io.sniff.sniff_kind`).
+#: ``ROLE=PATH`` spellings that override what a file is sniffed as (:func:`ragjudge.io.sniff.sniff_kind`);
+#: ``tolabel`` names either kind of to-label file.
 ROLES = ("result", "qrels", "llm", "run", "queries", "corpus", "judgments", "tolabel", "labels",
          "assignments")
 MAX_LIMIT = 500
@@ -97,25 +98,18 @@ def _json(text: str, path: str) -> Any:
                          line=getattr(exc, "lineno", None), field="json") from None
 
 
-def _is_assignments(text: str) -> bool:
-    """Nugget assignments (one JSON object per answer with ``nuggets``), which the generic
-    sniffing does not know."""
-    first = text.lstrip("\ufeff \t\r\n").split("\n", 1)[0]
-    try:
-        rec = json.loads(first)
-    except json.JSONDecodeError:
-        return False
-    return isinstance(rec, dict) and isinstance(rec.get("nuggets"), list) and "kind" not in rec \
-        and any(k in rec for k in ("qid", "topic_id", "query_id")) and "docid" not in rec
-
-
-def _is_nugget_to_label(text: str) -> bool:
-    first = text.lstrip("\ufeff \t\r\n").split("\n", 1)[0]
-    try:
-        rec = json.loads(first)
-    except json.JSONDecodeError:
-        return False
-    return isinstance(rec, dict) and rec.get("format") == NUGGET_TO_LABEL_FORMAT
+def _kind(role: str | None, text: str, path: str) -> str:
+    """What a file is (one of :data:`ragjudge.io.sniff.KINDS`): its forced role, else what
+    :func:`~ragjudge.io.sniff.sniff_kind` reads in it; a forced ``tolabel`` is a to-label file of
+    nugget answers when its content says so."""
+    if role is None:
+        return sniff_kind(text, path)
+    if role == "tolabel":
+        try:
+            return "nugget_tolabel" if sniff_kind(text, path) == "nugget_tolabel" else role
+        except InputError:  # not readable as any kind: the to-label parser names what is wrong
+            return role
+    return role
 
 
 def _result_runs(obj: Any) -> dict[str, Any]:
@@ -155,7 +149,8 @@ class Workspace:
         specs = [_split_role(f) for f in files]
         for i, (role, path) in enumerate(specs):
             text = _read(path)
-            role = role or ("assignments" if _is_assignments(text) else sniff_kind(text, path))
+            kind = _kind(role, text, path)
+            role = "tolabel" if kind == "nugget_tolabel" else kind  # both shown as to-label files
             name = Path(path).name
             info: dict[str, Any] = {}
             if role == "result":
@@ -196,7 +191,7 @@ class Workspace:
             elif role == "tolabel":
                 if self.to_label is not None or self.nug_to_label is not None:
                     raise InputError("only one to-label file per server", source=path)
-                if _is_nugget_to_label(text):
+                if kind == "nugget_tolabel":
                     self.nug_to_label = parse_nugget_to_label(text, source=path)
                 else:
                     self.to_label = parse_to_label(text, source=path)
