@@ -20,6 +20,7 @@ down to :mod:`.dispatch`, the fan-out of ``structured_many`` to :mod:`.many`.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -550,8 +551,6 @@ class LLM(AccountsView):
 def _signature() -> Any:
     """``LLM``'s signature with the endpoint's fields as keywords, made from their declarations
     (``help(LLM)``, notebooks' completion and callers that split keywords read it)."""
-    import inspect
-
     own = inspect.signature(LLM.__init__)
     params = [p for p in own.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
     taken = {p.name for p in params}

@@ -25,6 +25,7 @@ Replies (:func:`completion_from_dict`, :func:`embedding_reply_from_dict`)
 
 from __future__ import annotations
 
+import base64
 import math
 import os
 import re
@@ -242,8 +243,6 @@ def embedding_reply_from_dict(d: Mapping[str, Any], *, expected: int, latency: f
         index = item.get("index", pos)
         emb = item.get("embedding")
         if isinstance(emb, str):  # base64 little-endian float32 (encoding_format=base64)
-            import base64
-
             import numpy as np
 
             emb = np.frombuffer(base64.b64decode(emb), dtype="<f4").astype(float).tolist()
