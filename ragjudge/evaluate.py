@@ -18,6 +18,7 @@ from __future__ import annotations
 import inspect
 import math
 import os
+import sys
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Union
@@ -196,6 +197,22 @@ FEW_MEETING = 0.1
 FOREIGN_PCT = 50
 
 
+#: The package's folder: a warning names the first line outside it (the caller's).
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _callers_level() -> int:
+    """``stacklevel`` of the first frame outside ragjudge, seen from the function that calls
+    this: a warning then names the user's line whichever path (one run, several, a judge) led
+    to it. (Python 3.12's ``skip_file_prefixes`` does this; 3.10 and 3.11 lack it.)"""
+    frame = sys._getframe(2)
+    level = 2
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame = frame.f_back
+        level += 1
+    return level
+
+
 def sanity_warnings(notes: Mapping[str, Any], run: str, measures: Mapping[str, Measure]) -> list[str]:
     """One line per thing that may make ``run``'s numbers mislead, from the engine's counts."""
     out: list[str] = []
@@ -304,8 +321,9 @@ def _evaluate_loaded(
     found = sanity_warnings(notes, run.name, measures)
     if found:
         meta["warnings"] = found
+        level = _callers_level()
         for text in found:
-            warnings.warn(text, EvaluationWarning, stacklevel=3)
+            warnings.warn(text, EvaluationWarning, stacklevel=level)
     kinds = {key: spec_of(m).aggregate for key, m in measures.items()}
     return Report(run.name, qids, values, meta,
                   summed=[k for k, a in kinds.items() if a == "sum"],

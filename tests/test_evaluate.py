@@ -471,3 +471,19 @@ def test_the_cli_prints_each_warning_as_one_line(tmp_path: Path,
     assert main(["evaluate", str(tmp_path / "qrels"), str(tmp_path / "r.run"), "-m", "mrr"]) == 0
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith("ragjudge: warning: run r: none of its document ids")
+
+
+@pytest.mark.parametrize("runs", ["one", "mapping", "list"])
+def test_warnings_point_at_the_callers_line(runs: str) -> None:
+    import warnings
+
+    hashed = {q: {f"sha-{d}": s for d, s in docs.items()} for q, docs in RUN.items()}
+    given = {"one": hashed, "mapping": {"a": hashed, "b": RUN},
+             "list": [Run.from_dict(hashed, name="a"), Run.from_dict(RUN, name="b")]}[runs]
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        evaluate(QRELS, given, ["ndcg@10"])
+        compare(QRELS, {"a": hashed, "b": RUN}, ["ndcg@10"], n_resamples=10)
+    said = [w for w in seen if "none of its document ids" in str(w.message)]
+    assert len(said) == 2
+    assert {w.filename for w in said} == {__file__}
