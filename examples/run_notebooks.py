@@ -4,13 +4,18 @@
 ``python3`` of this interpreter (``pip install -e '.[plot,pandas]' ipykernel nbclient`` first). LLM answers come
 from ``examples/cache/``: no API key, no network. The figure of a cell whose metadata has
 ``"figure": "NAME.png"`` is also written to ``examples/figures/NAME.png`` (the README shows them).
+The kernel runs with a home folder of its own (a temporary one, with matplotlib's, IPython's and
+the XDG caches in it), as the docs build does: running the notebooks writes nothing in yours.
 """
 
 from __future__ import annotations
 
 import base64
+import os
 import re
+import site
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -20,11 +25,35 @@ from nbclient import NotebookClient
 EX = Path(__file__).resolve().parent
 
 
+def kernel_env(home: Path) -> dict[str, str]:
+    """The kernel's environment: this one with ``home`` as its home folder and the folders
+    matplotlib, IPython and other libraries keep their caches and settings in under it. Packages
+    installed with ``pip install --user`` stay importable (``PYTHONUSERBASE`` keeps the real
+    user base)."""
+    env = dict(os.environ)
+    env.setdefault("PYTHONUSERBASE", site.getuserbase())
+    env["HOME"] = str(home)
+    for var, sub in (("MPLCONFIGDIR", "matplotlib"), ("IPYTHONDIR", "ipython"),
+                     ("XDG_CACHE_HOME", "cache"), ("XDG_CONFIG_HOME", "config"),
+                     ("XDG_DATA_HOME", "data")):
+        env[var] = str(home / sub)
+    return env
+
+
 def execute(path: Path, *, timeout: int = 120) -> nbformat.NotebookNode:
-    """Run every cell of ``path`` (working directory: examples/); raises on the first error."""
+    """Run every cell of ``path`` (working directory: examples/) in a kernel with a temporary
+    home folder (:func:`kernel_env`); raises on the first error."""
     nb = nbformat.read(path, as_version=4)
-    NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                   resources={"metadata": {"path": str(EX)}}).execute()
+    with tempfile.TemporaryDirectory(prefix="ragjudge-notebook-home-") as home:
+        env = kernel_env(Path(home))
+        saved = dict(os.environ)
+        os.environ.update(env)  # this process too: finding the kernel makes IPython's folder
+        try:
+            NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                           resources={"metadata": {"path": str(EX)}}).execute(env=env)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
     return nb
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import inspect
 import math
 import os
+import sys
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Union
@@ -204,6 +205,31 @@ class EvaluationWarning(UserWarning):
 FEW_MEETING = 0.1
 #: From this percent of ranked ids shaped unlike every qrels id, the ids probably differ.
 FOREIGN_PCT = 50
+#: Below this share of the judged rows a run's top k could hold, its ids mostly miss the
+#: judgments. The share is of what the qrels can fill, min(k, ranking's length, the query's
+#: judgments) per query, not of the top k: sparse qrels leave most of a top k unjudged by
+#: design (MS MARCO judges about one document per query; the bundled synthetic collection has
+#: 9-15% of its runs' top-10 rows judged), and unjudged documents are normal in pooled
+#: collections too. Measured when this was set, the lowest share of the bundled runs at
+#: k = 5, 10, 20, 100 and 1000 is 0.54 (examples/runs), 0.52 (examples/synth/runs) and 0.49
+#: (trec_eval's test runs, at k = 1000): 0.1 is far below any of them.
+FEW_JUDGED = 0.1
+
+
+#: The package's folder: a warning names the first line outside it (the caller's).
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _callers_level() -> int:
+    """``stacklevel`` of the first frame outside ragjudge, seen from the function that calls
+    this: a warning then names the user's line whichever path (one run, several, a judge) led
+    to it. (Python 3.12's ``skip_file_prefixes`` does this; 3.10 and 3.11 lack it.)"""
+    frame = sys._getframe(2)
+    level = 2
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame = frame.f_back
+        level += 1
+    return level
 
 
 def sanity_warnings(notes: Mapping[str, Any], run: str, measures: Mapping[str, Measure]) -> list[str]:
@@ -224,6 +250,13 @@ def sanity_warnings(notes: Mapping[str, Any], run: str, measures: Mapping[str, M
         out.append(f"run {run}: about {notes['ids_foreign_pct']}% of its ranked document ids are "
                    f"shaped unlike any qrels id (e.g. {notes['id_example']!r} against "
                    f"{notes['qrels_id_example']!r}); they count as non-relevant: check the ids")
+    elif notes.get("judged_fillable", 0) and notes["judged_top"] < FEW_JUDGED * notes["judged_fillable"]:
+        k, top = notes["judged_cutoff"], notes["judged_top"]
+        pct = 100 * top / notes["judged_rows"]
+        out.append(f"run {run}: only {pct:.2g}% of its top-{k} rows are judged ({top} of "
+                   f"{notes['judged_rows']}, where its queries' judgments could fill "
+                   f"{notes['judged_fillable']}); unjudged documents count as non-relevant: check "
+                   "the ids or the pool depth")
     short, cutoff = notes.get("queries_short", 0), notes.get("cutoff")
     if cutoff is not None and short * 2 > ranked:
         deep = [key for key, m in measures.items() if m.k == cutoff]
@@ -251,6 +284,31 @@ def _member(keys: np.ndarray, table: np.ndarray) -> np.ndarray:
 
 def _decode_all(ids: np.ndarray) -> list[str]:
     return [b.decode("utf-8") for b in ids.tolist()]
+
+
+def _judged_probe(measures: Mapping[str, Measure], judged_only: bool) -> list[Measure]:
+    """``judged@k`` at the deepest cutoff asked, computed with the measures (one more
+    reduction of the same layout) for the sanity check; none without a cutoff or with
+    ``judged_only`` (every ranked document is judged then)."""
+    cutoffs = [m.k for m in measures.values() if m.k is not None and spec_of(m).cutoff]
+    return [] if judged_only or not cutoffs else [parse_measure(f"judged@{max(cutoffs)}")]
+
+
+def _judged_coverage(qrels: Qrels, run: Run, evaluated: np.ndarray, judged: np.ndarray,
+                     k: int) -> dict[str, Any]:
+    """The judged rows in the top ``k`` of the ``evaluated`` queries (sorted byte ids, as
+    ``judged``, their ``judged@k``), all their top-``k`` rows, and the rows the qrels could
+    fill: min(k, the ranking's length, the query's judgments) per query."""
+    qq, qoff = qrels.arrays[0], qrels.arrays[1]
+    rq, roff = run.arrays[0], run.arrays[1]
+    counts = np.diff(qoff)[np.searchsorted(qq, evaluated)]
+    lengths = np.zeros(len(evaluated), dtype=np.int64)
+    ranked = _member(evaluated, rq)
+    lengths[ranked] = np.diff(roff)[np.searchsorted(rq, evaluated[ranked])]
+    top = np.minimum(lengths, k)
+    return {"judged_cutoff": k, "judged_rows": int(top.sum()),
+            "judged_top": int(np.rint(judged * top).sum()),
+            "judged_fillable": int(np.minimum(top, counts).sum())}
 
 
 def _evaluate_loaded(
@@ -290,7 +348,12 @@ def _evaluate_loaded(
     if max_depth is not None:
         run = run.top(max_depth)
     notes: dict[str, Any] = {}
-    computed = compute(qrels, run, unique, qids=compute_qids, judged_only=judged_only, notes=notes)
+    probe = _judged_probe(measures, judged_only)
+    computed = compute(qrels, run, unique + probe, qids=compute_qids, judged_only=judged_only,
+                       notes=notes)
+    if probe:
+        notes.update(_judged_coverage(qrels, run, qq if compute_qids is None else target,
+                                      np.asarray(computed[probe[0]]), probe[0].k or 0))
     values = {key: np.asarray(computed[m], dtype=np.float64) for key, m in measures.items()}
     meta: dict[str, Any] = {
         "num_q": len(qids),
@@ -314,8 +377,9 @@ def _evaluate_loaded(
     found = sanity_warnings(notes, run.name, measures)
     if found:
         meta["warnings"] = found
+        level = _callers_level()
         for text in found:
-            warnings.warn(text, EvaluationWarning, stacklevel=3)
+            warnings.warn(text, EvaluationWarning, stacklevel=level)
     kinds = {key: spec_of(m).aggregate for key, m in measures.items()}
     return Report(run.name, qids, values, meta,
                   summed=[k for k, a in kinds.items() if a == "sum"],

@@ -526,3 +526,67 @@ def test_the_cli_prints_each_warning_as_one_line(tmp_path: Path,
     assert main(["evaluate", str(tmp_path / "qrels"), str(tmp_path / "r.run"), "-m", "mrr"]) == 0
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith("ragjudge: warning: run r: none of its document ids")
+
+
+@pytest.mark.parametrize("runs", ["one", "mapping", "list"])
+def test_warnings_point_at_the_callers_line(runs: str) -> None:
+    import warnings
+
+    hashed = {q: {f"sha-{d}": s for d, s in docs.items()} for q, docs in RUN.items()}
+    given = {"one": hashed, "mapping": {"a": hashed, "b": RUN},
+             "list": [Run.from_dict(hashed, name="a"), Run.from_dict(RUN, name="b")]}[runs]
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        evaluate(QRELS, given, ["ndcg@10"])
+        compare(QRELS, {"a": hashed, "b": RUN}, ["ndcg@10"], n_resamples=10)
+    said = [w for w in seen if "none of its document ids" in str(w.message)]
+    assert len(said) == 2
+    assert {w.filename for w in said} == {__file__}
+
+
+def _mostly_unjudged(share_judged: int) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, float]]]:
+    """30 queries with 50 judgments each; each run ranks 100 documents with corpus-shaped ids,
+    ``share_judged`` of them judged for that query (the rest never judged for it)."""
+    qrels = {f"q{i}": {f"D{i}-{j}": int(j < 5) for j in range(50)} for i in range(30)}
+    run = {f"q{i}": {(f"D{i}-{j}" if j < share_judged else f"D{i}-{1000 + j}"): 100.0 - j
+                     for j in range(100)} for i in range(30)}
+    return qrels, run
+
+
+def test_a_run_whose_top_rows_are_mostly_unjudged_is_told() -> None:
+    qrels, run = _mostly_unjudged(3)  # 3 of 50 fillable rows judged per query: 6%
+    with pytest.warns(UserWarning, match=r"run r: only 3% of its top-100 rows are judged \(90 of "
+                                         r"3000, where its queries' judgments could fill 1500\); "
+                                         r"unjudged documents count as non-relevant: check the ids "
+                                         r"or the pool depth"):
+        r = evaluate(qrels, Run.from_dict(run, name="r"), ["ndcg@10", "recall@100"])
+    assert any("top-100 rows are judged" in w for w in r.meta["warnings"])
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        evaluate(qrels, _mostly_unjudged(10)[1], ["ndcg@10", "recall@100"])  # 20%: unjudged is normal
+        evaluate(qrels, run, ["map"])  # no cutoff asked: nothing to say it of
+        evaluate(qrels, run, ["ndcg@10", "recall@100"], judged_only=True)
+
+
+def test_sparse_qrels_are_not_told_unjudged() -> None:
+    import warnings
+
+    # one judgment per query (MS MARCO's shape): 90% of each top 10 is unjudged by design
+    qrels = {f"q{i}": {f"D{i}": 1} for i in range(30)}
+    run = {f"q{i}": {f"D{i}" if i % 2 else f"D{100 + i}": 10.0,
+                     **{f"D{1000 + 10 * i + j}": 9.0 - j for j in range(9)}} for i in range(30)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        evaluate(qrels, run, ["ndcg@10", "mrr@10"])
+
+
+@pytest.mark.parametrize("qrels, runs", [
+    ("examples/qrels.txt", "examples/runs"), ("examples/synth/qrels.txt", "examples/synth/runs")])
+def test_the_bundled_runs_are_not_told_unjudged(qrels: str, runs: str) -> None:
+    root = Path(__file__).resolve().parents[1]
+    for path in sorted((root / runs).glob("*.run")):
+        for metrics in (list(DEFAULT_METRICS), ["ndcg@5"], ["P@10"], ["ndcg@20"], ["recall@1000"]):
+            r = evaluate(root / qrels, path, metrics)
+            assert not [w for w in r.meta.get("warnings", ()) if "rows are judged" in w], (path, metrics)

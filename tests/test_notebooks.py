@@ -96,3 +96,60 @@ def test_the_notebooks_page_names_what_they_need() -> None:
 def test_ci_regenerates_the_notebooks_before_building_the_site() -> None:
     ci = (ROOT / ".ci" / "run").read_text("utf-8")
     assert ci.index("examples/run_notebooks.py") < ci.index("mkdocs build")
+
+
+def _runner():  # type: ignore[no-untyped-def]
+    """examples/run_notebooks.py as a module."""
+    spec = importlib.util.spec_from_file_location("run_notebooks", EX / "run_notebooks.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_runner_gives_the_kernel_a_home_of_its_own(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # as the docs build does: matplotlib's, IPython's and the XDG caches land in a temporary home
+    runner = _runner()
+    monkeypatch.setenv("RAGJUDGE_KEPT", "yes")
+    env = runner.kernel_env(tmp_path)
+    assert env["HOME"] == str(tmp_path) and env["RAGJUDGE_KEPT"] == "yes"
+    for var in ("MPLCONFIGDIR", "IPYTHONDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME"):
+        assert Path(env[var]).is_relative_to(tmp_path), var
+    seen: dict[str, object] = {}
+
+    class Client:
+        def __init__(self, nb, **kwargs):  # type: ignore[no-untyped-def]
+            pass
+
+        def execute(self, **kwargs):  # type: ignore[no-untyped-def]
+            # the kernel's environment, and this process's while it finds the kernel
+            seen["kernel"] = kwargs["env"]
+            seen["here"] = {v: os.environ.get(v) for v in ("HOME", "IPYTHONDIR")}
+
+    monkeypatch.setattr(runner, "NotebookClient", Client)
+    home = os.environ.get("HOME")
+    runner.execute(NOTEBOOKS[0])
+    kernel = seen["kernel"]
+    assert isinstance(kernel, dict) and Path(kernel["HOME"]).name.startswith("ragjudge-notebook-home-")
+    assert seen["here"] == {"HOME": kernel["HOME"], "IPYTHONDIR": kernel["IPYTHONDIR"]}
+    assert os.environ.get("HOME") == home and not Path(kernel["HOME"]).exists()  # put back, removed
+
+
+@pytest.mark.slow  # starts a kernel
+def test_running_a_notebook_writes_nothing_in_the_home_folder(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    for var in ("MPLCONFIGDIR", "IPYTHONDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.delenv("MPLBACKEND", raising=False)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import matplotlib.pyplot as plt\nplt.plot([1, 2])\nprint('ok')")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path = tmp_path / "tiny.ipynb"
+    nbformat.write(nb, path)
+    done = _runner().execute(path)
+    assert any("ok" in o.get("text", "") for o in done.cells[0].outputs)
+    assert sorted(p.relative_to(home).as_posix() for p in home.rglob("*")) == []

@@ -48,3 +48,25 @@ def test_readme_main_job_works(capsys: pytest.CaptureFixture[str], monkeypatch: 
     for run in ("bm25_stemmed", "bm25_raw", "term_overlap"):
         assert run in out
     assert "baseline" in out
+
+
+def test_the_tour_says_which_files_are_yours_and_that_the_venv_is_active() -> None:
+    # The tour types bare `ragjudge` and names files a reader does not have (bm25.run, q.jsonl):
+    # the sentence before it says to activate the venv and which names stand for one's own files.
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    tour = text.split("## A tour", 1)[1].split("\n## ", 1)[0]
+    intro, rest = tour.split("```sh", 1)
+    commands = rest.split("```", 1)[0]
+    assert "source .venv/bin/activate" in intro and "examples/" in intro
+    written: set[str] = set()
+    inputs: list[str] = []
+    for line in commands.splitlines():
+        words = shlex.split(line.split("#", 1)[0].rstrip("\\"))
+        for i, word in enumerate(words):
+            if i and words[i - 1] in ("-o", "--judgments"):
+                written.add(word)
+            elif re.search(r"\.(run|jsonl|qrels|txt)$", word) and not word.startswith("examples/"):
+                if not any(word == w or word.startswith(w) for w in written if w.endswith("/") or w == word):
+                    inputs.append(word)
+    assert inputs  # the tour does use files of one's own
+    assert [w for w in dict.fromkeys(inputs) if w.split("/")[-1] not in intro] == []

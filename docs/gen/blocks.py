@@ -1,6 +1,6 @@
 """Every shell and Python block of the guides runs as written, or says why not.
 
-A block in a tutorial, a how-to or the getting-started page is one of
+A block in a tutorial, a how-to, a concept page or the getting-started page is one of
 
 * a markdown-exec block (``exec="on"``): the build runs it and shows what it printed;
 * a block right after ``<!-- run -->``: the build runs it as written, in the page's working
@@ -27,8 +27,9 @@ import shell
 
 ROOT = shell.ROOT
 DOCS = ROOT / "docs"
-#: The pages whose blocks a reader types: every tutorial and how-to, and the first steps.
-GUIDES = ("getting-started.md", "tutorials", "how-to")
+#: The pages whose blocks a reader types: every tutorial, how-to and concept page, and the
+#: first steps.
+GUIDES = ("getting-started.md", "tutorials", "how-to", "concepts")
 SHELL = {"sh", "bash", "console", "shell"}
 PYTHON = {"python", "py", "pycon"}
 

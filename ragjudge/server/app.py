@@ -45,7 +45,7 @@ from .service import TooLarge
 from .settings import SETTINGS_ENV, ServerSettings
 from .store import StoreUnavailable, open_job_store
 from .ui import PAGE_PATHS as UI_PAGE_PATHS
-from .ui.routes import ui_router
+from .ui.routes import icon_router, ui_router
 
 __all__ = ["create_app", "app_from_env", "API_VERSION", "RETRY_AFTER"]
 
@@ -326,6 +326,7 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
                            allow_headers=["Authorization", "Content-Type", "Idempotency-Key"])
     app.include_router(api_router(settings))
     app.include_router(health_router())
+    app.include_router(icon_router())
     if settings.ui_files:  # the web page over the operator's files (ragjudge ui, --ui-file)
         app.include_router(ui_router(settings.ui_files, settings.ui_labels))
     return app

@@ -15,15 +15,21 @@ generation call, so calls per kept query are about ``1/P(draw yields a query) + 
 the judge's pass rate) instead of ``1/(f*p) + 1/p`` for one candidate per call. Every LLM
 call goes through one :class:`ragjudge.llm.LLM` session: its cache makes a rerun (after a
 crash, or with more queries) free for everything already answered.
+
+The BM25 index (two-passage pairing, round trip) is built in a worker thread once the first
+generation calls are out: importing bm25s (numba, scipy) and indexing the corpus is work those
+calls need not wait for; a two-passage draw is paired, and a reply filtered, once it is built.
+What each draw asks and keeps is the same as with the index built first.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import math
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -255,11 +261,73 @@ class _Draw:
     sources: list[str]
     variables: dict[str, Any]
     cands: list[Candidate]
+    #: A two-passage draw not paired yet: the pool's near-duplicate count when its anchor was
+    #: drawn (the partner is looked up as of then, once the index is built).
+    as_of: int | None = None
 
     @property
     def generated(self) -> bool:
         """Its call was made (or skipped by the budget): the first candidate has provenance."""
         return bool(self.cands[0].generation)
+
+
+class _Index:
+    """The corpus's :class:`LexicalIndex`, built once, where first needed (:meth:`get`), or at
+    once (:meth:`now`: a dry run).
+
+    In a run it is built in a worker thread, and only once the first generation calls are out:
+    importing bm25s (numba, scipy) is Python work that would share the interpreter lock with the
+    event loop's own first-call work (the provider's SDK import, the first request), so a build
+    started with the run delays the first request instead of overlapping it. A draw that needs
+    the index while a generation call is out (:meth:`calling`) waits for the first answer, then
+    starts the build; with no call out (every draw waiting to be paired) it starts at once."""
+
+    def __init__(self, corpus: Mapping[str, str]) -> None:
+        self._corpus = corpus
+        self._built: LexicalIndex | None = None
+        self._task: asyncio.Future[LexicalIndex] | None = None
+        self._out = 0  # generation calls out
+        self._answered: asyncio.Event | None = None
+
+    @contextlib.contextmanager
+    def calling(self) -> Iterator[None]:
+        """Around a generation call: the build waits for the first answer."""
+        self._out += 1
+        try:
+            yield
+        finally:
+            self._out -= 1
+            self._event().set()
+
+    def _event(self) -> asyncio.Event:
+        if self._answered is None:
+            self._answered = asyncio.Event()
+        return self._answered
+
+    async def get(self) -> LexicalIndex:
+        if self._built is None:
+            if self._task is None and self._out:
+                await self._event().wait()  # a call is out: it sets the event when answered
+            if self._task is None:
+                self._task = asyncio.ensure_future(asyncio.to_thread(LexicalIndex, self._corpus))
+            # shielded: a draw cancelled while it waits must not cancel the build the others wait for
+            self._built = await asyncio.shield(self._task)
+        return self._built
+
+    def now(self) -> LexicalIndex:
+        if self._built is None:
+            self._built = LexicalIndex(self._corpus)
+        return self._built
+
+    def discard(self) -> None:
+        """The run is over: a build still running is let go (its thread ends by itself), and
+        the error of one that failed unread is not reported again."""
+        if self._task is None:
+            return
+        if not self._task.done():
+            self._task.cancel()
+        elif not self._task.cancelled():
+            self._task.exception()
 
 
 @dataclass
@@ -272,7 +340,9 @@ class _Job:
     examples: list[str]
     params: dict[str, Any]
     pool: PassagePool
-    index: LexicalIndex
+    index: _Index
+    seed: int
+    max_chars: int  # passages are cut to this many characters in prompts
     draws: list[_Draw] = field(default_factory=list)
 
     @property
@@ -308,7 +378,6 @@ def _prepare(corpus: Mapping[str, str] | str | Path, n: int, llm: LLM, opts: Syn
     else:
         ex = [str(e).strip() for e in (examples or []) if str(e).strip()]
     corpus = _corpus(corpus)
-    index = LexicalIndex(corpus)
     pool = PassagePool(corpus, seed=seed, min_words=min_words)
     rep = pool.report
     if rep.eligible == 0:
@@ -332,15 +401,16 @@ def _prepare(corpus: Mapping[str, str] | str | Path, n: int, llm: LLM, opts: Syn
         "prompts": {k: {"prompt_id": s.prompt.id, "prompt_version": s.prompt.version,
                         "prompt_sha": s.prompt.sha256} for k, s in style_map.items()},
     }
-    job = _Job(corpus, n, llm, style_map, weights, ex, params, pool, index)
-    _plan(job, math.ceil(n * oversample), seed, max_passage_chars)
+    job = _Job(corpus, n, llm, style_map, weights, ex, params, pool, _Index(corpus), seed,
+               max_passage_chars)
+    _plan(job, math.ceil(n * oversample))
     return job
 
 
-def _plan(job: _Job, total: int, seed: int, max_chars: int) -> None:
+def _plan(job: _Job, total: int) -> None:
     """Draws in their final order: a style per slot, an anchor passage per draw (fresh
-    passages first; on a small corpus, a passage again only with another style), a partner
-    for two-passage styles."""
+    passages first; on a small corpus, a passage again only with another style); a
+    two-passage draw gets its partner from the index (:func:`_pair_draw`)."""
     fresh = job.pool.draw()
     used: dict[str, set[str]] = {}  # passage -> styles it anchors
     width = max(4, len(str(total)))
@@ -351,25 +421,47 @@ def _plan(job: _Job, total: int, seed: int, max_chars: int) -> None:
             if anchor is None:
                 continue
         used.setdefault(anchor, set()).add(style)
-        st = job.styles[style]
         did = f"c{i + 1:0{width}d}"
         c = Candidate(id=did, style=style, sources=[anchor], draw=did)
         draw = _Draw(did, style, c.sources, {}, [c])
         job.draws.append(draw)
-        if st.two:
-            found = job.pool.partner(anchor, job.index)
-            if found is None:
-                c.drop("pairing", f"no eligible BM25 neighbour of {anchor} to pair with")
-                continue
-            c.sources.append(found[0])
-            c.pairing = found[1]
-        texts = [job.corpus[s][:max_chars] for s in c.sources]
-        variables: dict[str, Any] = dict(zip(_TWO, texts)) if st.two else {"passage": texts[0]}
-        if "examples" in st.prompt.variables:
-            k = min(_EXAMPLES_PER_CALL, len(job.examples))
-            picked = random.Random(f"{seed}:{did}").sample(job.examples, k) if k else []
-            variables["examples"] = "\n".join(f"- {q}" for q in picked) or _NO_EXAMPLES
-        draw.variables = variables
+        if job.styles[style].two:
+            draw.as_of = job.pool.rejections
+        else:
+            draw.variables = _variables(job, draw)
+
+
+def _pair_draw(job: _Job, d: _Draw, index: LexicalIndex) -> None:
+    """A two-passage draw's partner (the anchor's BM25 neighbour, as of its drawing) and its
+    prompt variables, or its drop when there is none."""
+    c = d.cands[0]
+    found = job.pool.partner(c.sources[0], index, as_of=d.as_of)
+    d.as_of = None
+    if found is None:
+        c.drop("pairing", f"no eligible BM25 neighbour of {c.sources[0]} to pair with")
+        return
+    c.sources.append(found[0])
+    c.pairing = found[1]
+    d.variables = _variables(job, d)
+
+
+async def _pair_rest(job: _Job) -> None:
+    """Pair the two-passage draws never started too: the account of every draw names its
+    passages, as when the pairing was done while planning."""
+    for d in job.draws:
+        if d.as_of is not None:
+            _pair_draw(job, d, await job.index.get())
+
+
+def _variables(job: _Job, d: _Draw) -> dict[str, Any]:
+    st = job.styles[d.style]
+    texts = [job.corpus[s][:job.max_chars] for s in d.sources]
+    variables: dict[str, Any] = dict(zip(_TWO, texts)) if st.two else {"passage": texts[0]}
+    if "examples" in st.prompt.variables:
+        k = min(_EXAMPLES_PER_CALL, len(job.examples))
+        picked = random.Random(f"{job.seed}:{d.id}").sample(job.examples, k) if k else []
+        variables["examples"] = "\n".join(f"- {q}" for q in picked) or _NO_EXAMPLES
+    return variables
 
 
 def _provenance(out: Outcome) -> dict[str, Any]:
@@ -485,15 +577,19 @@ async def _pipeline(job: _Job, judge: LLMRelevanceJudge, *, copy_span: int, roun
         nonlocal calls
         d = draws[i]
         first = d.cands[0]
+        if d.as_of is not None and first.pending:
+            _pair_draw(job, d, await job.index.get())
         if not d.generated and first.pending:
             st = job.styles[d.style]
-            out = await job.llm.structured(st.prompt, d.variables, validate=_reply)
+            with job.index.calling():
+                out = await job.llm.structured(st.prompt, d.variables, validate=_reply)
             calls += 1
             _take_reply(job, d, out)
         if i:
             await filtered[i - 1].wait()
+        index = None if roundtrip_k is None else await job.index.get()
         # Earlier draws' survivors are in ``seen`` already: only this draw's candidates are new.
-        text_filters(d.cands, job.pool.tokens_of, job.index, copy_span=copy_span,
+        text_filters(d.cands, job.pool.tokens_of, index, copy_span=copy_span,
                      roundtrip_k=roundtrip_k, seen=seen)
         filtered[i].set()
         while (c := _next_to_judge(d)) is not None:
@@ -552,6 +648,7 @@ async def _pipeline(job: _Job, judge: LLMRelevanceJudge, *, copy_span: int, roun
         raise
     finally:
         bar.close()
+    await _pair_rest(job)
     kept = 0
     for d in job.draws:  # the first n kept, in draw order, stay; a batch's surplus is unused
         sibling = None
@@ -648,9 +745,12 @@ async def synthesize(
                         min_grade=opts.min_grade, min_confidence=opts.min_confidence, progress=progress)
     except LLMError as exc:  # a spend limit, a revoked key: keep what was finished (paid for)
         stop = exc
+        await _pair_rest(job)
         for c in job.candidates:
             if c.pending:
                 c.drop("stopped", f"not finished: the run stopped ({exc})")
+    finally:
+        job.index.discard()
     kept = [c for c in job.candidates if c.kept]
     for i, c in enumerate(kept, 1):
         c.qid = f"synth-{i:0{width}d}"
@@ -730,6 +830,9 @@ def estimate_synth(
     opts = SynthOptions.merge(options, **kwargs)
     llm = _llm(llm, model, session)
     job = _prepare(corpus, n, llm, opts)
+    for d in job.draws:
+        if d.as_of is not None:
+            _pair_draw(job, d, job.index.now())
     judge = _judge_for(llm, opts.judge_prompt, opts.min_grade, False, opts.language)
     live = [d for d in job.draws if d.cands[0].pending]
     gen = {style: llm.estimate(st.prompt, [d.variables for d in live if d.style == style])

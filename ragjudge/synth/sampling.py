@@ -117,7 +117,7 @@ class PassagePool:
         self._shingles: dict[str, set[tuple[str, ...]]] = {}
         self._postings: dict[tuple[str, ...], list[str]] = {}
         self._drawn_set: set[str] = set()
-        self._rejected: set[str] = set()
+        self._rejected: dict[str, int] = {}  # near-duplicates skipped -> order found in
 
     def _stratified(self, ids: list[str], seed: int) -> list[str]:
         rng = random.Random(seed)
@@ -177,26 +177,38 @@ class PassagePool:
             if d not in self._drawn_set:
                 other = self._near(d)
                 if other is not None:
-                    self._rejected.add(d)
+                    self._rejected[d] = len(self._rejected)
                     self.report.near_duplicates += 1
                     self.report.note("near_duplicates", f"{d}: near-duplicate of {other}")
                     continue
                 self._accept(d)
             yield d
 
+    @property
+    def rejections(self) -> int:
+        """Near-duplicates skipped so far (``as_of`` of :meth:`partner`)."""
+        return len(self._rejected)
+
     def entities(self, docid: str) -> set[str]:
         return {m.group(0).lower() for m in _ENTITY.finditer(self.corpus[docid])}
 
-    def partner(self, docid: str, index: LexicalIndex, *, candidates: int = 10) -> tuple[str, str] | None:
+    def partner(self, docid: str, index: LexicalIndex, *, candidates: int = 10,
+                as_of: int | None = None) -> tuple[str, str] | None:
         """A second passage for a two-passage question: among the anchor's ``candidates``
         nearest BM25 neighbours (eligible, not near-duplicates of it), the first sharing a
-        capitalised entity, else the nearest. Returns ``(docid, why)`` or ``None``."""
+        capitalised entity, else the nearest. Returns ``(docid, why)`` or ``None``.
+
+        ``as_of``: the passages skipped as near-duplicates count as they stood when that many
+        had been (:attr:`rejections` when the anchor was drawn), so a partner looked up later,
+        after more passages were drawn, is the one the draw would have had then."""
+        before = self.rejections if as_of is None else as_of
         mine = self.tokens_of(docid)
         anchor_sh = self._shingles.get(docid) or shingles(mine)
         ents = self.entities(docid)
         options: list[tuple[str, float]] = []
         for other, score in index.top(list(dict.fromkeys(mine)), candidates + 1):
-            if other == docid or other not in self._tokens or other in self._rejected:
+            if (other == docid or other not in self._tokens
+                    or self._rejected.get(other, before) < before):
                 continue
             if jaccard(anchor_sh, shingles(self._tokens[other])) >= self.near_duplicate:
                 continue

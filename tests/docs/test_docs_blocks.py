@@ -1,6 +1,6 @@
-"""The guides run as written: every shell and Python block of a tutorial, a how-to or the
-getting-started page is run by the docs build (markdown-exec, or ``<!-- run -->``: run as
-written) or says why not (``<!-- not run: REASON -->``); see ``docs/gen/blocks.py``."""
+"""The guides run as written: every shell and Python block of a tutorial, a how-to, a concept
+page or the getting-started page is run by the docs build (markdown-exec, or ``<!-- run -->``:
+run as written) or says why not (``<!-- not run: REASON -->``); see ``docs/gen/blocks.py``."""
 
 from __future__ import annotations
 

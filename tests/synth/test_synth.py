@@ -90,6 +90,30 @@ def test_partner_prefers_a_shared_entity() -> None:
     assert "entity" in found[1] or "bm25" in found[1]
 
 
+def test_a_partner_looked_up_later_is_the_one_found_when_the_anchor_was_drawn() -> None:
+    # A two-passage draw is paired once the index is built, after later draws may have skipped
+    # more near-duplicates: as_of counts only those skipped when its anchor was drawn.
+    corpus = {
+        "a": "Mount Etna on Sicily is the highest active volcano in Europe and erupts often with lava.",
+        "b": "Sicily has a warm climate; Etna wine grows on the volcanic soil of its slopes near Catania.",
+        "b2": "Sicily has a warm climate; Etna wine grows on the volcanic soil of its slopes near Catania. "
+              "Many visitors come.",
+    }
+    pool = PassagePool(corpus, seed=0, min_words=5)
+    pool.order = ["a", "b2", "b"]  # b2 drawn first: b is its near-duplicate, skipped later
+    drawn = pool.draw()
+    assert next(drawn) == "a"
+    as_of = pool.rejections
+    index = LexicalIndex(corpus)
+    before = pool.partner("a", index)
+    assert before is not None
+    assert list(drawn) == ["b2"] and pool.rejections == as_of + 1  # b skipped now
+    partner = pool.partner("a", index, as_of=as_of)
+    assert partner == before  # b still counts: it was not skipped when a was drawn
+    later = pool.partner("a", index)
+    assert later is not None and later[0] == "b2"
+
+
 # ----------------------------------------------------------------------------- filters
 def cand(cid: str, query: str, sources: list[str], style: str = "question") -> Candidate:
     return Candidate(id=cid, style=style, sources=sources, query=query, reference="ref",

@@ -106,6 +106,79 @@ def test_no_judge_call_for_a_query_that_cannot_be_needed() -> None:
     assert all(c.status != "kept" or c.qid for c in result.candidates)
 
 
+class _Events(Timed):
+    """Timed, also recording each call and the index build's start and end in one list."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__(seed)
+        self.events: list[str] = []
+
+    async def __call__(self, prompt: Any, v: Any) -> Any:
+        self.events.append("call " + prompt.id)
+        return await super().__call__(prompt, v)
+
+
+def _slow_index(monkeypatch: Any, timed: _Events, seconds: float) -> list[int]:
+    """The synth pipeline's LexicalIndex, slowed down by ``seconds``; the threads it was
+    built in are returned (filled as it is)."""
+    import threading
+    import time
+
+    import ragjudge.synth.generate as generate
+    from ragjudge.synth import LexicalIndex
+
+    threads: list[int] = []
+
+    class Slow(LexicalIndex):
+        def __init__(self, docs: Any, **kw: Any) -> None:
+            timed.events.append("build starts")
+            threads.append(threading.get_ident())
+            time.sleep(seconds)  # importing bm25s and indexing a large corpus
+            super().__init__(docs, **kw)
+            timed.events.append("build ends")
+
+    monkeypatch.setattr(generate, "LexicalIndex", Slow)
+    return threads
+
+
+def _account(result: Any) -> list[Any]:
+    return [(c.id, c.status, c.dropped_by, c.reason, c.query, c.sources, c.pairing, c.scores)
+            for c in result.candidates]
+
+
+def test_the_first_calls_leave_before_the_index_is_built(monkeypatch: Any) -> None:
+    import threading
+
+    corpus = make_corpus(4)
+    plain = _run(corpus, 8, Timed(5))
+    timed = _Events(5)
+    threads = _slow_index(monkeypatch, timed, 0.3)
+    result = _run(corpus, 8, timed)
+    first = timed.events.index("build starts")
+    # generation calls went out (and one came back) before the build began, in another thread
+    assert first > 0 and all(e.startswith("call synth_") for e in timed.events[:first])
+    assert threads and threading.get_ident() not in threads
+    assert timed.events.count("build starts") == 1
+    # what was asked, paired, filtered, judged and kept is the same as with the index at hand
+    assert result.ok and _account(result) == _account(plain)
+    assert any(len(c.sources) == 2 for c in result.candidates)  # the multi style was paired
+
+
+def test_draws_that_all_wait_for_the_index_start_its_build(monkeypatch: Any) -> None:
+    # every draw a two-passage one: no call is out to wait for, the build starts at once
+    corpus = make_corpus(4)
+    timed = _Events(6)
+    _slow_index(monkeypatch, timed, 0.05)
+    llm = FakeLLM(timed, model="m")
+
+    async def run() -> Any:
+        return await asyncio.wait_for(synthesize(corpus, 4, llm=llm, progress=False, oversample=3,
+                                                 styles="multi=1"), 30)
+
+    result = asyncio.run(run())
+    assert timed.events[0] == "build starts" and result.kept
+
+
 def _draw_order(result: Any) -> list[Any]:
     class D:
         def __init__(self, did: str) -> None:

@@ -1,5 +1,6 @@
-"""The ``/ui`` router: the page's static files (and ``/favicon.ico``) and its JSON API over a
-:class:`~.workspace.Workspace`. Only translation here: parameters in, workspace answers out."""
+"""The ``/ui`` router: the page's static files and its JSON API over a
+:class:`~.workspace.Workspace`; and ``/favicon.ico``, served with or without the page. Only
+translation here: parameters in, workspace answers out."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from .workspace import MAX_LIMIT, Workspace
 
-__all__ = ["ui_router"]
+__all__ = ["ui_router", "icon_router"]
 
 _STATIC = Path(__file__).resolve().parent / "static"
 _TYPES = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript; charset=utf-8",
@@ -185,12 +186,18 @@ def ui_router(files: tuple[str, ...] | list[str], labels: str | None = None) -> 
         return PlainTextResponse(text, media_type="application/x-ndjson", headers={
             "Content-Disposition": 'attachment; filename="human_assignments.jsonl"'})
 
-    # Browsers ask the site's root for its icon whatever the page links: answer it there too.
-    outer = APIRouter(include_in_schema=False)
-    outer.include_router(r)
+    return r
 
-    @outer.get("/favicon.ico")
+
+def icon_router() -> APIRouter:
+    """``/favicon.ico``: browsers ask the site's root for an icon whatever they show (the page,
+    the API docs, a JSON answer), so the service answers it with the page's icon whether or not
+    it serves the page (``--ui-file``)."""
+    icon = (_STATIC / "favicon.svg").read_bytes()
+    r = APIRouter(include_in_schema=False)
+
+    @r.get("/favicon.ico")
     def favicon() -> Response:
-        return asset("favicon.svg")
+        return Response(icon, media_type=_TYPES["favicon.svg"], headers=_HEADERS)
 
-    return outer
+    return r
