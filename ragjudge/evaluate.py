@@ -291,7 +291,7 @@ def _judged_probe(measures: Mapping[str, Measure], judged_only: bool) -> list[Me
     reduction of the same layout) for the sanity check; none without a cutoff or with
     ``judged_only`` (every ranked document is judged then)."""
     cutoffs = [m.k for m in measures.values() if m.k is not None and spec_of(m).cutoff]
-    return [] if judged_only or not cutoffs else [parse_measure(f"judged@{max(cutoffs)}")]
+    return [] if judged_only or not cutoffs else [Measure("judged", (), max(cutoffs))]
 
 
 def _judged_coverage(qrels: Qrels, run: Run, evaluated: np.ndarray, judged: np.ndarray,
