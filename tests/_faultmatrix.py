@@ -593,6 +593,7 @@ def run_cell(command: str, mode: str, endpoints: str, store: str, provider: str,
     rerun = None
     paid_twice_before = 0
     first_spend = first_billed = 0
+    resent = None
     try:
         if disrupt is not None:
             disrupt.start()
@@ -605,6 +606,9 @@ def run_cell(command: str, mode: str, endpoints: str, store: str, provider: str,
                 # were in flight when the store went away.
                 paid_twice_before = sum(s.paid_twice for s in servers)
                 first_spend, first_billed = sum(s.spend for s in servers), sum(s.billed_calls for s in servers)
+                # A rerun after a spend limit asks again, as a user's rerun would: the first
+                # run's requests are what must stop at the refusal.
+                resent = sum(s.resent_after_stop for s in servers)
                 rerun_tmp = tmp / "rerun"
                 rerun_tmp.mkdir()
                 _run_once(command, rerun_tmp, inputs, COMMANDS[command].argv(rerun_tmp, inputs, llm),
@@ -626,7 +630,7 @@ def run_cell(command: str, mode: str, endpoints: str, store: str, provider: str,
         first_spend, reported, cap, paid_twice, first_billed, n,
         (sum(s.outcomes.get("other_model", 0) for s in servers), sum(s.refused_other for s in servers)),
         stderr, [r for s in servers for r in s.invalid_reasons], m.stops, m.transient,
-        sum(s.resent_after_stop for s in servers), rerun)
+        sum(s.resent_after_stop for s in servers) if resent is None else resent, rerun)
 
 
 # ----------------------------------------------------------------------------- replicas
