@@ -18,7 +18,6 @@ from __future__ import annotations
 import inspect
 import math
 import os
-import sys
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Union
@@ -224,7 +223,8 @@ def _callers_level() -> int:
     """``stacklevel`` of the first frame outside ragjudge, seen from the function that calls
     this: a warning then names the user's line whichever path (one run, several, a judge) led
     to it. (Python 3.12's ``skip_file_prefixes`` does this; 3.10 and 3.11 lack it.)"""
-    frame = sys._getframe(2)
+    here = inspect.currentframe()  # this function; its caller's caller is level 2
+    frame = here.f_back.f_back if here is not None and here.f_back is not None else None
     level = 2
     while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
         frame = frame.f_back
