@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+# Tests never reach the network: Haystack (the integration tests' pipelines) otherwise sends
+# usage statistics from a background thread, retrying while the tests run (and leaving its
+# failed attempts' objects for the cycle collector, which a test of ours counts).
+os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
 
 # The public trec_eval test data lives beside the repository, never inside it.
 CONFORMANCE_DIR = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "trec_eval"
