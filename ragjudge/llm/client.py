@@ -43,6 +43,7 @@ import asyncio
 import logging
 import math
 import random
+import sys
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -52,6 +53,7 @@ from typing import Any
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
 from .endpoint import Endpoint
+from .provenance import FailureKind
 from .providers import open_provider
 from .providers.base import (
     AttemptFailed,
@@ -68,7 +70,6 @@ from .providers.base import (
     failure_of,
     retry_after_seconds,
 )
-from .provenance import FailureKind
 from .redaction import redact, redact_url
 
 __all__ = [
@@ -95,6 +96,8 @@ ClientConfig = Endpoint
 #: The share of ``timeout`` each read may wait (connect, headers, a body chunk); the attempt
 #: as a whole has the full ``timeout``.
 READ_SHARE = 0.8
+#: A deadline's timer running this much later than due (seconds) means the loop itself stalled.
+LATE = 0.1
 #: A retry wait this long (seconds) or longer is said on stderr.
 LONG_WAIT = 10.0
 
@@ -113,15 +116,53 @@ async def within_deadline(seconds: float, awaitable: Any, url: str) -> Any:
     """``await awaitable``, cancelled after ``seconds`` in all (:class:`AttemptDeadline`).
 
     httpx's timeouts bound each read, so a body sent one byte at a time never times out; this
-    bounds the attempt as a whole."""
-    timeout = getattr(asyncio, "timeout", None)
-    try:
-        if timeout is None:  # Python 3.10: wait_for runs the attempt in a task of its own
+    bounds the attempt as a whole. Time in which this process's loop could not run is given
+    back, up to ``seconds`` more: when the deadline's timer runs more than ``LATE`` s after it
+    was due (another thread held the GIL, a blocking call on the loop), a reply that arrived
+    meanwhile is waiting in the socket to be read, and cutting it off would pay for it again."""
+    if sys.version_info < (3, 11):  # no asyncio.timeout: wait_for, without the give-back
+        try:
             return await asyncio.wait_for(awaitable, timeout=seconds)
-        async with timeout(seconds):  # no extra task on the hot path
-            return await awaitable
-    except asyncio.TimeoutError:
+        except asyncio.TimeoutError:
+            raise AttemptDeadline(seconds, url) from None
+    try:
+        async with asyncio.timeout(None) as scope:  # no extra task on the hot path
+            timer = _Deadline(scope, seconds)
+            try:
+                return await awaitable
+            finally:
+                timer.cancel()
+    except TimeoutError:
         raise AttemptDeadline(seconds, url) from None
+
+
+class _Deadline:
+    """The timer of :func:`within_deadline`: it expires ``scope`` when due, unless it runs more
+    than ``LATE`` s late; then the lateness is given back (up to ``seconds`` in all)."""
+
+    __slots__ = ("loop", "scope", "left", "timer")
+
+    def __init__(self, scope: Any, seconds: float) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.scope = scope
+        self.left = seconds
+        self.timer = self._at(self.loop.time() + seconds)
+
+    def _at(self, when: float) -> asyncio.TimerHandle:
+        return self.loop.call_at(when, self._due, when)
+
+    def _due(self, when: float) -> None:
+        now = self.loop.time()
+        late = now - when
+        if late > LATE and self.left > 0:
+            grant = min(late, self.left)
+            self.left -= grant
+            self.timer = self._at(now + grant)
+        else:
+            self.scope.reschedule(now)
+
+    def cancel(self) -> None:
+        self.timer.cancel()  # also drops the handle's hold on this object
 
 
 def classify_failure(exc: BaseException) -> Failure:

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -21,10 +21,18 @@ import pytest
 import respx
 from _llm_fakes import BASE, SECRET, URL, error, grade_reply, ok
 
-from ragjudge.llm.providers.openai import rate_info
 from ragjudge.judges import LLMRelevanceJudge
 from ragjudge.llm import LLM
-from ragjudge.llm.client import AttemptDeadline, ClientConfig, LLMClient, RejectedReply, classify_failure
+from ragjudge.llm.client import (
+    LATE,
+    AttemptDeadline,
+    ClientConfig,
+    LLMClient,
+    RejectedReply,
+    classify_failure,
+    within_deadline,
+)
+from ragjudge.llm.providers.openai import rate_info
 
 _REPLY = json.dumps({
     "id": "x", "object": "chat.completion", "model": "m", "created": 0,
@@ -38,8 +46,10 @@ class _Trickler:
     """A loopback HTTP server whose replies send headers at once and then the body one byte
     every ``pace`` seconds (``stall=True``: a few bytes, then nothing until the client goes)."""
 
-    def __init__(self, *, pace: float = 0.2, stall: bool = False) -> None:
+    def __init__(self, *, pace: float = 0.2, stall: bool = False,
+                 on_request: Callable[[], None] | None = None) -> None:
         self.pace = pace
+        self.on_request = on_request
         self.stall = stall
         self.requests = 0
         self.loop = asyncio.new_event_loop()
@@ -57,6 +67,8 @@ class _Trickler:
                     length = int(line.split(":", 1)[1])
             await reader.readexactly(length)
             self.requests += 1
+            if self.on_request is not None:
+                self.on_request()
             writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
                          b"content-length: %d\r\n\r\n" % len(_REPLY))
             await writer.drain()
@@ -329,3 +341,55 @@ def test_evaluate_judge_takes_the_attempt_bounds_and_ends_against_a_trickling_se
     assert "Traceback" not in proc.stderr and "unrecognized" not in proc.stderr
     records = [json.loads(line) for line in (tmp_path / "j.jsonl").read_text().splitlines()]
     assert records and all("no complete reply within 1 s" in (r["error"] or "") for r in records)
+
+
+def test_a_stall_of_our_own_loop_is_given_back_to_the_attempt() -> None:
+    # A reply that arrived while the loop could not run (another thread holding the GIL, a
+    # blocking call) waits in the socket: cutting the attempt off at its deadline would pay for
+    # it again. The deadline's timer runs late by the stall, and the stall is given back.
+    async def main() -> str:
+        loop = asyncio.get_running_loop()
+        reply: asyncio.Future[str] = loop.create_future()
+        loop.call_later(0.05, time.sleep, 0.5)  # the loop stalls from 0.05 s to 0.55 s
+        loop.call_later(0.1, reply.set_result, "reply")  # the reply comes during the stall
+        return await within_deadline(0.2, reply, "http://h/v1")
+
+    assert asyncio.run(main()) == "reply"
+
+
+def test_a_server_that_never_answers_still_meets_the_deadline_after_a_stall_of_ours() -> None:
+    async def main(stall: float) -> float:
+        loop = asyncio.get_running_loop()
+        never: asyncio.Future[str] = loop.create_future()
+        if stall:
+            loop.call_later(0.05, time.sleep, stall)
+        t0 = loop.time()
+        with pytest.raises(AttemptDeadline):
+            await within_deadline(0.2, never, "http://h/v1")
+        return loop.time() - t0
+
+    assert asyncio.run(main(0.0)) < 0.2 + LATE
+    # the stall given back once, at most the deadline again
+    assert asyncio.run(main(0.5)) < 0.5 + 2 * 0.2 + LATE + 0.05
+
+
+def test_a_reply_read_after_a_stall_of_ours_is_paid_once() -> None:
+    loop = asyncio.new_event_loop()
+    # the client's loop stalls past the deadline as the server answers (at once)
+    stall = lambda: loop.call_soon_threadsafe(time.sleep, 1.0)
+    with _trickler(pace=0.0, on_request=stall) as server:
+        client = LLMClient(ClientConfig(model="m", base_url=server.url, api_key="k", timeout=0.5,
+                                        max_attempts=2, backoff_base=0.01))
+
+        async def main() -> Any:
+            try:
+                return await client.complete({"model": "m", "messages": [{"role": "user", "content": "q"}]})
+            finally:
+                await client.close()
+
+        try:
+            reply = loop.run_until_complete(main())
+        finally:
+            loop.close()
+        assert json.loads(reply.text) == {"grade": 2} and reply.attempts == 1
+        assert server.requests == 1
