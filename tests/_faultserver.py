@@ -66,6 +66,7 @@ import math
 import random
 import socket
 import struct
+import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -179,6 +180,15 @@ def request_key(body: Mapping[str, Any]) -> str:
 
 
 Reply = tuple[int, Any, dict[str, str]]  # status, JSON body, headers
+
+
+class _Quiet(ThreadingHTTPServer):
+    """A client that hangs up (a run stopping, an attempt cut at its deadline) is no error of
+    the server's: no traceback for it on stderr, where a cell's own lines are read."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 class Api:
@@ -491,7 +501,11 @@ class FaultServer:
                     self._send(404, {"error": {"message": "not found"}})
 
             def do_POST(self) -> None:
-                raw = self.rfile.read(int(self.headers.get("content-length") or 0))
+                length = int(self.headers.get("content-length") or 0)
+                raw = self.rfile.read(length)
+                if len(raw) < length:  # the client went away mid-request (a run stopping): nothing to answer
+                    self.close_connection = True
+                    return
                 if not server.api.is_chat(self.path.partition("?")[0]):
                     self._send(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
                     return
@@ -513,7 +527,7 @@ class FaultServer:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = _Quiet(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 

@@ -79,13 +79,13 @@ PROVIDER_SEVERAL_MODES = ("clean", "always 5xx", "spend limit", "other model", "
 
 
 def _wanted(cell: Cell) -> bool:
-    """The cells CI runs. Each axis in full against the others where they interact, not the
-    whole product (2,016 cells, hours on two workers: a PostgreSQL restart cell takes ~40 s):
-    every command x mode x endpoint count on the SQLite cache for each provider (the wire
-    formats); the PostgreSQL store with one endpoint, OpenAI's wire, the modes whose answers
-    reach the cache differently (the store does not see the provider, nor the endpoint count);
-    several Anthropic endpoints for the modes that drain or stop; the store events for a few
-    modes. ``benchmarks/bench_faults.py --matrix`` runs any product of the axes."""
+    """The cells CI runs: every command x mode x endpoint count on both cache stores (SQLite and
+    PostgreSQL) in OpenAI's wire; Anthropic's wire where it differs (its own requests: every
+    mode on the SQLite cache with one endpoint, the modes that drain or stop with several, the
+    modes whose answers reach the cache differently on PostgreSQL); the store events (a restart
+    mid-run, the store away at the run's end) for a few modes. Not the whole product (2,016
+    cells: a store-event cell takes 20-56 s, hours on two workers);
+    ``benchmarks/bench_faults.py --matrix`` runs any product of the axes."""
     command, mode, endpoints, store, provider = cell
     if cell in FAST:
         return False
@@ -97,11 +97,13 @@ def _wanted(cell: Cell) -> bool:
         if command in ("judge", "service judge"):
             return mode in RESTART_MODES and (provider == "openai" or command == "judge")
         return mode == "clean" and provider == "openai"
-    if store == "postgres":
-        return provider == "openai" and endpoints == "one" and mode in POSTGRES_MODES
-    if provider != "openai" and command in ANTHROPIC_SAME_AS:
+    if provider == "openai":
+        return True
+    if command in ANTHROPIC_SAME_AS:
         return False  # their requests are judge's: the wire is covered by judge's cells
-    if provider != "openai" and endpoints == "several":
+    if store == "postgres":
+        return endpoints == "one" and mode in POSTGRES_MODES
+    if endpoints == "several":
         return mode in PROVIDER_SEVERAL_MODES
     return True
 
