@@ -142,7 +142,7 @@ class _Deadline:
 
     __slots__ = ("loop", "scope", "left", "timer")
 
-    def __init__(self, scope: Any, seconds: float) -> None:
+    def __init__(self, scope: asyncio.Timeout, seconds: float) -> None:
         self.loop = asyncio.get_running_loop()
         self.scope = scope
         self.left = seconds

@@ -16,9 +16,9 @@ from typing import Any, Union
 import anyio
 import pydantic_core
 from fastapi import APIRouter, Depends, Path, Query, Request
-from fastapi.routing import APIRoute
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
 from fastapi.security import HTTPBearer
 
 from .. import __version__
