@@ -161,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--requests", type=int, default=300, help="requests per level and round")
     ap.add_argument("--rounds", type=int, default=5, help="rounds per level, library calls between")
     ap.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
+    ap.add_argument("--cpu-processes", type=int, default=None,
+                    help="evaluation processes per worker (default: the server's)")
     args = ap.parse_args(argv)
     levels = [int(x) for x in args.clients.split(",") if x.strip()]
 
@@ -177,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     cmd = [sys.executable, "-m", "ragjudge", "serve", "--port", str(port), "--workers",
            str(args.workers), "--client-concurrency", str(max(levels) * 2),
            "--jobs-db", f"{state}/jobs.sqlite", "--cache", f"{state}/cache.sqlite"]
+    if args.cpu_processes is not None:
+        cmd += ["--cpu-processes", str(args.cpu_processes)]
     proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
@@ -221,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
 
     lib_ms = statistics.median(_lib_times(payload, 30)) * 1000
     print(f"POST /v1/evaluate, {len(body) / 1024:.0f} KiB body (qrels + one run, default metrics); "
-          f"{args.workers} worker(s), {args.requests} requests x {args.rounds} rounds per level; "
+          f"{args.workers} worker(s), evaluation processes per worker: "
+          f"{'the default' if args.cpu_processes is None else args.cpu_processes}; {args.requests} requests x {args.rounds} rounds per level; "
           f"Python {platform.python_version()}, {os.cpu_count()} CPUs")
     print(f"library in-process: {lib_ms:.2f} ms per call ({1000 / lib_ms:.0f} calls/s)")
     print(f"{'clients':>7} {'x library':>9} {'rounds':>11} {'p50 ms':>7} {'p99 ms':>7} "

@@ -67,6 +67,10 @@ def register(subparsers: Any) -> None:
                    help=f"environment variable holding the bearer token (default {_D['token_env']})")
     p.add_argument("--workers", type=int, default=_D["workers"], metavar="N",
                    help=f"uvicorn worker processes (default {_D['workers']}; jobs are shared through the job store)")
+    p.add_argument("--cpu-processes", type=int, default=_D["cpu_processes"], metavar="N",
+                   help=f"processes computing evaluations and comparisons, per worker (default "
+                        f"{_D['cpu_processes']}; 0: in a thread of the worker, sharing its GIL with the "
+                        "event loop)")
     p.add_argument("--no-access-log", action="store_true",
                    help="no access log (uvicorn's line per answered request on stdout)")
     lim = p.add_argument_group("limits")
@@ -125,6 +129,7 @@ def settings_from_args(args: argparse.Namespace) -> server.ServerSettings:
     its flag."""
     return server.ServerSettings(
         host=args.host, port=args.port, token_env=args.token_env, workers=args.workers,
+        cpu_processes=args.cpu_processes,
         max_body_bytes=args.max_body_bytes, max_pairs=args.max_pairs,
         client_concurrency=args.client_concurrency, body_seconds=args.body_seconds,
         cors_origins=tuple(args.cors_origin), access_log=not args.no_access_log,

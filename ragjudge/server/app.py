@@ -38,6 +38,7 @@ from fastapi.staticfiles import StaticFiles
 from .. import __version__
 from ..errors import MetricError, RagjudgeError
 from ..llm import redact
+from .cpu import CpuWork
 from .jobs import JobManager
 from .models import ErrorBody
 from .routes import API_VERSION, api_router, health_router
@@ -285,6 +286,7 @@ def _offline_docs(app: FastAPI) -> None:
 def create_app(settings: ServerSettings | None = None) -> FastAPI:
     """The service as an ASGI app (``uvicorn.run(create_app(settings))``)."""
     settings = settings or ServerSettings()
+    work = CpuWork(settings.cpu_processes)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -292,6 +294,7 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
         manager = JobManager(store, settings)
         app.state.store, app.state.manager = store, manager
         manager.start()
+        work.warm()  # the evaluation processes start beside the server, not on its first request
         try:
             yield
         finally:
@@ -324,7 +327,7 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
         app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
                            allow_methods=["GET", "POST", "DELETE"],
                            allow_headers=["Authorization", "Content-Type", "Idempotency-Key"])
-    app.include_router(api_router(settings))
+    app.include_router(api_router(settings, work))
     app.include_router(health_router())
     app.include_router(icon_router())
     if settings.ui_files:  # the web page over the operator's files (ragjudge ui, --ui-file)

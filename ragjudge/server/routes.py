@@ -1,7 +1,8 @@
 """The ``/v1`` routes: HTTP in, one call of :mod:`ragjudge.server.service`, HTTP out.
 
-CPU-bound work (parsing, evaluation, planning) runs in worker threads, at most one per core at
-a time; job-store calls run in worker threads too, so a slow or absent store never stalls the
+CPU-bound work runs off the event loop (:mod:`ragjudge.server.cpu`): evaluations and
+comparisons in worker processes, a job's plan or the deterministic RAG metrics in a worker
+thread. Job-store calls run in worker threads too, so a slow or absent store never stalls the
 event loop (a store that cannot be reached is a 503 with ``Retry-After``, see
 :mod:`ragjudge.server.app`).
 """
@@ -13,7 +14,6 @@ import platform
 from collections.abc import Callable, Coroutine
 from typing import Any, Union
 
-import anyio
 import pydantic_core
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
@@ -24,6 +24,7 @@ from fastapi.security import HTTPBearer
 from .. import __version__
 from . import service
 from .catalog import metric_catalog
+from .cpu import CpuWork
 from .models import (
     CompareBody,
     CompareRequest,
@@ -86,19 +87,9 @@ def _json(text: str, status: int = 200) -> Response:
     return Response(content=text, media_type="application/json", status_code=status)
 
 
-def api_router(settings: ServerSettings) -> APIRouter:
-    """The service's routes for ``settings`` (the app's state holds ``store`` and ``manager``)."""
-    # CPU-bound work one request at a time per process (off the event loop, which stays free for
-    # health checks and uploads): the GIL runs one thread of Python at a time whatever the
-    # cores, so a second thread only fights over it (measured with 8 clients on 2 cores: 4.8-5.7
-    # ms of CPU per evaluation request with two threads, 3.5-4.5 with one). More cores are used
-    # with more processes (`serve --workers`).
-    cpu_slots = anyio.Semaphore(1)
-
-    async def cpu(fn: Any, *args: Any) -> Any:
-        async with cpu_slots:
-            return await run_in_threadpool(fn, *args)
-
+def api_router(settings: ServerSettings, work: CpuWork) -> APIRouter:
+    """The service's routes for ``settings``, their CPU-bound work done by ``work`` (the app's
+    state holds ``store`` and ``manager``)."""
     async def answer(request: Request, out: Reply | JobPlan) -> Response:
         if isinstance(out, Reply):
             return _json(out.text, out.status)
@@ -119,14 +110,14 @@ def api_router(settings: ServerSettings) -> APIRouter:
     async def evaluate(req: EvaluateRequest) -> Response:
         """Score runs against qrels: exactly what `ragjudge evaluate --no-stats --format json`
         prints (one object for one run, a list for several)."""
-        return _json(await cpu(service.evaluate_json, req, limit))
+        return _json(await work.compute(service.evaluate_json, req, limit))
 
     @router.post("/compare", response_model=None, tags=["ranking"],
                  responses={200: {"model": CompareBody}})
     async def compare(req: CompareRequest) -> Response:
         """Compare runs (paired tests, Holm correction, bootstrap intervals): exactly what
         `ragjudge compare --format json` prints."""
-        return _json(await cpu(service.compare_json, req, limit))
+        return _json(await work.compute(service.compare_json, req, limit))
 
     @router.post("/rag", response_model=None, tags=["rag"], status_code=200,
                  responses={200: {"model": RagReportBody, "description": "No LLM metric: the report"},
@@ -135,7 +126,7 @@ def api_router(settings: ServerSettings) -> APIRouter:
     async def rag(req: RagRequest, request: Request) -> Response:
         """RAG metrics on samples. Deterministic metrics answer at once (the report of
         `ragjudge rag --format json`); LLM metrics start a job (202) whose result is that report."""
-        return await answer(request, await cpu(service.rag, req, settings))
+        return await answer(request, await work.light(service.rag, req, settings))
 
     @router.post("/judge", response_model=None, status_code=202, tags=["jobs"],
                  responses={202: {"model": JobState, "description": "The job"},
@@ -145,7 +136,7 @@ def api_router(settings: ServerSettings) -> APIRouter:
         """Start a judge job: grade the pooled top-`depth` documents of runs (or explicit
         pairs) with the server's LLM; the result holds the qrels, every judgment and a summary.
         With `dry_run`: the estimate only (200)."""
-        return await answer(request, await cpu(service.judge, req, settings))
+        return await answer(request, await work.light(service.judge, req, settings))
 
     @router.post("/synth", response_model=None, status_code=202, tags=["jobs"],
                  responses={202: {"model": JobState, "description": "The job"},
@@ -155,7 +146,7 @@ def api_router(settings: ServerSettings) -> APIRouter:
         """Start a synth job: `n` filtered synthetic queries from the corpus alone, as
         `ragjudge synth`; the result holds the queries, qrels (TREC text), RAG samples, every
         candidate and the accounting. With `dry_run`: the estimate only (200)."""
-        return await answer(request, await cpu(service.synth, req, settings))
+        return await answer(request, await work.light(service.synth, req, settings))
 
     @router.post("/nuggets", response_model=None, status_code=202, tags=["jobs"],
                  responses={202: {"model": JobState, "description": "The job"},
@@ -166,7 +157,7 @@ def api_router(settings: ServerSettings) -> APIRouter:
         answer and scored per run (strict_vital, vital, strict_all, all, weighted) with
         intervals and paired tests, as `ragjudge nuggets`; citation support and agreement with
         human assignments (PPI per run) when asked. With `dry_run`: the estimate only (200)."""
-        return await answer(request, await cpu(service.nuggets, req, settings))
+        return await answer(request, await work.light(service.nuggets, req, settings))
 
     @router.get("/jobs", response_model=list[JobState], tags=["jobs"],
                 responses={503: {"model": ErrorBody}})

@@ -53,6 +53,8 @@ class ServerSettings:
     port: int = 8000
     token_env: str = "RAGJUDGE_TOKEN"
     workers: int = 1
+    #: processes computing evaluations and comparisons for each worker (0: a thread of the worker)
+    cpu_processes: int = 1
     # request limits
     max_body_bytes: int = 32 * 1024 * 1024
     max_pairs: int = 2_000_000
@@ -107,6 +109,10 @@ class ServerSettings:
                             ("--max-jobs", self.max_jobs)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InputError(f"must be an integer of at least 1, got {value!r}", field=flag)
+        if isinstance(self.cpu_processes, bool) or not isinstance(self.cpu_processes, int) \
+                or self.cpu_processes < 0:
+            raise InputError(f"must be an integer of at least 0, got {self.cpu_processes!r}",
+                             field="--cpu-processes")
         # NaN passes every "<= 0" test and infinity disables a limit: both are refused.
         for flag, fvalue, optional, zero_ok in (
                 ("--max-cost", self.max_cost, True, False),

@@ -1,0 +1,131 @@
+"""Where the routes' CPU-bound work runs.
+
+Evaluations and comparisons (text in, text out) run in worker processes, so the process that
+speaks HTTP never shares its GIL with them: its event loop keeps reading bodies and answering
+health checks while an evaluation runs at full speed on another core (measured with 8 clients
+on 2 cores: one thread beside the event loop reached 0.59-0.73 of the library's rate, its
+evaluations ~12% slower than alone; see docs/design.md). The rest of the CPU work (a job's
+plan, the deterministic RAG metrics) is light and runs in a worker thread, one at a time per
+process: a second thread would only fight over the GIL.
+
+The pools are shared by every app of a process (tests build many) and started with ``spawn``,
+which forks nothing of a server that already runs threads; a worker ignores Ctrl-C (the
+server's end ends it) and a pool whose worker died is replaced by the next request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing
+import os
+import signal
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, TypeVar
+
+import anyio
+import anyio.to_thread
+
+__all__ = ["CpuWork"]
+
+log = logging.getLogger("ragjudge.server")
+T = TypeVar("T")
+
+_pools: dict[int, ProcessPoolExecutor] = {}
+_pools_lock = threading.Lock()
+
+
+def _worker_start(server: int) -> None:
+    """A worker's start. Ctrl-C in the server's terminal reaches the whole process group: the
+    worker ignores it (no traceback each). A worker ends when its server does, however the
+    server ended (uvicorn leaves by the signal it stopped on, without exit handlers; kill -9):
+    the pool's pipes stay open in the worker itself, so it would wait for work forever."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_end_with, args=(server,), daemon=True).start()
+
+
+def _end_with(server: int) -> None:
+    while os.getppid() == server:
+        time.sleep(0.5)
+    os._exit(0)
+
+
+def _ready() -> None:
+    """A task that makes a worker start and load what an evaluation needs, before a request."""
+    from . import service  # noqa: F401  (deferred: only a worker process runs this)
+
+
+def _call(fn: Callable[..., T], args: tuple[Any, ...]) -> tuple[T, list[tuple[str, type[Warning]]]]:
+    """``fn(*args)`` in a worker, with the warnings it raised, for the server to raise again
+    under its own filters and format (the library's warnings say when a number may be wrong)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = fn(*args)
+    return result, [(str(w.message), w.category) for w in caught]
+
+
+def _pool(processes: int) -> ProcessPoolExecutor:
+    with _pools_lock:
+        pool = _pools.get(processes)
+        if pool is None:
+            pool = _pools[processes] = ProcessPoolExecutor(
+                processes, mp_context=multiprocessing.get_context("spawn"),
+                initializer=_worker_start, initargs=(os.getpid(),))
+        return pool
+
+
+def _drop(pool: ProcessPoolExecutor) -> None:
+    with _pools_lock:
+        for size, kept in list(_pools.items()):
+            if kept is pool:
+                del _pools[size]
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
+class CpuWork:
+    """The CPU-bound work of one app: :meth:`compute` (evaluations, comparisons) in
+    ``processes`` worker processes (0: in a worker thread of this process), :meth:`light` in a
+    worker thread."""
+
+    def __init__(self, processes: int) -> None:
+        self.processes = processes
+        self._thread_slot = anyio.Semaphore(1)
+        # Two requests in flight per process: while a worker computes one, the next already
+        # waits in its pipe, so the worker never idles for a hand-off (with one, 8 clients on
+        # 2 cores reached 0.45 of the library's rate; with two, 0.91-0.96).
+        self._process_slots = anyio.Semaphore(2 * max(processes, 1))
+
+    def warm(self) -> list[Future[None]]:
+        """Start the worker processes now, so the first request does not wait for them."""
+        if not self.processes:
+            return []
+        pool = _pool(self.processes)
+        return [pool.submit(_ready) for _ in range(self.processes)]
+
+    async def light(self, fn: Callable[..., T], *args: Any) -> T:
+        async with self._thread_slot:
+            return await anyio.to_thread.run_sync(fn, *args)
+
+    async def compute(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` in a worker process; ``fn`` is a module-level function and ``args``
+        and its result pickle. Its exceptions come back as raised (a library error stays a
+        400); a worker that died (killed, out of memory) is one failed request, and the next
+        gets a fresh pool."""
+        if not self.processes:
+            return await self.light(fn, *args)
+        async with self._process_slots:
+            pool = _pool(self.processes)
+            try:
+                result, caught = await asyncio.wrap_future(pool.submit(_call, fn, args))
+            except BrokenProcessPool:
+                log.error("an evaluation's worker process died; a new one starts with the next request")
+                _drop(pool)
+                raise
+        for message, category in caught:
+            warnings.warn(message, category, stacklevel=2)
+        return result
