@@ -78,8 +78,10 @@ def _run(args: argparse.Namespace) -> int:
                               no_cache=True, jobs_db=os.path.join(state, "jobs.sqlite"),
                               ui_files=tuple(args.files), ui_labels=args.labels,
                               drain_seconds=1.0, cpu_processes=0)  # the page evaluates nothing
-    settings.check()
-    print(f"ragjudge ui: http://127.0.0.1:{port}/ui/#token={token}", flush=True)
-    print("(Ctrl-C stops)", file=sys.stderr, flush=True)
-    server.serve(settings)
+
+    def announce() -> None:
+        print(f"ragjudge ui: http://127.0.0.1:{port}/ui/#token={token}", flush=True)
+        print("(Ctrl-C stops)", file=sys.stderr, flush=True)
+
+    server.serve(settings, checked=announce)
     return 0

@@ -12,6 +12,7 @@ PostgreSQL database) and that resume after a restart without paying again. FastA
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import InputError, RagjudgeError
@@ -54,14 +55,17 @@ def check_job_store(settings: ServerSettings) -> None:
                              field="--jobs-db") from None
 
 
-def serve(settings: ServerSettings) -> None:
+def serve(settings: ServerSettings, *, checked: Callable[[], None] | None = None) -> None:
     """Check ``settings`` and the job store, then run the service with uvicorn until
-    interrupted (graceful stop: jobs are requeued)."""
+    interrupted (graceful stop: jobs are requeued). ``checked`` is called between the two,
+    once nothing can refuse the settings any more (``ragjudge ui`` prints its address there)."""
     settings.check()  # a bad option is its one-line error whether or not the extra is installed
     _require()
     import uvicorn
 
     check_job_store(settings)
+    if checked is not None:
+        checked()
     # Worker processes (and the single-process case alike) build the app from the environment,
     # so every process runs the same settings; secrets stay in their own variables.
     os.environ[SETTINGS_ENV] = settings.to_json()

@@ -20,10 +20,13 @@ QRELS = EX / "qrels.txt"
 
 @pytest.fixture
 def no_serving(monkeypatch: pytest.MonkeyPatch) -> None:
-    def boom(settings: object) -> None:
+    """`ragjudge ui` runs every check `serve` makes, but never listens."""
+    import uvicorn
+
+    def boom(*args: object, **kwargs: object) -> None:
         raise AssertionError("started serving despite a bad argument")
 
-    monkeypatch.setattr(ragjudge.server, "serve", boom)
+    monkeypatch.setattr(uvicorn, "run", boom)
 
 
 def _one_line(capsys: pytest.CaptureFixture[str], *words: str) -> str:
@@ -80,6 +83,20 @@ def test_labels_a_folder_is_refused_before_serving(
         tmp_path: Path, no_serving: None, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["ui", "--labels", str(tmp_path), str(QRELS)]) == 2
     _one_line(capsys, str(tmp_path), "directory")
+
+
+def test_the_address_is_printed_once_every_check_passed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import uvicorn
+
+    monkeypatch.setenv("RAGJUDGE_TOKEN", "t0ken")  # both restored after: serve writes its settings
+    monkeypatch.setenv("RAGJUDGE_SERVER_SETTINGS", "")
+    printed = []
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: printed.append(capsys.readouterr().out))
+    monkeypatch.setattr(ragjudge.server, "check_job_store", lambda settings: printed.append("store"))
+    assert main(["ui", "--labels", str(tmp_path / "l.jsonl"), str(QRELS)]) == 0
+    assert printed[0] == "store" and printed[1].startswith("ragjudge ui: http://127.0.0.1:")
+    assert "/ui/#token=t0ken" in printed[1] and len(printed) == 2
 
 
 def test_a_nugget_to_label_file_is_sniffed_or_forced_as_tolabel(tmp_path: Path) -> None:
