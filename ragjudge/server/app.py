@@ -299,6 +299,7 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
             yield
         finally:
             await manager.stop()
+            await work.close()
             store.close()
             # uvicorn ends the process by the signal it stopped on (no exit hooks): answers its
             # jobs made while the cache's database was away are stored (or spilled) now.

@@ -3,14 +3,14 @@
 Evaluations and comparisons (text in, text out) run in worker processes, so the process that
 speaks HTTP never shares its GIL with them: its event loop keeps reading bodies and answering
 health checks while an evaluation runs at full speed on another core (measured with 8 clients
-on 2 cores: one thread beside the event loop reached 0.59-0.73 of the library's rate, its
+on 2 cores: one thread beside the event loop reached 0.56-0.75 of the library's rate, its
 evaluations ~12% slower than alone; see docs/design.md). The rest of the CPU work (a job's
 plan, the deterministic RAG metrics) is light and runs in a worker thread, one at a time per
 process: a second thread would only fight over the GIL.
 
-The pools are shared by every app of a process (tests build many) and started with ``spawn``,
-which forks nothing of a server that already runs threads; a worker ignores Ctrl-C (the
-server's end ends it) and a pool whose worker died is replaced by the next request.
+The processes are started with ``spawn``, which forks nothing of a server that already runs
+threads, beside the server (not on its first request) and ended with it; a worker ignores
+Ctrl-C (the server's stop ends it) and fresh processes replace one that died.
 """
 
 from __future__ import annotations
@@ -35,9 +35,6 @@ __all__ = ["CpuWork"]
 
 log = logging.getLogger("ragjudge.server")
 T = TypeVar("T")
-
-_pools: dict[int, ProcessPoolExecutor] = {}
-_pools_lock = threading.Lock()
 
 
 def _worker_start(server: int) -> None:
@@ -69,43 +66,44 @@ def _call(fn: Callable[..., T], args: tuple[Any, ...]) -> tuple[T, list[tuple[st
     return result, [(str(w.message), w.category) for w in caught]
 
 
-def _pool(processes: int) -> ProcessPoolExecutor:
-    with _pools_lock:
-        pool = _pools.get(processes)
-        if pool is None:
-            pool = _pools[processes] = ProcessPoolExecutor(
-                processes, mp_context=multiprocessing.get_context("spawn"),
-                initializer=_worker_start, initargs=(os.getpid(),))
-        return pool
-
-
-def _drop(pool: ProcessPoolExecutor) -> None:
-    with _pools_lock:
-        for size, kept in list(_pools.items()):
-            if kept is pool:
-                del _pools[size]
-    pool.shutdown(wait=False, cancel_futures=True)
-
-
 class CpuWork:
     """The CPU-bound work of one app: :meth:`compute` (evaluations, comparisons) in
     ``processes`` worker processes (0: in a worker thread of this process), :meth:`light` in a
-    worker thread."""
+    worker thread. The app's lifespan starts the processes (:meth:`warm`) and ends them
+    (:meth:`close`)."""
 
     def __init__(self, processes: int) -> None:
         self.processes = processes
+        self._pool: ProcessPoolExecutor | None = None
+        self._lock = threading.Lock()
         self._thread_slot = anyio.Semaphore(1)
         # Two requests in flight per process: while a worker computes one, the next already
         # waits in its pipe, so the worker never idles for a hand-off (with one, 8 clients on
-        # 2 cores reached 0.45 of the library's rate; with two, 0.91-0.96).
+        # 2 cores reached 0.45 of the library's rate; with two, 0.83-1.08).
         self._process_slots = anyio.Semaphore(2 * max(processes, 1))
+
+    def pool(self) -> ProcessPoolExecutor:
+        """The worker processes (made on first use; again after one died)."""
+        with self._lock:
+            if self._pool is None:
+                self._pool = ProcessPoolExecutor(
+                    self.processes, mp_context=multiprocessing.get_context("spawn"),
+                    initializer=_worker_start, initargs=(os.getpid(),))
+            return self._pool
 
     def warm(self) -> list[Future[None]]:
         """Start the worker processes now, so the first request does not wait for them."""
         if not self.processes:
             return []
-        pool = _pool(self.processes)
+        pool = self.pool()
         return [pool.submit(_ready) for _ in range(self.processes)]
+
+    async def close(self) -> None:
+        """End the worker processes after the work they have (the server is stopping)."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            await asyncio.to_thread(pool.shutdown, wait=True, cancel_futures=True)
 
     async def light(self, fn: Callable[..., T], *args: Any) -> T:
         async with self._thread_slot:
@@ -115,16 +113,19 @@ class CpuWork:
         """``fn(*args)`` in a worker process; ``fn`` is a module-level function and ``args``
         and its result pickle. Its exceptions come back as raised (a library error stays a
         400); a worker that died (killed, out of memory) is one failed request, and the next
-        gets a fresh pool."""
+        gets fresh processes."""
         if not self.processes:
             return await self.light(fn, *args)
         async with self._process_slots:
-            pool = _pool(self.processes)
+            pool = self.pool()
             try:
                 result, caught = await asyncio.wrap_future(pool.submit(_call, fn, args))
             except BrokenProcessPool:
-                log.error("an evaluation's worker process died; a new one starts with the next request")
-                _drop(pool)
+                log.error("an evaluation's worker process died; new ones start with the next request")
+                with self._lock:
+                    if self._pool is pool:
+                        self._pool = None
+                pool.shutdown(wait=False, cancel_futures=True)
                 raise
         for message, category in caught:
             warnings.warn(message, category, stacklevel=2)
