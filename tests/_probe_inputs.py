@@ -667,7 +667,7 @@ def main() -> None:
     # ui must not serve: the probe wants only its checks of the files.
     import ragjudge.server as server
 
-    server.serve = lambda settings: None  # type: ignore[assignment]
+    server.serve = lambda settings, **kw: None  # type: ignore[assignment]
     results = []
     for c in CASES:
         if a.only and a.only not in c.name:
