@@ -3,7 +3,7 @@
 Evaluations and comparisons (text in, text out) run in worker processes, so the process that
 speaks HTTP never shares its GIL with them: its event loop keeps reading bodies and answering
 health checks while an evaluation runs at full speed on another core (measured with 8 clients
-on 2 cores: one thread beside the event loop reached 0.56-0.75 of the library's rate, its
+on 2 cores: one thread beside the event loop reached 0.56-0.79 of the library's rate, its
 evaluations ~12% slower than alone; see docs/design.md). The rest of the CPU work (a job's
 plan, the deterministic RAG metrics) is light and runs in a worker thread, one at a time per
 process: a second thread would only fight over the GIL.
@@ -79,7 +79,7 @@ class CpuWork:
         self._thread_slot = anyio.Semaphore(1)
         # Two requests in flight per process: while a worker computes one, the next already
         # waits in its pipe, so the worker never idles for a hand-off (with one, 8 clients on
-        # 2 cores reached 0.45 of the library's rate; with two, 0.83-1.08).
+        # 2 cores reached 0.45 of the library's rate; with two, 0.65-1.08, median 0.91).
         self._process_slots = anyio.Semaphore(2 * max(processes, 1))
 
     def pool(self) -> ProcessPoolExecutor:

@@ -47,6 +47,7 @@ def _env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _settings(tmp: Path, sim: Any, **kw: Any) -> ServerSettings:
     kw.setdefault("model", "sim-model")
+    kw.setdefault("cpu_processes", 0)  # jobs only: no evaluation process to start
     return ServerSettings(endpoints=(Endpoint(kw["model"], base_url=sim.base_url, concurrency=2),),
                           jobs_db=str(tmp / "jobs.sqlite"), cache=str(tmp / "cache.sqlite"), **kw)
 

@@ -58,6 +58,7 @@ def _pairs(n: int) -> dict[str, Any]:
 
 def _settings(tmp: Path, sim: Any, **kw: Any) -> ServerSettings:
     kw.setdefault("model", "sim-model")
+    kw.setdefault("cpu_processes", 0)  # jobs only: no evaluation process to start
     return ServerSettings(endpoints=(Endpoint(kw["model"], base_url=sim.base_url, concurrency=2),),
                           jobs_db=str(tmp / "jobs.sqlite"), cache=str(tmp / "cache.sqlite"), **kw)
 
@@ -88,7 +89,8 @@ def test_a_store_outage_is_503_with_one_log_line(tmp_path: Path, outage: threadi
                                                  caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO)
     settings = ServerSettings(model="sim-model", endpoints=(Endpoint("sim-model", base_url="http://127.0.0.1:9/v1"),),
-                              max_jobs=0, jobs_db=str(tmp_path / "jobs.sqlite"), cache=str(tmp_path / "c.sqlite"))
+                              max_jobs=0, jobs_db=str(tmp_path / "jobs.sqlite"), cache=str(tmp_path / "c.sqlite"),
+                              cpu_processes=0)
     with _app(settings) as c:
         job = c.post("/v1/judge", json=_pairs(3)).json()["id"]
         outage.set()

@@ -210,7 +210,7 @@ def test_nothing_outside_the_given_files_is_readable(client: TestClient, path: s
 
 
 def test_ui_is_off_unless_files_are_given(tmp_path: Path) -> None:
-    settings = ServerSettings(no_cache=True, jobs_db=str(tmp_path / "j.sqlite"))
+    settings = ServerSettings(no_cache=True, jobs_db=str(tmp_path / "j.sqlite"), cpu_processes=0)
     with TestClient(create_app(settings)) as c:
         assert c.get("/ui/api/overview").status_code == 404
         assert c.get("/ui/").status_code == 404
