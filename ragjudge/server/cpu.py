@@ -19,6 +19,7 @@ import asyncio
 import logging
 import multiprocessing
 import os
+import pickle
 import signal
 import threading
 import time
@@ -62,7 +63,14 @@ def _call(fn: Callable[..., T], args: tuple[Any, ...]) -> tuple[T, list[tuple[st
     under its own filters and format (the library's warnings say when a number may be wrong)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        result = fn(*args)
+        try:
+            result = fn(*args)
+        except Exception as exc:
+            try:  # an exception the server could not rebuild would break the pool, not fail a request
+                pickle.loads(pickle.dumps(exc))
+            except Exception:  # noqa: BLE001 -- whatever made it unreadable, its text still is
+                raise RuntimeError(f"{type(exc).__name__}: {exc}") from None
+            raise
     return result, [(str(w.message), w.category) for w in caught]
 
 

@@ -80,6 +80,35 @@ def _input_error() -> None:
     raise InputError("not a number", source="runs.txt", line=3, field="score")
 
 
+class _TwoPartError(Exception):
+    def __init__(self, a: str, b: str) -> None:  # rebuilt from its args, it would miss one
+        super().__init__(f"{a}/{b}")
+
+
+def _unrebuildable() -> None:
+    raise _TwoPartError("x", "y")
+
+
+def test_an_error_the_server_could_not_rebuild_fails_its_request_not_the_pool() -> None:
+    async def go() -> None:
+        work = CpuWork(1)
+        try:
+            with pytest.raises(RuntimeError, match="_TwoPartError: x/y"):
+                await work.compute(_unrebuildable)
+            assert await work.compute(operator.add, 1, 1) == 2
+        finally:
+            await work.close()
+
+    asyncio.run(go())
+
+
+def test_a_request_over_the_servers_limit_is_413_from_a_worker() -> None:
+    body = {"qrels": (EX / "qrels.txt").read_text(), "runs": {"r": (EX / "runs/bm25_raw.run").read_text()}}
+    with TestClient(create_app(ServerSettings(no_cache=True, cpu_processes=1, max_pairs=100))) as c:
+        r = c.post("/v1/evaluate", json=body)
+    assert r.status_code == 413 and "at most 100" in r.json()["detail"]
+
+
 def test_a_worker_that_dies_costs_one_request_and_the_next_gets_a_fresh_pool() -> None:
     async def go() -> None:
         work = CpuWork(1)
