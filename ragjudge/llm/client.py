@@ -194,6 +194,12 @@ InFlight = Callable[[bool], None]
 Observer = Callable[[RateInfo, int], None]
 
 
+def _duration(seconds: float) -> str:
+    """Seconds as a person reads them in a message: whole seconds from 10 s, else three digits
+    (a wait of 1 ms is not "0 s")."""
+    return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.3g} s"
+
+
 @dataclass
 class _Call:
     """One request's retry bookkeeping: attempts made, those counted against its budget,
@@ -203,8 +209,9 @@ class _Call:
     attempts: int = 0
     counted: int = 0
     ticket: Any = None
-    #: (seconds the server asked to wait, patience left) when a Retry-After outran the patience
-    refused_wait: tuple[float, float] | None = None
+    #: (seconds the server asked to wait, patience left, HTTP status) when a Retry-After outran
+    #: the patience
+    refused_wait: tuple[float, float, int | None] | None = None
     #: When its first attempt failed: the patience counts from then (the queue it met before
     #: is the run's pacing, not an outage or a run of 429s of its own).
     troubled_at: float | None = None
@@ -385,7 +392,7 @@ class LLMClient:
             if after is not None and after > left:
                 # Honour the server up to the patience, never past it: a Retry-After an hour
                 # ahead ends this request now, with its reason, instead of a silent hour.
-                call.refused_wait = (after, left)
+                call.refused_wait = (after, left, verdict.status if verdict is not None else None)
                 return True
             return False
 
@@ -410,11 +417,13 @@ class LLMClient:
             return await retrying(attempt)
         except (AttemptFailed, BadBody, AttemptDeadline) as exc:
             if call.refused_wait is not None:
-                after, left = call.refused_wait
+                after, left, status = call.refused_wait
+                answered = f"HTTP {status}: " if status is not None else ""
                 raise CallFailed(
-                    f"rate limited by {self.endpoint}: the server asked to wait {after:.0f} s "
-                    f"(Retry-After), more than the {max(left, 0.0):.0f} s of patience left "
-                    f"(--patience {self.config.patience:g})", attempts=call.attempts) from None
+                    f"rate limited by {self.endpoint}: {answered}the server asked to wait "
+                    f"{_duration(after)} (Retry-After), more than the {_duration(max(left, 0.0))} "
+                    f"of patience left (--patience {self.config.patience:g})",
+                    attempts=call.attempts) from None
             raise self._final(exc, call.attempts) from None
         finally:
             retrying.iter_state.reset()  # its last actions refer back to it: the other cycle

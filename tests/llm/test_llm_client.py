@@ -230,6 +230,15 @@ def test_429s_are_bounded_by_patience(httpx2_mock: respx.Router, tmp_path: Path)
     assert not out.ok and "429" in out.error and route.call_count >= 2
 
 
+def test_a_wait_past_the_patience_names_the_status_and_its_seconds(httpx2_mock: respx.Router,
+                                                                   tmp_path: Path) -> None:
+    route = httpx2_mock.post(URL).mock(return_value=error(429, "slow down", headers={"retry-after-ms": "1500"}))
+    out = ask(make_llm(tmp_path, max_attempts=2, patience=0.9))
+    assert not out.ok and route.call_count == 1
+    assert "HTTP 429: the server asked to wait 1.5 s (Retry-After), more than the 0.9" in out.error
+    assert "s of patience left (--patience 0.9)" in out.error
+
+
 @pytest.mark.parametrize("status", [501, 505])
 def test_permanent_5xx_is_not_retried(httpx2_mock: respx.Router, tmp_path: Path, status: int) -> None:
     route = httpx2_mock.post(URL).mock(return_value=error(status, "Not Implemented"))
