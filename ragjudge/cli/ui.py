@@ -77,7 +77,8 @@ def _run(args: argparse.Namespace) -> int:
     settings = server.ServerSettings(host="127.0.0.1", port=port, token_env=args.token_env,
                               no_cache=True, jobs_db=os.path.join(state, "jobs.sqlite"),
                               ui_files=tuple(args.files), ui_labels=args.labels,
-                              drain_seconds=1.0, cpu_processes=0)  # the page evaluates nothing
+                              drain_seconds=1.0,
+                              cpu_processes=0)  # its views compute in their own routes: no process to start
 
     def announce() -> None:
         print(f"ragjudge ui: http://127.0.0.1:{port}/ui/#token={token}", flush=True)

@@ -25,7 +25,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
@@ -99,12 +99,12 @@ class CpuWork:
                     initializer=_worker_start, initargs=(os.getpid(),))
             return self._pool
 
-    def warm(self) -> list[Future[None]]:
+    def warm(self) -> None:
         """Start the worker processes now, so the first request does not wait for them."""
-        if not self.processes:
-            return []
-        pool = self.pool()
-        return [pool.submit(_ready) for _ in range(self.processes)]
+        if self.processes:
+            pool = self.pool()
+            for _ in range(self.processes):
+                pool.submit(_ready)
 
     async def close(self) -> None:
         """End the worker processes after the work they have (the server is stopping)."""

@@ -103,16 +103,13 @@ class ServerSettings:
             )
         if isinstance(self.port, bool) or not isinstance(self.port, int) or not 0 <= self.port <= 65535:
             raise InputError(f"must be a port number from 0 to 65535, got {self.port!r}", field="--port")
-        for flag, value in (("--workers", self.workers),
-                            ("--max-body-bytes", self.max_body_bytes), ("--max-pairs", self.max_pairs),
-                            ("--client-concurrency", self.client_concurrency),
-                            ("--max-jobs", self.max_jobs)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InputError(f"must be an integer of at least 1, got {value!r}", field=flag)
-        if isinstance(self.cpu_processes, bool) or not isinstance(self.cpu_processes, int) \
-                or self.cpu_processes < 0:
-            raise InputError(f"must be an integer of at least 0, got {self.cpu_processes!r}",
-                             field="--cpu-processes")
+        for flag, value, least in (("--workers", self.workers, 1), ("--cpu-processes", self.cpu_processes, 0),
+                                   ("--max-body-bytes", self.max_body_bytes, 1),
+                                   ("--max-pairs", self.max_pairs, 1),
+                                   ("--client-concurrency", self.client_concurrency, 1),
+                                   ("--max-jobs", self.max_jobs, 1)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise InputError(f"must be an integer of at least {least}, got {value!r}", field=flag)
         # NaN passes every "<= 0" test and infinity disables a limit: both are refused.
         for flag, fvalue, optional, zero_ok in (
                 ("--max-cost", self.max_cost, True, False),
